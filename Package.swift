@@ -1,0 +1,55 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Threadline",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "coord", targets: ["coord"]),
+        .executable(name: "worker", targets: ["worker"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // C libraries, each wrapped by exactly one Swift module.
+        .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg", pkgConfig: "libavformat",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev",
+                                         "libavfilter-dev", "libswscale-dev", "libswresample-dev"])]),
+        .systemLibrary(name: "CZeroMQ", path: "Sources/CZeroMQ", pkgConfig: "libzmq",
+                       providers: [.apt(["libzmq3-dev"])]),
+        .target(name: "CSupport", path: "Sources/CSupport"),
+
+        // Pure: pipeline model, YAML loading with locations, planning, stage keys.
+        .target(name: "ThreadlineCore",
+                dependencies: ["CSupport", .product(name: "Yams", package: "Yams")]),
+        // Owns FFmpeg.
+        .target(name: "Media", dependencies: ["CFFmpeg", "ThreadlineCore", "CSupport"]),
+        // Owns ZeroMQ.
+        .target(name: "Transport", dependencies: ["CZeroMQ"]),
+        // Owns SQLite.
+        .target(name: "Lineage",
+                dependencies: ["ThreadlineCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        // Coordinator, scheduler, worker runtime, artifact store.
+        .target(name: "Engine",
+                dependencies: ["ThreadlineCore", "Media", "Transport", "Lineage", "CSupport",
+                               .product(name: "Logging", package: "swift-log")]),
+
+        .executableTarget(name: "coord",
+                          dependencies: ["Engine", "ThreadlineCore", "Media", "Lineage",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .executableTarget(name: "worker",
+                          dependencies: ["Engine",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+
+        // Helpers for tests: generated media, ffprobe, running the real binaries.
+        .target(name: "TestSupport", dependencies: ["ThreadlineCore"], path: "Tests/TestSupport"),
+        .testTarget(name: "CoreTests", dependencies: ["ThreadlineCore"]),
+        .testTarget(name: "MediaTests", dependencies: ["Media", "ThreadlineCore", "TestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,186 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// One segment as concat takes it: its file and its exact share of the timeline.
+public struct ConcatInput: Sendable, Hashable, Codable {
+    public var path: String
+    public var frameCount: Int
+    public var sampleCount: Int
+    public var label: String
+    public init(path: String, frameCount: Int, sampleCount: Int, label: String) {
+        self.path = path; self.frameCount = frameCount; self.sampleCount = sampleCount; self.label = label
+    }
+}
+
+public struct ConcatReport: Sendable, Hashable, Codable {
+    public var seconds = 0.0
+    public var frames = 0
+    public var samples = 0
+}
+
+/// Joins segments into the finished movie: video stream-copied, audio joined sample-exact and
+/// encoded to AAC once (no priming gaps at joins), MP4 with faststart.
+public enum Concat {
+    public static func run(_ inputs: [ConcatInput], profile: OutputProfile, to path: String) throws -> ConcatReport {
+        _ = configureLogging
+        let t0 = now()
+        let name = (profile.path as NSString).lastPathComponent
+        guard let first = inputs.first else { throw MediaError(.concat, .permanent, file: name, "no segments") }
+        let output = try OutputFile(path: path, format: "mp4", file: name)
+        let firstInput = try InputFile(path: first.path, name: first.label, stage: .concat)
+        guard let fv = firstInput.videoIndex else { throw MediaError(.concat, .permanent, file: first.label, "segment has no video") }
+        let vOut = output.addStream()
+        avcodec_parameters_copy(vOut.pointee.codecpar, firstInput.stream(fv).pointee.codecpar)
+        vOut.pointee.codecpar.pointee.codec_tag = 0
+        let fpsTB = AVRational(num: Int32(profile.fps.den), den: Int32(profile.fps.num))
+        vOut.pointee.time_base = fpsTB
+        vOut.pointee.avg_frame_rate = AVRational(num: Int32(profile.fps.num), den: Int32(profile.fps.den))
+        let reference = extradata(firstInput.stream(fv))
+
+        let aac = try AudioEncoder(bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, file: name)
+        let aOut = output.addStream()
+        avcodec_parameters_from_context(aOut.pointee.codecpar, aac.ctx)
+        aOut.pointee.time_base = aac.ctx.pointee.time_base
+        try output.open(options: ["movflags": "+faststart"])
+
+        var report = ConcatReport()
+        let pkt = Packet()
+        var lastDTS = Int64.min
+        for seg in inputs {
+            let input = seg.path == first.path ? firstInput : try InputFile(path: seg.path, name: seg.label, stage: .concat)
+            guard let v = input.videoIndex else { throw MediaError(.concat, .permanent, file: seg.label, "segment has no video") }
+            guard extradata(input.stream(v)) == reference else {
+                throw MediaError(.concat, .permanent, file: seg.label, "segment was encoded with different settings; cannot stream-copy")
+            }
+            let vTB = input.stream(v).pointee.time_base
+            let offset = Int64(report.frames)
+            var taken = 0            // samples taken from this segment
+            var framesSeen = 0
+            while true {
+                let ret = av_read_frame(input.ctx, pkt.ptr)
+                if ret == tl_averror_eof() { break }
+                if ret < 0 { throw MediaError(.concat, classify(ret), file: seg.label, "cannot read segment: \(avErrorString(ret))") }
+                defer { pkt.unref() }
+                if pkt.ptr.pointee.stream_index == v {
+                    guard framesSeen < seg.frameCount else { continue }
+                    framesSeen += 1
+                    av_packet_rescale_ts(pkt.ptr, vTB, fpsTB)
+                    pkt.ptr.pointee.pts += offset
+                    pkt.ptr.pointee.dts += offset
+                    if pkt.ptr.pointee.dts <= lastDTS { pkt.ptr.pointee.dts = lastDTS + 1 }
+                    if pkt.ptr.pointee.pts < pkt.ptr.pointee.dts { pkt.ptr.pointee.pts = pkt.ptr.pointee.dts }
+                    lastDTS = pkt.ptr.pointee.dts
+                    pkt.ptr.pointee.duration = 1
+                    pkt.ptr.pointee.stream_index = vOut.pointee.index
+                    av_packet_rescale_ts(pkt.ptr, fpsTB, vOut.pointee.time_base)
+                    pkt.ptr.pointee.pos = -1
+                    try output.write(pkt.ptr)
+                } else if pkt.ptr.pointee.stream_index == input.audioIndex {
+                    let count = Int(pkt.ptr.pointee.size) / 4
+                    let n = min(count, seg.sampleCount - taken)
+                    if n > 0 {
+                        try aac.append(UnsafeRawPointer(pkt.ptr.pointee.data!), samples: n, output: output, stream: aOut)
+                        taken += n
+                    }
+                }
+            }
+            guard framesSeen == seg.frameCount else {
+                throw MediaError(.concat, .permanent, file: seg.label, "segment has \(framesSeen) frames, expected \(seg.frameCount)")
+            }
+            if taken < seg.sampleCount {
+                let silence = [Int16](repeating: 0, count: (seg.sampleCount - taken) * 2)
+                try silence.withUnsafeBytes { try aac.append($0.baseAddress!, samples: seg.sampleCount - taken, output: output, stream: aOut) }
+            }
+            report.frames += seg.frameCount
+            report.samples += seg.sampleCount
+        }
+        try aac.finish(output: output, stream: aOut)
+        try output.finish()
+        report.seconds = now() - t0
+        return report
+    }
+
+    static func extradata(_ st: UnsafeMutablePointer<AVStream>) -> [UInt8] {
+        let par = st.pointee.codecpar.pointee
+        guard let d = par.extradata, par.extradata_size > 0 else { return [] }
+        return Array(UnsafeBufferPointer(start: d, count: Int(par.extradata_size)))
+    }
+}
+
+/// AAC encoder fed with interleaved s16 stereo; buffers to whole 1024-sample frames.
+final class AudioEncoder {
+    let ctx: UnsafeMutablePointer<AVCodecContext>
+    let frame = Frame()
+    let pkt = Packet()
+    var fifo: [Float] = []      // interleaved L R
+    var pts: Int64 = 0
+    let file: String
+
+    init(bitrate: Int, globalHeader: Bool, file: String) throws {
+        self.file = file
+        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else {
+            throw MediaError(.concat, .permanent, file: file, "no AAC encoder in this FFmpeg build")
+        }
+        ctx = avcodec_alloc_context3(codec)
+        ctx.pointee.sample_rate = Int32(Timing.sampleRate)
+        tl_layout_stereo(&ctx.pointee.ch_layout)
+        ctx.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+        ctx.pointee.bit_rate = Int64(bitrate)
+        ctx.pointee.time_base = AVRational(num: 1, den: Int32(Timing.sampleRate))
+        if globalHeader { ctx.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
+        let ret = avcodec_open2(ctx, codec, nil)
+        if ret < 0 { throw MediaError(.concat, .permanent, file: file, "cannot open the AAC encoder: \(avErrorString(ret))") }
+    }
+    deinit { var p: UnsafeMutablePointer<AVCodecContext>? = ctx; avcodec_free_context(&p) }
+
+    func append(_ data: UnsafeRawPointer, samples n: Int, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+        let s16 = data.assumingMemoryBound(to: Int16.self)
+        fifo.reserveCapacity(fifo.count + n * 2)
+        for i in 0..<(n * 2) { fifo.append(Float(s16[i]) / 32768) }
+        let size = Int(ctx.pointee.frame_size)
+        var consumed = 0
+        while fifo.count - consumed >= size * 2 {
+            try encodeFrame(from: consumed, count: size, output: output, stream: stream)
+            consumed += size * 2
+        }
+        fifo.removeFirst(consumed)
+    }
+
+    func finish(output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+        if !fifo.isEmpty { try encodeFrame(from: 0, count: fifo.count / 2, output: output, stream: stream); fifo.removeAll() }
+        try send(nil, output: output, stream: stream)
+    }
+
+    private func encodeFrame(from start: Int, count: Int, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+        let f = frame.ptr
+        frame.unref()
+        f.pointee.nb_samples = Int32(count)
+        f.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+        f.pointee.sample_rate = Int32(Timing.sampleRate)
+        tl_layout_stereo(&f.pointee.ch_layout)
+        guard av_frame_get_buffer(f, 0) >= 0 else { throw MediaError(.concat, .retryable, file: file, "out of memory") }
+        let left = UnsafeMutableRawPointer(f.pointee.data.0!).assumingMemoryBound(to: Float.self)
+        let right = UnsafeMutableRawPointer(f.pointee.data.1!).assumingMemoryBound(to: Float.self)
+        fifo.withUnsafeBufferPointer { buf in
+            for i in 0..<count { left[i] = buf[start + 2 * i]; right[i] = buf[start + 2 * i + 1] }
+        }
+        f.pointee.pts = pts
+        pts += Int64(count)
+        try send(f, output: output, stream: stream)
+    }
+
+    private func send(_ f: UnsafeMutablePointer<AVFrame>?, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+        var ret = avcodec_send_frame(ctx, f)
+        if ret < 0 && ret != tl_averror_eof() { throw MediaError(.concat, .permanent, file: file, "AAC encoding failed: \(avErrorString(ret))") }
+        while true {
+            ret = avcodec_receive_packet(ctx, pkt.ptr)
+            if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
+            if ret < 0 { throw MediaError(.concat, .permanent, file: file, "AAC encoding failed: \(avErrorString(ret))") }
+            defer { pkt.unref() }
+            pkt.ptr.pointee.stream_index = stream.pointee.index
+            av_packet_rescale_ts(pkt.ptr, ctx.pointee.time_base, stream.pointee.time_base)
+            try output.write(pkt.ptr)
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// Owns a libx264 encoder set to the project's output profile.
+final class VideoEncoder {
+    let ctx: UnsafeMutablePointer<AVCodecContext>
+
+    init(profile: OutputProfile, globalHeader: Bool, file: String) throws {
+        guard let codec = avcodec_find_encoder_by_name("libx264") else {
+            throw MediaError(.encode, .permanent, file: file, "libx264 is not available in this FFmpeg build")
+        }
+        ctx = avcodec_alloc_context3(codec)
+        ctx.pointee.width = Int32(profile.width)
+        ctx.pointee.height = Int32(profile.height)
+        ctx.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+        ctx.pointee.time_base = AVRational(num: Int32(profile.fps.den), den: Int32(profile.fps.num))
+        ctx.pointee.framerate = AVRational(num: Int32(profile.fps.num), den: Int32(profile.fps.den))
+        ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        ctx.pointee.color_range = AVCOL_RANGE_MPEG
+        if profile.video.keyint > 0 { ctx.pointee.gop_size = Int32(profile.video.keyint) }
+        if globalHeader { ctx.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
+        av_opt_set(ctx.pointee.priv_data, "preset", profile.video.preset, 0)
+        av_opt_set(ctx.pointee.priv_data, "crf", "\(profile.video.crf)", 0)
+        let ret = avcodec_open2(ctx, codec, nil)
+        if ret < 0 { throw MediaError(.encode, .permanent, file: file, "cannot open libx264: \(avErrorString(ret))") }
+    }
+    deinit { var p: UnsafeMutablePointer<AVCodecContext>? = ctx; avcodec_free_context(&p) }
+}
+
+/// Owns an output file being muxed.
+final class OutputFile {
+    let ctx: UnsafeMutablePointer<AVFormatContext>
+    let path: String
+    let file: String
+    private var headerWritten = false
+
+    init(path: String, format: String, file: String) throws {
+        var c: UnsafeMutablePointer<AVFormatContext>? = nil
+        let ret = avformat_alloc_output_context2(&c, nil, format, path)
+        guard ret >= 0, let c else { throw MediaError(.encode, .permanent, file: file, "cannot create \(format) output: \(avErrorString(ret))") }
+        ctx = c; self.path = path; self.file = file
+    }
+    deinit {
+        if ctx.pointee.pb != nil { avio_closep(&ctx.pointee.pb) }
+        avformat_free_context(ctx)
+    }
+
+    var needsGlobalHeader: Bool { (ctx.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 }
+
+    func addStream() -> UnsafeMutablePointer<AVStream> { avformat_new_stream(ctx, nil) }
+
+    func open(options: [String: String] = [:]) throws {
+        var ret = avio_open(&ctx.pointee.pb, path, AVIO_FLAG_WRITE)
+        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot write \(path): \(avErrorString(ret))") }
+        var dict: OpaquePointer? = nil
+        for (k, v) in options { av_dict_set(&dict, k, v, 0) }
+        ret = avformat_write_header(ctx, &dict)
+        av_dict_free(&dict)
+        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot write the header of \(path): \(avErrorString(ret))") }
+        headerWritten = true
+    }
+
+    func write(_ pkt: UnsafeMutablePointer<AVPacket>) throws {
+        let ret = av_interleaved_write_frame(ctx, pkt)
+        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot write to \(path): \(avErrorString(ret))") }
+    }
+
+    func finish() throws {
+        guard headerWritten else { return }
+        var ret = av_write_trailer(ctx)
+        if ret >= 0 { ret = avio_closep(&ctx.pointee.pb) }
+        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot finish \(path): \(avErrorString(ret))") }
+    }
+}
+
+/// Sets a stream's parameters to 48 kHz stereo s16 PCM.
+func configurePCM(_ st: UnsafeMutablePointer<AVStream>) {
+    let par = st.pointee.codecpar!
+    par.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+    par.pointee.codec_id = AV_CODEC_ID_PCM_S16LE
+    par.pointee.sample_rate = Int32(Timing.sampleRate)
+    tl_layout_stereo(&par.pointee.ch_layout)
+    par.pointee.format = AV_SAMPLE_FMT_S16.rawValue
+    par.pointee.bits_per_coded_sample = 16
+    par.pointee.block_align = 4
+    st.pointee.time_base = AVRational(num: 1, den: Int32(Timing.sampleRate))
+}
+
+/// Monotonic seconds.
+@inline(__always) func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }

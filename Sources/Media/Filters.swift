@@ -1,0 +1,129 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// Owns a video filter graph: buffer → description → buffersink.
+final class VideoFilter {
+    let graph: UnsafeMutablePointer<AVFilterGraph>
+    private var src: UnsafeMutablePointer<AVFilterContext>?
+    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    let width: Int32, height: Int32, format: Int32
+
+    init(width: Int32, height: Int32, format: Int32, sar: AVRational, description: String, file: String) throws {
+        self.width = width; self.height = height; self.format = format
+        graph = avfilter_graph_alloc()
+        let sarText = sar.num > 0 && sar.den > 0 ? "\(sar.num)/\(sar.den)" : "1/1"
+        let args = "video_size=\(width)x\(height):pix_fmt=\(format):time_base=1/1:pixel_aspect=\(sarText)"
+        var ret = avfilter_graph_create_filter(&src, avfilter_get_by_name("buffer"), "in", args, nil, graph)
+        if ret >= 0 { ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("buffersink"), "out", nil, nil, graph) }
+        if ret >= 0 {
+            var outputs = avfilter_inout_alloc(), inputs = avfilter_inout_alloc()
+            outputs!.pointee.name = av_strdup("in"); outputs!.pointee.filter_ctx = src
+            outputs!.pointee.pad_idx = 0; outputs!.pointee.next = nil
+            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sink
+            inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
+            ret = avfilter_graph_parse_ptr(graph, description, &inputs, &outputs, nil)
+            avfilter_inout_free(&inputs); avfilter_inout_free(&outputs)
+        }
+        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
+        if ret < 0 {
+            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
+            avfilter_graph_free(&g)
+            throw MediaError(.transform, .permanent, file: file, "cannot build the filter graph '\(description)': \(avErrorString(ret))")
+        }
+    }
+    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
+
+    func matches(_ f: UnsafeMutablePointer<AVFrame>) -> Bool {
+        f.pointee.width == width && f.pointee.height == height && f.pointee.format == format
+    }
+
+    /// Pushes one frame and pulls the one it becomes.
+    func process(_ input: UnsafeMutablePointer<AVFrame>, into output: Frame, file: String) throws {
+        var ret = av_buffersrc_add_frame_flags(src, input, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+        if ret >= 0 { output.unref(); ret = av_buffersink_get_frame(sink, output.ptr) }
+        if ret < 0 { throw MediaError(.transform, .permanent, file: file, "filtering failed: \(avErrorString(ret))") }
+    }
+
+    /// The filter chain for an item: upright (display matrix), the user's rotate/flip/crop,
+    /// square pixels, fit into the output size, output pixel format.
+    static func description(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile) -> String {
+        var chain = orientation?.filters ?? []
+        switch edits.rotate {
+        case 90: chain.append("transpose=clock")
+        case 180: chain += ["hflip", "vflip"]
+        case 270: chain.append("transpose=cclock")
+        default: break
+        }
+        switch edits.flip {
+        case .horizontal: chain.append("hflip")
+        case .vertical: chain.append("vflip")
+        case .both: chain += ["hflip", "vflip"]
+        case nil: break
+        }
+        if let c = edits.crop, c != CropRect(x: 0, y: 0, width: 1, height: 1) {
+            chain.append(String(format: "crop=w='max(2,iw*%.6f)':h='max(2,ih*%.6f)':x='iw*%.6f':y='ih*%.6f'", c.width, c.height, c.x, c.y))
+        }
+        if sar.num > 0 && sar.den > 0 && sar.num != sar.den {
+            chain.append("scale=w='max(2,trunc(iw*sar/2)*2)':h=ih")
+            chain.append("setsar=1")
+        }
+        let w = profile.width, h = profile.height
+        switch profile.fit {
+        case .letterbox:
+            chain.append("scale=\(w):\(h):force_original_aspect_ratio=decrease:force_divisible_by=2")
+            chain.append("pad=\(w):\(h):(ow-iw)/2:(oh-ih)/2:color=\(filterColor(profile.background))")
+        case .crop:
+            chain.append("scale=\(w):\(h):force_original_aspect_ratio=increase")
+            chain.append("crop=\(w):\(h)")
+        }
+        chain += ["setsar=1", "format=yuv420p"]
+        return chain.joined(separator: ",")
+    }
+}
+
+/// Converts decoded audio to 48 kHz interleaved stereo s16.
+final class Resampler {
+    private var swr: OpaquePointer?
+    init(decoder: Decoder, file: String) throws {
+        var inLayout = AVChannelLayout()
+        if decoder.ctx.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC || decoder.ctx.pointee.ch_layout.nb_channels == 0 {
+            av_channel_layout_default(&inLayout, max(1, decoder.ctx.pointee.ch_layout.nb_channels))
+        } else {
+            av_channel_layout_copy(&inLayout, &decoder.ctx.pointee.ch_layout)
+        }
+        defer { av_channel_layout_uninit(&inLayout) }
+        var outLayout = AVChannelLayout()
+        tl_layout_stereo(&outLayout)
+        defer { av_channel_layout_uninit(&outLayout) }
+        var ret = swr_alloc_set_opts2(&swr, &outLayout, AV_SAMPLE_FMT_S16, Int32(Timing.sampleRate),
+                                      &inLayout, decoder.ctx.pointee.sample_fmt, decoder.ctx.pointee.sample_rate, 0, nil)
+        if ret >= 0 { ret = swr_init(swr) }
+        if ret < 0 { throw MediaError(.transform, .permanent, file: file, "cannot set up audio resampling: \(avErrorString(ret))") }
+    }
+    deinit { swr_free(&swr) }
+
+    /// Converts `frame` (or flushes with nil) and appends interleaved samples to `out`.
+    func convert(_ frame: UnsafeMutablePointer<AVFrame>?, into out: inout [Int16]) throws {
+        let inCount = frame.map { $0.pointee.nb_samples } ?? 0
+        let capacity = swr_get_out_samples(swr, inCount) + 32
+        guard capacity > 0 else { return }
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: Int(capacity) * 2))
+        let produced: Int32 = out.withUnsafeMutableBufferPointer { buf in
+            var dst: UnsafeMutablePointer<UInt8>? = UnsafeMutableRawPointer(buf.baseAddress! + start).assumingMemoryBound(to: UInt8.self)
+            return withUnsafeMutablePointer(to: &dst) { dstPtr in
+                if let frame {
+                    let src = UnsafeMutableRawPointer(frame.pointee.extended_data).assumingMemoryBound(to: UnsafePointer<UInt8>?.self)
+                    return swr_convert(swr, dstPtr, capacity, src, inCount)
+                }
+                return swr_convert(swr, dstPtr, capacity, nil, 0)
+            }
+        }
+        guard produced >= 0 else {
+            out.removeLast(Int(capacity) * 2)
+            throw MediaError(.transform, .permanent, file: "", "audio resampling failed: \(avErrorString(produced))")
+        }
+        out.removeLast(Int(capacity - produced) * 2)
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// Quiet libav's console output once per process (errors still come back as codes).
+let configureLogging: Void = {
+    tl_set_log_level(ProcessInfo.processInfo.environment["THREADLINE_AV_LOG"] != nil ? AV_LOG_INFO : AV_LOG_QUIET)
+}()
+
+/// Owns an AVFrame.
+final class Frame {
+    let ptr: UnsafeMutablePointer<AVFrame>
+    init() { ptr = av_frame_alloc() }
+    deinit { var p: UnsafeMutablePointer<AVFrame>? = ptr; av_frame_free(&p) }
+    func unref() { av_frame_unref(ptr) }
+}
+
+/// Owns an AVPacket.
+final class Packet {
+    let ptr: UnsafeMutablePointer<AVPacket>
+    init() { ptr = av_packet_alloc() }
+    deinit { var p: UnsafeMutablePointer<AVPacket>? = ptr; av_packet_free(&p) }
+    func unref() { av_packet_unref(ptr) }
+}
+
+/// An opened input file with its chosen streams: the first video and the first audio stream.
+final class InputFile {
+    let ctx: UnsafeMutablePointer<AVFormatContext>
+    let name: String
+    let videoIndex: Int32?
+    let audioIndex: Int32?
+
+    init(path: String, name: String, stage: StageKind) throws {
+        _ = configureLogging
+        self.name = name
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
+        var ret = avformat_open_input(&ctx, path, nil, nil)
+        guard ret >= 0, let opened = ctx else {
+            throw MediaError(stage, classify(ret) == .retryable && FileManager.default.fileExists(atPath: path) ? .retryable : .permanent,
+                             file: name, "cannot open as media: \(avErrorString(ret))")
+        }
+        self.ctx = opened
+        ret = avformat_find_stream_info(opened, nil)
+        if ret < 0 {
+            var p: UnsafeMutablePointer<AVFormatContext>? = opened
+            avformat_close_input(&p)
+            throw MediaError(stage, .permanent, file: name, "cannot read stream information: \(avErrorString(ret))")
+        }
+        var v: Int32? = nil, a: Int32? = nil
+        for i in 0..<Int32(opened.pointee.nb_streams) {
+            let st = opened.pointee.streams[Int(i)]!
+            let par = st.pointee.codecpar.pointee
+            if v == nil, par.codec_type == AVMEDIA_TYPE_VIDEO, (st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC) == 0,
+               par.codec_id != AV_CODEC_ID_NONE, par.width > 0, par.height > 0 {
+                v = i
+            } else if a == nil, par.codec_type == AVMEDIA_TYPE_AUDIO, par.codec_id != AV_CODEC_ID_NONE,
+                      avcodec_find_decoder(par.codec_id) != nil {
+                a = i
+            }
+        }
+        videoIndex = v
+        audioIndex = a
+        // Data tracks (iPhone mebx, timecode) and extra streams are never read.
+        for i in 0..<Int32(opened.pointee.nb_streams) where i != v && i != a {
+            opened.pointee.streams[Int(i)]!.pointee.discard = AVDISCARD_ALL
+        }
+    }
+
+    deinit { var p: UnsafeMutablePointer<AVFormatContext>? = ctx; avformat_close_input(&p) }
+
+    func stream(_ index: Int32) -> UnsafeMutablePointer<AVStream> { ctx.pointee.streams[Int(index)]! }
+
+    /// The container's start, in seconds: the zero of the file's own timeline.
+    var origin: Double {
+        let st = ctx.pointee.start_time
+        return st == tl_nopts_value() ? 0 : Double(st) / Double(AV_TIME_BASE)
+    }
+
+    /// Seconds from the container's start to its end.
+    var duration: Double {
+        if ctx.pointee.duration != tl_nopts_value() && ctx.pointee.duration > 0 {
+            return Double(ctx.pointee.duration) / Double(AV_TIME_BASE)
+        }
+        var end = 0.0
+        for idx in [videoIndex, audioIndex].compactMap({ $0 }) {
+            let st = stream(idx).pointee
+            if st.duration != tl_nopts_value() { end = max(end, Double(st.duration) * av_q2d(st.time_base)) }
+        }
+        return end
+    }
+
+    /// Clockwise rotation and mirroring from the video stream's display matrix.
+    var displayMatrix: [Int32]? {
+        guard let v = videoIndex else { return nil }
+        var size: Int = 0
+        guard let raw = av_stream_get_side_data(stream(v), AV_PKT_DATA_DISPLAYMATRIX, &size), size >= 36 else { return nil }
+        return raw.withMemoryRebound(to: Int32.self, capacity: 9) { Array(UnsafeBufferPointer(start: $0, count: 9)) }
+    }
+}
+
+/// Owns a decoder for one stream.
+final class Decoder {
+    let ctx: UnsafeMutablePointer<AVCodecContext>
+    let timeBase: AVRational
+
+    init(input: InputFile, stream index: Int32, threads: Int32 = 0) throws {
+        let st = input.stream(index)
+        let par = st.pointee.codecpar!
+        guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
+            throw MediaError(.decode, .permanent, file: input.name,
+                             "no decoder for codec \(String(cString: avcodec_get_name(par.pointee.codec_id)))")
+        }
+        guard let c = avcodec_alloc_context3(codec) else { throw MediaError(.decode, .retryable, file: input.name, "out of memory") }
+        ctx = c
+        timeBase = st.pointee.time_base
+        var ret = avcodec_parameters_to_context(c, par)
+        if ret >= 0 {
+            c.pointee.pkt_timebase = st.pointee.time_base
+            c.pointee.thread_count = threads
+            ret = avcodec_open2(c, codec, nil)
+        }
+        if ret < 0 {
+            throw MediaError(.decode, .permanent, file: input.name, "cannot open the \(String(cString: codec.pointee.name)) decoder: \(avErrorString(ret))")
+        }
+    }
+    deinit { var p: UnsafeMutablePointer<AVCodecContext>? = ctx; avcodec_free_context(&p) }
+}
+
+/// Converts "#rrggbb" to libavfilter's "0xRRGGBB".
+func filterColor(_ hex: String) -> String {
+    guard let (r, g, b) = PipelineLoader.parseColor(hex) else { return "black" }
+    return String(format: "0x%02X%02X%02X", r, g, b)
+}

@@ -1,0 +1,70 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+public enum Probe {
+    /// Opens `path` and reports what planning needs. Throws a permanent `MediaError` for input
+    /// that is not media, or has no decodable video.
+    public static func facts(path: String, name: String? = nil, stage: StageKind = .fetch) throws -> MediaFacts {
+        let input = try InputFile(path: path, name: name ?? (path as NSString).lastPathComponent, stage: stage)
+        var facts = MediaFacts(duration: input.duration, width: 0, height: 0, hasVideo: false, hasAudio: input.audioIndex != nil,
+                               container: String(cString: input.ctx.pointee.iformat.pointee.name))
+        if let v = input.videoIndex {
+            let st = input.stream(v).pointee
+            let par = st.codecpar.pointee
+            facts.hasVideo = true
+            facts.width = Int(par.width); facts.height = Int(par.height)
+            facts.videoCodec = String(cString: avcodec_get_name(par.codec_id))
+            let r = st.avg_frame_rate
+            if r.num > 0 && r.den > 0 { facts.frameRate = av_q2d(r) }
+            if let m = input.displayMatrix {
+                let o = Orientation(displayMatrix: m)
+                facts.rotation = o.clockwise; facts.mirrored = o.mirrored
+            }
+        }
+        if let a = input.audioIndex {
+            facts.audioCodec = String(cString: avcodec_get_name(input.stream(a).pointee.codecpar.pointee.codec_id))
+        }
+        guard facts.duration > 0 || !facts.hasVideo else {
+            throw MediaError(stage, .permanent, file: input.name, "the file reports no duration")
+        }
+        return facts
+    }
+}
+
+/// How a display matrix turns the stored picture upright, decided the way the ffmpeg command
+/// line's autorotation does, so outputs match what users see elsewhere.
+struct Orientation: Equatable {
+    /// Filters that make the stored picture upright, in order.
+    var filters: [String]
+    var clockwise: Int
+    var mirrored: Bool
+
+    init(displayMatrix m: [Int32]) {
+        var theta = -(av_display_rotation_get(m) .rounded())
+        if theta.isNaN { theta = 0 }
+        theta -= 360 * (theta / 360 + 0.9 / 360).rounded(.down)
+        // Mirroring shows as a negative determinant of the 2x2 part.
+        let det = Double(m[0]) * Double(m[4]) - Double(m[1]) * Double(m[3])
+        mirrored = det < 0
+        if abs(theta - 90) < 1 {
+            filters = [m[3] > 0 ? "transpose=cclock_flip" : "transpose=clock"]
+            clockwise = 90
+        } else if abs(theta - 180) < 1 {
+            var f: [String] = []
+            if m[0] < 0 { f.append("hflip") }
+            if m[4] < 0 { f.append("vflip") }
+            filters = f
+            clockwise = 180
+        } else if abs(theta - 270) < 1 {
+            filters = [m[3] < 0 ? "transpose=clock_flip" : "transpose=cclock"]
+            clockwise = 270
+        } else if abs(theta) > 1 {
+            filters = [String(format: "rotate=%f*PI/180", theta)]
+            clockwise = Int(theta.rounded())
+        } else {
+            filters = m[4] < 0 ? ["vflip"] : []
+            clockwise = 0
+        }
+    }
+}

@@ -1,0 +1,338 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// How long each stage of one item's streamed pipeline took.
+public struct SegmentReport: Sendable, Hashable, Codable {
+    public var decodeSeconds = 0.0
+    public var transformSeconds = 0.0
+    public var encodeSeconds = 0.0
+    public var framesDecoded = 0
+    public var framesOut = 0
+    public var samplesOut = 0
+    public init() {}
+}
+
+/// Renders one item into a segment: H.264 in the output profile (starting on a key frame)
+/// plus 48 kHz stereo PCM, in a MOV. Decode → transform → encode run as one streamed pipeline;
+/// frames stay in memory, and each stage's time and failures are attributed to it.
+public enum SegmentRenderer {
+    public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
+        let job = try SegmentJob(spec: spec, path: path)
+        return try job.run(isCancelled: isCancelled)
+    }
+}
+
+private final class SegmentJob {
+    let spec: SegmentSpec
+    let name: String
+    let input: InputFile
+    let videoIndex: Int32
+    let video: Decoder
+    let audio: Decoder?
+    let resampler: Resampler?
+    let output: OutputFile
+    let encoder: VideoEncoder
+    let videoStream: UnsafeMutablePointer<AVStream>
+    let audioStream: UnsafeMutablePointer<AVStream>
+    let orientation: Orientation?
+    let fps: Double
+    var filter: VideoFilter?
+    var report = SegmentReport()
+
+    // Video timing state: the last decoded frame not yet placed, and the next output slot.
+    var pending: Frame?
+    var pendingTime = 0.0
+    var nextSlot = 0
+    var lastFrameTime = -Double.infinity
+    let filtered = Frame()
+    let packet = Packet()
+
+    // Audio state.
+    var audioSkip = 0          // samples still to drop at the start (audio began before trim start)
+    var audioStarted = false
+    var samplesWritten = 0
+    var audioBuffer: [Int16] = []
+
+    init(spec: SegmentSpec, path: String) throws {
+        self.spec = spec
+        name = spec.sourceName
+        let input = try InputFile(path: spec.sourcePath, name: spec.sourceName, stage: .decode)
+        self.input = input
+        let format = String(cString: input.ctx.pointee.iformat.pointee.name)
+        if format.hasPrefix("image2") || format.hasSuffix("_pipe") {
+            throw MediaError(.decode, .permanent, file: name, "this is a still image (\(format)), not a video")
+        }
+        guard let v = input.videoIndex else {
+            throw MediaError(.decode, .permanent, file: name, "no decodable video stream")
+        }
+        videoIndex = v
+        video = try Decoder(input: input, stream: v)
+        if spec.edits.mute {
+            audio = nil
+        } else if let a = input.audioIndex {
+            audio = try Decoder(input: input, stream: a)
+        } else {
+            let undecodable = (0..<Int(input.ctx.pointee.nb_streams)).contains { i in
+                let par = input.ctx.pointee.streams[i]!.pointee.codecpar.pointee
+                return par.codec_type == AVMEDIA_TYPE_AUDIO
+            }
+            if undecodable {
+                throw MediaError(.decode, .permanent, file: name, "its audio track cannot be decoded (no decoder for its codec)")
+            }
+            audio = nil
+        }
+        let fileName = spec.sourceName
+        resampler = try audio.map { try Resampler(decoder: $0, file: fileName) }
+        orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
+        fps = spec.profile.fps.double
+
+        output = try OutputFile(path: path, format: "mov", file: name)
+        encoder = try VideoEncoder(profile: spec.profile, globalHeader: output.needsGlobalHeader, file: name)
+        videoStream = output.addStream()
+        avcodec_parameters_from_context(videoStream.pointee.codecpar, encoder.ctx)
+        videoStream.pointee.time_base = encoder.ctx.pointee.time_base
+        audioStream = output.addStream()
+        configurePCM(audioStream)
+        try output.open()
+    }
+
+    func run(isCancelled: () -> Bool) throws -> SegmentReport {
+        let origin = input.origin
+        if spec.trimStart > 0 {
+            let ts = Int64(((origin + spec.trimStart) * Double(AV_TIME_BASE)).rounded(.down))
+            if av_seek_frame(input.ctx, -1, ts, AVSEEK_FLAG_BACKWARD) < 0 {
+                av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD)   // decode from the start and drop
+            }
+        }
+        let frame = Frame()
+        var videoDone = false
+        var audioDone = audio == nil
+        var readCount = 0
+        while !(videoDone && audioDone) {
+            readCount += 1
+            if readCount % 64 == 0 && isCancelled() {
+                throw MediaError(.decode, .retryable, file: name, "cancelled")
+            }
+            let t0 = now()
+            let ret = av_read_frame(input.ctx, packet.ptr)
+            if ret == tl_averror_eof() { report.decodeSeconds += now() - t0; break }
+            if ret < 0 {
+                throw MediaError(.decode, classify(ret), file: name, "cannot read the file: \(avErrorString(ret))")
+            }
+            defer { packet.unref() }
+            let idx = packet.ptr.pointee.stream_index
+            if idx == videoIndex && !videoDone {
+                try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeVideo(frame, origin: origin) }
+            } else if let audio, idx == input.audioIndex, !audioDone {
+                try send(packet.ptr, to: audio, frame: frame, started: t0) { audioDone = try self.takeAudio(frame, origin: origin) }
+            } else {
+                report.decodeSeconds += now() - t0
+            }
+        }
+        // Drain the decoders.
+        if !videoDone { try send(nil, to: video, frame: frame, started: now()) { videoDone = try self.takeVideo(frame, origin: origin) } }
+        if !audioDone, let audio { try send(nil, to: audio, frame: frame, started: now()) { audioDone = try self.takeAudio(frame, origin: origin) } }
+        try finishVideo()
+        try finishAudio()
+        try output.finish()
+        return report
+    }
+
+    /// Sends a packet (nil: flush) and hands each decoded frame to `take` until it says done.
+    func send(_ pkt: UnsafeMutablePointer<AVPacket>?, to decoder: Decoder, frame: Frame, started: Double, take: () throws -> Void) throws {
+        var t0 = started
+        var ret = avcodec_send_packet(decoder.ctx, pkt)
+        if ret < 0 && ret != tl_averror_eof() {
+            throw decodeError(ret, decoder: decoder, pkt: pkt)
+        }
+        while true {
+            ret = avcodec_receive_frame(decoder.ctx, frame.ptr)
+            if ret == tl_averror_eagain() || ret == tl_averror_eof() { break }
+            if ret < 0 { throw decodeError(ret, decoder: decoder, pkt: pkt) }
+            report.decodeSeconds += now() - t0
+            try take()
+            frame.unref()
+            t0 = now()
+        }
+        report.decodeSeconds += now() - t0
+    }
+
+    func decodeError(_ ret: Int32, decoder: Decoder, pkt: UnsafeMutablePointer<AVPacket>?) -> MediaError {
+        var at = ""
+        if let pkt, pkt.pointee.pts != tl_nopts_value() {
+            at = String(format: " at %.3f s", Double(pkt.pointee.pts) * av_q2d(decoder.timeBase) - input.origin)
+        }
+        let kind = decoder.ctx.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
+        return MediaError(.decode, .permanent, file: name, "corrupt \(kind) data\(at): \(avErrorString(ret))")
+    }
+
+    // MARK: video
+
+    /// Places a decoded frame on the output's constant-rate grid. Returns true once all slots are filled.
+    func takeVideo(_ frame: Frame, origin: Double) throws -> Bool {
+        report.framesDecoded += 1
+        let ts = frame.ptr.pointee.best_effort_timestamp
+        var t = ts == tl_nopts_value() ? lastFrameTime + 1 / fps : Double(ts) * av_q2d(video.timeBase) - origin
+        if t <= lastFrameTime { t = lastFrameTime + 1e-6 }   // keep time moving forward
+        lastFrameTime = t
+        let r = t - spec.trimStart
+        // The first slot this frame is nearest to: round(r × fps) ≤ slot.
+        let first = max(0, Int((r * fps - 0.5).rounded(.down)) + 1)
+        if let pending {
+            let end = min(first, spec.frameCount)
+            if end > nextSlot { try emit(pending, slots: nextSlot..<end); nextSlot = end }
+        } else if first > 0 && nextSlot == 0 && r >= 0 {
+            // The first frame comes after the trim start: it fills the slots before it.
+            try emit(frame, slots: 0..<min(first, spec.frameCount))
+            nextSlot = min(first, spec.frameCount)
+        }
+        if nextSlot >= spec.frameCount { return true }
+        let keep = pending ?? Frame()
+        keep.unref()
+        av_frame_ref(keep.ptr, frame.ptr)
+        pending = keep
+        pendingTime = t
+        return false
+    }
+
+    func finishVideo() throws {
+        if nextSlot < spec.frameCount {
+            guard let pending else {
+                throw MediaError(.decode, .permanent, file: name, "no video frame could be decoded")
+            }
+            // A file that stops far before the time asked of it is truncated, not just short.
+            let wanted = spec.trimStart + Double(spec.frameCount) / fps
+            if wanted - pendingTime > max(1.0, 0.25 * (wanted - spec.trimStart)) && input.duration - pendingTime > 1.0 {
+                throw MediaError(.decode, .permanent, file: name,
+                                 String(format: "the file is truncated: its video ends at %.3f s but it claims %.3f s", pendingTime, input.duration))
+            }
+            try emit(pending, slots: nextSlot..<spec.frameCount)
+            nextSlot = spec.frameCount
+        }
+        // Flush the encoder.
+        let t0 = now()
+        try encode(nil)
+        report.encodeSeconds += now() - t0
+    }
+
+    /// Filters `frame` once and encodes it for each slot.
+    func emit(_ frame: Frame, slots: Range<Int>) throws {
+        guard !slots.isEmpty else { return }
+        var t0 = now()
+        let f = frame.ptr
+        if filter == nil || !filter!.matches(f) {
+            var sar = f.pointee.sample_aspect_ratio
+            if sar.num == 0 { sar = input.stream(videoIndex).pointee.codecpar.pointee.sample_aspect_ratio }
+            let desc = VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile)
+            filter = try VideoFilter(width: f.pointee.width, height: f.pointee.height, format: f.pointee.format, sar: sar,
+                                     description: desc, file: name)
+        }
+        try filter!.process(f, into: filtered, file: name)
+        report.transformSeconds += now() - t0
+        t0 = now()
+        for slot in slots {
+            filtered.ptr.pointee.pts = Int64(slot)
+            filtered.ptr.pointee.pict_type = AV_PICTURE_TYPE_NONE
+            try encode(filtered.ptr)
+            report.framesOut += 1
+            if audio == nil { try writeSilence(upTo: Timing.samples(atFrame: slot + 1, fps: spec.profile.fps)) }
+        }
+        report.encodeSeconds += now() - t0
+    }
+
+    func encode(_ f: UnsafeMutablePointer<AVFrame>?) throws {
+        var ret = avcodec_send_frame(encoder.ctx, f)
+        if ret < 0 && ret != tl_averror_eof() {
+            throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))")
+        }
+        while true {
+            ret = avcodec_receive_packet(encoder.ctx, packet.ptr)
+            if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
+            if ret < 0 { throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))") }
+            packet.ptr.pointee.stream_index = videoStream.pointee.index
+            packet.ptr.pointee.duration = 1   // libx264 on 5.1 leaves it 0
+            av_packet_rescale_ts(packet.ptr, encoder.ctx.pointee.time_base, videoStream.pointee.time_base)
+            defer { packet.unref() }
+            try output.write(packet.ptr)
+        }
+    }
+
+    // MARK: audio
+
+    func takeAudio(_ frame: Frame, origin: Double) throws -> Bool {
+        guard let resampler else { return true }
+        let t0 = now()
+        if !audioStarted {
+            audioStarted = true
+            let ts = frame.ptr.pointee.best_effort_timestamp
+            let t = ts == tl_nopts_value() ? spec.trimStart : Double(ts) * av_q2d(audio!.timeBase) - origin
+            let offset = Int(((t - spec.trimStart) * Double(Timing.sampleRate)).rounded())
+            if offset > 0 { audioBuffer.append(contentsOf: repeatElement(0, count: min(offset, spec.sampleCount) * 2)) }
+            else { audioSkip = -offset }
+        }
+        do { try resampler.convert(frame.ptr, into: &audioBuffer) }
+        catch var e as MediaError { e.file = name; throw e }
+        report.transformSeconds += now() - t0
+        return try drainAudio(final: false)
+    }
+
+    func finishAudio() throws {
+        if let resampler, audioStarted, samplesWritten < spec.sampleCount {
+            try resampler.convert(nil, into: &audioBuffer)
+        }
+        _ = try drainAudio(final: true)
+        if samplesWritten < spec.sampleCount { try writeSilence(upTo: spec.sampleCount) }
+    }
+
+    /// Applies skip and volume, and writes whole buffered samples up to the segment's length.
+    func drainAudio(final: Bool) throws -> Bool {
+        if audioSkip > 0 {
+            let drop = min(audioSkip, audioBuffer.count / 2)
+            audioBuffer.removeFirst(drop * 2)
+            audioSkip -= drop
+        }
+        let available = audioBuffer.count / 2
+        guard available >= 4096 || (final && available > 0) else { return samplesWritten >= spec.sampleCount }
+        let n = min(available, spec.sampleCount - samplesWritten)
+        if n > 0 {
+            if spec.edits.volume != 1 {
+                let gain = spec.edits.volume
+                for i in 0..<(n * 2) {
+                    audioBuffer[i] = Int16(clamping: Int((Double(audioBuffer[i]) * gain).rounded()))
+                }
+            }
+            try writePCM(audioBuffer, count: n)
+        }
+        audioBuffer.removeAll(keepingCapacity: true)
+        return samplesWritten >= spec.sampleCount
+    }
+
+    func writeSilence(upTo target: Int) throws {
+        let t = min(target, spec.sampleCount)
+        while samplesWritten < t {
+            let n = min(t - samplesWritten, 4800)
+            try writePCM([Int16](repeating: 0, count: n * 2), count: n)
+        }
+    }
+
+    func writePCM(_ samples: [Int16], count n: Int) throws {
+        let t0 = now()
+        let bytes = Int32(n * 4)
+        guard av_new_packet(packet.ptr, bytes) >= 0 else { throw MediaError(.encode, .retryable, file: name, "out of memory") }
+        defer { packet.unref() }
+        samples.withUnsafeBytes { raw in
+            packet.ptr.pointee.data.update(from: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: Int(bytes))
+        }
+        packet.ptr.pointee.pts = Int64(samplesWritten)
+        packet.ptr.pointee.dts = Int64(samplesWritten)
+        packet.ptr.pointee.duration = Int64(n)
+        packet.ptr.pointee.stream_index = audioStream.pointee.index
+        packet.ptr.pointee.flags |= AV_PKT_FLAG_KEY
+        av_packet_rescale_ts(packet.ptr, AVRational(num: 1, den: Int32(Timing.sampleRate)), audioStream.pointee.time_base)
+        try output.write(packet.ptr)
+        samplesWritten += n
+        report.samplesOut = samplesWritten
+        report.encodeSeconds += now() - t0
+    }
+}

@@ -1,0 +1,33 @@
+import CSupport
+import Foundation
+
+/// SHA-256, hex encoded. Used for stage keys and content addresses.
+public struct SHA256Hasher: ~Copyable {
+    private var ctx = tl_sha256_ctx()
+    public init() { tl_sha256_init(&ctx) }
+    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        tl_sha256_update(&ctx, base, bytes.count)
+    }
+    public mutating func update(_ data: Data) { data.withUnsafeBytes { update($0) } }
+    public mutating func update(_ string: String) { update(Data(string.utf8)) }
+    public consuming func finalize() -> String {
+        var out = [UInt8](repeating: 0, count: 32)
+        tl_sha256_final(&ctx, &out)
+        return out.map { String(format: "%02x", $0) }.joined()
+    }
+
+    public static func hex(_ data: Data) -> String { var h = SHA256Hasher(); h.update(data); return h.finalize() }
+    public static func hex(_ string: String) -> String { hex(Data(string.utf8)) }
+
+    /// Hashes a file in 1 MiB chunks.
+    public static func hex(fileAt path: String) throws -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
+        }
+        defer { try? handle.close() }
+        var h = SHA256Hasher()
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk) }
+        return h.finalize()
+    }
+}

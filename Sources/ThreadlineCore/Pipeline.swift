@@ -1,0 +1,129 @@
+import Foundation
+
+/// One project: the items threaded into one movie, and how the movie is encoded.
+public struct Pipeline: Sendable, Hashable, Codable {
+    public var version: Int
+    public var name: String
+    public var output: OutputProfile
+    public var items: [Item]
+    /// The pipeline file this came from, and its folder (relative paths resolve against it).
+    public var file: String
+    public var text: String
+
+    public init(version: Int = 1, name: String, output: OutputProfile, items: [Item], file: String = "<memory>", text: String = "") {
+        self.version = version; self.name = name; self.output = output; self.items = items
+        self.file = file; self.text = text
+    }
+}
+
+/// How every segment and the final movie are encoded. Identical for all segments of a project,
+/// so concat can stream-copy video.
+public struct OutputProfile: Sendable, Hashable, Codable {
+    public enum Fit: String, Sendable, Hashable, Codable, CaseIterable { case crop, letterbox }
+
+    /// Absolute path of the finished movie.
+    public var path: String
+    public var width: Int
+    public var height: Int
+    public var fps: Rational
+    public var fit: Fit
+    /// Letterbox colour, "#rrggbb".
+    public var background: String
+    public var video: VideoSettings
+    public var audio: AudioSettings
+
+    public init(path: String, width: Int = 1280, height: Int = 720, fps: Rational = Rational(30, 1),
+                fit: Fit = .letterbox, background: String = "#000000",
+                video: VideoSettings = .init(), audio: AudioSettings = .init()) {
+        self.path = path; self.width = width; self.height = height; self.fps = fps; self.fit = fit
+        self.background = background; self.video = video; self.audio = audio
+    }
+
+    /// The profile without the output path: what a segment's content depends on.
+    public var segmentProfile: OutputProfile { var p = self; p.path = ""; return p }
+}
+
+public struct VideoSettings: Sendable, Hashable, Codable {
+    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
+    public var codec: String
+    public var crf: Int
+    public var preset: String
+    /// Longest distance between key frames, in frames (0: x264's default).
+    public var keyint: Int
+    public init(codec: String = "h264", crf: Int = 23, preset: String = "veryfast", keyint: Int = 0) {
+        self.codec = codec; self.crf = crf; self.preset = preset; self.keyint = keyint
+    }
+}
+
+public struct AudioSettings: Sendable, Hashable, Codable {
+    public var codec: String
+    /// Bits per second.
+    public var bitrate: Int
+    public init(codec: String = "aac", bitrate: Int = 160_000) { self.codec = codec; self.bitrate = bitrate }
+}
+
+/// Where a source comes from: an absolute local path, or an http(s) URL.
+public struct SourceRef: Sendable, Hashable, Codable, CustomStringConvertible {
+    public var uri: String
+    public init(_ uri: String) { self.uri = uri }
+    public var isRemote: Bool { uri.hasPrefix("http://") || uri.hasPrefix("https://") }
+    public var description: String { uri }
+    /// The last path component, for messages.
+    public var displayName: String { (uri as NSString).lastPathComponent }
+}
+
+/// One timeline item. Every kind can give a uniform segment of the movie; new kinds
+/// (live_photo, photo, title) are further cases of `Kind`.
+public struct Item: Sendable, Hashable, Codable {
+    public enum Kind: Sendable, Hashable, Codable {
+        /// A video file, optionally trimmed to [start, end) in its own time.
+        case video(source: SourceRef, trim: Trim?)
+    }
+
+    public var kind: Kind
+    public var edits: Edits
+    /// Where the item is written in the pipeline file.
+    public var location: SourceLocation?
+
+    public init(kind: Kind, edits: Edits = .init(), location: SourceLocation? = nil) {
+        self.kind = kind; self.edits = edits; self.location = location
+    }
+
+    /// The sources this item reads.
+    public var sources: [SourceRef] {
+        switch kind { case .video(let s, _): return [s] }
+    }
+    /// A short label for messages and progress ("clip 3 (IMG_0001.MOV)").
+    public func label(index: Int) -> String {
+        switch kind { case .video(let s, _): return "clip \(index + 1) (\(s.displayName))" }
+    }
+}
+
+public struct Trim: Sendable, Hashable, Codable {
+    public var start: Double
+    public var end: Double?
+    public init(start: Double = 0, end: Double? = nil) { self.start = start; self.end = end }
+}
+
+/// A normalised rectangle: fractions of the upright picture.
+public struct CropRect: Sendable, Hashable, Codable {
+    public var x: Double, y: Double, width: Double, height: Double
+    public init(x: Double, y: Double, width: Double, height: Double) {
+        self.x = x; self.y = y; self.width = width; self.height = height
+    }
+}
+
+/// Edits any item can carry. They are parameters: sources are never changed.
+public struct Edits: Sendable, Hashable, Codable {
+    public enum Flip: String, Sendable, Hashable, Codable, CaseIterable { case horizontal, vertical, both }
+    /// Extra clockwise rotation on top of the file's own display matrix (0, 90, 180, 270).
+    public var rotate: Int
+    public var flip: Flip?
+    public var crop: CropRect?
+    public var mute: Bool
+    /// Linear gain for the item's own audio.
+    public var volume: Double
+    public init(rotate: Int = 0, flip: Flip? = nil, crop: CropRect? = nil, mute: Bool = false, volume: Double = 1) {
+        self.rotate = rotate; self.flip = flip; self.crop = crop; self.mute = mute; self.volume = volume
+    }
+}

@@ -1,0 +1,378 @@
+import Foundation
+import Yams
+
+/// Reads a pipeline file into a `Pipeline`, reporting every problem with file:line:column.
+public enum PipelineLoader {
+    public static let topLevelKeys = ["version", "name", "output", "clips"]
+    public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio"]
+    public static let itemKindKeys = ["video"]
+    /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
+    static let laterKindKeys = ["live_photo", "photo", "title"]
+    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume"]
+
+    /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
+    public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw PipelineError("cannot read pipeline file \(path)", at: nil,
+                                hint: "check that the file exists and is readable")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw PipelineError("pipeline file is not UTF-8 text", at: SourceLocation(file: path, line: 1, column: 1))
+        }
+        return try parse(text: text, file: path, baseDirectory: url.deletingLastPathComponent().path, checkFiles: checkFiles)
+    }
+
+    public static func parse(text: String, file: String, baseDirectory: String, checkFiles: Bool = true) throws -> Pipeline {
+        let ctx = Context(file: file, base: baseDirectory, checkFiles: checkFiles)
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let error as YamlError {
+            throw ctx.yamlError(error)
+        }
+        guard let root else {
+            throw PipelineError("the pipeline file is empty", at: SourceLocation(file: file, line: 1, column: 1),
+                                hint: "start from pipelines/demo.yaml")
+        }
+        let top = try ctx.map(root, "the pipeline")
+        let version = try top.int("version") ?? 1
+        guard version == 1 else {
+            throw ctx.error("unsupported pipeline version \(version)", at: top.node("version"), hint: "this Threadline reads version: 1")
+        }
+        let name = try top.string("name") ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        guard let outputNode = top.node("output") else {
+            throw ctx.error("missing required key 'output'", at: root, hint: "add output: { path: out/movie.mp4 }")
+        }
+        let output = try parseOutput(outputNode, ctx)
+        guard let clipsNode = top.node("clips") else {
+            throw ctx.error("missing required key 'clips'", at: root, hint: "list the items of the movie under clips:")
+        }
+        guard case .sequence(let seq) = clipsNode else {
+            throw ctx.error("'clips' must be a list", at: clipsNode, hint: "write each clip as '- video: file.mov'")
+        }
+        var items: [Item] = []
+        for node in seq { items.append(try parseItem(node, ctx)) }
+        guard !items.isEmpty else {
+            throw ctx.error("'clips' is empty: a movie needs at least one item", at: clipsNode)
+        }
+        try top.finish(allowed: topLevelKeys)
+        return Pipeline(version: version, name: name, output: output, items: items, file: file, text: text)
+    }
+
+    static func parseOutput(_ node: Node, _ ctx: Context) throws -> OutputProfile {
+        let m = try ctx.map(node, "output")
+        guard let pathNode = m.node("path"), let p = pathNode.string, !p.isEmpty else {
+            throw ctx.error("output.path is required", at: node, hint: "for example path: out/movie.mp4")
+        }
+        var profile = OutputProfile(path: ctx.resolve(p))
+        if let size = m.node("size") {
+            guard let s = size.string, let (w, h) = parseSize(s) else {
+                throw ctx.error("output.size must be WIDTHxHEIGHT, got '\(size.string ?? "?")'", at: size, hint: "for example size: 1280x720")
+            }
+            profile.width = w; profile.height = h
+            if m.node("aspect") != nil {
+                throw ctx.error("give either output.size or output.aspect, not both", at: m.node("aspect"))
+            }
+        } else if let aspectNode = m.node("aspect") {
+            let aspects = ["16:9": (16, 9), "9:16": (9, 16), "1:1": (1, 1), "4:5": (4, 5)]
+            guard let a = aspectNode.string, let (aw, ah) = aspects[a] else {
+                throw ctx.error("unknown output.aspect '\(aspectNode.string ?? "?")'", at: aspectNode,
+                                hint: "one of 16:9, 9:16, 1:1, 4:5")
+            }
+            let h = try m.int("height") ?? 720
+            profile.height = h
+            profile.width = Int((Double(h * aw) / Double(ah) / 2).rounded()) * 2
+        }
+        if profile.width < 16 || profile.height < 16 || profile.width > 7680 || profile.height > 4320
+            || profile.width % 2 != 0 || profile.height % 2 != 0 {
+            throw ctx.error("output size \(profile.width)x\(profile.height) is not possible", at: m.node("size") ?? m.node("height") ?? node,
+                            hint: "width and height must be even, between 16 and 7680x4320")
+        }
+        if let fpsNode = m.node("fps") {
+            guard let fps = parseFPS(fpsNode), fps.double >= 1, fps.double <= 240 else {
+                throw ctx.error("output.fps must be a frame rate between 1 and 240, got '\(fpsNode.string ?? "?")'", at: fpsNode,
+                                hint: "for example fps: 30, or fps: 30000/1001")
+            }
+            profile.fps = fps
+        }
+        if let fit = try m.enumValue("fit", OutputProfile.Fit.self) { profile.fit = fit }
+        if let bgNode = m.node("background") {
+            guard let bg = bgNode.string, parseColor(bg) != nil else {
+                throw ctx.error("output.background must be a colour like \"#1c1c1e\"", at: bgNode)
+            }
+            profile.background = bg
+        }
+        if let v = m.node("video") {
+            let vm = try ctx.map(v, "output.video")
+            if let codecNode = vm.node("codec"), codecNode.string != "h264" {
+                throw ctx.error("unsupported video codec '\(codecNode.string ?? "?")'", at: codecNode, hint: "this version encodes h264")
+            }
+            if let crf = try vm.int("crf") {
+                guard (0...51).contains(crf) else { throw ctx.error("output.video.crf must be 0…51, got \(crf)", at: vm.node("crf")) }
+                profile.video.crf = crf
+            }
+            if let presetNode = vm.node("preset") {
+                guard let p = presetNode.string, VideoSettings.presets.contains(p) else {
+                    let s = presetNode.string.flatMap { suggestion(for: $0, among: VideoSettings.presets) }
+                    throw ctx.error("unknown x264 preset '\(presetNode.string ?? "?")'", at: presetNode,
+                                    hint: s.map { "did you mean '\($0)'?" } ?? "one of \(VideoSettings.presets.joined(separator: ", "))")
+                }
+                profile.video.preset = p
+            }
+            if let k = try vm.int("keyint") {
+                guard k >= 0 && k <= 1000 else { throw ctx.error("output.video.keyint must be 0…1000", at: vm.node("keyint")) }
+                profile.video.keyint = k
+            }
+            try vm.finish(allowed: ["codec", "crf", "preset", "keyint"])
+        }
+        if let a = m.node("audio") {
+            let am = try ctx.map(a, "output.audio")
+            if let codecNode = am.node("codec"), codecNode.string != "aac" {
+                throw ctx.error("unsupported audio codec '\(codecNode.string ?? "?")'", at: codecNode, hint: "this version encodes aac")
+            }
+            if let b = am.node("bitrate") {
+                guard let s = b.string, let bps = parseBitrate(s), (32_000...512_000).contains(bps) else {
+                    throw ctx.error("output.audio.bitrate must be between 32k and 512k, got '\(b.string ?? "?")'", at: b,
+                                    hint: "for example bitrate: 160k")
+                }
+                profile.audio.bitrate = bps
+            }
+            try am.finish(allowed: ["codec", "bitrate"])
+        }
+        try m.finish(allowed: outputKeys)
+        return profile
+    }
+
+    static func parseItem(_ node: Node, _ ctx: Context) throws -> Item {
+        let m = try ctx.map(node, "a clip")
+        let location = ctx.location(of: node)
+        let kindKeys = m.keys.filter { itemKindKeys.contains($0) || laterKindKeys.contains($0) }
+        guard kindKeys.count == 1 else {
+            if kindKeys.isEmpty {
+                let guess = m.keys.compactMap { suggestion(for: $0, among: itemKindKeys) }.first
+                throw ctx.error("a clip needs a source: 'video: FILE'", at: node,
+                                hint: guess.map { "did you mean '\($0)'?" } ?? "for example '- video: media/IMG_0001.MOV'")
+            }
+            throw ctx.error("a clip has one kind, found \(kindKeys.joined(separator: " and "))", at: node)
+        }
+        let kindKey = kindKeys[0]
+        if laterKindKeys.contains(kindKey) {
+            throw ctx.error("'\(kindKey)' items are not supported by this version yet", at: m.keyNode(kindKey),
+                            hint: "use 'video:' items")
+        }
+        let sourceNode = m.node(kindKey)!
+        let source = try ctx.source(sourceNode)
+        var trim: Trim?
+        if let t = m.node("trim") {
+            let tm = try ctx.map(t, "trim")
+            let start = try tm.time("start") ?? 0
+            let end = try tm.time("end")
+            guard start >= 0 else { throw ctx.error("trim.start must not be negative", at: tm.node("start")) }
+            if let end, end <= start {
+                throw ctx.error("trim.end (\(end)) must be after trim.start (\(start))", at: tm.node("end"))
+            }
+            try tm.finish(allowed: ["start", "end"])
+            trim = Trim(start: start, end: end)
+        }
+        var edits = Edits()
+        if let r = m.node("rotate") {
+            guard let deg = r.int, deg % 90 == 0 else {
+                throw ctx.error("rotate must be 0, 90, 180 or 270, got '\(r.string ?? "?")'", at: r)
+            }
+            edits.rotate = ((deg % 360) + 360) % 360
+        }
+        edits.flip = try m.enumValue("flip", Edits.Flip.self)
+        if let c = m.node("crop") {
+            let cm = try ctx.map(c, "crop")
+            let x = try cm.double("x") ?? 0, y = try cm.double("y") ?? 0
+            let w = try cm.double("width") ?? (1 - x), h = try cm.double("height") ?? (1 - y)
+            try cm.finish(allowed: ["x", "y", "width", "height"])
+            guard x >= 0, y >= 0, w > 0, h > 0, x + w <= 1.000001, y + h <= 1.000001 else {
+                throw ctx.error("crop must be a rectangle inside the picture (fractions 0…1, x+width ≤ 1, y+height ≤ 1)", at: c)
+            }
+            edits.crop = CropRect(x: x, y: y, width: w, height: h)
+        }
+        edits.mute = try m.bool("mute") ?? false
+        if let v = try m.double("volume") {
+            guard v >= 0 && v <= 10 else { throw ctx.error("volume must be between 0 and 10, got \(v)", at: m.node("volume")) }
+            edits.volume = v
+        }
+        try m.finish(allowed: itemKindKeys + editKeys)
+        return Item(kind: .video(source: source, trim: trim), edits: edits, location: location)
+    }
+
+    // MARK: value syntax
+
+    public static func parseSize(_ s: String) -> (Int, Int)? {
+        let parts = s.lowercased().split(separator: "x")
+        guard parts.count == 2, let w = Int(parts[0]), let h = Int(parts[1]) else { return nil }
+        return (w, h)
+    }
+
+    static func parseFPS(_ node: Node) -> Rational? {
+        guard let s = node.string else { return nil }
+        if s.contains("/") {
+            let p = s.split(separator: "/")
+            guard p.count == 2, let n = Int(p[0]), let d = Int(p[1]), n > 0, d > 0 else { return nil }
+            return Rational(n, d)
+        }
+        guard let v = Double(s), v.isFinite, v > 0 else { return nil }
+        return Rational.frameRate(v)
+    }
+
+    public static func parseBitrate(_ s: String) -> Int? {
+        let t = s.lowercased()
+        if t.hasSuffix("k"), let v = Double(t.dropLast()) { return Int(v * 1000) }
+        if t.hasSuffix("m"), let v = Double(t.dropLast()) { return Int(v * 1_000_000) }
+        return Int(t)
+    }
+
+    /// "#rrggbb" → (r, g, b).
+    public static func parseColor(_ s: String) -> (Int, Int, Int)? {
+        guard s.hasPrefix("#"), s.count == 7, let v = Int(s.dropFirst(), radix: 16) else { return nil }
+        return ((v >> 16) & 255, (v >> 8) & 255, v & 255)
+    }
+}
+
+// MARK: - Reading YAML nodes with locations
+
+struct Context {
+    let file: String
+    let base: String
+    let checkFiles: Bool
+
+    func location(of node: Node?) -> SourceLocation? {
+        guard let mark = node?.mark else { return nil }
+        return SourceLocation(file: file, line: mark.line, column: mark.column)
+    }
+
+    func error(_ message: String, at node: Node?, hint: String? = nil) -> PipelineError {
+        PipelineError(message, at: location(of: node) ?? SourceLocation(file: file, line: 1, column: 1), hint: hint)
+    }
+
+    func yamlError(_ error: YamlError) -> PipelineError {
+        switch error {
+        case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _), let .composer(context, problem, mark, _):
+            let detail = context.map { "\($0.text) " } ?? ""
+            return PipelineError("invalid YAML: \(detail)\(problem)", at: SourceLocation(file: file, line: mark.line, column: mark.column),
+                                 hint: "check indentation and quoting near this place")
+        case let .duplicatedKeysInMapping(duplicates, context):
+            return PipelineError("duplicate key \(duplicates.joined(separator: ", "))",
+                                 at: SourceLocation(file: file, line: context.mark.line, column: context.mark.column))
+        default:
+            return PipelineError("invalid YAML: \(error)", at: SourceLocation(file: file, line: 1, column: 1))
+        }
+    }
+
+    func map(_ node: Node, _ what: String) throws -> MapReader {
+        guard case .mapping(let mapping) = node else {
+            throw error("\(what) must be a mapping of keys to values", at: node)
+        }
+        return MapReader(mapping: mapping, node: node, ctx: self)
+    }
+
+    func resolve(_ path: String) -> String {
+        if path.hasPrefix("http://") || path.hasPrefix("https://") { return path }
+        var p = path
+        if p.hasPrefix("file://") { p = String(p.dropFirst(7)) }
+        if p.hasPrefix("~/") { p = NSHomeDirectory() + p.dropFirst(1) }
+        let url = p.hasPrefix("/") ? URL(fileURLWithPath: p) : URL(fileURLWithPath: base).appendingPathComponent(p)
+        return url.standardizedFileURL.path
+    }
+
+    func source(_ node: Node) throws -> SourceRef {
+        guard case .scalar = node, let s = node.string, !s.isEmpty else {
+            throw error("a source must be a file path or an http(s) URL", at: node)
+        }
+        let resolved = resolve(s)
+        let ref = SourceRef(resolved)
+        if checkFiles && !ref.isRemote {
+            var isDir: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDir) {
+                throw error("file not found: \(resolved)", at: node,
+                            hint: "paths are relative to the pipeline file's folder (\(base))")
+            }
+            if isDir.boolValue { throw error("\(resolved) is a folder, not a media file", at: node) }
+            if !FileManager.default.isReadableFile(atPath: resolved) {
+                throw error("cannot read \(resolved): permission denied", at: node)
+            }
+        }
+        return ref
+    }
+}
+
+struct MapReader {
+    let mapping: Node.Mapping
+    let node: Node
+    let ctx: Context
+
+    var keys: [String] { mapping.compactMap { $0.key.string } }
+
+    func node(_ key: String) -> Node? {
+        for (k, v) in mapping where k.string == key { return v }
+        return nil
+    }
+    func keyNode(_ key: String) -> Node? {
+        for (k, _) in mapping where k.string == key { return k }
+        return nil
+    }
+
+    /// Rejects keys outside `allowed`, suggesting the nearest allowed key.
+    func finish(allowed: [String]) throws {
+        for (k, _) in mapping {
+            guard let key = k.string else { throw ctx.error("keys must be plain names", at: k) }
+            if !allowed.contains(key) {
+                let hint = suggestion(for: key, among: allowed).map { "did you mean '\($0)'?" }
+                    ?? "allowed here: \(allowed.joined(separator: ", "))"
+                throw ctx.error("unknown key '\(key)'", at: k, hint: hint)
+            }
+        }
+    }
+
+    private func scalar(_ key: String, _ expected: String) throws -> Node? {
+        guard let v = node(key) else { return nil }
+        guard case .scalar = v else { throw ctx.error("'\(key)' must be \(expected)", at: v) }
+        if v.null != nil { return nil }
+        return v
+    }
+
+    func string(_ key: String) throws -> String? { try scalar(key, "text")?.string }
+
+    func int(_ key: String) throws -> Int? {
+        guard let v = try scalar(key, "a whole number") else { return nil }
+        guard let i = v.int else { throw ctx.error("'\(key)' must be a whole number, got '\(v.string ?? "?")'", at: v) }
+        return i
+    }
+
+    func double(_ key: String) throws -> Double? {
+        guard let v = try scalar(key, "a number") else { return nil }
+        guard let d = v.float, d.isFinite else { throw ctx.error("'\(key)' must be a number, got '\(v.string ?? "?")'", at: v) }
+        return d
+    }
+
+    func bool(_ key: String) throws -> Bool? {
+        guard let v = try scalar(key, "true or false") else { return nil }
+        guard let b = v.bool else { throw ctx.error("'\(key)' must be true or false, got '\(v.string ?? "?")'", at: v) }
+        return b
+    }
+
+    func time(_ key: String) throws -> Double? {
+        guard let v = try scalar(key, "a time") else { return nil }
+        guard let s = v.string, let t = parseTime(s) else {
+            throw ctx.error("'\(key)' must be a time (2.5, \"2.5s\" or \"00:00:02.500\"), got '\(v.string ?? "?")'", at: v)
+        }
+        return t
+    }
+
+    func enumValue<E: RawRepresentable & CaseIterable>(_ key: String, _ type: E.Type) throws -> E? where E.RawValue == String {
+        guard let v = try scalar(key, "a name") else { return nil }
+        let all = E.allCases.map(\.rawValue)
+        guard let s = v.string, let e = E(rawValue: s) else {
+            let hint = v.string.flatMap { suggestion(for: $0, among: all) }.map { "did you mean '\($0)'?" }
+                ?? "one of \(all.joined(separator: ", "))"
+            throw ctx.error("unknown \(key) '\(v.string ?? "?")'", at: v, hint: hint)
+        }
+        return e
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+
+/// What probing a source found out. Produced by fetch, consumed by planning.
+public struct MediaFacts: Sendable, Hashable, Codable {
+    /// Seconds from the container's start to its end.
+    public var duration: Double
+    public var width: Int
+    public var height: Int
+    public var hasVideo: Bool
+    public var hasAudio: Bool
+    public var videoCodec: String?
+    public var audioCodec: String?
+    /// Clockwise degrees the display matrix turns the stored picture (0, 90, 180, 270).
+    public var rotation: Int
+    public var mirrored: Bool
+    public var frameRate: Double?
+    public var container: String
+
+    public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
+                videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,
+                frameRate: Double? = nil, container: String = "") {
+        self.duration = duration; self.width = width; self.height = height; self.hasVideo = hasVideo
+        self.hasAudio = hasAudio; self.videoCodec = videoCodec; self.audioCodec = audioCodec
+        self.rotation = rotation; self.mirrored = mirrored; self.frameRate = frameRate; self.container = container
+    }
+}
+
+/// The stage names are fixed: per item fetch → decode → transform → encode, per project concat.
+public enum StageKind: String, Sendable, Hashable, Codable, CaseIterable {
+    case fetch, decode, transform, encode, concat
+}
+
+/// One stage of a project's graph.
+public struct PlannedStage: Sendable, Hashable, Codable {
+    /// Unique within a run: "fetch/3", "encode/3", "concat".
+    public var id: String
+    public var kind: StageKind
+    /// Item index, nil for concat.
+    public var item: Int?
+    public var dependencies: [String]
+
+    public static func id(_ kind: StageKind, item: Int?) -> String {
+        item.map { "\(kind.rawValue)/\($0)" } ?? kind.rawValue
+    }
+}
+
+/// Where an item sits in the finished movie.
+public struct ItemTiming: Sendable, Hashable, Codable {
+    public var item: Int
+    public var startFrame: Int
+    public var frameCount: Int
+    public var start: Double
+    public var duration: Double
+    /// Exact audio samples this item occupies in the movie (48 kHz).
+    public var sampleStart: Int
+    public var sampleCount: Int
+}
+
+/// A project's stage graph and, once sources are probed, its frame-exact timeline.
+public struct Plan: Sendable, Hashable, Codable {
+    public var stages: [PlannedStage]
+    public var timeline: [ItemTiming]?
+    public var totalFrames: Int? { timeline.map { $0.reduce(0) { $0 + $1.frameCount } } }
+}
+
+/// What a worker needs to render one item's segment (decode → transform → encode).
+public struct SegmentSpec: Sendable, Hashable, Codable {
+    /// Local path of the fetched source.
+    public var sourcePath: String
+    /// How the user named the source, for messages.
+    public var sourceName: String
+    public var trimStart: Double
+    public var frameCount: Int
+    /// Samples the segment carries: enough for any timeline position (see `Timing.segmentSamples`).
+    public var sampleCount: Int
+    public var edits: Edits
+    public var profile: OutputProfile
+
+    public init(sourcePath: String, sourceName: String, trimStart: Double, frameCount: Int, sampleCount: Int, edits: Edits, profile: OutputProfile) {
+        self.sourcePath = sourcePath; self.sourceName = sourceName; self.trimStart = trimStart
+        self.frameCount = frameCount; self.sampleCount = sampleCount; self.edits = edits; self.profile = profile
+    }
+}
+
+/// Pure planning: a pipeline (and, for timing, its sources' facts) in, a plan out.
+public enum Planner {
+    /// Bumped whenever rendering changes what a stage outputs, so old cache entries stop matching.
+    public static let engineVersion = "threadline-engine-1"
+
+    public static func stages(for pipeline: Pipeline) -> [PlannedStage] {
+        var stages: [PlannedStage] = []
+        for i in pipeline.items.indices {
+            let fetch = PlannedStage.id(.fetch, item: i), decode = PlannedStage.id(.decode, item: i)
+            let transform = PlannedStage.id(.transform, item: i), encode = PlannedStage.id(.encode, item: i)
+            stages.append(PlannedStage(id: fetch, kind: .fetch, item: i, dependencies: []))
+            stages.append(PlannedStage(id: decode, kind: .decode, item: i, dependencies: [fetch]))
+            stages.append(PlannedStage(id: transform, kind: .transform, item: i, dependencies: [decode]))
+            stages.append(PlannedStage(id: encode, kind: .encode, item: i, dependencies: [transform]))
+        }
+        stages.append(PlannedStage(id: PlannedStage.id(.concat, item: nil), kind: .concat, item: nil,
+                                   dependencies: pipeline.items.indices.map { PlannedStage.id(.encode, item: $0) }))
+        return stages
+    }
+
+    /// Frames an item lasts in the output, given its source's facts.
+    public static func frameCount(of item: Item, index: Int, facts: MediaFacts, fps: Rational) throws -> Int {
+        switch item.kind {
+        case .video(_, let trim):
+            let start = trim?.start ?? 0
+            guard facts.hasVideo else {
+                throw PipelineError("\(item.label(index: index)) has no video stream", at: item.location,
+                                    hint: "use a video file (audio-only files can become a soundtrack in a later version)")
+            }
+            guard start < facts.duration else {
+                throw PipelineError(String(format: "%@: trim.start %.3f s is at or past the end of the clip (%.3f s)",
+                                           item.label(index: index), start, facts.duration), at: item.location)
+            }
+            let end = min(trim?.end ?? facts.duration, facts.duration)
+            return Timing.frames(seconds: end - start, fps: fps)
+        }
+    }
+
+    /// The frame-exact timeline; `facts` is keyed by source URI.
+    public static func timeline(for pipeline: Pipeline, facts: [String: MediaFacts]) throws -> [ItemTiming] {
+        var out: [ItemTiming] = []
+        var frame = 0
+        let fps = pipeline.output.fps
+        for (i, item) in pipeline.items.enumerated() {
+            guard let f = facts[item.sources[0].uri] else {
+                throw PipelineError("\(item.label(index: i)) has not been probed", at: item.location)
+            }
+            let n = try frameCount(of: item, index: i, facts: f, fps: fps)
+            let s0 = Timing.samples(atFrame: frame, fps: fps), s1 = Timing.samples(atFrame: frame + n, fps: fps)
+            out.append(ItemTiming(item: i, startFrame: frame, frameCount: n,
+                                  start: Timing.seconds(frames: frame, fps: fps),
+                                  duration: Timing.seconds(frames: n, fps: fps), sampleStart: s0, sampleCount: s1 - s0))
+            frame += n
+        }
+        return out
+    }
+
+    public static func plan(_ pipeline: Pipeline, facts: [String: MediaFacts]? = nil) throws -> Plan {
+        Plan(stages: stages(for: pipeline), timeline: try facts.map { try timeline(for: pipeline, facts: $0) })
+    }
+
+    /// The segment a worker renders for item `index`.
+    public static func segmentSpec(_ pipeline: Pipeline, index: Int, sourcePath: String, frameCount: Int) -> SegmentSpec {
+        let item = pipeline.items[index]
+        let trimStart: Double
+        switch item.kind { case .video(_, let trim): trimStart = trim?.start ?? 0 }
+        return SegmentSpec(sourcePath: sourcePath, sourceName: item.sources[0].displayName, trimStart: trimStart,
+                           frameCount: frameCount,
+                           sampleCount: Timing.segmentSamples(frames: frameCount, fps: pipeline.output.fps),
+                           edits: item.edits, profile: pipeline.output.segmentProfile)
+    }
+}
+
+/// Output keys: hash(stage kind, input content hashes, normalised parameters, engine version).
+/// Equal keys mean equal output, which is what makes reuse safe.
+public enum StageKey {
+    public static func compute<P: Encodable>(kind: StageKind, inputs: [String], parameters: P) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let params = (try? encoder.encode(parameters)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return SHA256Hasher.hex([kind.rawValue, inputs.joined(separator: ","), params, Planner.engineVersion].joined(separator: "\n"))
+    }
+
+    /// The segment key leaves out where the source lies on disk: only its content counts.
+    public static func segment(_ spec: SegmentSpec, sourceSHA256: String) -> String {
+        var normalised = spec
+        normalised.sourcePath = ""
+        normalised.sourceName = ""
+        return compute(kind: .encode, inputs: [sourceSHA256], parameters: normalised)
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+@testable import Media
+import ThreadlineCore
+import TestSupport
+
+/// Renders clips straight through the media engine (no coordinator) and checks the result.
+@Suite struct SegmentTests {
+    static func render(_ sources: [(String, Item)], profile: OutputProfile, dir: String) throws -> (String, [ItemTiming]) {
+        let pipeline = Pipeline(name: "t", output: profile, items: sources.map(\.1))
+        var facts: [String: MediaFacts] = [:]
+        for (path, _) in sources { facts[path] = try Probe.facts(path: path) }
+        let timeline = try Planner.timeline(for: pipeline, facts: facts)
+        var inputs: [ConcatInput] = []
+        for (i, t) in timeline.enumerated() {
+            let spec = Planner.segmentSpec(pipeline, index: i, sourcePath: sources[i].0, frameCount: t.frameCount)
+            let seg = "\(dir)/seg\(i).mov"
+            let report = try SegmentRenderer.render(spec, to: seg)
+            #expect(report.framesOut == t.frameCount)
+            #expect(report.samplesOut == spec.sampleCount)
+            inputs.append(ConcatInput(path: seg, frameCount: t.frameCount, sampleCount: t.sampleCount, label: "clip \(i)"))
+        }
+        let out = "\(dir)/out.mp4"
+        _ = try Concat.run(inputs, profile: profile, to: out)
+        return (out, timeline)
+    }
+
+    static func video(_ path: String, trim: Trim? = nil, edits: Edits = .init()) -> (String, Item) {
+        (path, Item(kind: .video(source: SourceRef(path), trim: trim), edits: edits))
+    }
+
+    @Test func twoClipsJoinExactly() throws {
+        let dir = temporaryDirectory()
+        try Generate.clip("\(dir)/a.mp4", fps: "30", seconds: 1.0)
+        try Generate.clip("\(dir)/b.mp4", width: 240, height: 320, fps: "60", seconds: 1.5, tone: 660)
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 180, fps: Rational(30, 1))
+        let (out, timeline) = try Self.render([Self.video("\(dir)/a.mp4"), Self.video("\(dir)/b.mp4", trim: Trim(start: 0.25))], profile: profile, dir: dir)
+        let frames = timeline.reduce(0) { $0 + $1.frameCount }
+        #expect(frames == 30 + 38)
+        let p = try ffprobe(out, countFrames: true)
+        #expect(p.videoCodec == "h264")
+        #expect(p.audioCodec == "aac")
+        #expect(p.width == 320 && p.height == 180)
+        #expect(p.frameRate == "30/1")
+        #expect(p.frames == frames)
+        let expected = Double(frames) / 30
+        #expect(abs(p.duration - expected) <= 1.0 / 30, "duration \(p.duration) vs \(expected)")
+        #expect(abs((p.videoDuration ?? 0) - (p.audioDuration ?? 0)) <= 1.0 / 30)
+        // A continuous tone through the join: no silent run longer than 5 ms.
+        let pcm = try decodeAudio(out)
+        #expect(longestSilenceMs(pcm) < 5)
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import ThreadlineCore
+
+/// Runs a program and returns (status, stdout, stderr).
+@discardableResult
+public func run(_ program: String, _ args: [String], timeout: Double = 600, environment: [String: String]? = nil) throws -> (status: Int32, out: String, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: program.hasPrefix("/") ? program : "/usr/bin/env")
+    p.arguments = program.hasPrefix("/") ? args : [program] + args
+    if let environment { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    let outPipe = Pipe(), errPipe = Pipe()
+    p.standardOutput = outPipe; p.standardError = errPipe
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    // Read both pipes while the process runs so neither fills up.
+    let outData = LockedData(), errData = LockedData()
+    let group = DispatchGroup()
+    for (pipe, sink) in [(outPipe, outData), (errPipe, errData)] {
+        group.enter()
+        DispatchQueue.global().async { sink.set(pipe.fileHandleForReading.readDataToEndOfFile()); group.leave() }
+    }
+    let deadline = Date().addingTimeInterval(timeout)
+    while p.isRunning && Date() < deadline { usleep(20_000) }
+    if p.isRunning { p.terminate(); usleep(200_000); if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+    p.waitUntilExit()
+    group.wait()
+    return (p.terminationStatus, String(decoding: outData.get(), as: UTF8.self), String(decoding: errData.get(), as: UTF8.self))
+}
+
+final class LockedData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var data = Data()
+    func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
+    func get() -> Data { lock.lock(); defer { lock.unlock() }; return data }
+}
+
+/// A fresh temporary folder.
+public func temporaryDirectory(_ label: String = "threadline") -> String {
+    let dir = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// The repository root (found from this file's location).
+public let repositoryRoot: String = {
+    var url = URL(fileURLWithPath: #filePath)
+    while url.path != "/" {
+        url.deleteLastPathComponent()
+        if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url.path }
+    }
+    return FileManager.default.currentDirectoryPath
+}()
+
+/// ../shared/media next to the repository, when present.
+public let sharedMedia: String? = {
+    let path = URL(fileURLWithPath: repositoryRoot).deletingLastPathComponent().appendingPathComponent("shared/media").path
+    return FileManager.default.fileExists(atPath: path + "/manifest.json") ? path : nil
+}()
+
+/// Generates small media with the ffmpeg command line.
+public enum Generate {
+    /// A clip with a test pattern and (optionally) a continuous sine tone.
+    public static func clip(_ path: String, width: Int = 320, height: Int = 240, fps: String = "30", seconds: Double = 1,
+                            tone: Double? = 440, rotation: Int? = nil, vfr: Bool = false, codec: String = "libx264") throws {
+        var args = ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=\(width)x\(height):rate=\(fps):duration=\(seconds)"]
+        if let tone { args += ["-f", "lavfi", "-i", "sine=frequency=\(tone):sample_rate=44100:duration=\(seconds)"] }
+        var vf: [String] = []
+        if vfr { vf.append("setpts='PTS+0.4*sin(N)/TB/\(fps)'") }
+        if !vf.isEmpty { args += ["-vf", vf.joined(separator: ",")] }
+        if vfr { args += ["-vsync", "vfr"] }
+        args += ["-c:v", codec, "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
+        if tone != nil { args += ["-c:a", "aac", "-b:a", "96k"] }
+        if let rotation { args += ["-metadata:s:v:0", "rotate=\(rotation)"] }
+        args.append(path)
+        let r = try run("ffmpeg", args)
+        guard r.status == 0 else { throw GenerateError(message: "ffmpeg failed for \(path): \(r.err)") }
+    }
+}
+
+public struct GenerateError: Error, CustomStringConvertible { public var message: String; public var description: String { message } }
+
+/// What ffprobe says about a file.
+public struct ProbeResult: Sendable {
+    public var duration: Double
+    public var videoCodec: String?
+    public var audioCodec: String?
+    public var width: Int
+    public var height: Int
+    public var frameRate: String?
+    public var videoDuration: Double?
+    public var audioDuration: Double?
+    public var frames: Int?
+    public var sampleRate: Int?
+    public var channels: Int?
+}
+
+public func ffprobe(_ path: String, countFrames: Bool = false) throws -> ProbeResult {
+    var args = ["-v", "error", "-print_format", "json", "-show_format", "-show_streams"]
+    if countFrames { args.append("-count_frames") }
+    let r = try run("ffprobe", args + [path])
+    guard r.status == 0, let json = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any] else {
+        throw GenerateError(message: "ffprobe failed on \(path): \(r.err)")
+    }
+    let format = json["format"] as? [String: Any] ?? [:]
+    let streams = json["streams"] as? [[String: Any]] ?? []
+    let v = streams.first { $0["codec_type"] as? String == "video" }
+    let a = streams.first { $0["codec_type"] as? String == "audio" }
+    func dbl(_ any: Any?) -> Double? { (any as? String).flatMap(Double.init) }
+    return ProbeResult(duration: dbl(format["duration"]) ?? 0,
+                       videoCodec: v?["codec_name"] as? String, audioCodec: a?["codec_name"] as? String,
+                       width: v?["width"] as? Int ?? 0, height: v?["height"] as? Int ?? 0,
+                       frameRate: v?["r_frame_rate"] as? String,
+                       videoDuration: dbl(v?["duration"]), audioDuration: dbl(a?["duration"]),
+                       frames: (v?["nb_read_frames"] as? String).flatMap(Int.init) ?? (v?["nb_frames"] as? String).flatMap(Int.init),
+                       sampleRate: (a?["sample_rate"] as? String).flatMap(Int.init), channels: a?["channels"] as? Int)
+}
+
+/// SSIM (All) between two images or single frames, computed by ffmpeg.
+public func ssim(_ a: String, _ b: String) throws -> Double {
+    let r = try run("ffmpeg", ["-v", "info", "-i", a, "-i", b, "-lavfi", "[0:v][1:v]ssim", "-f", "null", "-"])
+    guard let range = r.err.range(of: "All:") else { throw GenerateError(message: "no SSIM in: \(r.err.suffix(500))") }
+    let rest = r.err[range.upperBound...].trimmingCharacters(in: .whitespaces)
+    return Double(rest.prefix { "0123456789.".contains($0) }) ?? 0
+}
+
+/// Extracts the frame shown at `time` as a PNG.
+public func extractFrame(_ video: String, at time: Double, to png: String, filter: String? = nil, autorotate: Bool = true) throws {
+    var args = ["-v", "error", "-y"]
+    if !autorotate { args.append("-noautorotate") }
+    args += ["-ss", String(format: "%.3f", time), "-i", video]
+    if let filter { args += ["-vf", filter] }
+    args += ["-frames:v", "1", png]
+    let r = try run("ffmpeg", args)
+    guard r.status == 0, FileManager.default.fileExists(atPath: png) else { throw GenerateError(message: "frame extract failed: \(r.err)") }
+}
+
+/// Decodes a file's audio to mono s16 at 48 kHz.
+public func decodeAudio(_ path: String) throws -> [Int16] {
+    let out = temporaryDirectory("pcm") + "/a.raw"
+    let r = try run("ffmpeg", ["-v", "error", "-y", "-i", path, "-ac", "1", "-ar", "48000", "-f", "s16le", out])
+    guard r.status == 0, let data = FileManager.default.contents(atPath: out) else { throw GenerateError(message: "audio decode failed: \(r.err)") }
+    return data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+}
+
+/// The longest run of near-silent samples (|x| < threshold) in milliseconds, ignoring the
+/// first and last `edge` seconds.
+public func longestSilenceMs(_ samples: [Int16], threshold: Int16 = 64, edge: Double = 0.05) -> Double {
+    let skip = Int(edge * 48000)
+    guard samples.count > 2 * skip else { return 0 }
+    var best = 0, run = 0
+    for s in samples[skip..<(samples.count - skip)] {
+        if abs(Int(s)) < Int(threshold) { run += 1; best = max(best, run) } else { run = 0 }
+    }
+    return Double(best) / 48.0
+}
