@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "Threadline",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "coord", targets: ["coord"]),
         .executable(name: "worker", targets: ["worker"]),

@@ -87,3 +87,10 @@ double tl_cpu_seconds_self(void) {
     struct rusage u; getrusage(RUSAGE_SELF, &u);
     return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
 }
+
+#ifdef __linux__
+#include <sys/prctl.h>
+void tl_die_with_parent(int sig) { prctl(PR_SET_PDEATHSIG, sig); }
+#else
+void tl_die_with_parent(int sig) { (void)sig; }
+#endif

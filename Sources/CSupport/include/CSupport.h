@@ -23,3 +23,6 @@ int64_t tl_peak_rss_children(void);
 double tl_cpu_seconds_self(void);
 
 #endif
+
+/// Ask the kernel to send `sig` to this process when its parent dies (Linux; no-op elsewhere).
+void tl_die_with_parent(int sig);

@@ -1,0 +1,51 @@
+import Foundation
+import ThreadlineCore
+
+/// Content-addressed files: artifacts/sha256/ab/abcdef…, written atomically (temp file, then
+/// rename), so a reader never sees a half-written artifact.
+public struct ArtifactStore: Sendable {
+    public let root: String
+    public init(root: String) throws {
+        self.root = root
+        for sub in ["artifacts/sha256", "tmp"] {
+            try FileManager.default.createDirectory(atPath: "\(root)/\(sub)", withIntermediateDirectories: true)
+        }
+    }
+
+    public func path(sha256: String) -> String {
+        "\(root)/artifacts/sha256/\(sha256.prefix(2))/\(sha256)"
+    }
+
+    /// A fresh path for writing; pass it to `adopt` when complete.
+    public func temporaryPath(suffix: String = "") -> String {
+        "\(root)/tmp/\(UUID().uuidString)\(suffix)"
+    }
+
+    /// Hashes a finished temporary file and moves it into the store (or drops it when the
+    /// content is already there).
+    public func adopt(_ tempPath: String) throws -> ArtifactRef {
+        let sha = try SHA256Hasher.hex(fileAt: tempPath)
+        let size = (try FileManager.default.attributesOfItem(atPath: tempPath)[.size] as? NSNumber)?.int64Value ?? 0
+        let dest = path(sha256: sha)
+        try FileManager.default.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        if FileManager.default.fileExists(atPath: dest) {
+            try? FileManager.default.removeItem(atPath: tempPath)
+        } else if rename(tempPath, dest) != 0 {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: dest])
+        }
+        return ArtifactRef(sha256: sha, path: dest, size: size)
+    }
+
+    /// Brings a local file into the store without copying when its content is already there.
+    public func ingest(localFile path: String) throws -> ArtifactRef {
+        let sha = try SHA256Hasher.hex(fileAt: path)
+        let dest = self.path(sha256: sha)
+        let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
+        if !FileManager.default.fileExists(atPath: dest) {
+            let tmp = temporaryPath()
+            try FileManager.default.copyItem(atPath: path, toPath: tmp)
+            return try adopt(tmp)
+        }
+        return ArtifactRef(sha256: sha, path: dest, size: size)
+    }
+}

@@ -1,0 +1,495 @@
+import Foundation
+import Synchronization
+import Logging
+import ThreadlineCore
+import Transport
+import Lineage
+import Media
+
+/// What observers of a run are told.
+public struct RunProgress: Sendable {
+    public var runID: Int64
+    public var items: Int
+    public var itemsDone: Int
+    public var unitsTotal: Int
+    public var unitsDone: Int
+    public var running: [String]
+    public var elapsed: Double
+}
+
+public enum RunOutcome: Sendable {
+    case succeeded(output: String, seconds: Double)
+    case failed(message: String)
+}
+
+/// The coordinator: owns a ROUTER socket and all scheduling state on one thread. Other threads
+/// talk to it through `submit`, `workerExited` and `stop`.
+public final class Coordinator: Sendable {
+    public struct Configuration: Sendable {
+        public var bind: String
+        public var heartbeatInterval: Double = 1
+        /// A worker silent this long is dead and its stages go back to the queue.
+        public var livenessTimeout: Double = 5
+        /// Tries per stage for retryable failures.
+        public var maxAttempts: Int = 3
+        /// A stage whose attempts lost this many workers is poison.
+        public var poisonAfterLostWorkers: Int = 3
+        public var backoffBase: Double = 0.25
+        public init(bind: String) { self.bind = bind }
+    }
+
+    enum Command {
+        case submit(Pipeline, @Sendable (Result<Int64, Error>) -> Void)
+        case workerExited(pid: Int32)
+        case stop
+    }
+
+    let config: Configuration
+    let lineage: LineageStore
+    let logger: Logger
+    private let inbox = Mutex<[Command]>([])
+    private let observers = Mutex<[@Sendable (RunProgress?, Int64, RunOutcome?) -> Void]>([])
+    private let boundEndpoint = Mutex<String?>(nil)
+    private let ready = DispatchSemaphore(value: 0)
+    private let startError = Mutex<Error?>(nil)
+
+    public init(_ config: Configuration, lineage: LineageStore, logger: Logger) {
+        self.config = config; self.lineage = lineage; self.logger = logger
+    }
+
+    /// Starts the coordinator thread; returns the endpoint actually bound.
+    public func start(context: MessagingContext) throws -> String {
+        let thread = Thread { [self] in
+            do {
+                let core = try CoordinatorCore(self, context: context)
+                boundEndpoint.withLock { $0 = core.endpoint }
+                ready.signal()
+                core.loop()
+            } catch {
+                startError.withLock { $0 = error }
+                ready.signal()
+            }
+        }
+        thread.name = "coordinator"
+        thread.start()
+        ready.wait()
+        if let e = startError.withLock({ $0 }) { throw e }
+        return boundEndpoint.withLock { $0! }
+    }
+
+    public func submit(_ pipeline: Pipeline, reply: @escaping @Sendable (Result<Int64, Error>) -> Void) {
+        inbox.withLock { $0.append(.submit(pipeline, reply)) }
+    }
+    public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) } }
+    public func stop() { inbox.withLock { $0.append(.stop) } }
+
+    /// Called on the coordinator thread for every progress change and when runs end.
+    public func observe(_ f: @escaping @Sendable (RunProgress?, Int64, RunOutcome?) -> Void) { observers.withLock { $0.append(f) } }
+
+    func takeCommands() -> [Command] { inbox.withLock { let c = $0; $0 = []; return c } }
+    func notify(_ p: RunProgress?, _ run: Int64, _ o: RunOutcome?) { for f in observers.withLock({ $0 }) { f(p, run, o) } }
+}
+
+/// A dispatchable unit of work: fetch/i, render/i (decode+transform+encode of item i), concat.
+struct Unit {
+    enum State { case waiting, ready, running, done, failed }
+    var name: String
+    var item: Int?
+    /// Lineage stage names this unit covers.
+    var stages: [String]
+    var state: State = .waiting
+    var attempts = 0
+    var lostWorkers = 0
+    var notBefore = 0.0
+    var lease: String?
+    var worker: String?
+    var attemptIDs: [Int64] = []
+    var task: TaskSpec?
+}
+
+final class RunState {
+    let id: Int64
+    let pipeline: Pipeline
+    let stageIDs: [String: Int64]
+    var units: [Unit]
+    var facts: [Int: MediaFacts] = [:]
+    var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
+    var segments: [Int: (ArtifactRef, Int64)] = [:]
+    var frameCounts: [Int: Int] = [:]
+    var timeline: [ItemTiming]?
+    var finished = false
+    let startedAt = Date().timeIntervalSince1970
+
+    init(id: Int64, pipeline: Pipeline, stageIDs: [String: Int64]) {
+        self.id = id; self.pipeline = pipeline; self.stageIDs = stageIDs
+        var units: [Unit] = []
+        for i in pipeline.items.indices {
+            units.append(Unit(name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"], state: .ready))
+            units.append(Unit(name: "render/\(i)", item: i, stages: ["decode/\(i)", "transform/\(i)", "encode/\(i)"]))
+        }
+        units.append(Unit(name: "concat", item: nil, stages: ["concat"]))
+        self.units = units
+    }
+
+    func index(of name: String) -> Int? { units.firstIndex { $0.name == name } }
+    var runningCount: Int { units.reduce(0) { $0 + ($1.state == .running ? 1 : 0) } }
+}
+
+struct WorkerInfo {
+    var identity: Data
+    var hello: Hello
+    var running: Set<String> = []
+    var lastSeen: Double
+    var lastSent: Double = 0
+}
+
+/// All coordinator state; lives on the coordinator thread only.
+final class CoordinatorCore {
+    let owner: Coordinator
+    let socket: Socket
+    let endpoint: String
+    var runs: [Int64: RunState] = [:]
+    var workers: [String: WorkerInfo] = [:]
+    /// lease → (run, unit index): the only leases whose results count.
+    var leases: [String: (Int64, Int)] = [:]
+    var lastLivenessCheck = 0.0
+    var log: Logger { owner.logger }
+    var lineage: LineageStore { owner.lineage }
+    var config: Coordinator.Configuration { owner.config }
+
+    init(_ owner: Coordinator, context: MessagingContext) throws {
+        self.owner = owner
+        socket = try Socket(context, .router)
+        endpoint = try socket.bind(owner.config.bind)
+    }
+
+    func loop() {
+        var stopping = false
+        while !stopping {
+            for c in owner.takeCommands() {
+                switch c {
+                case .submit(let p, let reply): reply(Result { try submit(p) })
+                case .workerExited(let pid):
+                    if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) }) { lose(worker: id, reason: "process exited") }
+                case .stop: stopping = true
+                }
+            }
+            do {
+                var n = 0
+                while n < 1000, let frames = try socket.receive(timeoutMs: n == 0 ? 10 : 0) {
+                    handle(frames); n += 1
+                }
+            } catch {
+                log.error("receive failed: \(error)")
+            }
+            let now = Date().timeIntervalSince1970
+            if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
+            dispatch(now)
+            heartbeat(now)
+        }
+        for (_, w) in workers { send(.shutdown, to: w.identity) }
+        socket.close()
+    }
+
+    // MARK: submissions
+
+    func submit(_ pipeline: Pipeline) throws -> Int64 {
+        let stages = Planner.stages(for: pipeline)
+        let (runID, ids) = try lineage.createRun(pipeline, stages: stages)
+        let run = RunState(id: runID, pipeline: pipeline, stageIDs: ids)
+        runs[runID] = run
+        for u in run.units where u.state == .ready { for s in u.stages { try? lineage.stageUpdate(ids[s]!, state: "ready") } }
+        log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
+        progress(run)
+        return runID
+    }
+
+    // MARK: messages
+
+    func handle(_ frames: [Data]) {
+        guard frames.count == 2, let id = String(data: frames[0], encoding: .utf8) else {
+            log.warning("dropped a malformed message", metadata: ["frames": "\(frames.count)"])
+            return
+        }
+        guard let envelope = Envelope.decode(frames[1]) else {
+            log.warning("dropped an undecodable message", metadata: ["worker.id": "\(id)", "bytes": "\(frames[1].count)"])
+            return
+        }
+        let now = Date().timeIntervalSince1970
+        switch envelope.message {
+        case .hello(let h):
+            let known = workers[id]
+            workers[id] = WorkerInfo(identity: frames[0], hello: h, running: known?.running ?? [], lastSeen: now)
+            try? lineage.workerSeen(id: id, host: h.host, pid: h.pid, slots: h.slots, version: h.version)
+            log.info("worker joined", metadata: ["worker.id": "\(id)", "worker.slots": "\(h.slots)", "worker.host": "\(h.host)"])
+        case .heartbeat(let running):
+            guard workers[id] != nil else { send(.shutdown, to: frames[0]); return }   // unknown: it re-announces with hello
+            workers[id]!.lastSeen = now
+            for lease in running where leases[lease] == nil { send(.cancel(lease: lease), to: frames[0]) }
+        case .result(let r):
+            workers[id]?.lastSeen = now
+            workers[id]?.running.remove(r.lease)
+            finish(r, from: id)
+        case .assign, .cancel, .shutdown:
+            log.warning("unexpected message from a worker", metadata: ["worker.id": "\(id)"])
+        }
+    }
+
+    func send(_ m: WireMessage, to identity: Data) {
+        _ = try? socket.send([identity, Envelope(m).encoded()])
+    }
+
+    func heartbeat(_ now: Double) {
+        for (id, w) in workers where now - w.lastSent >= config.heartbeatInterval {
+            send(.heartbeat(running: Array(w.running)), to: w.identity)
+            workers[id]!.lastSent = now
+        }
+    }
+
+    // MARK: liveness
+
+    func checkLiveness(_ now: Double) {
+        for (id, w) in workers where now - w.lastSeen > config.livenessTimeout {
+            lose(worker: id, reason: String(format: "silent for %.1f s", now - w.lastSeen))
+        }
+    }
+
+    func lose(worker id: String, reason: String) {
+        guard let w = workers.removeValue(forKey: id) else { return }
+        log.warning("worker lost", metadata: ["worker.id": "\(id)", "reason": "\(reason)"])
+        try? lineage.workerState(id: id, state: "lost")
+        for lease in w.running {
+            guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
+            var u = run.units[ui]
+            for a in u.attemptIDs {
+                try? lineage.attemptFinished(a, state: "lost", started: nil, finished: nil, errorClass: "retryable",
+                                             errorMessage: "worker \(id) lost: \(reason)")
+            }
+            u.lostWorkers += 1
+            u.lease = nil; u.worker = nil
+            run.units[ui] = u
+            if u.lostWorkers >= config.poisonAfterLostWorkers {
+                failRun(run, unit: ui, message: "\(label(run, u)): poison — its attempts lost \(u.lostWorkers) workers; not retried")
+            } else {
+                retry(run, ui, error: "worker lost")
+            }
+        }
+    }
+
+    // MARK: dispatch
+
+    func dispatch(_ now: Double) {
+        // Credit-based: a worker never holds more tasks than its slots.
+        var free = workers.filter { $0.value.running.count < $0.value.hello.slots }.map(\.key).sorted()
+        guard !free.isEmpty else { return }
+        while !free.isEmpty {
+            // Fair share: the run with the fewest running units goes first, then the oldest.
+            let candidates = runs.values.filter { !$0.finished && $0.units.contains { $0.state == .ready && $0.notBefore <= now } }
+            guard let run = candidates.min(by: { ($0.runningCount, $0.id) < ($1.runningCount, $1.id) }) else { return }
+            guard let ui = run.units.firstIndex(where: { $0.state == .ready && $0.notBefore <= now }) else { return }
+            let wid = free.removeFirst()
+            assign(run, ui, to: wid, now: now)
+            if let w = workers[wid], w.running.count < w.hello.slots { free.append(wid) }
+        }
+    }
+
+    func assign(_ run: RunState, _ ui: Int, to wid: String, now: Double) {
+        guard let task = makeTask(run, ui) else { return }
+        var u = run.units[ui]
+        u.attempts += 1
+        let lease = UUID().uuidString
+        u.lease = lease; u.worker = wid; u.state = .running; u.task = task
+        let stageIDs = u.stages.map { run.stageIDs[$0]! }
+        u.attemptIDs = (try? lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: u.attempts, worker: wid,
+                                                         slot: workers[wid]!.running.count, lease: lease)) ?? []
+        run.units[ui] = u
+        leases[lease] = (run.id, ui)
+        workers[wid]!.running.insert(lease)
+        guard (try? socket.send([workers[wid]!.identity, Envelope(.assign(Assignment(lease: lease, task: task))).encoded()])) == true else {
+            lose(worker: wid, reason: "unreachable")
+            return
+        }
+        workers[wid]!.lastSent = now
+        log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
+        progress(run)
+    }
+
+    func makeTask(_ run: RunState, _ ui: Int) -> TaskSpec? {
+        let u = run.units[ui]
+        let p = run.pipeline
+        if u.name.hasPrefix("fetch/"), let i = u.item {
+            let src = p.items[i].sources[0]
+            return .fetch(uri: src.uri, name: src.displayName)
+        }
+        if u.name.hasPrefix("render/"), let i = u.item, let (src, _) = run.sources[i], let n = run.frameCounts[i] {
+            let spec = Planner.segmentSpec(p, index: i, sourcePath: src.path, frameCount: n)
+            return .segment(spec, key: StageKey.segment(spec, sourceSHA256: src.sha256))
+        }
+        if u.name == "concat", let timeline = run.timeline {
+            let inputs = timeline.map { t in
+                ConcatInput(path: run.segments[t.item]!.0.path, frameCount: t.frameCount, sampleCount: t.sampleCount,
+                            label: p.items[t.item].label(index: t.item))
+            }
+            return .concat(inputs, profile: p.output)
+        }
+        return nil
+    }
+
+    // MARK: results
+
+    func finish(_ r: TaskResult, from wid: String) {
+        guard let (runID, ui) = leases.removeValue(forKey: r.lease), let run = runs[runID], run.units[ui].lease == r.lease else {
+            // A stale lease: the stage was reassigned or its run ended. Never counted.
+            try? lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)")
+            return
+        }
+        var u = run.units[ui]
+        u.lease = nil
+        run.units[ui] = u
+        if let e = r.error {
+            for (k, a) in u.attemptIDs.enumerated() {
+                let failedHere = u.stages[k].hasPrefix(e.stage.rawValue) || u.stages.count == 1
+                try? lineage.attemptFinished(a, state: failedHere ? "failed" : "cancelled", started: r.startedAt, finished: r.finishedAt,
+                                             errorClass: e.errorClass.rawValue, errorMessage: e.message, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+            }
+            guard !run.finished else { return }
+            if e.errorClass == .retryable && u.attempts < config.maxAttempts {
+                log.warning("attempt failed, retrying", metadata: ["stage.id": "\(u.name)", "error": "\(e)"])
+                retry(run, ui, error: e.description)
+            } else {
+                let tries = e.errorClass == .retryable ? " after \(u.attempts) attempts" : ""
+                failRun(run, unit: ui, message: "\(label(run, u)): \(e.description)\(tries)", failedStage: e.stage)
+            }
+            return
+        }
+        guard !run.finished else { return }
+        do {
+            try succeed(run, ui, r)
+        } catch let e as PipelineError {
+            failRun(run, unit: ui, message: e.description)
+        } catch {
+            failRun(run, unit: ui, message: "\(label(run, u)): \(error)")
+        }
+    }
+
+    func succeed(_ run: RunState, _ ui: Int, _ r: TaskResult) throws {
+        var u = run.units[ui]
+        u.state = .done
+        run.units[ui] = u
+        let p = run.pipeline
+        let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
+        let done = Date().timeIntervalSince1970
+        if u.name.hasPrefix("fetch/"), let i = u.item, let art = r.artifact, let facts = r.facts {
+            let factsJSON = String(decoding: try encoder.encode(facts), as: UTF8.self)
+            let aid = try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "source", facts: factsJSON,
+                                                 key: nil, attemptID: u.attemptIDs.first)
+            try lineage.attemptFinished(u.attemptIDs[0], state: "succeeded", started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded",
+                                    params: "{\"uri\":\"\(p.items[i].sources[0].uri)\"}", key: art.sha256,
+                                    finished: done, seconds: r.finishedAt - r.startedAt)
+            run.sources[i] = (art, aid)
+            run.facts[i] = facts
+            run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
+            if let ri = run.index(of: "render/\(i)") {
+                run.units[ri].state = .ready
+                let spec = Planner.segmentSpec(p, index: i, sourcePath: art.path, frameCount: run.frameCounts[i]!)
+                let params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)
+                for s in run.units[ri].stages {
+                    try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", params: params, key: StageKey.segment(spec, sourceSHA256: art.sha256))
+                }
+            }
+            if run.facts.count == p.items.count {
+                var byURI: [String: MediaFacts] = [:]
+                for (i, f) in run.facts { byURI[p.items[i].sources[0].uri] = f }
+                run.timeline = try Planner.timeline(for: p, facts: byURI)
+                try lineage.setItemTiming(runID: run.id, timeline: run.timeline!)
+            }
+        } else if u.name.hasPrefix("render/"), let i = u.item, let art = r.artifact, let report = r.segment {
+            let key: String? = { if case .segment(_, let k) = u.task { return k }; return nil }()
+            let aid = try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "segment", facts: nil,
+                                                 key: key, attemptID: u.attemptIDs.last, inputs: [run.sources[i]!.1])
+            let seconds = [report.decodeSeconds, report.transformSeconds, report.encodeSeconds]
+            for (k, s) in u.stages.enumerated() {
+                try lineage.attemptFinished(u.attemptIDs[k], state: "succeeded", started: r.startedAt, finished: r.finishedAt,
+                                            cpu: k == 0 ? r.cpuSeconds : nil, maxRSS: r.maxRSS)
+                try lineage.stageUpdate(run.stageIDs[s]!, state: "succeeded", finished: done, seconds: seconds[k])
+            }
+            run.segments[i] = (art, aid)
+            if run.segments.count == p.items.count, let ci = run.index(of: "concat") {
+                run.units[ci].state = .ready
+                try lineage.stageUpdate(run.stageIDs["concat"]!, state: "ready")
+            }
+        } else if u.name == "concat", let art = r.artifact {
+            let out = p.output.path
+            try FileManager.default.createDirectory(atPath: (out as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            let tmp = out + ".part-\(UUID().uuidString.prefix(8))"
+            try? FileManager.default.removeItem(atPath: tmp)
+            try FileManager.default.copyItem(atPath: art.path, toPath: tmp)
+            guard rename(tmp, out) == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: out]) }
+            let aid = try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "segment", facts: nil, key: nil,
+                                                 attemptID: u.attemptIDs.first, inputs: run.segments.values.map(\.1))
+            try lineage.recordArtifact(sha256: art.sha256, uri: out, size: art.size, kind: "output", facts: nil, key: nil,
+                                       attemptID: u.attemptIDs.first, inputs: [aid])
+            try lineage.attemptFinished(u.attemptIDs[0], state: "succeeded", started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+            try lineage.stageUpdate(run.stageIDs["concat"]!, state: "succeeded", key: art.sha256, finished: done, seconds: r.finishedAt - r.startedAt)
+            run.finished = true
+            try lineage.runFinished(run.id, state: "succeeded")
+            log.info("run succeeded", metadata: ["run.id": "\(run.id)", "output": "\(out)"])
+            progress(run)
+            owner.notify(nil, run.id, .succeeded(output: out, seconds: done - run.startedAt))
+            runs[run.id] = nil
+            return
+        }
+        progress(run)
+    }
+
+    func retry(_ run: RunState, _ ui: Int, error: String) {
+        var u = run.units[ui]
+        u.state = .ready
+        let jitter = Double.random(in: 0.8...1.2)
+        u.notBefore = Date().timeIntervalSince1970 + config.backoffBase * Double(1 << min(u.attempts, 6)) * jitter
+        run.units[ui] = u
+        for s in u.stages { try? lineage.stageUpdate(run.stageIDs[s]!, state: "ready", error: error) }
+        progress(run)
+    }
+
+    func failRun(_ run: RunState, unit ui: Int, message: String, failedStage: StageKind? = nil) {
+        guard !run.finished else { return }
+        run.finished = true
+        run.units[ui].state = .failed
+        for s in run.units[ui].stages {
+            let failed = failedStage.map { s.hasPrefix($0.rawValue) } ?? true
+            try? lineage.stageUpdate(run.stageIDs[s]!, state: failed ? "failed" : "cancelled", error: failed ? message : nil,
+                                     finished: Date().timeIntervalSince1970)
+        }
+        // Stop the run's other attempts; their slots free when the workers answer.
+        for (k, u) in run.units.enumerated() where u.state == .running {
+            if let lease = u.lease, let w = u.worker, let info = workers[w] {
+                send(.cancel(lease: lease), to: info.identity)
+                leases[lease] = nil
+                for a in u.attemptIDs { try? lineage.attemptFinished(a, state: "cancelled", started: nil, finished: nil) }
+            }
+            run.units[k].state = .failed
+        }
+        try? lineage.runFinished(run.id, state: "failed", error: message)
+        log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
+        owner.notify(nil, run.id, .failed(message: message))
+        runs[run.id] = nil
+    }
+
+    func label(_ run: RunState, _ u: Unit) -> String {
+        guard let i = u.item else { return "\(run.pipeline.name) (concat)" }
+        let item = run.pipeline.items[i]
+        let loc = item.location.map { " [\($0)]" } ?? ""
+        return "\(item.label(index: i))\(loc)"
+    }
+
+    func progress(_ run: RunState) {
+        let items = run.pipeline.items.count
+        let itemsDone = run.segments.count
+        let done = run.units.filter { $0.state == .done }.count
+        let running = run.units.filter { $0.state == .running }.map(\.name)
+        owner.notify(RunProgress(runID: run.id, items: items, itemsDone: itemsDone, unitsTotal: run.units.count, unitsDone: done,
+                                 running: running, elapsed: Date().timeIntervalSince1970 - run.startedAt), run.id, nil)
+    }
+}

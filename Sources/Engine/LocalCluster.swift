@@ -1,0 +1,113 @@
+import Foundation
+import Synchronization
+import Logging
+import ThreadlineCore
+import Transport
+import Lineage
+
+/// The embedded default: an in-process coordinator on loopback and local `worker` processes
+/// it starts, supervises and restarts. The same code as a real cluster.
+public final class LocalCluster: Sendable {
+    public struct Configuration: Sendable {
+        public var stateDirectory: String
+        public var workers: Int
+        public var pipelinesPerWorker: Int
+        public var workerExecutable: String
+        public var livenessTimeout: Double = 3
+        public init(stateDirectory: String, workers: Int, pipelinesPerWorker: Int, workerExecutable: String) {
+            self.stateDirectory = stateDirectory; self.workers = workers
+            self.pipelinesPerWorker = pipelinesPerWorker; self.workerExecutable = workerExecutable
+        }
+    }
+
+    public let config: Configuration
+    public let coordinator: Coordinator
+    public let lineage: LineageStore
+    let context = MessagingContext()
+    let logger: Logger
+    private let processes = Mutex<[Int32: Process]>([:])
+    private let stopping = Mutex(false)
+    private let outcomes = Locked<[Int64: RunOutcome]>([:])
+    private let endpoint = Mutex<String>("")
+
+    public init(_ config: Configuration, logger: Logger) throws {
+        self.config = config
+        self.logger = logger
+        try FileManager.default.createDirectory(atPath: config.stateDirectory, withIntermediateDirectories: true)
+        lineage = try LineageStore(path: config.stateDirectory + "/lineage.db")
+        var cc = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
+        cc.livenessTimeout = config.livenessTimeout
+        coordinator = Coordinator(cc, lineage: lineage, logger: logger)
+        coordinator.observe { [outcomes] _, run, outcome in
+            if let outcome { outcomes.withLock { $0[run] = outcome } }
+        }
+    }
+
+    /// Starts the coordinator and the worker processes.
+    public func start() throws {
+        let ep = try coordinator.start(context: context)
+        endpoint.withLock { $0 = ep }
+        for _ in 0..<config.workers { try spawnWorker() }
+        let supervisor = Thread { [self] in supervise() }
+        supervisor.name = "supervisor"
+        supervisor.start()
+    }
+
+    /// PIDs of the running worker processes.
+    public var workerPIDs: [Int32] { processes.withLock { Array($0.keys) } }
+
+    private func spawnWorker() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: config.workerExecutable)
+        p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)",
+                       "--store", config.stateDirectory, "--exit-with-parent", "--quiet"]
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        processes.withLock { $0[p.processIdentifier] = p }
+    }
+
+    /// Notices dead workers at once (not only after the liveness timeout) and replaces them.
+    private func supervise() {
+        while !stopping.withLock({ $0 }) {
+            let dead = processes.withLock { procs in
+                let d = procs.filter { !$0.value.isRunning }.map(\.key)
+                for pid in d { procs[pid] = nil }
+                return d
+            }
+            for pid in dead where !stopping.withLock({ $0 }) {
+                logger.warning("worker process exited; starting a replacement", metadata: ["worker.pid": "\(pid)"])
+                coordinator.workerExited(pid: pid)
+                do { try spawnWorker() } catch { logger.error("cannot start a worker: \(error)") }
+            }
+            usleep(50_000)
+        }
+    }
+
+    /// Submits a pipeline and blocks until its run ends. `progress` is called from the coordinator thread.
+    public func render(_ pipeline: Pipeline, progress: @escaping @Sendable (RunProgress) -> Void = { _ in }) throws -> (Int64, RunOutcome) {
+        let submitted = DispatchSemaphore(value: 0)
+        let result = Locked<Result<Int64, Error>?>(nil)
+        let runBox = Locked<Int64?>(nil)
+        coordinator.observe { p, run, _ in
+            if let p, runBox.withLock({ $0 }) == run { progress(p) }
+        }
+        coordinator.submit(pipeline) { r in result.withLock { $0 = r }; submitted.signal() }
+        submitted.wait()
+        let runID = try result.withLock { $0! }.get()
+        runBox.withLock { $0 = runID }
+        while true {
+            if let o = outcomes.withLock({ $0[runID] }) { return (runID, o) }
+            usleep(20_000)
+        }
+    }
+
+    public func shutdown() {
+        stopping.withLock { $0 = true }
+        coordinator.stop()
+        let procs = processes.withLock { $0 }
+        let deadline = Date().addingTimeInterval(3)
+        while procs.values.contains(where: { $0.isRunning }) && Date() < deadline { usleep(20_000) }
+        for p in procs.values where p.isRunning { p.terminate() }
+        for p in procs.values { p.waitUntilExit() }
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import ThreadlineCore
+import Media
+
+/// The coordinator ↔ worker message schema. Each message is one JSON frame; `v` lets the
+/// schema grow, and a peer drops (and logs) what it cannot decode.
+public enum WireMessage: Codable, Sendable {
+    /// Worker → coordinator, first message and after every reconnect.
+    case hello(Hello)
+    /// Both ways, about once a second; any message also counts as one.
+    case heartbeat(running: [String])
+    /// Coordinator → worker: run this task in a free slot.
+    case assign(Assignment)
+    /// Worker → coordinator: how an attempt ended.
+    case result(TaskResult)
+    /// Coordinator → worker: stop the attempt with this lease.
+    case cancel(lease: String)
+    /// Coordinator → worker: finish and exit.
+    case shutdown
+}
+
+public struct Envelope: Codable, Sendable {
+    public static let version = 1
+    public var v: Int
+    public var message: WireMessage
+    public init(_ message: WireMessage) { v = Envelope.version; self.message = message }
+
+    public func encoded() -> Data { (try? JSONEncoder().encode(self)) ?? Data() }
+    public static func decode(_ data: Data) -> Envelope? {
+        guard let e = try? JSONDecoder().decode(Envelope.self, from: data), e.v == version else { return nil }
+        return e
+    }
+}
+
+public struct Hello: Codable, Sendable {
+    public var worker: String
+    public var host: String
+    public var pid: Int
+    public var slots: Int
+    public var version: String
+}
+
+/// One attempt of one unit of work. The lease token fences it: a result whose lease is no
+/// longer current is discarded.
+public struct Assignment: Codable, Sendable {
+    public var lease: String
+    public var task: TaskSpec
+}
+
+public enum TaskSpec: Codable, Sendable {
+    /// Bring a source into the store and probe it.
+    case fetch(uri: String, name: String)
+    /// decode → transform → encode of one item, as one streamed pipeline.
+    case segment(SegmentSpec, key: String)
+    /// Join segments into the movie.
+    case concat([ConcatInput], profile: OutputProfile)
+
+    public var label: String {
+        switch self {
+        case .fetch(_, let name): return "fetch \(name)"
+        case .segment(let s, _): return "render \(s.sourceName)"
+        case .concat: return "concat"
+        }
+    }
+}
+
+/// A produced file in the artifact store.
+public struct ArtifactRef: Codable, Sendable, Hashable {
+    public var sha256: String
+    public var path: String
+    public var size: Int64
+}
+
+public struct WireError: Codable, Sendable, Error, CustomStringConvertible {
+    public var stage: StageKind
+    public var errorClass: MediaError.Class
+    public var file: String
+    public var message: String
+    public init(stage: StageKind, errorClass: MediaError.Class, file: String, message: String) {
+        self.stage = stage; self.errorClass = errorClass; self.file = file; self.message = message
+    }
+    public init(_ e: MediaError) { self.init(stage: e.stage, errorClass: e.errorClass, file: e.file, message: e.message) }
+    public var description: String { "\(stage.rawValue) failed on \(file): \(message)" }
+}
+
+public struct TaskResult: Codable, Sendable {
+    public var lease: String
+    public var error: WireError?
+    public var artifact: ArtifactRef?
+    public var facts: MediaFacts?
+    public var segment: SegmentReport?
+    public var startedAt: Double
+    public var finishedAt: Double
+    public var cpuSeconds: Double
+    public var maxRSS: Int64
+}

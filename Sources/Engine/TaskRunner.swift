@@ -1,0 +1,69 @@
+import Foundation
+import ThreadlineCore
+import Media
+import CSupport
+
+/// Runs one task in a worker slot. The real one uses Media; tests may use a fake.
+public protocol TaskRunner: Sendable {
+    func run(_ task: TaskSpec, lease: String, isCancelled: @Sendable () -> Bool) -> TaskResult
+}
+
+/// Runs tasks with the media engine against a shared artifact store.
+public struct MediaTaskRunner: TaskRunner {
+    public let store: ArtifactStore
+    public let fetchLimits: FetchLimits
+    public init(store: ArtifactStore, fetchLimits: FetchLimits = .init()) { self.store = store; self.fetchLimits = fetchLimits }
+
+    public func run(_ task: TaskSpec, lease: String, isCancelled: @Sendable () -> Bool) -> TaskResult {
+        let started = Date().timeIntervalSince1970
+        let cpu0 = tl_cpu_seconds_self()
+        var result = TaskResult(lease: lease, error: nil, artifact: nil, facts: nil, segment: nil,
+                                startedAt: started, finishedAt: started, cpuSeconds: 0, maxRSS: 0)
+        do {
+            switch task {
+            case .fetch(let uri, let name):
+                let ref: ArtifactRef
+                if uri.hasPrefix("/") {
+                    guard FileManager.default.isReadableFile(atPath: uri) else {
+                        throw MediaError(.fetch, .permanent, file: name, "file not found or not readable: \(uri)")
+                    }
+                    ref = try store.ingest(localFile: uri)
+                } else {
+                    let tmp = store.temporaryPath()
+                    do { _ = try Fetch.copy(from: uri, to: tmp, limits: fetchLimits) } catch {
+                        try? FileManager.default.removeItem(atPath: tmp); throw error
+                    }
+                    ref = try store.adopt(tmp)
+                }
+                result.artifact = ref
+                result.facts = try Probe.facts(path: ref.path, name: name, stage: .fetch)
+            case .segment(let spec, _):
+                let tmp = store.temporaryPath(suffix: ".mov")
+                do {
+                    result.segment = try SegmentRenderer.render(spec, to: tmp, isCancelled: isCancelled)
+                    result.artifact = try store.adopt(tmp)
+                } catch {
+                    try? FileManager.default.removeItem(atPath: tmp); throw error
+                }
+            case .concat(let inputs, let profile):
+                let tmp = store.temporaryPath(suffix: ".mp4")
+                do {
+                    _ = try Concat.run(inputs, profile: profile, to: tmp)
+                    result.artifact = try store.adopt(tmp)
+                } catch {
+                    try? FileManager.default.removeItem(atPath: tmp); throw error
+                }
+            }
+        } catch let e as MediaError {
+            result.error = WireError(e)
+        } catch {
+            let stage: StageKind
+            switch task { case .fetch: stage = .fetch; case .segment: stage = .encode; case .concat: stage = .concat }
+            result.error = WireError(stage: stage, errorClass: .retryable, file: task.label, message: "\(error)")
+        }
+        result.finishedAt = Date().timeIntervalSince1970
+        result.cpuSeconds = tl_cpu_seconds_self() - cpu0
+        result.maxRSS = tl_peak_rss_self()
+        return result
+    }
+}

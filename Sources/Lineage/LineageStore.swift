@@ -1,0 +1,312 @@
+import Foundation
+import GRDB
+import ThreadlineCore
+
+/// The lineage database: runs, items, stages, attempts, artifacts, workers and events.
+/// One writer connection (SQLite 3.40.1 sits in the WAL-reset bug range); readers open read-only.
+public final class LineageStore: Sendable {
+    public let path: String
+    let db: DatabaseQueue
+
+    public init(path: String) throws {
+        self.path = path
+        var config = Configuration()
+        config.busyMode = .timeout(5)
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        db = try DatabaseQueue(path: path, configuration: config)
+        try Self.migrator.migrate(db)
+    }
+
+    /// Opens a database read-only, as dashboards and `coord status` do.
+    public static func reader(path: String) throws -> DatabaseQueue {
+        var config = Configuration()
+        config.readonly = true
+        config.busyMode = .timeout(5)
+        return try DatabaseQueue(path: path, configuration: config)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+            CREATE TABLE run (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                name TEXT NOT NULL,
+                pipeline_path TEXT NOT NULL,
+                pipeline_sha256 TEXT NOT NULL,
+                pipeline_text TEXT NOT NULL,
+                output_path TEXT NOT NULL,
+                submitter TEXT,
+                submitted_at REAL NOT NULL,
+                finished_at REAL,
+                state TEXT NOT NULL,          -- queued | running | succeeded | failed | cancelled
+                error TEXT
+            );
+            CREATE TABLE item (
+                run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+                idx INTEGER NOT NULL,
+                kind TEXT NOT NULL,
+                label TEXT NOT NULL,
+                source_uri TEXT,
+                params_json TEXT NOT NULL,
+                start_frame INTEGER,
+                frame_count INTEGER,
+                PRIMARY KEY (run_id, idx)
+            );
+            CREATE TABLE stage (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+                item_idx INTEGER,
+                name TEXT NOT NULL,
+                kind TEXT NOT NULL,           -- fetch | decode | transform | encode | concat
+                params_json TEXT,
+                params_sha256 TEXT,
+                key TEXT,
+                state TEXT NOT NULL,          -- pending | ready | running | succeeded | failed | cancelled
+                attempts INTEGER NOT NULL DEFAULT 0,
+                started_at REAL,
+                finished_at REAL,
+                seconds REAL,
+                error TEXT,
+                UNIQUE (run_id, name)
+            );
+            CREATE INDEX stage_run ON stage(run_id, state);
+            CREATE TABLE stage_edge (
+                run_id INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+                from_stage INTEGER NOT NULL REFERENCES stage(id) ON DELETE CASCADE,
+                to_stage INTEGER NOT NULL REFERENCES stage(id) ON DELETE CASCADE,
+                PRIMARY KEY (from_stage, to_stage)
+            );
+            CREATE TABLE worker (
+                id TEXT PRIMARY KEY,
+                host TEXT NOT NULL,
+                pid INTEGER,
+                slots INTEGER NOT NULL,
+                version TEXT NOT NULL,
+                first_seen REAL NOT NULL,
+                last_seen REAL NOT NULL,
+                state TEXT NOT NULL           -- up | lost | gone
+            );
+            CREATE TABLE attempt (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                stage_id INTEGER NOT NULL REFERENCES stage(id) ON DELETE CASCADE,
+                attempt_no INTEGER NOT NULL,
+                worker_id TEXT REFERENCES worker(id),
+                slot INTEGER,
+                lease TEXT NOT NULL UNIQUE,
+                dispatched_at REAL NOT NULL,
+                started_at REAL,
+                finished_at REAL,
+                state TEXT NOT NULL,          -- running | succeeded | failed | lost | cancelled | stale
+                error_class TEXT,
+                error_message TEXT,
+                cpu_s REAL,
+                max_rss INTEGER
+            );
+            CREATE INDEX attempt_stage ON attempt(stage_id);
+            CREATE TABLE artifact (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                sha256 TEXT NOT NULL,
+                uri TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                kind TEXT NOT NULL,           -- source | segment | output
+                facts_json TEXT,
+                key TEXT,
+                attempt_id INTEGER REFERENCES attempt(id),
+                created_at REAL NOT NULL
+            );
+            CREATE INDEX artifact_sha ON artifact(sha256);
+            CREATE INDEX artifact_key ON artifact(key);
+            CREATE TABLE attempt_io (
+                attempt_id INTEGER NOT NULL REFERENCES attempt(id) ON DELETE CASCADE,
+                artifact_id INTEGER NOT NULL REFERENCES artifact(id) ON DELETE CASCADE,
+                direction TEXT NOT NULL,      -- in | out
+                PRIMARY KEY (attempt_id, artifact_id, direction)
+            );
+            CREATE TABLE event (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                at REAL NOT NULL,
+                run_id INTEGER,
+                stage_id INTEGER,
+                kind TEXT NOT NULL,
+                message TEXT NOT NULL
+            );
+            CREATE VIEW v_runs AS
+                SELECT r.id, r.name, r.state, r.submitted_at, r.finished_at,
+                       r.finished_at - r.submitted_at AS duration_s,
+                       (SELECT count(*) FROM stage s WHERE s.run_id = r.id) AS stages,
+                       (SELECT count(*) FROM stage s WHERE s.run_id = r.id AND s.state = 'succeeded') AS stages_done,
+                       r.output_path, r.error
+                FROM run r;
+            CREATE VIEW v_stages AS
+                SELECT s.id, s.run_id, s.item_idx, s.name, s.kind, s.state, s.attempts, s.key,
+                       s.started_at, s.finished_at, s.seconds, s.error
+                FROM stage s;
+            CREATE VIEW v_attempts AS
+                SELECT a.id, s.run_id, s.name AS stage, a.attempt_no, a.worker_id, a.lease, a.state,
+                       a.dispatched_at, a.started_at, a.finished_at,
+                       a.started_at - a.dispatched_at AS queue_wait_s,
+                       a.finished_at - a.started_at AS run_s,
+                       a.error_class, a.error_message, a.cpu_s, a.max_rss
+                FROM attempt a JOIN stage s ON s.id = a.stage_id;
+            CREATE VIEW v_workers AS
+                SELECT w.id, w.host, w.pid, w.slots, w.version, w.state, w.first_seen, w.last_seen,
+                       (SELECT count(*) FROM attempt a WHERE a.worker_id = w.id AND a.state = 'running') AS running
+                FROM worker w;
+            """)
+        }
+        return m
+    }
+
+    // MARK: recording (coordinator thread)
+
+    public func now() -> Double { Date().timeIntervalSince1970 }
+
+    public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
+        try db.write { db in
+            try db.execute(sql: """
+                INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state)
+                VALUES (?, ?, ?, ?, ?, ?, ?, 'running')
+                """, arguments: [pipeline.name, pipeline.file, SHA256Hasher.hex(pipeline.text), pipeline.text,
+                                 pipeline.output.path, submitter ?? ProcessInfo.processInfo.userName, now()])
+            let runID = db.lastInsertedRowID
+            let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
+            for (i, item) in pipeline.items.enumerated() {
+                let kind: String
+                switch item.kind { case .video: kind = "video" }
+                let params = String(decoding: try encoder.encode(item), as: UTF8.self)
+                try db.execute(sql: "INSERT INTO item (run_id, idx, kind, label, source_uri, params_json) VALUES (?, ?, ?, ?, ?, ?)",
+                               arguments: [runID, i, kind, item.label(index: i), item.sources.first?.uri, params])
+            }
+            var ids: [String: Int64] = [:]
+            for s in stages {
+                try db.execute(sql: "INSERT INTO stage (run_id, item_idx, name, kind, state) VALUES (?, ?, ?, ?, 'pending')",
+                               arguments: [runID, s.item, s.id, s.kind.rawValue])
+                ids[s.id] = db.lastInsertedRowID
+            }
+            for s in stages {
+                for d in s.dependencies {
+                    try db.execute(sql: "INSERT INTO stage_edge (run_id, from_stage, to_stage) VALUES (?, ?, ?)",
+                                   arguments: [runID, ids[d], ids[s.id]])
+                }
+            }
+            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.submitted', ?)",
+                           arguments: [now(), runID, "\(pipeline.name): \(pipeline.items.count) items"])
+            return (runID, ids)
+        }
+    }
+
+    public func setItemTiming(runID: Int64, timeline: [ItemTiming]) throws {
+        try db.write { db in
+            for t in timeline {
+                try db.execute(sql: "UPDATE item SET start_frame = ?, frame_count = ? WHERE run_id = ? AND idx = ?",
+                               arguments: [t.startFrame, t.frameCount, runID, t.item])
+            }
+        }
+    }
+
+    public func stageUpdate(_ stageID: Int64, state: String, params: String? = nil, key: String? = nil, error: String? = nil,
+                            started: Double? = nil, finished: Double? = nil, seconds: Double? = nil, attempts: Int? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: """
+                UPDATE stage SET state = ?,
+                    params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256),
+                    key = coalesce(?, key), error = coalesce(?, error),
+                    started_at = coalesce(started_at, ?), finished_at = coalesce(?, finished_at),
+                    seconds = coalesce(?, seconds), attempts = coalesce(?, attempts)
+                WHERE id = ?
+                """, arguments: [state, params, params.map { SHA256Hasher.hex($0) }, key, error, started, finished, seconds, attempts, stageID])
+        }
+    }
+
+    public func workerSeen(id: String, host: String, pid: Int, slots: Int, version: String, state: String = "up") throws {
+        try db.write { db in
+            let t = now()
+            try db.execute(sql: """
+                INSERT INTO worker (id, host, pid, slots, version, first_seen, last_seen, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET last_seen = excluded.last_seen, state = excluded.state, slots = excluded.slots
+                """, arguments: [id, host, pid, slots, version, t, t, state])
+        }
+    }
+
+    public func workerState(id: String, state: String) throws {
+        try db.write { db in try db.execute(sql: "UPDATE worker SET state = ?, last_seen = ? WHERE id = ?", arguments: [state, now(), id]) }
+    }
+
+    /// Records one try of a stage (for decode/transform/encode, one attempt row per stage).
+    public func attemptDispatched(stageIDs: [Int64], attemptNo: Int, worker: String, slot: Int?, lease: String) throws -> [Int64] {
+        try db.write { db in
+            var ids: [Int64] = []
+            for (i, s) in stageIDs.enumerated() {
+                try db.execute(sql: """
+                    INSERT INTO attempt (stage_id, attempt_no, worker_id, slot, lease, dispatched_at, state) VALUES (?, ?, ?, ?, ?, ?, 'running')
+                    """, arguments: [s, attemptNo, worker, slot, stageIDs.count > 1 ? "\(lease)#\(i)" : lease, now()])
+                ids.append(db.lastInsertedRowID)
+                try db.execute(sql: "UPDATE stage SET state = 'running', attempts = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
+                               arguments: [attemptNo, now(), s])
+            }
+            return ids
+        }
+    }
+
+    public func attemptFinished(_ attemptID: Int64, state: String, started: Double?, finished: Double?, errorClass: String? = nil,
+                                errorMessage: String? = nil, cpu: Double? = nil, maxRSS: Int64? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: """
+                UPDATE attempt SET state = ?, started_at = coalesce(?, started_at), finished_at = coalesce(?, ?),
+                    error_class = ?, error_message = ?, cpu_s = ?, max_rss = ? WHERE id = ?
+                """, arguments: [state, started, finished, now(), errorClass, errorMessage, cpu, maxRSS, attemptID])
+        }
+    }
+
+    @discardableResult
+    public func recordArtifact(sha256: String, uri: String, size: Int64, kind: String, facts: String?, key: String?,
+                               attemptID: Int64?, inputs: [Int64] = []) throws -> Int64 {
+        try db.write { db in
+            try db.execute(sql: """
+                INSERT INTO artifact (sha256, uri, size, kind, facts_json, key, attempt_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [sha256, uri, size, kind, facts, key, attemptID, now()])
+            let id = db.lastInsertedRowID
+            if let attemptID {
+                try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'out')", arguments: [attemptID, id])
+                for input in inputs {
+                    try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'in')", arguments: [attemptID, input])
+                }
+            }
+            return id
+        }
+    }
+
+    public func runFinished(_ runID: Int64, state: String, error: String? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?", arguments: [state, now(), error, runID])
+            try db.execute(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready')", arguments: [runID])
+            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)",
+                           arguments: [now(), runID, "run.\(state)", error ?? state])
+        }
+    }
+
+    public func event(_ kind: String, _ message: String, runID: Int64? = nil, stageID: Int64? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: "INSERT INTO event (at, run_id, stage_id, kind, message) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [now(), runID, stageID, kind, message])
+        }
+    }
+
+    // MARK: reading
+
+    /// Rows of a query as dictionaries of strings, for CLI output and tests.
+    public func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> [[String: String]] {
+        try db.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map { $0 as (any DatabaseValueConvertible)? })).map { row in
+                var d: [String: String] = [:]
+                for (col, value) in row { d[col] = value.isNull ? "" : String(describing: value.storage.value ?? "") }
+                return d
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+internal import CZeroMQ
+
+/// A ZeroMQ failure: which call, and libzmq's reason.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+    public var operation: String
+    public var code: Int32
+    public var message: String
+    public var description: String { "\(operation) failed: \(message)" }
+
+    static func last(_ operation: String) -> TransportError {
+        let code = tl_zmq_errno()
+        return TransportError(operation: operation, code: code, message: String(cString: zmq_strerror(code)))
+    }
+}
+
+/// A ZeroMQ context (thread-safe in libzmq). Close every socket before the context goes away.
+public final class MessagingContext: @unchecked Sendable {
+    let ptr: UnsafeMutableRawPointer
+    public init() { ptr = zmq_ctx_new() }
+    deinit { zmq_ctx_term(ptr) }
+}
+
+/// One ZeroMQ socket. Not thread-safe: confine it to one thread.
+public final class Socket {
+    public enum Kind: Sendable {
+        case router, dealer, pair, push, pull
+        var raw: Int32 {
+            switch self {
+            case .router: return ZMQ_ROUTER
+            case .dealer: return ZMQ_DEALER
+            case .pair: return ZMQ_PAIR
+            case .push: return ZMQ_PUSH
+            case .pull: return ZMQ_PULL
+            }
+        }
+    }
+
+    private var ptr: UnsafeMutableRawPointer?
+    public let kind: Kind
+    /// Largest message accepted; bigger ones are dropped by libzmq (and the peer disconnected).
+    public static let defaultMaxMessageSize: Int64 = 64 << 20
+
+    public init(_ context: MessagingContext, _ kind: Kind, maxMessageSize: Int64 = Socket.defaultMaxMessageSize) throws {
+        guard let s = zmq_socket(context.ptr, kind.raw) else { throw TransportError.last("zmq_socket") }
+        ptr = s
+        self.kind = kind
+        try set(ZMQ_LINGER, Int32(0))
+        try set(ZMQ_MAXMSGSIZE, maxMessageSize)
+        if kind == .router { try set(ZMQ_ROUTER_MANDATORY, Int32(1)) }
+    }
+    deinit { close() }
+
+    public func close() {
+        if let p = ptr { zmq_close(p); ptr = nil }
+    }
+
+    func set(_ option: Int32, _ value: Int32) throws {
+        var v = value
+        guard zmq_setsockopt(ptr, option, &v, MemoryLayout<Int32>.size) == 0 else { throw TransportError.last("zmq_setsockopt(\(option))") }
+    }
+    func set(_ option: Int32, _ value: Int64) throws {
+        var v = value
+        guard zmq_setsockopt(ptr, option, &v, MemoryLayout<Int64>.size) == 0 else { throw TransportError.last("zmq_setsockopt(\(option))") }
+    }
+
+    /// The routing identity a DEALER presents to a ROUTER.
+    public func setIdentity(_ id: String) throws {
+        let bytes = Array(id.utf8)
+        guard zmq_setsockopt(ptr, ZMQ_ROUTING_ID, bytes, bytes.count) == 0 else { throw TransportError.last("zmq_setsockopt(ROUTING_ID)") }
+    }
+
+    /// Binds and returns the endpoint actually bound (a `*` port becomes the real one).
+    @discardableResult
+    public func bind(_ endpoint: String) throws -> String {
+        guard zmq_bind(ptr, endpoint) == 0 else {
+            var e = TransportError.last("bind \(endpoint)")
+            e.message += " (is another coordinator already using it?)"
+            throw e
+        }
+        var buf = [CChar](repeating: 0, count: 256)
+        var size = buf.count
+        zmq_getsockopt(ptr, ZMQ_LAST_ENDPOINT, &buf, &size)
+        return String(cString: buf)
+    }
+
+    public func connect(_ endpoint: String) throws {
+        guard zmq_connect(ptr, endpoint) == 0 else { throw TransportError.last("connect \(endpoint)") }
+    }
+
+    /// Sends a multipart message. Returns false when the peer is unknown or would block.
+    @discardableResult
+    public func send(_ frames: [Data], dontWait: Bool = true) throws -> Bool {
+        for (i, frame) in frames.enumerated() {
+            var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+            if i < frames.count - 1 { flags |= ZMQ_SNDMORE }
+            let rc = frame.withUnsafeBytes { zmq_send(ptr, $0.baseAddress, $0.count, flags) }
+            if rc < 0 {
+                let code = tl_zmq_errno()
+                if code == tl_eagain() || code == tl_ehostunreach() { return false }
+                throw TransportError.last("zmq_send")
+            }
+        }
+        return true
+    }
+
+    /// Receives one multipart message, waiting up to `timeoutMs` (0: don't wait; -1: forever).
+    public func receive(timeoutMs: Int32 = 0) throws -> [Data]? {
+        if timeoutMs != 0 {
+            guard try Socket.poll([self], timeoutMs: timeoutMs).first == true else { return nil }
+        }
+        var frames: [Data] = []
+        while true {
+            var msg = zmq_msg_t()
+            zmq_msg_init(&msg)
+            defer { zmq_msg_close(&msg) }
+            let rc = zmq_msg_recv(&msg, ptr, ZMQ_DONTWAIT)
+            if rc < 0 {
+                let code = tl_zmq_errno()
+                if code == tl_eagain() && frames.isEmpty { return nil }
+                if code == tl_eintr() { continue }
+                throw TransportError.last("zmq_msg_recv")
+            }
+            frames.append(Data(bytes: zmq_msg_data(&msg), count: zmq_msg_size(&msg)))
+            if zmq_msg_more(&msg) == 0 { break }
+        }
+        return frames
+    }
+
+    /// Which of `sockets` have a message waiting, after at most `timeoutMs`.
+    public static func poll(_ sockets: [Socket], timeoutMs: Int32) throws -> [Bool] {
+        var items = sockets.map { zmq_pollitem_t(socket: $0.ptr, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
+        let rc = zmq_poll(&items, Int32(items.count), Int(timeoutMs))
+        if rc < 0 {
+            if tl_zmq_errno() == tl_eintr() { return sockets.map { _ in false } }
+            throw TransportError.last("zmq_poll")
+        }
+        return items.map { ($0.revents & Int16(ZMQ_POLLIN)) != 0 }
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import ArgumentParser
+import Logging
+import ThreadlineCore
+import Media
+import Engine
+import Lineage
+
+@main
+struct Coord: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "coord",
+        abstract: "Threadline coordinator: threads clips into finished movies.",
+        discussion: """
+        Examples:
+          coord submit pipelines/demo.yaml          render on this machine (local coordinator + workers)
+          coord plan pipelines/demo.yaml --json     show the stage graph and the frame-exact timeline
+          coord runs                                list runs recorded in the lineage database
+        """,
+        subcommands: [Submit.self, PlanCommand.self, Runs.self],
+        defaultSubcommand: nil)
+}
+
+/// Options shared by commands that use the state folder.
+struct StateOptions: ParsableArguments {
+    @Option(name: .long, help: "State folder: lineage database and artifact store (default: $XDG_DATA_HOME/threadline).")
+    var state: String?
+
+    var directory: String {
+        if let state { return URL(fileURLWithPath: state).standardizedFileURL.path }
+        let env = ProcessInfo.processInfo.environment
+        let base = env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (NSHomeDirectory() + "/.local/share")
+        return base + "/threadline"
+    }
+}
+
+/// Loads a pipeline or exits with its file:line:column errors (exit code 2).
+func loadPipeline(_ path: String) throws -> Pipeline {
+    do {
+        return try PipelineLoader.load(path: path)
+    } catch let e as PipelineError {
+        FileHandle.standardError.write(Data((e.description + "\n").utf8))
+        throw ExitCode(2)
+    }
+}
+
+func errorLine(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+
+struct Submit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Render a pipeline into its movie.",
+        discussion: "With no cluster named, starts a local coordinator and local worker processes on loopback.")
+
+    @Argument(help: "The pipeline YAML file.")
+    var pipeline: String
+
+    @OptionGroup var stateOptions: StateOptions
+
+    @Option(name: .long, help: "Local worker processes (default: number of cores).")
+    var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(name: .long, help: "Media pipelines each worker runs at once.")
+    var pipelines: Int = 1
+
+    @Flag(name: .long, help: "Print the result as JSON on standard output.")
+    var json = false
+
+    @Flag(name: .long, help: "Log the coordinator's decisions to standard error.")
+    var verbose = false
+
+    func validate() throws {
+        guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") }
+        guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
+    }
+
+    func run() throws {
+        let p = try loadPipeline(pipeline)
+        let level: Logger.Level = verbose ? .info : .error
+        let logger = { var l = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }; l.logLevel = level; return l }()
+        let workerExe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("worker").path
+        let realExe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            .map { URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("worker").path }
+        let exe = [realExe, workerExe].compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let exe else {
+            errorLine("error: cannot find the 'worker' executable next to coord (\(workerExe)); build it with 'swift build'")
+            throw ExitCode(1)
+        }
+        let cluster = try LocalCluster(.init(stateDirectory: stateOptions.directory, workers: workers, pipelinesPerWorker: pipelines,
+                                             workerExecutable: exe), logger: logger)
+        try cluster.start()
+        defer { cluster.shutdown() }
+        let display = ProgressDisplay(name: p.name, terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let (runID, outcome) = try cluster.render(p) { display.update($0) }
+        display.finish()
+        switch outcome {
+        case .succeeded(let output, let seconds):
+            let size = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? NSNumber)?.int64Value ?? 0
+            if json {
+                let obj: [String: Any] = ["run": runID, "state": "succeeded", "output": output, "seconds": seconds, "bytes": size]
+                print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
+            } else {
+                print(String(format: "run %lld succeeded in %.1f s → %@ (%.1f MB)", runID, seconds, output, Double(size) / 1e6))
+            }
+        case .failed(let message):
+            if json {
+                let obj: [String: Any] = ["run": runID, "state": "failed", "error": message]
+                print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
+            }
+            errorLine("error: run \(runID) failed: \(message)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// A progress bar on a terminal; plain lines otherwise.
+final class ProgressDisplay: Sendable {
+    let name: String
+    let terminal: Bool
+    let last = Locked<(Int, Int)>((-1, -1))
+    init(name: String, terminal: Bool) { self.name = name; self.terminal = terminal }
+
+    func update(_ p: RunProgress) {
+        let changed = last.withLock { l -> Bool in
+            let now = (p.unitsDone, p.running.count)
+            defer { l = now }
+            return l != now
+        }
+        guard changed else { return }
+        let fraction = Double(p.unitsDone) / Double(max(1, p.unitsTotal))
+        var eta = "--:--"
+        if fraction > 0.05 {
+            let remaining = p.elapsed / fraction * (1 - fraction)
+            eta = String(format: "%d:%02d", Int(remaining) / 60, Int(remaining) % 60)
+        }
+        if terminal {
+            let width = 24
+            let filled = Int(fraction * Double(width))
+            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
+            let line = String(format: "\r%@ [%@] %d/%d items · %d running · ETA %@  ", name, bar, p.itemsDone, p.items, p.running.count, eta)
+            FileHandle.standardError.write(Data(line.utf8))
+        } else {
+            errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,
+                             p.unitsDone, p.unitsTotal, p.running.count, p.elapsed))
+        }
+    }
+
+    func finish() { if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
+}
+
+struct PlanCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plan",
+        abstract: "Show a pipeline's stage graph and frame-exact timeline without rendering.")
+
+    @Argument(help: "The pipeline YAML file.")
+    var pipeline: String
+
+    @Flag(name: .long, help: "Print the plan as JSON.")
+    var json = false
+
+    func run() throws {
+        let p = try loadPipeline(pipeline)
+        var facts: [String: MediaFacts] = [:]
+        for (i, item) in p.items.enumerated() {
+            for s in item.sources where !s.isRemote && facts[s.uri] == nil {
+                do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
+                    errorLine("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
+                    throw ExitCode(1)
+                }
+            }
+        }
+        let remote = p.items.contains { $0.sources.contains(where: \.isRemote) }
+        let plan: Plan
+        do { plan = try Planner.plan(p, facts: remote ? nil : facts) } catch let e as PipelineError {
+            errorLine(e.description); throw ExitCode(2)
+        }
+        if json {
+            let enc = JSONEncoder(); enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try enc.encode(plan), as: UTF8.self))
+            return
+        }
+        print("\(p.name): \(p.items.count) items → \(p.output.path)")
+        print("output \(p.output.width)x\(p.output.height) @ \(p.output.fps) fps, \(p.output.fit.rawValue), h264 crf \(p.output.video.crf) \(p.output.video.preset), aac \(p.output.audio.bitrate / 1000)k")
+        if let timeline = plan.timeline {
+            print("")
+            print("  #  start      duration  frames  item")
+            for t in timeline {
+                print(String(format: "%3d  %8.3f  %8.3f  %6d  %@", t.item + 1, t.start, t.duration, t.frameCount, p.items[t.item].label(index: t.item)))
+            }
+            let total = plan.totalFrames ?? 0
+            print(String(format: "     total %.3f s, %d frames", Timing.seconds(frames: total, fps: p.output.fps), total))
+        } else {
+            print("(timeline known after remote sources are fetched)")
+        }
+        print("")
+        print("stages:")
+        for s in plan.stages {
+            print("  \(s.id)" + (s.dependencies.isEmpty ? "" : " ← \(s.dependencies.joined(separator: ", "))"))
+        }
+    }
+}
+
+struct Runs: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List runs recorded in the lineage database.")
+    @OptionGroup var stateOptions: StateOptions
+    @Flag(name: .long, help: "Print as JSON.") var json = false
+
+    func run() throws {
+        let path = stateOptions.directory + "/lineage.db"
+        guard FileManager.default.fileExists(atPath: path) else { errorLine("no lineage database at \(path)"); throw ExitCode(1) }
+        let store = try LineageStore(path: path)
+        let rows = try store.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path FROM v_runs ORDER BY id")
+        if json {
+            print(String(decoding: try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys]), as: UTF8.self))
+            return
+        }
+        for r in rows {
+            print("\(r["id"]!)\t\(r["state"]!)\t\(r["stages_done"]!)/\(r["stages"]!)\t\(r["seconds"]!) s\t\(r["name"]!)\t\(r["output_path"]!)")
+        }
+    }
+}
