@@ -46,18 +46,22 @@ final class InputFile {
             avformat_close_input(&p)
             throw MediaError(stage, .permanent, file: name, "cannot read stream information: \(avErrorString(ret))")
         }
-        var v: Int32? = nil, a: Int32? = nil
+        // The first real video stream: attached pictures and one-frame poster streams lose to a
+        // stream that moves, but stand in when nothing else exists.
+        var v: Int32? = nil, still: Int32? = nil, a: Int32? = nil
         for i in 0..<Int32(opened.pointee.nb_streams) {
             let st = opened.pointee.streams[Int(i)]!
             let par = st.pointee.codecpar.pointee
-            if v == nil, par.codec_type == AVMEDIA_TYPE_VIDEO, (st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC) == 0,
-               par.codec_id != AV_CODEC_ID_NONE, par.width > 0, par.height > 0 {
-                v = i
+            if par.codec_type == AVMEDIA_TYPE_VIDEO, par.codec_id != AV_CODEC_ID_NONE, par.width > 0, par.height > 0 {
+                let isStill = (st.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC) != 0 || st.pointee.nb_frames == 1
+                    || (st.pointee.duration == 0 && st.pointee.avg_frame_rate.num == 0)
+                if isStill { if still == nil { still = i } } else if v == nil { v = i }
             } else if a == nil, par.codec_type == AVMEDIA_TYPE_AUDIO, par.codec_id != AV_CODEC_ID_NONE,
                       avcodec_find_decoder(par.codec_id) != nil {
                 a = i
             }
         }
+        if v == nil { v = still }
         videoIndex = v
         audioIndex = a
         // Data tracks (iPhone mebx, timecode) and extra streams are never read.

@@ -9,6 +9,8 @@ public enum Probe {
         let input = try InputFile(path: path, name: name ?? (path as NSString).lastPathComponent, stage: stage)
         var facts = MediaFacts(duration: input.duration, width: 0, height: 0, hasVideo: false, hasAudio: input.audioIndex != nil,
                                container: String(cString: input.ctx.pointee.iformat.pointee.name))
+        facts.videoStream = input.videoIndex.map(Int.init)
+        facts.audioStream = input.audioIndex.map(Int.init)
         if let v = input.videoIndex {
             let st = input.stream(v).pointee
             let par = st.codecpar.pointee

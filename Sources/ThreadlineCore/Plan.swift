@@ -15,6 +15,9 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     public var mirrored: Bool
     public var frameRate: Double?
     public var container: String
+    /// Indices of the streams the engine reads (first real video, first decodable audio).
+    public var videoStream: Int?
+    public var audioStream: Int?
 
     public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
                 videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,

@@ -123,13 +123,14 @@ public func ssim(_ a: String, _ b: String) throws -> Double {
     return Double(rest.prefix { "0123456789.".contains($0) }) ?? 0
 }
 
-/// Extracts the frame shown at `time` as a PNG.
-public func extractFrame(_ video: String, at time: Double, to png: String, filter: String? = nil, autorotate: Bool = true) throws {
+/// Extracts one frame as a PNG: the one at `time` (seeking), or the first the filter lets through.
+public func extractFrame(_ video: String, at time: Double, to png: String, filter: String? = nil, seek: Bool = true,
+                         extra: [String] = []) throws {
     var args = ["-v", "error", "-y"]
-    if !autorotate { args.append("-noautorotate") }
-    args += ["-ss", String(format: "%.3f", time), "-i", video]
+    if seek { args += ["-ss", String(format: "%.3f", time)] }
+    args += ["-i", video] + extra
     if let filter { args += ["-vf", filter] }
-    args += ["-frames:v", "1", png]
+    args += ["-frames:v", "1", "-fps_mode", "passthrough", png]
     let r = try run("ffmpeg", args)
     guard r.status == 0, FileManager.default.fileExists(atPath: png) else { throw GenerateError(message: "frame extract failed: \(r.err)") }
 }

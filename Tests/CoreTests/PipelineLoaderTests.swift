@@ -1,0 +1,207 @@
+import Foundation
+import Testing
+@testable import ThreadlineCore
+
+@Suite struct PipelineLoaderTests {
+    let dir: String
+    init() throws {
+        dir = NSTemporaryDirectory() + "loader-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir + "/media", withIntermediateDirectories: true)
+        for f in ["a.mov", "b.mp4"] { FileManager.default.createFile(atPath: "\(dir)/media/\(f)", contents: Data([0])) }
+    }
+
+    func parse(_ yaml: String) throws -> Pipeline {
+        try PipelineLoader.parse(text: yaml, file: "p.yaml", baseDirectory: dir)
+    }
+
+    func error(_ yaml: String) -> PipelineError? {
+        do { _ = try parse(yaml); return nil } catch let e as PipelineError { return e } catch { return nil }
+    }
+
+    @Test func fullPipelineParses() throws {
+        let p = try parse("""
+        version: 1
+        name: june
+        output:
+          path: out/june.mp4
+          size: 1280x720
+          fps: 29.97
+          fit: crop
+          video: { codec: h264, crf: 20, preset: fast }
+          audio: { codec: aac, bitrate: 192k }
+        clips:
+          - video: media/a.mov
+            trim: { start: 0.5, end: "00:00:02.800" }
+            rotate: 90
+            flip: horizontal
+            crop: { x: 0.1, y: 0, width: 0.8, height: 1 }
+            mute: true
+          - video: media/b.mp4
+            volume: 0.5
+        """)
+        #expect(p.name == "june")
+        #expect(p.output.path == dir + "/out/june.mp4")
+        #expect(p.output.fps == Rational(30000, 1001))
+        #expect(p.output.fit == .crop)
+        #expect(p.output.video.crf == 20 && p.output.video.preset == "fast")
+        #expect(p.output.audio.bitrate == 192_000)
+        #expect(p.items.count == 2)
+        guard case .video(let src, let trim) = p.items[0].kind else { Issue.record("kind"); return }
+        #expect(src.uri == dir + "/media/a.mov")
+        #expect(trim == Trim(start: 0.5, end: 2.8))
+        #expect(p.items[0].edits == Edits(rotate: 90, flip: .horizontal, crop: CropRect(x: 0.1, y: 0, width: 0.8, height: 1), mute: true))
+        #expect(p.items[1].edits.volume == 0.5)
+        #expect(p.items[1].location == SourceLocation(file: "p.yaml", line: 17, column: 5))
+    }
+
+    @Test func aspectAndHeightGiveSize() throws {
+        let p = try parse("output: { path: o.mp4, aspect: \"9:16\", height: 1280 }\nclips: [ { video: media/a.mov } ]")
+        #expect(p.output.width == 720 && p.output.height == 1280)
+    }
+
+    @Test func unknownKeySuggestsTheRightOne() throws {
+        let e = try #require(error("""
+        output: { path: o.mp4 }
+        clips:
+          - video: media/a.mov
+            trimm: { start: 1 }
+        """))
+        #expect(e.location == SourceLocation(file: "p.yaml", line: 4, column: 5))
+        #expect(e.message.contains("unknown key 'trimm'"))
+        #expect(e.hint == "did you mean 'trim'?")
+        #expect(e.description.hasPrefix("p.yaml:4:5: error:"))
+    }
+
+    @Test func wrongTypeNamesThePlace() throws {
+        let e = try #require(error("output:\n  path: o.mp4\n  video: { crf: high }\nclips: [ { video: media/a.mov } ]"))
+        #expect(e.location?.line == 3)
+        #expect(e.message.contains("crf"))
+        #expect(e.message.contains("whole number"))
+    }
+
+    @Test func missingFileIsAnErrorAtItsPath() throws {
+        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - video: media/nope.mov\n"))
+        #expect(e.location == SourceLocation(file: "p.yaml", line: 3, column: 12))
+        #expect(e.message.contains("file not found"))
+        #expect(e.message.contains("nope.mov"))
+    }
+
+    @Test func badYAMLHasALocation() throws {
+        let e = try #require(error("output: { path: o.mp4\nclips:\n  - video: [unclosed\n"))
+        #expect(e.location != nil)
+        #expect(e.message.contains("invalid YAML"))
+    }
+
+    @Test(arguments: [
+        ("output: { path: o.mp4, size: 1281x720 }", "not possible"),
+        ("output: { path: o.mp4, fps: 0 }", "fps"),
+        ("output: { path: o.mp4, fit: stretch }", "unknown fit"),
+        ("output: { path: o.mp4, video: { preset: veryfas } }", "preset"),
+        ("output: { path: o.mp4, video: { crf: 60 } }", "crf"),
+        ("output: { path: o.mp4, video: { codec: vp9 } }", "codec"),
+    ])
+    func impossibleOutputValues(_ output: String, _ fragment: String) throws {
+        let e = try #require(error(output + "\nclips: [ { video: media/a.mov } ]"))
+        #expect(e.description.contains(fragment), "\(e)")
+        #expect(e.location?.line == 1)
+    }
+
+    @Test(arguments: [
+        ("rotate: 45", "rotate"),
+        ("trim: { start: 3, end: 2 }", "trim.end"),
+        ("trim: { start: -1 }", "negative"),
+        ("crop: { x: 0.5, width: 0.8 }", "crop"),
+        ("volume: -1", "volume"),
+        ("mute: maybe", "true or false"),
+        ("flip: sideways", "unknown flip"),
+        ("trim: { start: soon }", "must be a time"),
+    ])
+    func impossibleItemValues(_ edit: String, _ fragment: String) throws {
+        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - video: media/a.mov\n    \(edit)\n"))
+        #expect(e.description.contains(fragment), "\(e)")
+        #expect((e.location?.line ?? 0) >= 3)
+    }
+
+    @Test func laterItemKindsSayTheyAreNotSupportedYet() throws {
+        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - photo: media/a.mov\n"))
+        #expect(e.message.contains("not supported"))
+    }
+
+    @Test func misspeltKindSuggestsVideo() throws {
+        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - vidoe: media/a.mov\n"))
+        #expect(e.hint == "did you mean 'video'?")
+    }
+
+    @Test func timesAcceptThreeSpellings() {
+        #expect(parseTime("2.5") == 2.5)
+        #expect(parseTime("2.5s") == 2.5)
+        #expect(parseTime("00:00:02.500") == 2.5)
+        #expect(parseTime("1:02.5") == 62.5)
+        #expect(parseTime("abc") == nil)
+        #expect(parseTime("1:-2") == nil)
+    }
+}
+
+@Suite struct PlannerTests {
+    func pipeline(_ n: Int, fps: Rational = Rational(30, 1)) -> Pipeline {
+        Pipeline(name: "p", output: OutputProfile(path: "/o.mp4", fps: fps),
+                 items: (0..<n).map { Item(kind: .video(source: SourceRef("/m/\($0).mov"), trim: $0 == 1 ? Trim(start: 0.5, end: 1.7) : nil)) })
+    }
+
+    @Test func stageGraphHasFourStagesPerItemAndAConcat() {
+        let stages = Planner.stages(for: pipeline(3))
+        #expect(stages.count == 13)
+        #expect(stages.map(\.kind).filter { $0 == .concat }.count == 1)
+        let concat = stages.first { $0.kind == .concat }!
+        #expect(concat.dependencies == ["encode/0", "encode/1", "encode/2"])
+        #expect(stages.first { $0.id == "transform/2" }!.dependencies == ["decode/2"])
+    }
+
+    @Test func timelineIsFrameAndSampleExact() throws {
+        let p = pipeline(3, fps: Rational(30000, 1001))
+        var facts: [String: MediaFacts] = [:]
+        for i in 0..<3 { facts["/m/\(i).mov"] = MediaFacts(duration: 2.0 + Double(i) * 0.37, width: 10, height: 10, hasVideo: true, hasAudio: true) }
+        let t = try Planner.timeline(for: p, facts: facts)
+        #expect(t[0].frameCount == 60)               // 2.0 s at 29.97
+        #expect(t[1].frameCount == 36)               // trimmed 1.2 s
+        #expect(t[1].startFrame == 60)
+        #expect(t[2].startFrame == 96)
+        // Sample shares tile the timeline with no gap or overlap and no drift.
+        #expect(t[1].sampleStart == t[0].sampleStart + t[0].sampleCount)
+        let totalFrames = t.reduce(0) { $0 + $1.frameCount }
+        #expect(t.reduce(0) { $0 + $1.sampleCount } == Timing.samples(atFrame: totalFrames, fps: p.output.fps))
+        // Each segment carries at least its share wherever it lands.
+        for x in t { #expect(Timing.segmentSamples(frames: x.frameCount, fps: p.output.fps) >= x.sampleCount) }
+    }
+
+    @Test func trimPastTheEndIsAnError() {
+        let p = Pipeline(name: "p", output: OutputProfile(path: "/o.mp4"),
+                         items: [Item(kind: .video(source: SourceRef("/a.mov"), trim: Trim(start: 5)))])
+        #expect(throws: PipelineError.self) {
+            _ = try Planner.timeline(for: p, facts: ["/a.mov": MediaFacts(duration: 3, width: 1, height: 1, hasVideo: true, hasAudio: false)])
+        }
+    }
+
+    @Test func segmentKeyIgnoresWhereTheSourceLies() {
+        let p = pipeline(1)
+        let a = Planner.segmentSpec(p, index: 0, sourcePath: "/store/x", frameCount: 30)
+        let b = Planner.segmentSpec(p, index: 0, sourcePath: "/elsewhere/y", frameCount: 30)
+        #expect(StageKey.segment(a, sourceSHA256: "abc") == StageKey.segment(b, sourceSHA256: "abc"))
+        #expect(StageKey.segment(a, sourceSHA256: "abc") != StageKey.segment(a, sourceSHA256: "abd"))
+        var c = a; c.edits.volume = 0.5
+        #expect(StageKey.segment(a, sourceSHA256: "abc") != StageKey.segment(c, sourceSHA256: "abc"))
+    }
+
+    @Test func sha256MatchesKnownVectors() {
+        #expect(SHA256Hasher.hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256Hasher.hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        let million = String(repeating: "a", count: 1_000_000)
+        #expect(SHA256Hasher.hex(million) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test func suggestionsFindNearMisses() {
+        #expect(suggestion(for: "trimm", among: PipelineLoader.editKeys) == "trim")
+        #expect(suggestion(for: "volme", among: PipelineLoader.editKeys) == "volume")
+        #expect(suggestion(for: "zzzzzz", among: PipelineLoader.editKeys) == nil)
+    }
+}

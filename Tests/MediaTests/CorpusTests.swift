@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+@testable import Media
+import ThreadlineCore
+import TestSupport
+
+/// The manifest entries of ../shared/media, when it is present.
+struct CorpusEntry: Sendable, CustomTestStringConvertible {
+    var path: String
+    var kind: String
+    var broken: Bool
+    var duration: Double?
+    var rotation: Int?
+    var testDescription: String { path }
+
+    static let all: [CorpusEntry] = {
+        guard let dir = sharedMedia, let data = FileManager.default.contents(atPath: dir + "/manifest.json"),
+              let list = try? JSONSerialization.jsonObject(with: data) as? [[String: Any]] else { return [] }
+        return list.map { CorpusEntry(path: $0["path"] as! String, kind: $0["kind"] as? String ?? "", broken: $0["broken"] as? Bool ?? false,
+                                      duration: $0["duration_s"] as? Double, rotation: $0["rotation"] as? Int) }
+    }()
+    static let videos = all.filter { $0.kind == "video" && !$0.broken }
+    static let broken = all.filter { $0.broken }
+    var fullPath: String { sharedMedia! + "/" + path }
+}
+
+@Suite(.enabled(if: sharedMedia != nil, "../shared/media is absent: corpus tests skipped"))
+struct CorpusTests {
+    static let profile = OutputProfile(path: "", width: 1280, height: 720, fps: Rational(30, 1), fit: .letterbox)
+
+    @Test(arguments: CorpusEntry.videos)
+    func rendersUprightWithTheRightDuration(_ entry: CorpusEntry) throws {
+        let dir = temporaryDirectory("corpus")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let src = entry.fullPath
+        let item = Item(kind: .video(source: SourceRef(src), trim: nil))
+        let pipeline = Pipeline(name: "one", output: Self.profile, items: [item])
+        let facts = try Probe.facts(path: src)
+        let timeline = try Planner.timeline(for: pipeline, facts: [src: facts])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: timeline[0].frameCount)
+        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
+        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: timeline[0].frameCount, sampleCount: timeline[0].sampleCount, label: entry.path)],
+                           profile: Self.profile, to: dir + "/out.mp4")
+        let probe = try ffprobe(dir + "/out.mp4")
+        #expect(probe.width == 1280 && probe.height == 720)
+        #expect(probe.videoCodec == "h264" && probe.audioCodec == "aac")
+        // Duration: the manifest's, to the nearest output frame.
+        if let d = entry.duration {
+            #expect(abs(probe.duration - d) <= 1.5 / 30 + 0.001, "output \(probe.duration) s vs manifest \(d) s")
+        }
+        // Upright: the middle frame matches the same frame of the ffmpeg command line's
+        // autorotated decode, converted to 30 fps by its fps filter (nearest-frame choice).
+        let k = timeline[0].frameCount / 2
+        let pick = "select='eq(n\\,\(k))'"
+        try extractFrame(dir + "/out.mp4", at: 0, to: dir + "/ours.png", filter: pick, seek: false)
+        let fit = "scale='trunc(iw*max(1,sar))':'trunc(ih*max(1,1/sar))',setsar=1,scale=1280:720:force_original_aspect_ratio=decrease,pad=1280:720:(ow-iw)/2:(oh-ih)/2,format=yuv420p"
+        let map = facts.videoStream.map { ["-map", "0:\($0)"] } ?? []
+        try extractFrame(src, at: 0, to: dir + "/ref.png", filter: "fps=30," + fit + "," + pick, seek: false, extra: map)
+        let score = try ssim(dir + "/ours.png", dir + "/ref.png")
+        // Upside down scores far lower: make sure the check can tell.
+        try extractFrame(src, at: 0, to: dir + "/wrong.png", filter: "fps=30,vflip," + fit + "," + pick, seek: false, extra: map)
+        let wrongScore = try ssim(dir + "/ours.png", dir + "/wrong.png")
+        print("corpus \(entry.path): ssim \(score) (flipped \(wrongScore)), duration \(probe.duration) vs \(entry.duration ?? -1)")
+        #expect(score >= 0.9, "SSIM \(score) for \(entry.path)")
+    }
+}
