@@ -70,10 +70,31 @@ public enum Generate {
         if vfr { args += ["-vsync", "vfr"] }
         args += ["-c:v", codec, "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
         if tone != nil { args += ["-c:a", "aac", "-b:a", "96k"] }
-        if let rotation { args += ["-metadata:s:v:0", "rotate=\(rotation)"] }
-        args.append(path)
+        args += ["-movflags", "+faststart", path]
         let r = try run("ffmpeg", args)
         guard r.status == 0 else { throw GenerateError(message: "ffmpeg failed for \(path): \(r.err)") }
+        if let rotation { try setDisplayRotation(path, clockwise: rotation) }
+    }
+
+    /// Writes a display matrix into the first track header (tkhd) of an MP4/MOV, as phones do
+    /// for portrait video; ffmpeg 5.1's command line cannot write one.
+    public static func setDisplayRotation(_ path: String, clockwise degrees: Int) throws {
+        guard var data = FileManager.default.contents(atPath: path),
+              let range = data.range(of: Data("tkhd".utf8)) else { throw GenerateError(message: "no tkhd in \(path)") }
+        let version = data[range.upperBound]
+        let matrixOffset = range.upperBound + 4 + (version == 1 ? 32 : 20) + 8 + 8
+        let one: UInt32 = 0x0001_0000, minusOne: UInt32 = 0xFFFF_0000, w: UInt32 = 0x4000_0000
+        let m: [UInt32]
+        switch (degrees % 360 + 360) % 360 {
+        case 90: m = [0, one, 0, minusOne, 0, 0, 0, 0, w]
+        case 180: m = [minusOne, 0, 0, 0, minusOne, 0, 0, 0, w]
+        case 270: m = [0, minusOne, 0, one, 0, 0, 0, 0, w]
+        default: m = [one, 0, 0, 0, one, 0, 0, 0, w]
+        }
+        for (i, v) in m.enumerated() {
+            for b in 0..<4 { data[matrixOffset + 4 * i + b] = UInt8((v >> (24 - 8 * UInt32(b))) & 0xFF) }
+        }
+        try data.write(to: URL(fileURLWithPath: path))
     }
 }
 
@@ -153,4 +174,20 @@ public func longestSilenceMs(_ samples: [Int16], threshold: Int16 = 64, edge: Do
         if abs(Int(s)) < Int(threshold) { run += 1; best = max(best, run) } else { run = 0 }
     }
     return Double(best) / 48.0
+}
+
+/// Where `swift build` put the executables (next to the test bundle).
+public let productsDirectory: String = {
+    let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path,
+                      repositoryRoot + "/.build/debug"]
+    return candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/coord") } ?? candidates[1]
+}()
+public var coordPath: String { productsDirectory + "/coord" }
+public var workerPath: String { productsDirectory + "/worker" }
+
+/// Writes a pipeline file.
+public func writePipeline(_ path: String, output: String, size: String = "640x360", fps: Int = 30, clips: [String]) throws {
+    var y = "version: 1\nname: test\noutput:\n  path: \(output)\n  size: \(size)\n  fps: \(fps)\n  video: { preset: ultrafast }\nclips:\n"
+    for c in clips { y += "  - \(c)\n" }
+    try y.write(toFile: path, atomically: true, encoding: .utf8)
 }

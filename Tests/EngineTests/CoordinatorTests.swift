@@ -1,0 +1,179 @@
+import Foundation
+import Testing
+import Logging
+@testable import Engine
+import ThreadlineCore
+import Transport
+import Lineage
+import Media
+import TestSupport
+
+/// A task runner that does no media work: fetch "probes" a fixed fact sheet, render and concat
+/// take a moment. It can fail chosen tasks and records how many run at once.
+final class FakeRunner: TaskRunner, @unchecked Sendable {
+    let lock = NSLock()
+    var concurrent = 0
+    var maxConcurrent = 0
+    var calls: [String] = []
+    var failures: [String: (MediaError.Class, Int)] = [:]   // task label → class, times to fail
+    let delay: Double
+
+    init(delay: Double = 0.05) { self.delay = delay }
+
+    func run(_ task: TaskSpec, lease: String, isCancelled: @Sendable () -> Bool) -> TaskResult {
+        lock.lock(); concurrent += 1; maxConcurrent = max(maxConcurrent, concurrent); calls.append(task.label)
+        var fail: MediaError.Class? = nil
+        if let (cls, n) = failures[task.label], n > 0 { failures[task.label] = (cls, n - 1); fail = cls }
+        lock.unlock()
+        defer { lock.lock(); concurrent -= 1; lock.unlock() }
+        let t0 = Date().timeIntervalSince1970
+        Thread.sleep(forTimeInterval: delay)
+        var r = TaskResult(lease: lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: t0,
+                           finishedAt: Date().timeIntervalSince1970, cpuSeconds: 0, maxRSS: 0)
+        if let fail {
+            r.error = WireError(stage: .decode, errorClass: fail, file: task.label, message: "injected \(fail.rawValue) failure")
+            return r
+        }
+        let sha = SHA256Hasher.hex(task.label + lease)
+        r.artifact = ArtifactRef(sha256: sha, path: "/dev/null", size: 0)
+        switch task {
+        case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
+        case .segment: r.segment = SegmentReport()
+        case .concat: break
+        }
+        return r
+    }
+}
+
+final class Harness {
+    let dir = temporaryDirectory("coord")
+    let context = MessagingContext()
+    let coordinator: Coordinator
+    let lineage: LineageStore
+    var workers: [WorkerRuntime] = []
+    let outcomes = Locked<[Int64: RunOutcome]>([:])
+
+    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2) throws {
+        lineage = try LineageStore(path: dir + "/lineage.db")
+        var logger = Logger(label: "test"); logger.logLevel = .critical
+        var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
+        config.livenessTimeout = livenessTimeout
+        config.backoffBase = 0.01
+        coordinator = Coordinator(config, lineage: lineage, logger: logger)
+        coordinator.observe { [outcomes] _, run, o in if let o { outcomes.withLock { $0[run] = o } } }
+        let endpoint = try coordinator.start(context: context)
+        for i in 0..<n {
+            let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: "w\(i)"), runner: runner, logger: logger)
+            workers.append(w)
+            let ctx = context
+            Thread { try? w.run(context: ctx) }.start()
+        }
+    }
+
+    func pipeline(_ items: Int, name: String = "p") -> Pipeline {
+        Pipeline(name: name, output: OutputProfile(path: dir + "/\(name).mp4"),
+                 items: (0..<items).map { Item(kind: .video(source: SourceRef("/media/\(name)-\($0).mov"), trim: nil)) })
+    }
+
+    func submit(_ p: Pipeline) throws -> Int64 {
+        let sem = DispatchSemaphore(value: 0)
+        let box = Locked<Result<Int64, Error>?>(nil)
+        coordinator.submit(p) { r in box.withLock { $0 = r }; sem.signal() }
+        sem.wait()
+        return try box.value!.get()
+    }
+
+    func wait(_ run: Int64, timeout: Double = 20) -> RunOutcome? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let o = outcomes.value[run] { return o }
+            usleep(10_000)
+        }
+        return nil
+    }
+
+    deinit {
+        for w in workers { w.stop() }
+        coordinator.stop()
+        usleep(100_000)
+    }
+}
+
+@Suite(.serialized) struct CoordinatorTests {
+    @Test func runsEveryStageOnceAndNeverExceedsSlots() throws {
+        let runner = FakeRunner()
+        let h = try Harness(workers: 2, slots: 2, runner: runner)
+        let run = try h.submit(h.pipeline(6))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        #expect(runner.maxConcurrent <= 4)
+        #expect(runner.maxConcurrent >= 2)
+        #expect(runner.calls.filter { $0.hasPrefix("fetch") }.count == 6)
+        #expect(runner.calls.filter { $0.hasPrefix("render") }.count == 6)
+        #expect(runner.calls.filter { $0 == "concat" }.count == 1)
+        let stages = try h.lineage.rows("SELECT state, count(*) AS n FROM stage WHERE run_id = ? GROUP BY state", [run])
+        #expect(stages.count == 1 && stages[0]["state"] == "succeeded" && stages[0]["n"] == "25")
+        let attempts = try h.lineage.rows("SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND a.state = 'succeeded'", [run])
+        #expect(attempts[0]["n"] == "25")
+    }
+
+    @Test func retryableFailuresAreRetriedAndRecorded() throws {
+        let runner = FakeRunner()
+        runner.failures["render p-2.mov"] = (.retryable, 2)
+        let h = try Harness(workers: 1, slots: 2, runner: runner)
+        let run = try h.submit(h.pipeline(3))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        let rows = try h.lineage.rows("""
+            SELECT a.state FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND s.name = 'decode/2' ORDER BY a.id
+            """, [run])
+        #expect(rows.map { $0["state"]! } == ["failed", "failed", "succeeded"])
+    }
+
+    @Test func retryableFailuresStopAfterThreeAttempts() throws {
+        let runner = FakeRunner()
+        runner.failures["fetch p-0.mov"] = (.retryable, 5)
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        let run = try h.submit(h.pipeline(2))
+        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        #expect(message.contains("after 3 attempts"))
+        #expect(runner.calls.filter { $0 == "fetch p-0.mov" }.count == 3)
+    }
+
+    @Test func permanentFailureFailsThatRunAloneAndAtOnce() throws {
+        let runner = FakeRunner()
+        runner.failures["render bad-1.mov"] = (.permanent, 10)
+        let h = try Harness(workers: 2, slots: 1, runner: runner)
+        let bad = try h.submit(h.pipeline(3, name: "bad"))
+        let good = try h.submit(h.pipeline(3, name: "good"))
+        guard case .failed(let message) = try #require(h.wait(bad)) else { Issue.record("bad run should fail"); return }
+        #expect(message.contains("bad-1.mov"))
+        #expect(message.contains("decode failed"))
+        #expect(runner.calls.filter { $0 == "render bad-1.mov" }.count == 1)
+        guard case .succeeded = try #require(h.wait(good)) else { Issue.record("good run should succeed"); return }
+        let state = try h.lineage.rows("SELECT state FROM run WHERE id = ?", [bad])
+        #expect(state[0]["state"] == "failed")
+    }
+
+    @Test func concurrentRunsShareWorkersFairly() throws {
+        let runner = FakeRunner(delay: 0.02)
+        let h = try Harness(workers: 2, slots: 1, runner: runner)
+        let big = try h.submit(h.pipeline(20, name: "big"))
+        usleep(100_000)
+        let small = try h.submit(h.pipeline(2, name: "small"))
+        guard case .succeeded = try #require(h.wait(small)) else { Issue.record("small failed"); return }
+        // The small run finishes while the big one still has most of its work left.
+        let bigDone = try h.lineage.rows("SELECT count(*) AS n FROM stage WHERE run_id = ? AND state = 'succeeded'", [big])
+        #expect(Int(bigDone[0]["n"]!)! < 60)
+        guard case .succeeded = try #require(h.wait(big)) else { Issue.record("big failed"); return }
+    }
+
+    @Test func aSilentWorkerIsDeclaredLostAndItsWorkMoves() throws {
+        let runner = FakeRunner(delay: 0.3)
+        let h = try Harness(workers: 2, slots: 1, runner: runner, livenessTimeout: 1)
+        let run = try h.submit(h.pipeline(4))
+        usleep(200_000)
+        h.workers[0].stop()          // goes silent: no more heartbeats or results
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        let lost = try h.lineage.rows("SELECT state FROM worker WHERE id = 'w0'")
+        #expect(lost.first?["state"] == "lost")
+    }
+}
