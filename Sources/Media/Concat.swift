@@ -47,8 +47,9 @@ public enum Concat {
         var report = ConcatReport()
         let pkt = Packet()
         var lastDTS = Int64.min
-        for seg in inputs {
-            let input = seg.path == first.path ? firstInput : try InputFile(path: seg.path, name: seg.label, stage: .concat)
+        for (n, seg) in inputs.enumerated() {
+            // The same segment may appear twice (the same clip used twice): open it afresh each time.
+            let input = n == 0 ? firstInput : try InputFile(path: seg.path, name: seg.label, stage: .concat)
             guard let v = input.videoIndex else { throw MediaError(.concat, .permanent, file: seg.label, "segment has no video") }
             guard extradata(input.stream(v)) == reference else {
                 throw MediaError(.concat, .permanent, file: seg.label, "segment was encoded with different settings; cannot stream-copy")

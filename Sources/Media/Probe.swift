@@ -27,7 +27,10 @@ public enum Probe {
         if let a = input.audioIndex {
             facts.audioCodec = String(cString: avcodec_get_name(input.stream(a).pointee.codecpar.pointee.codec_id))
         }
-        guard facts.duration > 0 || !facts.hasVideo else {
+        let format = facts.container
+        facts.isStill = format.hasPrefix("image2") || format.hasSuffix("_pipe")
+            || (input.videoIndex.map { input.stream($0).pointee.nb_frames == 1 } ?? false && facts.duration <= 0.05)
+        guard facts.duration > 0 || !facts.hasVideo || facts.isStill else {
             throw MediaError(stage, .permanent, file: input.name, "the file reports no duration")
         }
         return facts

@@ -45,6 +45,8 @@ private final class SegmentJob {
     var pendingTime = 0.0
     var nextSlot = 0
     var lastFrameTime = -Double.infinity
+    /// Time of the first video packet read and whether it was a key frame.
+    var firstVideoPacket: (time: Double, key: Bool)?
     let filtered = Frame()
     let packet = Packet()
 
@@ -122,6 +124,11 @@ private final class SegmentJob {
             }
             defer { packet.unref() }
             let idx = packet.ptr.pointee.stream_index
+            if idx == videoIndex && firstVideoPacket == nil {
+                let pts = packet.ptr.pointee.pts != tl_nopts_value() ? packet.ptr.pointee.pts : packet.ptr.pointee.dts
+                firstVideoPacket = (pts == tl_nopts_value() ? 0 : Double(pts) * av_q2d(video.timeBase) - origin,
+                                    (packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) != 0)
+            }
             if idx == videoIndex && !videoDone {
                 try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeVideo(frame, origin: origin) }
             } else if let audio, idx == input.audioIndex, !audioDone {
@@ -174,6 +181,11 @@ private final class SegmentJob {
         report.framesDecoded += 1
         let ts = frame.ptr.pointee.best_effort_timestamp
         var t = ts == tl_nopts_value() ? lastFrameTime + 1 / fps : Double(ts) * av_q2d(video.timeBase) - origin
+        if report.framesDecoded == 1, let first = firstVideoPacket, !first.key, t - first.time > 0.1, spec.trimStart < t {
+            // The decoder skipped what it could not decode: the file was cut mid-GOP.
+            throw MediaError(.decode, .permanent, file: name,
+                             String(format: "the video does not start on a key frame: %.3f s to %.3f s cannot be decoded", first.time, t))
+        }
         if t <= lastFrameTime { t = lastFrameTime + 1e-6 }   // keep time moving forward
         lastFrameTime = t
         let r = t - spec.trimStart

@@ -18,6 +18,8 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     /// Indices of the streams the engine reads (first real video, first decodable audio).
     public var videoStream: Int?
     public var audioStream: Int?
+    /// A single picture (JPEG, PNG, …) rather than moving video.
+    public var isStill: Bool = false
 
     public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
                 videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,
@@ -113,6 +115,10 @@ public enum Planner {
             guard facts.hasVideo else {
                 throw PipelineError("\(item.label(index: index)) has no video stream", at: item.location,
                                     hint: "use a video file (audio-only files can become a soundtrack in a later version)")
+            }
+            guard !facts.isStill else {
+                throw PipelineError("\(item.label(index: index)) is a still image (\(facts.videoCodec ?? facts.container)), not a video",
+                                    at: item.location, hint: "photo items come with a later version; use a video file here")
             }
             guard start < facts.duration else {
                 throw PipelineError(String(format: "%@: trim.start %.3f s is at or past the end of the clip (%.3f s)",
