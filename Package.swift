@@ -39,7 +39,7 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")]),
 
         .executableTarget(name: "coord",
-                          dependencies: ["Engine", "ThreadlineCore", "Media", "Lineage",
+                          dependencies: ["Engine", "ThreadlineCore", "Media", "Lineage", "CSupport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "worker",
                           dependencies: ["Engine",

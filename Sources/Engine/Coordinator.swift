@@ -11,8 +11,8 @@ public struct RunProgress: Sendable {
     public var runID: Int64
     public var items: Int
     public var itemsDone: Int
-    public var unitsTotal: Int
-    public var unitsDone: Int
+    public var stagesTotal: Int
+    public var stagesDone: Int
     public var running: [String]
     public var elapsed: Double
 }
@@ -487,9 +487,10 @@ final class CoordinatorCore {
     func progress(_ run: RunState) {
         let items = run.pipeline.items.count
         let itemsDone = run.segments.count
-        let done = run.units.filter { $0.state == .done }.count
+        let done = run.units.filter { $0.state == .done }.reduce(0) { $0 + $1.stages.count }
+        let total = run.units.reduce(0) { $0 + $1.stages.count }
         let running = run.units.filter { $0.state == .running }.map(\.name)
-        owner.notify(RunProgress(runID: run.id, items: items, itemsDone: itemsDone, unitsTotal: run.units.count, unitsDone: done,
+        owner.notify(RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
                                  running: running, elapsed: Date().timeIntervalSince1970 - run.startedAt), run.id, nil)
     }
 }

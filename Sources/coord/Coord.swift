@@ -5,6 +5,7 @@ import ThreadlineCore
 import Media
 import Engine
 import Lineage
+import CSupport
 
 @main
 struct Coord: ParsableCommand {
@@ -97,7 +98,11 @@ struct Submit: ParsableCommand {
         case .succeeded(let output, let seconds):
             let size = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? NSNumber)?.int64Value ?? 0
             if json {
-                let obj: [String: Any] = ["run": runID, "state": "succeeded", "output": output, "seconds": seconds, "bytes": size]
+                let workerRSS = (try? cluster.lineage.rows("""
+                    SELECT coalesce(max(a.max_rss), 0) AS rss FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ?
+                    """, [runID]).first?["rss"]).flatMap { $0.flatMap { Int64($0) } } ?? 0
+                let obj: [String: Any] = ["run": runID, "state": "succeeded", "output": output, "seconds": seconds, "bytes": size,
+                                          "coordinator_peak_rss": tl_peak_rss_self(), "worker_peak_rss": workerRSS]
                 print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
             } else {
                 print(String(format: "run %lld succeeded in %.1f s → %@ (%.1f MB)", runID, seconds, output, Double(size) / 1e6))
@@ -121,13 +126,14 @@ final class ProgressDisplay: Sendable {
     init(name: String, terminal: Bool) { self.name = name; self.terminal = terminal }
 
     func update(_ p: RunProgress) {
+        // A terminal redraws on any change; a log gets a line per finished stage.
         let changed = last.withLock { l -> Bool in
-            let now = (p.unitsDone, p.running.count)
+            let now = (p.stagesDone, terminal ? p.running.count : 0)
             defer { l = now }
             return l != now
         }
         guard changed else { return }
-        let fraction = Double(p.unitsDone) / Double(max(1, p.unitsTotal))
+        let fraction = Double(p.stagesDone) / Double(max(1, p.stagesTotal))
         var eta = "--:--"
         if fraction > 0.05 {
             let remaining = p.elapsed / fraction * (1 - fraction)
@@ -141,7 +147,7 @@ final class ProgressDisplay: Sendable {
             FileHandle.standardError.write(Data(line.utf8))
         } else {
             errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,
-                             p.unitsDone, p.unitsTotal, p.running.count, p.elapsed))
+                             p.stagesDone, p.stagesTotal, p.running.count, p.elapsed))
         }
     }
 
