@@ -21,7 +21,8 @@ let package = Package(
                                          "libavfilter-dev", "libswscale-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CZeroMQ", path: "Sources/CZeroMQ", pkgConfig: "libzmq",
                        providers: [.apt(["libzmq3-dev"])]),
-        .target(name: "CSupport", path: "Sources/CSupport"),
+        // Hashing verifies every reused artifact: keep it optimised even in debug builds.
+        .target(name: "CSupport", path: "Sources/CSupport", cSettings: [.unsafeFlags(["-O2"])]),
 
         // Pure: pipeline model, YAML loading with locations, planning, stage keys.
         .target(name: "ThreadlineCore",

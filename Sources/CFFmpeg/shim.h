@@ -20,6 +20,7 @@
 #include <libavfilter/buffersrc.h>
 #include <libswscale/swscale.h>
 #include <libswresample/swresample.h>
+#include <libavutil/audio_fifo.h>
 
 static inline int tl_averror(int e) { return AVERROR(e); }
 static inline int tl_averror_eof(void) { return AVERROR_EOF; }

@@ -36,6 +36,13 @@ public struct ArtifactStore: Sendable {
         return ArtifactRef(sha256: sha, path: dest, size: size)
     }
 
+    /// True when the artifact's file is present and its content still hashes to its address.
+    public func verify(_ ref: ArtifactRef) -> Bool {
+        guard let attrs = try? FileManager.default.attributesOfItem(atPath: ref.path),
+              (attrs[.size] as? NSNumber)?.int64Value == ref.size else { return false }
+        return (try? SHA256Hasher.hex(fileAt: ref.path)) == ref.sha256
+    }
+
     /// Brings a local file into the store without copying when its content is already there.
     public func ingest(localFile path: String) throws -> ArtifactRef {
         let sha = try SHA256Hasher.hex(fileAt: path)

@@ -105,6 +105,12 @@ struct Unit {
     var worker: String?
     var attemptIDs: [Int64] = []
     var task: TaskSpec?
+    var key: String?
+    /// Lineage id of the artifact offered for reuse.
+    var reuseID: Int64?
+    /// The cache was asked (hit or miss); a miss is rendered for real.
+    var checked = false
+    var checking = false
 }
 
 final class RunState {
@@ -139,6 +145,8 @@ struct WorkerInfo {
     var identity: Data
     var hello: Hello
     var running: Set<String> = []
+    /// Outstanding cache checks (they take no slot).
+    var checks: Set<String> = []
     var lastSeen: Double
     var lastSent: Double = 0
 }
@@ -229,6 +237,7 @@ final class CoordinatorCore {
         case .result(let r):
             workers[id]?.lastSeen = now
             workers[id]?.running.remove(r.lease)
+            workers[id]?.checks.remove(r.lease)
             finish(r, from: id)
         case .assign, .cancel, .shutdown:
             log.warning("unexpected message from a worker", metadata: ["worker.id": "\(id)"])
@@ -258,6 +267,11 @@ final class CoordinatorCore {
         guard let w = workers.removeValue(forKey: id) else { return }
         log.warning("worker lost", metadata: ["worker.id": "\(id)", "reason": "\(reason)"])
         try? lineage.workerState(id: id, state: "lost")
+        for lease in w.checks {
+            guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
+            for a in run.units[ui].attemptIDs { try? lineage.attemptFinished(a, state: "lost", started: nil, finished: nil) }
+            run.units[ui].state = .ready; run.units[ui].checking = false; run.units[ui].lease = nil; run.units[ui].worker = nil
+        }
         for lease in w.running {
             guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
             var u = run.units[ui]
@@ -278,18 +292,45 @@ final class CoordinatorCore {
 
     // MARK: dispatch
 
+    static let checksPerWorker = 4
+
     func dispatch(_ now: Double) {
+        dispatchCacheChecks(now)
         // Credit-based: a worker never holds more tasks than its slots.
         var free = workers.filter { $0.value.running.count < $0.value.hello.slots }.map(\.key).sorted()
         guard !free.isEmpty else { return }
         while !free.isEmpty {
             // Fair share: the run with the fewest running units goes first, then the oldest.
-            let candidates = runs.values.filter { !$0.finished && $0.units.contains { $0.state == .ready && $0.notBefore <= now } }
+            // Only units the cache has answered for (miss, or nothing recorded) take a slot.
+            let dispatchable = { (u: Unit) in u.state == .ready && u.checked && u.notBefore <= now }
+            let candidates = runs.values.filter { !$0.finished && $0.units.contains(where: dispatchable) }
             guard let run = candidates.min(by: { ($0.runningCount, $0.id) < ($1.runningCount, $1.id) }) else { return }
-            guard let ui = run.units.firstIndex(where: { $0.state == .ready && $0.notBefore <= now }) else { return }
+            guard let ui = run.units.firstIndex(where: dispatchable) else { return }
             let wid = free.removeFirst()
             assign(run, ui, to: wid, now: now)
             if let w = workers[wid], w.running.count < w.hello.slots { free.append(wid) }
+        }
+    }
+
+    /// Units whose key has a recorded artifact are first offered as cache checks, beside the slots.
+    func dispatchCacheChecks(_ now: Double) {
+        for run in runs.values.sorted(by: { $0.id < $1.id }) where !run.finished {
+            for ui in run.units.indices where run.units[ui].state == .ready && !run.units[ui].checked {
+                guard let task = makeTask(run, ui), let key = stageKey(run, task),
+                      let candidate = try? lineage.cachedArtifact(key: key) else { run.units[ui].checked = true; continue }
+                guard let wid = workers.filter({ $0.value.checks.count < Self.checksPerWorker })
+                        .min(by: { ($0.value.checks.count, $0.key) < ($1.value.checks.count, $1.key) })?.key else { return }
+                var u = run.units[ui]
+                let lease = UUID().uuidString
+                u.lease = lease; u.worker = wid; u.state = .running; u.checking = true; u.task = task; u.key = key; u.reuseID = candidate.id
+                u.attemptIDs = (try? lineage.attemptDispatched(stageIDs: u.stages.map { run.stageIDs[$0]! }, attemptNo: u.attempts + 1,
+                                                                 worker: wid, slot: nil, lease: lease)) ?? []
+                run.units[ui] = u
+                leases[lease] = (run.id, ui)
+                workers[wid]!.checks.insert(lease)
+                let reuse = ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size)
+                send(.assign(Assignment(lease: lease, task: task, key: key, reuse: reuse, checkOnly: true)), to: workers[wid]!.identity)
+            }
         }
     }
 
@@ -298,14 +339,16 @@ final class CoordinatorCore {
         var u = run.units[ui]
         u.attempts += 1
         let lease = UUID().uuidString
-        u.lease = lease; u.worker = wid; u.state = .running; u.task = task
+        let key = stageKey(run, task)
+        u.lease = lease; u.worker = wid; u.state = .running; u.task = task; u.key = key; u.reuseID = nil
         let stageIDs = u.stages.map { run.stageIDs[$0]! }
         u.attemptIDs = (try? lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: u.attempts, worker: wid,
                                                          slot: workers[wid]!.running.count, lease: lease)) ?? []
         run.units[ui] = u
         leases[lease] = (run.id, ui)
         workers[wid]!.running.insert(lease)
-        guard (try? socket.send([workers[wid]!.identity, Envelope(.assign(Assignment(lease: lease, task: task))).encoded()])) == true else {
+        let assignment = Assignment(lease: lease, task: task, key: key)
+        guard (try? socket.send([workers[wid]!.identity, Envelope(.assign(assignment)).encoded()])) == true else {
             lose(worker: wid, reason: "unreachable")
             return
         }
@@ -323,7 +366,7 @@ final class CoordinatorCore {
         }
         if u.name.hasPrefix("render/"), let i = u.item, let (src, _) = run.sources[i], let n = run.frameCounts[i] {
             let spec = Planner.segmentSpec(p, index: i, sourcePath: src.path, frameCount: n)
-            return .segment(spec, key: StageKey.segment(spec, sourceSHA256: src.sha256))
+            return .segment(spec)
         }
         if u.name == "concat", let timeline = run.timeline {
             let inputs = timeline.map { t in
@@ -335,6 +378,43 @@ final class CoordinatorCore {
         return nil
     }
 
+    /// The output key of a unit's task: what its output depends on, and nothing else.
+    func stageKey(_ run: RunState, _ task: TaskSpec) -> String? {
+        switch task {
+        case .fetch(let uri, _):
+            // Local sources: keyed by path, size and modification time; the reused copy is still
+            // verified by hash. Remote sources are always fetched.
+            guard uri.hasPrefix("/"), let a = try? FileManager.default.attributesOfItem(atPath: uri),
+                  let size = (a[.size] as? NSNumber)?.int64Value, let mtime = (a[.modificationDate] as? Date)?.timeIntervalSince1970 else { return nil }
+            return StageKey.compute(kind: .fetch, inputs: [], parameters: ["uri": uri, "size": "\(size)", "mtime": "\(mtime)"])
+        case .segment(let spec):
+            guard let i = run.sources.first(where: { $0.value.0.path == spec.sourcePath })?.value.0 else { return nil }
+            return StageKey.segment(spec, sourceSHA256: i.sha256)
+        case .concat(let inputs, let profile):
+            let shas = inputs.map { input in run.segments.values.first { $0.0.path == input.path }?.0.sha256 ?? input.path }
+            var normalised = inputs
+            for k in normalised.indices { normalised[k].path = ""; normalised[k].label = "" }
+            return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.segmentProfile))
+        }
+    }
+
+    struct ConcatKey: Encodable { var inputs: [ConcatInput]; var profile: OutputProfile }
+
+    /// Lineage attempt state and artifact id for a result: cache hits reuse the recorded artifact.
+    func recordOutput(_ run: RunState, _ u: Unit, _ r: TaskResult, kind: String, facts: String?, inputs: [Int64]) throws -> Int64 {
+        let art = r.artifact!
+        if r.cached == true, let id = u.reuseID {
+            for a in u.attemptIDs { try lineage.linkArtifact(attemptID: a, artifactID: id, inputs: inputs) }
+            for s in u.stages { try lineage.stageCached(run.stageIDs[s]!) }
+            try lineage.event("stage.cached", "\(u.name) reused artifact \(art.sha256.prefix(12))", runID: run.id, stageID: run.stageIDs[u.stages[0]])
+            return id
+        }
+        return try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: kind, facts: facts,
+                                          key: u.key, attemptID: u.attemptIDs.last, inputs: inputs)
+    }
+
+    func attemptState(_ r: TaskResult) -> String { r.cached == true ? "cached" : "succeeded" }
+
     // MARK: results
 
     func finish(_ r: TaskResult, from wid: String) {
@@ -345,6 +425,19 @@ final class CoordinatorCore {
         }
         var u = run.units[ui]
         u.lease = nil
+        if u.checking {
+            u.checking = false
+            u.checked = true
+            if r.cached != true {
+                // A miss (missing or altered artifact): render it for real.
+                for a in u.attemptIDs { try? lineage.attemptFinished(a, state: "missed", started: r.startedAt, finished: r.finishedAt) }
+                u.state = .ready
+                u.reuseID = nil
+                run.units[ui] = u
+                return
+            }
+            u.attempts += 1
+        }
         run.units[ui] = u
         if let e = r.error {
             for (k, a) in u.attemptIDs.enumerated() {
@@ -379,13 +472,13 @@ final class CoordinatorCore {
         let p = run.pipeline
         let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
         let done = Date().timeIntervalSince1970
-        if u.name.hasPrefix("fetch/"), let i = u.item, let art = r.artifact, let facts = r.facts {
+        if u.name.hasPrefix("fetch/"), let i = u.item, let art = r.artifact,
+           let facts = try r.facts ?? u.reuseID.flatMap({ try lineage.artifactFacts($0) }) {
             let factsJSON = String(decoding: try encoder.encode(facts), as: UTF8.self)
-            let aid = try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "source", facts: factsJSON,
-                                                 key: nil, attemptID: u.attemptIDs.first)
-            try lineage.attemptFinished(u.attemptIDs[0], state: "succeeded", started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+            let aid = try recordOutput(run, u, r, kind: "source", facts: factsJSON, inputs: [])
+            try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
             try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded",
-                                    params: "{\"uri\":\"\(p.items[i].sources[0].uri)\"}", key: art.sha256,
+                                    params: "{\"uri\":\"\(p.items[i].sources[0].uri)\"}", key: u.key ?? art.sha256,
                                     finished: done, seconds: r.finishedAt - r.startedAt)
             run.sources[i] = (art, aid)
             run.facts[i] = facts
@@ -405,12 +498,10 @@ final class CoordinatorCore {
                 try lineage.setItemTiming(runID: run.id, timeline: run.timeline!)
             }
         } else if u.name.hasPrefix("render/"), let i = u.item, let art = r.artifact, let report = r.segment {
-            let key: String? = { if case .segment(_, let k) = u.task { return k }; return nil }()
-            let aid = try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "segment", facts: nil,
-                                                 key: key, attemptID: u.attemptIDs.last, inputs: [run.sources[i]!.1])
+            let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: [run.sources[i]!.1])
             let seconds = [report.decodeSeconds, report.transformSeconds, report.encodeSeconds]
             for (k, s) in u.stages.enumerated() {
-                try lineage.attemptFinished(u.attemptIDs[k], state: "succeeded", started: r.startedAt, finished: r.finishedAt,
+                try lineage.attemptFinished(u.attemptIDs[k], state: attemptState(r), started: r.startedAt, finished: r.finishedAt,
                                             cpu: k == 0 ? r.cpuSeconds : nil, maxRSS: r.maxRSS)
                 try lineage.stageUpdate(run.stageIDs[s]!, state: "succeeded", finished: done, seconds: seconds[k])
             }
@@ -426,11 +517,10 @@ final class CoordinatorCore {
             try? FileManager.default.removeItem(atPath: tmp)
             try FileManager.default.copyItem(atPath: art.path, toPath: tmp)
             guard rename(tmp, out) == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: out]) }
-            let aid = try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "segment", facts: nil, key: nil,
-                                                 attemptID: u.attemptIDs.first, inputs: run.segments.values.map(\.1))
+            let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: run.segments.values.map(\.1))
             try lineage.recordArtifact(sha256: art.sha256, uri: out, size: art.size, kind: "output", facts: nil, key: nil,
                                        attemptID: u.attemptIDs.first, inputs: [aid])
-            try lineage.attemptFinished(u.attemptIDs[0], state: "succeeded", started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+            try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
             try lineage.stageUpdate(run.stageIDs["concat"]!, state: "succeeded", key: art.sha256, finished: done, seconds: r.finishedAt - r.startedAt)
             run.finished = true
             try lineage.runFinished(run.id, state: "succeeded")

@@ -45,20 +45,29 @@ public struct Hello: Codable, Sendable {
 public struct Assignment: Codable, Sendable {
     public var lease: String
     public var task: TaskSpec
+    /// The stage's output key: same key, same output.
+    public var key: String?
+    /// An artifact already recorded under `key`; the worker reuses it if its hash still matches.
+    public var reuse: ArtifactRef?
+    /// Only verify `reuse`; a cache check takes no media slot. A miss comes back with no artifact.
+    public var checkOnly: Bool?
+    public init(lease: String, task: TaskSpec, key: String? = nil, reuse: ArtifactRef? = nil, checkOnly: Bool? = nil) {
+        self.lease = lease; self.task = task; self.key = key; self.reuse = reuse; self.checkOnly = checkOnly
+    }
 }
 
 public enum TaskSpec: Codable, Sendable {
     /// Bring a source into the store and probe it.
     case fetch(uri: String, name: String)
     /// decode → transform → encode of one item, as one streamed pipeline.
-    case segment(SegmentSpec, key: String)
+    case segment(SegmentSpec)
     /// Join segments into the movie.
     case concat([ConcatInput], profile: OutputProfile)
 
     public var label: String {
         switch self {
         case .fetch(_, let name): return "fetch \(name)"
-        case .segment(let s, _): return "render \(s.sourceName)"
+        case .segment(let s): return "render \(s.sourceName)"
         case .concat: return "concat"
         }
     }
@@ -93,4 +102,6 @@ public struct TaskResult: Codable, Sendable {
     public var finishedAt: Double
     public var cpuSeconds: Double
     public var maxRSS: Int64
+    /// The output was a verified artifact reused from an earlier attempt, not rendered again.
+    public var cached: Bool? = nil
 }

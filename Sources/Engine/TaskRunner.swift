@@ -5,7 +5,17 @@ import CSupport
 
 /// Runs one task in a worker slot. The real one uses Media; tests may use a fake.
 public protocol TaskRunner: Sendable {
-    func run(_ task: TaskSpec, lease: String, isCancelled: @Sendable () -> Bool) -> TaskResult
+    func run(_ assignment: Assignment, isCancelled: @Sendable () -> Bool) -> TaskResult
+    /// Verifies the artifact offered for reuse: a cached result, or a miss (no artifact, no error).
+    func check(_ assignment: Assignment) -> TaskResult
+}
+
+extension TaskResult {
+    static func miss(_ a: Assignment) -> TaskResult {
+        let now = Date().timeIntervalSince1970
+        return TaskResult(lease: a.lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: now, finishedAt: now,
+                          cpuSeconds: 0, maxRSS: 0, cached: false)
+    }
 }
 
 /// Runs tasks with the media engine against a shared artifact store.
@@ -14,10 +24,23 @@ public struct MediaTaskRunner: TaskRunner {
     public let fetchLimits: FetchLimits
     public init(store: ArtifactStore, fetchLimits: FetchLimits = .init()) { self.store = store; self.fetchLimits = fetchLimits }
 
-    public func run(_ task: TaskSpec, lease: String, isCancelled: @Sendable () -> Bool) -> TaskResult {
+    /// A cache hit only counts when the stored file still hashes to its address. A reused
+    /// source's facts are in lineage already; the coordinator attaches them.
+    public func check(_ assignment: Assignment) -> TaskResult {
+        guard let reuse = assignment.reuse, store.verify(reuse) else { return .miss(assignment) }
+        var result = TaskResult.miss(assignment)
+        result.artifact = reuse
+        result.cached = true
+        if case .segment = assignment.task { result.segment = SegmentReport() }
+        result.finishedAt = Date().timeIntervalSince1970
+        return result
+    }
+
+    public func run(_ assignment: Assignment, isCancelled: @Sendable () -> Bool) -> TaskResult {
+        let task = assignment.task
         let started = Date().timeIntervalSince1970
         let cpu0 = tl_cpu_seconds_self()
-        var result = TaskResult(lease: lease, error: nil, artifact: nil, facts: nil, segment: nil,
+        var result = TaskResult(lease: assignment.lease, error: nil, artifact: nil, facts: nil, segment: nil,
                                 startedAt: started, finishedAt: started, cpuSeconds: 0, maxRSS: 0)
         do {
             switch task {
@@ -37,7 +60,7 @@ public struct MediaTaskRunner: TaskRunner {
                 }
                 result.artifact = ref
                 result.facts = try Probe.facts(path: ref.path, name: name, stage: .fetch)
-            case .segment(let spec, _):
+            case .segment(let spec):
                 let tmp = store.temporaryPath(suffix: ".mov")
                 do {
                     result.segment = try SegmentRenderer.render(spec, to: tmp, isCancelled: isCancelled)

@@ -59,6 +59,10 @@ public final class WorkerRuntime: Sendable {
                     continue
                 }
                 switch envelope.message {
+                case .assign(let a) where a.checkOnly == true:
+                    // Cache checks are not media pipelines: they run beside the slots.
+                    let runner = self.runner
+                    Thread { [self] in let r = runner.check(a); finished.withLock { $0.append(r) } }.start()
                 case .assign(let a):
                     if running.count >= config.slots {
                         let now = Date().timeIntervalSince1970
@@ -102,7 +106,7 @@ public final class WorkerRuntime: Sendable {
         let runner = self.runner
         let lease = a.lease
         let thread = Thread { [self] in
-            let result = runner.run(a.task, lease: lease, isCancelled: { [self] in
+            let result = runner.run(a, isCancelled: { [self] in
                 self.cancelled.withLock { $0.contains(lease) } || self.stopped.withLock { $0 }
             })
             finished.withLock { $0.append(result) }

@@ -159,6 +159,21 @@ public final class LineageStore: Sendable {
                 FROM worker w;
             """)
         }
+        m.registerMigration("v2: cache hits, failures and lineage views") { db in
+            try db.execute(sql: """
+            ALTER TABLE stage ADD COLUMN cached INTEGER NOT NULL DEFAULT 0;
+            DROP VIEW v_stages;
+            CREATE VIEW v_stages AS
+                SELECT s.id, s.run_id, s.item_idx, s.name, s.kind, s.state, s.cached, s.attempts, s.key,
+                       s.started_at, s.finished_at, s.seconds, s.error
+                FROM stage s;
+            CREATE VIEW v_failures AS
+                SELECT a.id AS attempt_id, s.run_id, r.name AS run_name, s.item_idx, s.name AS stage, a.attempt_no,
+                       a.worker_id, a.state, a.error_class, a.error_message, a.finished_at
+                FROM attempt a JOIN stage s ON s.id = a.stage_id JOIN run r ON r.id = s.run_id
+                WHERE a.state IN ('failed', 'lost');
+            """)
+        }
         return m
     }
 
@@ -308,5 +323,47 @@ public final class LineageStore: Sendable {
                 return d
             }
         }
+    }
+}
+
+// MARK: - cache
+
+/// An artifact recorded under a stage key.
+public struct CachedArtifact: Sendable {
+    public var id: Int64
+    public var sha256: String
+    public var path: String
+    public var size: Int64
+}
+
+extension LineageStore {
+    /// The newest artifact recorded under `key`, if any (its file is verified by whoever reuses it).
+    public func cachedArtifact(key: String) throws -> CachedArtifact? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: """
+                SELECT id, sha256, uri, size FROM artifact WHERE key = ? AND kind IN ('source', 'segment', 'movie')
+                ORDER BY id DESC LIMIT 1
+                """, arguments: [key]).map { CachedArtifact(id: $0["id"], sha256: $0["sha256"], path: $0["uri"], size: $0["size"]) }
+        }
+    }
+
+    /// Records that an attempt reused an artifact (and what it read to get there).
+    public func linkArtifact(attemptID: Int64, artifactID: Int64, inputs: [Int64]) throws {
+        try db.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'out')", arguments: [attemptID, artifactID])
+            for i in inputs {
+                try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'in')", arguments: [attemptID, i])
+            }
+        }
+    }
+
+    /// The media facts recorded with a source artifact.
+    public func artifactFacts(_ id: Int64) throws -> MediaFacts? {
+        let json: String? = try db.read { db in try String.fetchOne(db, sql: "SELECT facts_json FROM artifact WHERE id = ?", arguments: [id]) }
+        return try json.map { try JSONDecoder().decode(MediaFacts.self, from: Data($0.utf8)) }
+    }
+
+    public func stageCached(_ stageID: Int64) throws {
+        try db.write { db in try db.execute(sql: "UPDATE stage SET cached = 1 WHERE id = ?", arguments: [stageID]) }
     }
 }

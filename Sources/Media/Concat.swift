@@ -28,7 +28,7 @@ public enum Concat {
         let name = (profile.path as NSString).lastPathComponent
         guard let first = inputs.first else { throw MediaError(.concat, .permanent, file: name, "no segments") }
         let output = try OutputFile(path: path, format: "mp4", file: name)
-        let firstInput = try InputFile(path: first.path, name: first.label, stage: .concat)
+        let firstInput = try InputFile(path: first.path, name: first.label, stage: .concat, findStreamInfo: false)
         guard let fv = firstInput.videoIndex else { throw MediaError(.concat, .permanent, file: first.label, "segment has no video") }
         let vOut = output.addStream()
         avcodec_parameters_copy(vOut.pointee.codecpar, firstInput.stream(fv).pointee.codecpar)
@@ -49,7 +49,7 @@ public enum Concat {
         var lastDTS = Int64.min
         for (n, seg) in inputs.enumerated() {
             // The same segment may appear twice (the same clip used twice): open it afresh each time.
-            let input = n == 0 ? firstInput : try InputFile(path: seg.path, name: seg.label, stage: .concat)
+            let input = n == 0 ? firstInput : try InputFile(path: seg.path, name: seg.label, stage: .concat, findStreamInfo: false)
             guard let v = input.videoIndex else { throw MediaError(.concat, .permanent, file: seg.label, "segment has no video") }
             guard extradata(input.stream(v)) == reference else {
                 throw MediaError(.concat, .permanent, file: seg.label, "segment was encoded with different settings; cannot stream-copy")
@@ -109,12 +109,15 @@ public enum Concat {
     }
 }
 
-/// AAC encoder fed with interleaved s16 stereo; buffers to whole 1024-sample frames.
+/// AAC encoder fed with interleaved s16 stereo. Conversion (libswresample) and buffering to
+/// whole encoder frames (AVAudioFifo) stay in C: no per-sample work in Swift.
 final class AudioEncoder {
     let ctx: UnsafeMutablePointer<AVCodecContext>
     let frame = Frame()
+    let planar = Frame()
     let pkt = Packet()
-    var fifo: [Float] = []      // interleaved L R
+    private var swr: OpaquePointer?
+    private let fifo: OpaquePointer
     var pts: Int64 = 0
     let file: String
 
@@ -130,42 +133,62 @@ final class AudioEncoder {
         ctx.pointee.bit_rate = Int64(bitrate)
         ctx.pointee.time_base = AVRational(num: 1, den: Int32(Timing.sampleRate))
         if globalHeader { ctx.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
-        let ret = avcodec_open2(ctx, codec, nil)
+        fifo = av_audio_fifo_alloc(AV_SAMPLE_FMT_FLTP, 2, 8192)
+        var ret = avcodec_open2(ctx, codec, nil)
+        if ret >= 0 {
+            var outLayout = AVChannelLayout(), inLayout = AVChannelLayout()
+            tl_layout_stereo(&outLayout); tl_layout_stereo(&inLayout)
+            ret = swr_alloc_set_opts2(&swr, &outLayout, AV_SAMPLE_FMT_FLTP, Int32(Timing.sampleRate),
+                                      &inLayout, AV_SAMPLE_FMT_S16, Int32(Timing.sampleRate), 0, nil)
+            av_channel_layout_uninit(&outLayout); av_channel_layout_uninit(&inLayout)
+            if ret >= 0 { ret = swr_init(swr) }
+        }
         if ret < 0 { throw MediaError(.concat, .permanent, file: file, "cannot open the AAC encoder: \(avErrorString(ret))") }
     }
-    deinit { var p: UnsafeMutablePointer<AVCodecContext>? = ctx; avcodec_free_context(&p) }
+    deinit {
+        var p: UnsafeMutablePointer<AVCodecContext>? = ctx
+        avcodec_free_context(&p)
+        swr_free(&swr)
+        av_audio_fifo_free(fifo)
+    }
 
     func append(_ data: UnsafeRawPointer, samples n: Int, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
-        let s16 = data.assumingMemoryBound(to: Int16.self)
-        fifo.reserveCapacity(fifo.count + n * 2)
-        for i in 0..<(n * 2) { fifo.append(Float(s16[i]) / 32768) }
-        let size = Int(ctx.pointee.frame_size)
-        var consumed = 0
-        while fifo.count - consumed >= size * 2 {
-            try encodeFrame(from: consumed, count: size, output: output, stream: stream)
-            consumed += size * 2
+        let p = planar.ptr
+        planar.unref()
+        p.pointee.nb_samples = Int32(n)
+        p.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+        p.pointee.sample_rate = Int32(Timing.sampleRate)
+        tl_layout_stereo(&p.pointee.ch_layout)
+        guard av_frame_get_buffer(p, 0) >= 0 else { throw MediaError(.concat, .retryable, file: file, "out of memory") }
+        var src: UnsafePointer<UInt8>? = data.assumingMemoryBound(to: UInt8.self)
+        let converted = withUnsafeMutablePointer(to: &src) { srcPtr in
+            swr_convert(swr, p.pointee.extended_data, Int32(n), srcPtr, Int32(n))
         }
-        fifo.removeFirst(consumed)
+        guard converted >= 0 else { throw MediaError(.concat, .permanent, file: file, "audio conversion failed: \(avErrorString(converted))") }
+        let raw = UnsafeMutableRawPointer(p.pointee.extended_data).assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+        guard av_audio_fifo_write(fifo, raw, converted) == converted else {
+            throw MediaError(.concat, .retryable, file: file, "out of memory buffering audio")
+        }
+        let size = ctx.pointee.frame_size
+        while av_audio_fifo_size(fifo) >= size { try encodeFrame(count: size, output: output, stream: stream) }
     }
 
     func finish(output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
-        if !fifo.isEmpty { try encodeFrame(from: 0, count: fifo.count / 2, output: output, stream: stream); fifo.removeAll() }
+        let left = av_audio_fifo_size(fifo)
+        if left > 0 { try encodeFrame(count: left, output: output, stream: stream) }
         try send(nil, output: output, stream: stream)
     }
 
-    private func encodeFrame(from start: Int, count: Int, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+    private func encodeFrame(count: Int32, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
         let f = frame.ptr
         frame.unref()
-        f.pointee.nb_samples = Int32(count)
+        f.pointee.nb_samples = count
         f.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
         f.pointee.sample_rate = Int32(Timing.sampleRate)
         tl_layout_stereo(&f.pointee.ch_layout)
         guard av_frame_get_buffer(f, 0) >= 0 else { throw MediaError(.concat, .retryable, file: file, "out of memory") }
-        let left = UnsafeMutableRawPointer(f.pointee.data.0!).assumingMemoryBound(to: Float.self)
-        let right = UnsafeMutableRawPointer(f.pointee.data.1!).assumingMemoryBound(to: Float.self)
-        fifo.withUnsafeBufferPointer { buf in
-            for i in 0..<count { left[i] = buf[start + 2 * i]; right[i] = buf[start + 2 * i + 1] }
-        }
+        let raw = UnsafeMutableRawPointer(f.pointee.extended_data).assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
+        guard av_audio_fifo_read(fifo, raw, count) == count else { throw MediaError(.concat, .permanent, file: file, "audio buffer underrun") }
         f.pointee.pts = pts
         pts += Int64(count)
         try send(f, output: output, stream: stream)

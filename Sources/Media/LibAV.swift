@@ -30,7 +30,9 @@ final class InputFile {
     let videoIndex: Int32?
     let audioIndex: Int32?
 
-    init(path: String, name: String, stage: StageKind) throws {
+    /// `findStreamInfo: false` trusts the container header (our own segments), skipping the
+    /// decoding that stream-info probing does.
+    init(path: String, name: String, stage: StageKind, findStreamInfo: Bool = true) throws {
         _ = configureLogging
         self.name = name
         var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
@@ -40,7 +42,7 @@ final class InputFile {
                              file: name, "cannot open as media: \(avErrorString(ret))")
         }
         self.ctx = opened
-        ret = avformat_find_stream_info(opened, nil)
+        ret = findStreamInfo ? avformat_find_stream_info(opened, nil) : 0
         if ret < 0 {
             var p: UnsafeMutablePointer<AVFormatContext>? = opened
             avformat_close_input(&p)

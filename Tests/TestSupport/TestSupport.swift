@@ -186,8 +186,9 @@ public var coordPath: String { productsDirectory + "/coord" }
 public var workerPath: String { productsDirectory + "/worker" }
 
 /// Writes a pipeline file.
-public func writePipeline(_ path: String, output: String, size: String = "640x360", fps: Int = 30, clips: [String]) throws {
-    var y = "version: 1\nname: test\noutput:\n  path: \(output)\n  size: \(size)\n  fps: \(fps)\n  video: { preset: ultrafast }\nclips:\n"
+public func writePipeline(_ path: String, output: String, size: String = "640x360", fps: Int = 30, preset: String = "ultrafast",
+                          clips: [String]) throws {
+    var y = "version: 1\nname: test\noutput:\n  path: \(output)\n  size: \(size)\n  fps: \(fps)\n  video: { preset: \(preset) }\nclips:\n"
     for c in clips { y += "  - \(c)\n" }
     try y.write(toFile: path, atomically: true, encoding: .utf8)
 }

@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+import ThreadlineCore
+import Lineage
+import TestSupport
+
+/// Stage keys make re-rendering incremental: only what an edit touches runs again.
+@Suite(.serialized) struct IncrementalTests {
+    static func project(_ dir: String, items: Int, seconds: Double, trimmed: Int? = nil, preset: String = "ultrafast") throws {
+        var clips: [String] = []
+        for i in 0..<items {
+            clips.append("video: c\(i).mp4" + (i == trimmed ? "\n    trim: { start: 0.5 }" : ""))
+        }
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "1280x720", preset: preset, clips: clips)
+    }
+
+    static func submit(_ dir: String) throws -> (seconds: Double, run: Int64) {
+        let t0 = Date()
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2", "--json"], timeout: 600)
+        #expect(r.status == 0, "\(r.err)")
+        let json = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any]
+        return (Date().timeIntervalSince(t0), (json?["run"] as? NSNumber)?.int64Value ?? -1)
+    }
+
+    @Test func editingOneTrimRerendersOnlyThatItemAndConcat() throws {
+        let dir = temporaryDirectory("incremental")
+        // Phone-like sources (1080p) rendered with the default preset, as a user would.
+        for i in 0..<24 {
+            try Generate.clip(dir + "/c\(i).mp4", width: 1920, height: 1080, fps: "30", seconds: 3, tone: 200 + Double(i) * 20)
+        }
+        try Self.project(dir, items: 24, seconds: 3, preset: "veryfast")
+        let first = try Self.submit(dir)
+        try Self.project(dir, items: 24, seconds: 3, trimmed: 7, preset: "veryfast")
+        let second = try Self.submit(dir)
+        let db = try LineageStore(path: dir + "/state/lineage.db")
+        let rows = try db.rows("SELECT name, cached, state FROM stage WHERE run_id = ? ORDER BY id", [second.run])
+        let rerun = rows.filter { $0["cached"] == "0" }.map { $0["name"]! }.sorted()
+        #expect(rerun == ["concat", "decode/7", "encode/7", "transform/7"], "re-ran: \(rerun)")
+        #expect(rows.allSatisfy { $0["state"] == "succeeded" })
+        let cachedAttempts = try db.rows("""
+            SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND a.state = 'cached'
+            """, [second.run])
+        #expect(cachedAttempts[0]["n"] == "93")     // 24 fetches + 23 × (decode, transform, encode)
+        print(String(format: "incremental: first render %.2f s, re-render after one trim edit %.2f s (%.1f %%)",
+                     first.seconds, second.seconds, 100 * second.seconds / first.seconds))
+        #expect(second.seconds < 0.15 * first.seconds)
+        let p = try ffprobe(dir + "/out.mp4", countFrames: true)
+        #expect(p.frames == 24 * 90 - 15)
+    }
+
+    @Test func aCorruptedOrMissingArtifactIsRenderedAgain() throws {
+        let dir = temporaryDirectory("corrupt")
+        for i in 0..<3 { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 1, tone: 300 + Double(i) * 50) }
+        try Self.project(dir, items: 3, seconds: 1)
+        let first = try Self.submit(dir)
+        let db = try LineageStore(path: dir + "/state/lineage.db")
+        let segments = try db.rows("SELECT uri FROM artifact WHERE kind = 'segment' ORDER BY id")
+        #expect(segments.count == 3)
+        // Alter one segment's bytes and delete another.
+        let altered = segments[0]["uri"]!, deleted = segments[1]["uri"]!
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: altered))
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: altered))
+        try FileManager.default.removeItem(atPath: deleted)
+        let second = try Self.submit(dir)
+        #expect(second.run != first.run)
+        let rows = try db.rows("SELECT name, cached FROM stage WHERE run_id = ? AND kind = 'encode' ORDER BY item_idx", [second.run])
+        #expect(rows.map { $0["cached"]! } == ["0", "0", "1"], "\(rows)")
+        let p = try ffprobe(dir + "/out.mp4", countFrames: true)
+        #expect(p.frames == 90)
+    }
+}
