@@ -169,6 +169,8 @@ final class CoordinatorCore {
         self.owner = owner
         socket = try Socket(context, .router)
         endpoint = try socket.bind(owner.config.bind)
+        let interrupted = try owner.lineage.recoverInterrupted()
+        if interrupted > 0 { owner.logger.warning("found runs interrupted by a stopped coordinator", metadata: ["runs": "\(interrupted)"]) }
     }
 
     func loop() {
@@ -203,7 +205,8 @@ final class CoordinatorCore {
 
     func submit(_ pipeline: Pipeline) throws -> Int64 {
         let stages = Planner.stages(for: pipeline)
-        let (runID, ids) = try lineage.createRun(pipeline, stages: stages)
+        // An interrupted run of the same pipeline continues; its succeeded stages come back as verified cache hits.
+        let (runID, ids) = try lineage.resume(pipeline) ?? lineage.createRun(pipeline, stages: stages)
         let run = RunState(id: runID, pipeline: pipeline, stageIDs: ids)
         runs[runID] = run
         for u in run.units where u.state == .ready { for s in u.stages { try? lineage.stageUpdate(ids[s]!, state: "ready") } }

@@ -174,7 +174,74 @@ public final class LineageStore: Sendable {
                 WHERE a.state IN ('failed', 'lost');
             """)
         }
+        m.registerMigration("v3: run ownership for resume") { db in
+            try db.execute(sql: "ALTER TABLE run ADD COLUMN coordinator TEXT")
+        }
         return m
+    }
+
+    /// "host:pid" of this process: who owns the runs it starts.
+    public static let owner = "\(ProcessInfo.processInfo.hostName):\(getpid())"
+
+    // MARK: resume
+
+    /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
+    /// as lost. Returns how many runs were interrupted.
+    @discardableResult
+    public func recoverInterrupted() throws -> Int {
+        let host = ProcessInfo.processInfo.hostName
+        return try db.write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, coordinator FROM run WHERE state = 'running'")
+            var count = 0
+            for row in rows {
+                let id: Int64 = row["id"]
+                let owner: String? = row["coordinator"]
+                let parts = owner?.split(separator: ":") ?? []
+                if parts.count == 2, String(parts[0]) == host, let pid = Int32(parts[1]), kill(pid, 0) == 0 || errno == EPERM {
+                    continue   // its coordinator is alive
+                }
+                try db.execute(sql: """
+                    UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = 'coordinator stopped'
+                    WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)
+                    """, arguments: [now(), id])
+                try db.execute(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')", arguments: [id])
+                try db.execute(sql: "UPDATE run SET state = 'interrupted' WHERE id = ?", arguments: [id])
+                try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.interrupted', ?)",
+                               arguments: [now(), id, "coordinator \(owner ?? "?") is gone"])
+                count += 1
+            }
+            return count
+        }
+    }
+
+    /// An interrupted run of the same pipeline (same text, same file), taken over by this process.
+    public func resume(_ pipeline: Pipeline) throws -> (runID: Int64, stageIDs: [String: Int64])? {
+        try db.write { db in
+            guard let runID = try Int64.fetchOne(db, sql: """
+                SELECT id FROM run WHERE state = 'interrupted' AND pipeline_sha256 = ? AND pipeline_path = ? ORDER BY id DESC LIMIT 1
+                """, arguments: [SHA256Hasher.hex(pipeline.text), pipeline.file]) else { return nil }
+            var ids: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) {
+                ids[row["name"]] = row["id"]
+            }
+            try db.execute(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?",
+                           arguments: [Self.owner, runID])
+            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)",
+                           arguments: [now(), runID, "resumed by \(Self.owner)"])
+            return (runID, ids)
+        }
+    }
+
+    /// Rows of a query on a read-only connection, as dashboards and tests read while a render writes.
+    public static func readRows(path: String, _ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> [[String: String]] {
+        let reader = try reader(path: path)
+        return try reader.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map { $0 as (any DatabaseValueConvertible)? })).map { row in
+                var d: [String: String] = [:]
+                for (col, value) in row { d[col] = value.isNull ? "" : String(describing: value.storage.value ?? "") }
+                return d
+            }
+        }
     }
 
     // MARK: recording (coordinator thread)
@@ -184,10 +251,10 @@ public final class LineageStore: Sendable {
     public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
         try db.write { db in
             try db.execute(sql: """
-                INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state)
-                VALUES (?, ?, ?, ?, ?, ?, ?, 'running')
+                INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state, coordinator)
+                VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)
                 """, arguments: [pipeline.name, pipeline.file, SHA256Hasher.hex(pipeline.text), pipeline.text,
-                                 pipeline.output.path, submitter ?? ProcessInfo.processInfo.userName, now()])
+                                 pipeline.output.path, submitter ?? ProcessInfo.processInfo.userName, now(), Self.owner])
             let runID = db.lastInsertedRowID
             let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
             for (i, item) in pipeline.items.enumerated() {
