@@ -401,7 +401,7 @@ final class CoordinatorCore {
         }
     }
 
-    struct ConcatKey: Encodable { var inputs: [ConcatInput]; var profile: OutputProfile }
+    struct ConcatKey: Codable { var inputs: [ConcatInput]; var profile: OutputProfile }
 
     /// Lineage attempt state and artifact id for a result: cache hits reuse the recorded artifact.
     func recordOutput(_ run: RunState, _ u: Unit, _ r: TaskResult, kind: String, facts: String?, inputs: [Int64]) throws -> Int64 {
@@ -521,10 +521,17 @@ final class CoordinatorCore {
             try FileManager.default.copyItem(atPath: art.path, toPath: tmp)
             guard rename(tmp, out) == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: out]) }
             let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: run.segments.values.map(\.1))
+            // The file at the user's path is the movie's copy: produced by concat from the segments.
             try lineage.recordArtifact(sha256: art.sha256, uri: out, size: art.size, kind: "output", facts: nil, key: nil,
-                                       attemptID: u.attemptIDs.first, inputs: [aid])
+                                       attemptID: u.attemptIDs.first, inputs: run.segments.values.map(\.1))
+            _ = aid
             try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
-            try lineage.stageUpdate(run.stageIDs["concat"]!, state: "succeeded", key: art.sha256, finished: done, seconds: r.finishedAt - r.startedAt)
+            let concatParams: String? = { if case .concat(let inputs, let profile) = u.task {
+                    var n = inputs; for k in n.indices { n[k].path = "" }
+                    return (try? encoder.encode(ConcatKey(inputs: n, profile: profile))).map { String(decoding: $0, as: UTF8.self) } }
+                return nil }()
+            try lineage.stageUpdate(run.stageIDs["concat"]!, state: "succeeded", params: concatParams, key: u.key ?? art.sha256,
+                                    finished: done, seconds: r.finishedAt - r.startedAt)
             run.finished = true
             try lineage.runFinished(run.id, state: "succeeded")
             log.info("run succeeded", metadata: ["run.id": "\(run.id)", "output": "\(out)"])

@@ -177,6 +177,27 @@ public final class LineageStore: Sendable {
         m.registerMigration("v3: run ownership for resume") { db in
             try db.execute(sql: "ALTER TABLE run ADD COLUMN coordinator TEXT")
         }
+        m.registerMigration("v4: lineage views") { db in
+            try db.execute(sql: """
+            CREATE INDEX attempt_io_artifact ON attempt_io(artifact_id, direction);
+            CREATE VIEW v_artifact_inputs AS
+                SELECT o.artifact_id AS artifact_id, i.artifact_id AS input_id, a.id AS attempt_id,
+                       s.run_id, s.name AS stage, s.kind AS stage_kind, s.params_json
+                FROM attempt_io o
+                JOIN attempt_io i ON i.attempt_id = o.attempt_id AND i.direction = 'in'
+                JOIN attempt a ON a.id = o.attempt_id
+                JOIN stage s ON s.id = a.stage_id
+                WHERE o.direction = 'out';
+            CREATE VIEW v_lineage AS
+                WITH RECURSIVE walk(output_id, artifact_id, depth) AS (
+                    SELECT id, id, 0 FROM artifact WHERE kind = 'output'
+                    UNION
+                    SELECT w.output_id, e.input_id, w.depth + 1 FROM walk w JOIN v_artifact_inputs e ON e.artifact_id = w.artifact_id
+                )
+                SELECT w.output_id, w.depth, a.id AS artifact_id, a.kind, a.sha256, a.uri, a.size, a.key, a.facts_json
+                FROM walk w JOIN artifact a ON a.id = w.artifact_id;
+            """)
+        }
         return m
     }
 
@@ -432,5 +453,74 @@ extension LineageStore {
 
     public func stageCached(_ stageID: Int64) throws {
         try db.write { db in try db.execute(sql: "UPDATE stage SET cached = 1 WHERE id = ?", arguments: [stageID]) }
+    }
+}
+
+// MARK: - lineage of an output
+
+/// How one output came to be: its run, every stage with its parameters, every source with its hash.
+public struct OutputLineage: Codable, Sendable {
+    public struct Source: Codable, Sendable { public var item: Int; public var uri: String; public var sha256: String; public var storePath: String; public var facts: MediaFacts? }
+    public struct Stage: Codable, Sendable {
+        public var name: String; public var kind: String; public var state: String; public var cached: Bool
+        public var key: String?; public var parameters: String?; public var seconds: Double?
+    }
+    public struct Node: Codable, Sendable { public var depth: Int; public var kind: String; public var sha256: String; public var uri: String }
+    public var output: String
+    public var sha256: String
+    public var run: Int64
+    public var pipeline: String
+    public var pipelineSHA256: String
+    public var sources: [Source]
+    public var stages: [Stage]
+    public var tree: [Node]
+}
+
+extension LineageStore {
+    /// The lineage of an output file (by path) or artifact (by sha256 or its prefix).
+    public static func lineage(path dbPath: String, of target: String) throws -> OutputLineage? {
+        let reader = try reader(path: dbPath)
+        return try reader.read { db in
+            guard let out = try Row.fetchOne(db, sql: """
+                SELECT id, sha256, uri, attempt_id FROM artifact
+                WHERE (kind = 'output' AND uri = ?) OR sha256 = ? OR (length(?) >= 8 AND sha256 LIKE ? || '%')
+                ORDER BY (kind = 'output') DESC, id DESC LIMIT 1
+                """, arguments: [target, target, target, target]) else { return nil }
+            let outID: Int64 = out["id"]
+            guard let runRow = try Row.fetchOne(db, sql: """
+                SELECT r.id, r.pipeline_path, r.pipeline_sha256 FROM attempt a JOIN stage s ON s.id = a.stage_id JOIN run r ON r.id = s.run_id
+                WHERE a.id = ?
+                """, arguments: [out["attempt_id"] as Int64?]) else { return nil }
+            let runID: Int64 = runRow["id"]
+            let stages = try Row.fetchAll(db, sql: """
+                SELECT name, kind, state, cached, key, params_json, seconds FROM stage WHERE run_id = ? ORDER BY id
+                """, arguments: [runID]).map {
+                OutputLineage.Stage(name: $0["name"], kind: $0["kind"], state: $0["state"], cached: ($0["cached"] as Int) != 0,
+                                    key: $0["key"], parameters: $0["params_json"], seconds: $0["seconds"])
+            }
+            let sources = try Row.fetchAll(db, sql: """
+                SELECT i.idx, i.source_uri, ar.sha256, ar.uri AS store, ar.facts_json
+                FROM item i
+                JOIN stage s ON s.run_id = i.run_id AND s.name = 'fetch/' || i.idx
+                JOIN attempt a ON a.stage_id = s.id AND a.state IN ('succeeded', 'cached')
+                JOIN attempt_io io ON io.attempt_id = a.id AND io.direction = 'out'
+                JOIN artifact ar ON ar.id = io.artifact_id
+                WHERE i.run_id = ? GROUP BY i.idx ORDER BY i.idx
+                """, arguments: [runID]).map { row -> OutputLineage.Source in
+                let facts = (row["facts_json"] as String?).flatMap { try? JSONDecoder().decode(MediaFacts.self, from: Data($0.utf8)) }
+                return OutputLineage.Source(item: row["idx"], uri: row["source_uri"], sha256: row["sha256"], storePath: row["store"], facts: facts)
+            }
+            let tree = try Row.fetchAll(db, sql: """
+                WITH RECURSIVE walk(artifact_id, depth) AS (
+                    SELECT ?, 0
+                    UNION
+                    SELECT e.input_id, w.depth + 1 FROM walk w JOIN v_artifact_inputs e ON e.artifact_id = w.artifact_id WHERE w.depth < 16
+                )
+                SELECT min(w.depth) AS depth, a.kind, a.sha256, a.uri FROM walk w JOIN artifact a ON a.id = w.artifact_id
+                GROUP BY a.id ORDER BY depth, a.id
+                """, arguments: [outID]).map { OutputLineage.Node(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: $0["uri"]) }
+            return OutputLineage(output: out["uri"], sha256: out["sha256"], run: runID, pipeline: runRow["pipeline_path"],
+                                 pipelineSHA256: runRow["pipeline_sha256"], sources: sources, stages: stages, tree: tree)
+        }
     }
 }

@@ -17,8 +17,10 @@ struct Coord: ParsableCommand {
           coord submit pipelines/demo.yaml          render on this machine (local coordinator + workers)
           coord plan pipelines/demo.yaml --json     show the stage graph and the frame-exact timeline
           coord runs                                list runs recorded in the lineage database
+          coord status 3                            one run's stages, attempts and failures
+          coord lineage pipelines/out/demo.mp4      how an output came to be (sources, stages, parameters)
         """,
-        subcommands: [Submit.self, PlanCommand.self, Runs.self],
+        subcommands: [Submit.self, PlanCommand.self, Runs.self, Status.self, LineageCommand.self],
         defaultSubcommand: nil)
 }
 
@@ -223,6 +225,77 @@ struct Runs: ParsableCommand {
         }
         for r in rows {
             print("\(r["id"]!)\t\(r["state"]!)\t\(r["stages_done"]!)/\(r["stages"]!)\t\(r["seconds"]!) s\t\(r["name"]!)\t\(r["output_path"]!)")
+        }
+    }
+}
+
+/// The lineage database of a state folder, or a clear error.
+func lineageDatabase(_ state: StateOptions) throws -> String {
+    let path = state.directory + "/lineage.db"
+    guard FileManager.default.fileExists(atPath: path) else {
+        errorLine("error: no lineage database at \(path); pass --state DIR of the renders you mean")
+        throw ExitCode(1)
+    }
+    return path
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show one run: its state, stages and failures.")
+    @Argument(help: "Run id (see 'coord runs').") var runID: Int64
+    @OptionGroup var stateOptions: StateOptions
+    @Flag(name: .long, help: "Print as JSON.") var json = false
+
+    func run() throws {
+        let db = try lineageDatabase(stateOptions)
+        guard let r = try LineageStore.readRows(path: db, "SELECT * FROM v_runs WHERE id = ?", [runID]).first else {
+            errorLine("error: no run \(runID) in \(db)"); throw ExitCode(1)
+        }
+        let stages = try LineageStore.readRows(path: db, "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
+        let failures = try LineageStore.readRows(path: db, "SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])
+        if json {
+            let obj: [String: Any] = ["run": r, "stages": stages, "failures": failures]
+            print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self))
+            return
+        }
+        print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(r["duration_s"]!) s → \(r["output_path"]!)")
+        if let e = r["error"], !e.isEmpty { print("error: \(e)") }
+        for st in stages {
+            let cached = st["cached"] == "1" ? " (cached)" : ""
+            print("  \(st["name"]!.padding(toLength: 14, withPad: " ", startingAt: 0)) \(st["state"]!)\(cached)  \(st["seconds"]!.isEmpty ? "" : st["seconds"]! + " s")")
+        }
+        for f in failures { print("  ✗ \(f["stage"]!) attempt \(f["attempt_no"]!) on \(f["worker_id"]!): \(f["state"]!) — \(f["error_message"]!)") }
+    }
+}
+
+struct LineageCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lineage",
+        abstract: "Show how an output came to be: its run, sources (with sha256) and every stage's parameters.")
+    @Argument(help: "An output file, or an artifact's sha256 (or a prefix of 8+ characters).") var target: String
+    @OptionGroup var stateOptions: StateOptions
+    @Flag(name: .long, help: "Print as JSON.") var json = false
+
+    func run() throws {
+        let db = try lineageDatabase(stateOptions)
+        let key = FileManager.default.fileExists(atPath: target) ? URL(fileURLWithPath: target).standardizedFileURL.path : target
+        guard let l = try LineageStore.lineage(path: db, of: key) else {
+            errorLine("error: \(target) is not recorded in \(db)"); throw ExitCode(1)
+        }
+        if json {
+            let enc = JSONEncoder(); enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try enc.encode(l), as: UTF8.self))
+            return
+        }
+        print("\(l.output)  sha256 \(l.sha256.prefix(16))…")
+        print("run \(l.run) of \(l.pipeline) (pipeline sha256 \(l.pipelineSHA256.prefix(16))…)")
+        for n in l.tree.dropFirst() {
+            print(String(repeating: "  ", count: n.depth) + "← \(n.kind) \(n.sha256.prefix(12))… \(n.uri)")
+        }
+        print("sources:")
+        for s in l.sources { print("  item \(s.item + 1): \(s.uri)  sha256 \(s.sha256)") }
+        print("stages:")
+        for st in l.stages {
+            print("  \(st.name)\(st.cached ? " (cached)" : ""): \(st.state)  \(st.parameters ?? "")")
         }
     }
 }
