@@ -20,7 +20,7 @@ struct Coord: ParsableCommand {
           coord status 3                            one run's stages, attempts and failures
           coord lineage pipelines/out/demo.mp4      how an output came to be (sources, stages, parameters)
         """,
-        subcommands: [Submit.self, PlanCommand.self, Runs.self, Status.self, LineageCommand.self],
+        subcommands: [Submit.self, PlanCommand.self, Runs.self, Status.self, LineageCommand.self, GC.self, ExportLineage.self],
         defaultSubcommand: nil)
 }
 
@@ -297,5 +297,43 @@ struct LineageCommand: ParsableCommand {
         for st in l.stages {
             print("  \(st.name)\(st.cached ? " (cached)" : ""): \(st.state)  \(st.parameters ?? "")")
         }
+    }
+}
+
+struct GC: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gc",
+        abstract: "Remove artifacts no recent run refers to (never those of a live or interrupted run).")
+    @Option(name: .long, help: "Keep artifacts of runs submitted in the last N days.") var keepDays: Double = 14
+    @Option(name: .long, help: "Never remove files younger than this many seconds (they may not be recorded yet).")
+    var minAge: Double = 3600
+    @Flag(name: .long, help: "Only report what would be removed.") var dryRun = false
+    @OptionGroup var stateOptions: StateOptions
+
+    func validate() throws {
+        guard keepDays >= 0 else { throw ValidationError("--keep-days must not be negative") }
+        guard minAge >= 0 else { throw ValidationError("--min-age must not be negative") }
+    }
+
+    func run() throws {
+        let db = try lineageDatabase(stateOptions)
+        let r = try LineageStore.collectGarbage(databasePath: db, storeRoot: stateOptions.directory, keepDays: keepDays, grace: minAge, dryRun: dryRun)
+        print(String(format: "%@%d artifacts removed (%.1f MB), %d kept, %d stale temporary files removed",
+                     dryRun ? "dry run: " : "", r.removed, Double(r.removedBytes) / 1e6, r.kept, r.temporaryRemoved))
+    }
+}
+
+struct ExportLineage: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export-lineage",
+        abstract: "Print a run's lineage as OpenLineage-style run events, one JSON object per line.")
+    @Argument(help: "Run id (see 'coord runs').") var runID: Int64
+    @OptionGroup var stateOptions: StateOptions
+
+    func run() throws {
+        let db = try lineageDatabase(stateOptions)
+        let lines = try LineageStore.openLineageEvents(databasePath: db, runID: runID)
+        guard !lines.isEmpty else { errorLine("error: no run \(runID) in \(db)"); throw ExitCode(1) }
+        for l in lines { print(l) }
     }
 }

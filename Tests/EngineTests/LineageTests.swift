@@ -62,3 +62,55 @@ import TestSupport
         #expect(Set(l.tree.filter { $0.kind == "source" }.map(\.sha256)) == Set(l.sources.map(\.sha256)))
     }
 }
+
+@Suite(.serialized) struct MaintenanceTests {
+    @Test func gcRemovesOnlyArtifactsOfOldRuns() throws {
+        let dir = temporaryDirectory("gc")
+        try Generate.clip(dir + "/old.mp4", width: 320, height: 240, seconds: 1, tone: 300)
+        try Generate.clip(dir + "/new.mp4", width: 320, height: 240, seconds: 1, tone: 600)
+        try writePipeline(dir + "/old.yaml", output: dir + "/old-out.mp4", size: "320x240", clips: ["video: old.mp4"])
+        try writePipeline(dir + "/new.yaml", output: dir + "/new-out.mp4", size: "320x240", clips: ["video: new.mp4"])
+        for p in ["old", "new"] {
+            let r = try run(coordPath, ["submit", dir + "/\(p).yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+            #expect(r.status == 0, "\(r.err)")
+        }
+        let db = dir + "/state/lineage.db"
+        do {   // the first run was a month ago
+            let store = try LineageStore(path: db)
+            try store.rewriteSubmittedAt(runID: 1, to: Date().timeIntervalSince1970 - 30 * 86_400)
+        }
+        let files = { (run: Int) in try LineageStore.readRows(path: db, """
+            SELECT DISTINCT ar.uri FROM artifact ar JOIN attempt_io io ON io.artifact_id = ar.id JOIN attempt a ON a.id = io.attempt_id
+            JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND ar.kind != 'output'
+            """, [run]).map { $0["uri"]! } }
+        let oldFiles = try files(1), newFiles = try files(2)
+        #expect(oldFiles.count == 3 && newFiles.count == 3)
+        let r = try run(coordPath, ["gc", "--keep-days", "7", "--min-age", "0", "--state", dir + "/state"], timeout: 60)
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("3 artifacts removed"), "\(r.out)")
+        #expect(oldFiles.allSatisfy { !FileManager.default.fileExists(atPath: $0) })
+        #expect(newFiles.allSatisfy { FileManager.default.fileExists(atPath: $0) })
+        // What was collected is rendered again when asked for, never used missing.
+        let again = try run(coordPath, ["submit", dir + "/old.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+        #expect(try ffprobe(dir + "/old-out.mp4", countFrames: true).frames == 30)
+    }
+
+    @Test func exportLineageEmitsOpenLineageRunEvents() throws {
+        let dir = LineageTests.render
+        let r = try run(coordPath, ["export-lineage", "1", "--state", dir + "/state"], timeout: 60)
+        #expect(r.status == 0, "\(r.err)")
+        let events = try r.out.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        #expect(events.count == 2 + 2 * 9)
+        for e in events {
+            #expect(["START", "COMPLETE", "FAIL", "ABORT"].contains(e["eventType"] as? String ?? ""))
+            #expect((e["eventTime"] as? String)?.hasSuffix("Z") == true)
+            let runID = (e["run"] as? [String: Any])?["runId"] as? String ?? ""
+            #expect(UUID(uuidString: runID) != nil, "runId \(runID) is not a UUID")
+            #expect(((e["job"] as? [String: Any])?["namespace"] as? String) == "threadline")
+        }
+        let encodes = events.filter { ($0["eventType"] as? String) == "COMPLETE" && (($0["job"] as? [String: Any])?["name"] as? String ?? "").hasSuffix("encode/0") }
+        let outputs = encodes.first?["outputs"] as? [[String: Any]] ?? []
+        #expect(outputs.count == 1)
+    }
+}

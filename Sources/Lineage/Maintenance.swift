@@ -1,0 +1,131 @@
+import Foundation
+import GRDB
+import ThreadlineCore
+
+/// What `coord gc` found and did.
+public struct CollectionReport: Sendable, Codable {
+    public var kept: Int = 0
+    public var removed: Int = 0
+    public var removedBytes: Int64 = 0
+    public var temporaryRemoved: Int = 0
+}
+
+extension LineageStore {
+    /// Removes store files no run younger than `keepDays` refers to. Never touches artifacts of a
+    /// running or interrupted run, nor files younger than `grace` seconds (they may be about to be
+    /// recorded). Reads lineage read-only, so it is safe beside a live coordinator.
+    public static func collectGarbage(databasePath: String, storeRoot: String, keepDays: Double, grace: Double = 3600,
+                                      dryRun: Bool = false) throws -> CollectionReport {
+        let cutoff = Date().timeIntervalSince1970 - keepDays * 86_400
+        let keep: Set<String> = try Set(readRows(path: databasePath, """
+            SELECT DISTINCT ar.sha256 FROM artifact ar
+            JOIN attempt_io io ON io.artifact_id = ar.id
+            JOIN attempt a ON a.id = io.attempt_id
+            JOIN stage s ON s.id = a.stage_id
+            JOIN run r ON r.id = s.run_id
+            WHERE r.submitted_at >= ? OR r.state IN ('running', 'interrupted')
+            """, [cutoff]).compactMap { $0["sha256"] })
+        var report = CollectionReport()
+        let fm = FileManager.default
+        let now = Date()
+        let root = storeRoot + "/artifacts/sha256"
+        for prefix in (try? fm.contentsOfDirectory(atPath: root)) ?? [] {
+            for name in (try? fm.contentsOfDirectory(atPath: "\(root)/\(prefix)")) ?? [] {
+                let path = "\(root)/\(prefix)/\(name)"
+                let attrs = try? fm.attributesOfItem(atPath: path)
+                let age = now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now)
+                if keep.contains(name) || age < grace { report.kept += 1; continue }
+                report.removed += 1
+                report.removedBytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
+                if !dryRun { try? fm.removeItem(atPath: path) }
+            }
+        }
+        // Leftovers of attempts that died mid-write.
+        for name in (try? fm.contentsOfDirectory(atPath: storeRoot + "/tmp")) ?? [] {
+            let path = storeRoot + "/tmp/" + name
+            let modified = ((try? fm.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? now
+            if now.timeIntervalSince(modified) > max(grace, 86_400) {
+                report.temporaryRemoved += 1
+                if !dryRun { try? fm.removeItem(atPath: path) }
+            }
+        }
+        return report
+    }
+
+    /// OpenLineage-style run events (JSON lines): a START and a COMPLETE/FAIL per stage, with the
+    /// artifacts it read and wrote as datasets, under a parent event for the run.
+    public static func openLineageEvents(databasePath: String, runID: Int64) throws -> [String] {
+        guard let run = try readRows(path: databasePath, "SELECT * FROM run WHERE id = ?", [runID]).first else { return [] }
+        let job = run["name"] ?? "run"
+        let runUUID = uuid("run-\(runID)-\(run["pipeline_sha256"] ?? "")")
+        let producer = "https://threadline.invalid/coord"
+        let schema = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/RunEvent"
+        func time(_ s: String?) -> String? {
+            guard let s, let t = Double(s) else { return nil }
+            let f = ISO8601DateFormatter(); f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return f.string(from: Date(timeIntervalSince1970: t))
+        }
+        func line(_ obj: [String: Any]) throws -> String {
+            String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self)
+        }
+        var lines: [String] = []
+        let runFacets: [String: Any] = ["threadline_pipeline": ["_producer": producer, "_schemaURL": schema,
+                                                                 "path": run["pipeline_path"] ?? "", "sha256": run["pipeline_sha256"] ?? ""]]
+        if let start = time(run["submitted_at"]) {
+            lines.append(try line(["eventType": "START", "eventTime": start, "producer": producer, "schemaURL": schema,
+                                   "run": ["runId": runUUID, "facets": runFacets], "job": ["namespace": "threadline", "name": job]]))
+        }
+        let stages = try readRows(path: databasePath, "SELECT id, name, kind, state, params_json, key, started_at, finished_at, error FROM stage WHERE run_id = ? ORDER BY id", [runID])
+        for st in stages {
+            let io = try readRows(path: databasePath, """
+                SELECT DISTINCT io.direction, ar.uri, ar.sha256, ar.size, ar.kind FROM attempt a
+                JOIN attempt_io io ON io.attempt_id = a.id JOIN artifact ar ON ar.id = io.artifact_id
+                WHERE a.stage_id = ? AND a.state IN ('succeeded', 'cached')
+                """, [Int64(st["id"]!)!])
+            func datasets(_ dir: String) -> [[String: Any]] {
+                io.filter { $0["direction"] == dir }.map {
+                    ["namespace": "file", "name": $0["uri"] ?? "",
+                     "facets": ["threadline_artifact": ["_producer": producer, "_schemaURL": schema,
+                                                        "sha256": $0["sha256"] ?? "", "size": Int($0["size"] ?? "") ?? 0, "kind": $0["kind"] ?? ""]]]
+                }
+            }
+            let stageRun: [String: Any] = [
+                "runId": uuid("stage-\(st["id"]!)"),
+                "facets": ["parent": ["_producer": producer, "_schemaURL": schema,
+                                      "run": ["runId": runUUID], "job": ["namespace": "threadline", "name": job]],
+                           "threadline_stage": ["_producer": producer, "_schemaURL": schema, "kind": st["kind"] ?? "",
+                                                "parameters": st["params_json"] ?? "", "key": st["key"] ?? ""]]]
+            let stageJob: [String: Any] = ["namespace": "threadline", "name": "\(job).\(st["name"]!)"]
+            if let start = time(st["started_at"]) {
+                lines.append(try line(["eventType": "START", "eventTime": start, "producer": producer, "schemaURL": schema,
+                                       "run": stageRun, "job": stageJob, "inputs": datasets("in"), "outputs": [Any]()]))
+            }
+            if let end = time(st["finished_at"]) {
+                let type = st["state"] == "succeeded" ? "COMPLETE" : st["state"] == "failed" ? "FAIL" : "ABORT"
+                lines.append(try line(["eventType": type, "eventTime": end, "producer": producer, "schemaURL": schema,
+                                       "run": stageRun, "job": stageJob, "inputs": datasets("in"), "outputs": datasets("out")]))
+            }
+        }
+        if let end = time(run["finished_at"]) {
+            let type = run["state"] == "succeeded" ? "COMPLETE" : run["state"] == "failed" ? "FAIL" : "ABORT"
+            lines.append(try line(["eventType": type, "eventTime": end, "producer": producer, "schemaURL": schema,
+                                   "run": ["runId": runUUID, "facets": runFacets], "job": ["namespace": "threadline", "name": job]]))
+        }
+        return lines
+    }
+
+    /// A stable UUID-shaped identifier derived from a string.
+    static func uuid(_ seed: String) -> String {
+        let h = Array(SHA256Hasher.hex(seed).prefix(32))
+        let s = String(h)
+        func part(_ a: Int, _ b: Int) -> String { String(s[s.index(s.startIndex, offsetBy: a)..<s.index(s.startIndex, offsetBy: b)]) }
+        return "\(part(0, 8))-\(part(8, 12))-5\(part(13, 16))-a\(part(17, 20))-\(part(20, 32))"
+    }
+}
+
+extension LineageStore {
+    /// Moves a run's submission time (tests of retention, simulations).
+    public func rewriteSubmittedAt(runID: Int64, to time: Double) throws {
+        try db.write { db in try db.execute(sql: "UPDATE run SET submitted_at = ? WHERE id = ?", arguments: [time, runID]) }
+    }
+}
