@@ -161,6 +161,7 @@ final class CoordinatorCore {
     /// lease → (run, unit index): the only leases whose results count.
     var leases: [String: (Int64, Int)] = [:]
     var lastLivenessCheck = 0.0
+    var lastCheckpoint = 0.0
     var log: Logger { owner.logger }
     var lineage: LineageStore { owner.lineage }
     var config: Coordinator.Configuration { owner.config }
@@ -194,6 +195,7 @@ final class CoordinatorCore {
             }
             let now = Date().timeIntervalSince1970
             if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
+            if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
             dispatch(now)
             heartbeat(now)
         }

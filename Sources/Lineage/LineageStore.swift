@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import ThreadlineCore
 
 /// The lineage database: runs, items, stages, attempts, artifacts, workers and events.
@@ -7,6 +8,7 @@ import ThreadlineCore
 public final class LineageStore: Sendable {
     public let path: String
     let db: DatabaseQueue
+    private let writes = Mutex<(count: Int, maxSeconds: Double)>((0, 0))
 
     public init(path: String) throws {
         self.path = path
@@ -16,6 +18,8 @@ public final class LineageStore: Sendable {
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
+            // After a checkpoint resets it, the WAL file shrinks back to at most this size.
+            try db.execute(sql: "PRAGMA journal_size_limit = 16777216")
         }
         db = try DatabaseQueue(path: path, configuration: config)
         try Self.migrator.migrate(db)
@@ -204,6 +208,24 @@ public final class LineageStore: Sendable {
     /// "host:pid" of this process: who owns the runs it starts.
     public static let owner = "\(ProcessInfo.processInfo.hostName):\(getpid())"
 
+    /// Every write goes through here: one writer connection, each write timed.
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        defer {
+            let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+            writes.withLock { $0.count += 1; $0.maxSeconds = max($0.maxSeconds, dt) }
+        }
+        return try db.write(body)
+    }
+
+    /// Writes so far and the longest one took (seconds), for `lineage.writes` events.
+    public var writeStatistics: (count: Int, maxSeconds: Double) { writes.withLock { $0 } }
+
+    /// Copies WAL frames into the database (PASSIVE: never waits for readers), so the WAL stays small.
+    public func checkpoint() throws {
+        try db.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+    }
+
     // MARK: resume
 
     /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
@@ -211,7 +233,7 @@ public final class LineageStore: Sendable {
     @discardableResult
     public func recoverInterrupted() throws -> Int {
         let host = ProcessInfo.processInfo.hostName
-        return try db.write { db in
+        return try write { db in
             let rows = try Row.fetchAll(db, sql: "SELECT id, coordinator FROM run WHERE state = 'running'")
             var count = 0
             for row in rows {
@@ -237,7 +259,7 @@ public final class LineageStore: Sendable {
 
     /// An interrupted run of the same pipeline (same text, same file), taken over by this process.
     public func resume(_ pipeline: Pipeline) throws -> (runID: Int64, stageIDs: [String: Int64])? {
-        try db.write { db in
+        try write { db in
             guard let runID = try Int64.fetchOne(db, sql: """
                 SELECT id FROM run WHERE state = 'interrupted' AND pipeline_sha256 = ? AND pipeline_path = ? ORDER BY id DESC LIMIT 1
                 """, arguments: [SHA256Hasher.hex(pipeline.text), pipeline.file]) else { return nil }
@@ -250,6 +272,17 @@ public final class LineageStore: Sendable {
             try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)",
                            arguments: [now(), runID, "resumed by \(Self.owner)"])
             return (runID, ids)
+        }
+    }
+
+    /// Holds one read transaction open for `seconds`, as a slow dashboard query would.
+    public static func holdReadTransaction(path: String, seconds: Double) throws {
+        let reader = try reader(path: path)
+        try reader.inDatabase { db in
+            try db.execute(sql: "BEGIN DEFERRED")
+            _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM stage")
+            Thread.sleep(forTimeInterval: seconds)
+            try db.execute(sql: "COMMIT")
         }
     }
 
@@ -270,7 +303,7 @@ public final class LineageStore: Sendable {
     public func now() -> Double { Date().timeIntervalSince1970 }
 
     public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
-        try db.write { db in
+        try write { db in
             try db.execute(sql: """
                 INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state, coordinator)
                 VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)
@@ -304,7 +337,7 @@ public final class LineageStore: Sendable {
     }
 
     public func setItemTiming(runID: Int64, timeline: [ItemTiming]) throws {
-        try db.write { db in
+        try write { db in
             for t in timeline {
                 try db.execute(sql: "UPDATE item SET start_frame = ?, frame_count = ? WHERE run_id = ? AND idx = ?",
                                arguments: [t.startFrame, t.frameCount, runID, t.item])
@@ -314,7 +347,7 @@ public final class LineageStore: Sendable {
 
     public func stageUpdate(_ stageID: Int64, state: String, params: String? = nil, key: String? = nil, error: String? = nil,
                             started: Double? = nil, finished: Double? = nil, seconds: Double? = nil, attempts: Int? = nil) throws {
-        try db.write { db in
+        try write { db in
             try db.execute(sql: """
                 UPDATE stage SET state = ?,
                     params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256),
@@ -327,7 +360,7 @@ public final class LineageStore: Sendable {
     }
 
     public func workerSeen(id: String, host: String, pid: Int, slots: Int, version: String, state: String = "up") throws {
-        try db.write { db in
+        try write { db in
             let t = now()
             try db.execute(sql: """
                 INSERT INTO worker (id, host, pid, slots, version, first_seen, last_seen, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -337,12 +370,12 @@ public final class LineageStore: Sendable {
     }
 
     public func workerState(id: String, state: String) throws {
-        try db.write { db in try db.execute(sql: "UPDATE worker SET state = ?, last_seen = ? WHERE id = ?", arguments: [state, now(), id]) }
+        try write { db in try db.execute(sql: "UPDATE worker SET state = ?, last_seen = ? WHERE id = ?", arguments: [state, now(), id]) }
     }
 
     /// Records one try of a stage (for decode/transform/encode, one attempt row per stage).
     public func attemptDispatched(stageIDs: [Int64], attemptNo: Int, worker: String, slot: Int?, lease: String) throws -> [Int64] {
-        try db.write { db in
+        try write { db in
             var ids: [Int64] = []
             for (i, s) in stageIDs.enumerated() {
                 try db.execute(sql: """
@@ -358,7 +391,7 @@ public final class LineageStore: Sendable {
 
     public func attemptFinished(_ attemptID: Int64, state: String, started: Double?, finished: Double?, errorClass: String? = nil,
                                 errorMessage: String? = nil, cpu: Double? = nil, maxRSS: Int64? = nil) throws {
-        try db.write { db in
+        try write { db in
             try db.execute(sql: """
                 UPDATE attempt SET state = ?, started_at = coalesce(?, started_at), finished_at = coalesce(?, ?),
                     error_class = ?, error_message = ?, cpu_s = ?, max_rss = ? WHERE id = ?
@@ -369,7 +402,7 @@ public final class LineageStore: Sendable {
     @discardableResult
     public func recordArtifact(sha256: String, uri: String, size: Int64, kind: String, facts: String?, key: String?,
                                attemptID: Int64?, inputs: [Int64] = []) throws -> Int64 {
-        try db.write { db in
+        try write { db in
             try db.execute(sql: """
                 INSERT INTO artifact (sha256, uri, size, kind, facts_json, key, attempt_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [sha256, uri, size, kind, facts, key, attemptID, now()])
@@ -385,16 +418,19 @@ public final class LineageStore: Sendable {
     }
 
     public func runFinished(_ runID: Int64, state: String, error: String? = nil) throws {
-        try db.write { db in
+        try write { db in
             try db.execute(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?", arguments: [state, now(), error, runID])
             try db.execute(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready')", arguments: [runID])
             try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)",
                            arguments: [now(), runID, "run.\(state)", error ?? state])
+            let w = writeStatistics
+            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'lineage.writes', ?)",
+                           arguments: [now(), runID, String(format: "writes=%d max_write_ms=%.1f", w.count, w.maxSeconds * 1000)])
         }
     }
 
     public func event(_ kind: String, _ message: String, runID: Int64? = nil, stageID: Int64? = nil) throws {
-        try db.write { db in
+        try write { db in
             try db.execute(sql: "INSERT INTO event (at, run_id, stage_id, kind, message) VALUES (?, ?, ?, ?, ?)",
                            arguments: [now(), runID, stageID, kind, message])
         }
@@ -437,7 +473,7 @@ extension LineageStore {
 
     /// Records that an attempt reused an artifact (and what it read to get there).
     public func linkArtifact(attemptID: Int64, artifactID: Int64, inputs: [Int64]) throws {
-        try db.write { db in
+        try write { db in
             try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'out')", arguments: [attemptID, artifactID])
             for i in inputs {
                 try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'in')", arguments: [attemptID, i])
@@ -452,7 +488,7 @@ extension LineageStore {
     }
 
     public func stageCached(_ stageID: Int64) throws {
-        try db.write { db in try db.execute(sql: "UPDATE stage SET cached = 1 WHERE id = ?", arguments: [stageID]) }
+        try write { db in try db.execute(sql: "UPDATE stage SET cached = 1 WHERE id = ?", arguments: [stageID]) }
     }
 }
 

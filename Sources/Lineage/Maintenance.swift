@@ -126,6 +126,6 @@ extension LineageStore {
 extension LineageStore {
     /// Moves a run's submission time (tests of retention, simulations).
     public func rewriteSubmittedAt(runID: Int64, to time: Double) throws {
-        try db.write { db in try db.execute(sql: "UPDATE run SET submitted_at = ? WHERE id = ?", arguments: [time, runID]) }
+        try write { db in try db.execute(sql: "UPDATE run SET submitted_at = ? WHERE id = ?", arguments: [time, runID]) }
     }
 }

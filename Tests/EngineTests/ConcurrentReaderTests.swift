@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+import ThreadlineCore
+import Lineage
+import TestSupport
+
+/// Dashboards read lineage while renders write it.
+@Suite(.serialized) struct ConcurrentReaderTests {
+    static func render(_ media: String, reader: Bool) throws -> (seconds: Double, maxWAL: Int64, maxWriteMs: Double) {
+        let dir = temporaryDirectory("reader-run")
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "1280x720", preset: "veryfast",
+                          clips: (0..<24).map { "video: \(media)/c\($0).mp4" })
+        let db = dir + "/state/lineage.db"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: coordPath)
+        p.arguments = ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"]
+        p.standardOutput = FileHandle.nullDevice; p.standardError = FileHandle.nullDevice
+        let readerDone = DispatchSemaphore(value: 0)
+        let t0 = Date()
+        try p.run()
+        if reader {
+            Thread {
+                while !FileManager.default.fileExists(atPath: db) { usleep(2_000) }
+                usleep(50_000)
+                try? LineageStore.holdReadTransaction(path: db, seconds: 30)
+                readerDone.signal()
+            }.start()
+        }
+        var maxWAL: Int64 = 0
+        while p.isRunning {
+            let size = (try? FileManager.default.attributesOfItem(atPath: db + "-wal")[.size] as? NSNumber)?.int64Value ?? 0
+            maxWAL = max(maxWAL, size)
+            usleep(20_000)
+        }
+        let seconds = Date().timeIntervalSince(t0)
+        #expect(p.terminationStatus == 0)
+        if reader { readerDone.wait() }
+        let event = try LineageStore.readRows(path: db, "SELECT message FROM event WHERE kind = 'lineage.writes' ORDER BY id DESC LIMIT 1")
+        let ms = event.first?["message"]?.components(separatedBy: "max_write_ms=").last.flatMap(Double.init) ?? -1
+        return (seconds, maxWAL, ms)
+    }
+
+    @Test func aLongReadTransactionDoesNotSlowOrBlockTheRender() throws {
+        let media = temporaryDirectory("reader-media")
+        for i in 0..<24 { try Generate.clip(media + "/c\(i).mp4", width: 1280, height: 720, fps: "30", seconds: 2, tone: 200 + Double(i) * 25) }
+        let alone1 = try Self.render(media, reader: false)
+        let withReader = try Self.render(media, reader: true)
+        let alone2 = try Self.render(media, reader: false)
+        let baseline = max(alone1.seconds, alone2.seconds)
+        print(String(format: "reader: alone %.2f s / %.2f s, with a 30 s read transaction %.2f s (%.1f %% of the slower), WAL peak %d bytes, longest write %.1f ms",
+                     alone1.seconds, alone2.seconds, withReader.seconds, 100 * withReader.seconds / baseline, withReader.maxWAL, withReader.maxWriteMs))
+        #expect(withReader.seconds <= 1.10 * baseline)
+        #expect(withReader.maxWriteMs >= 0 && withReader.maxWriteMs < 1000)
+        #expect(withReader.maxWAL < 64 << 20)
+    }
+}
