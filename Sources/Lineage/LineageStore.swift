@@ -301,12 +301,15 @@ public final class LineageStore: Sendable {
     /// Rows of a query on a read-only connection, as dashboards and tests read while a render writes.
     public static func readRows(path: String, _ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> [[String: String]] {
         let reader = try reader(path: path)
-        return try reader.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map { $0 as (any DatabaseValueConvertible)? })).map { row in
-                var d: [String: String] = [:]
-                for (col, value) in row { d[col] = value.isNull ? "" : String(describing: value.storage.value ?? "") }
-                return d
-            }
+        return try reader.read { db in try stringRows(db, sql, arguments) }
+    }
+
+    /// A query's rows as column → text dictionaries (NULL as "").
+    static func stringRows(_ db: Database, _ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [[String: String]] {
+        try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map { $0 as (any DatabaseValueConvertible)? })).map { row in
+            var d: [String: String] = [:]
+            for (col, value) in row { d[col] = value.isNull ? "" : String(describing: value.storage.value ?? "") }
+            return d
         }
     }
 
@@ -452,13 +455,7 @@ public final class LineageStore: Sendable {
 
     /// Rows of a query as dictionaries of strings, for CLI output and tests.
     public func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> [[String: String]] {
-        try db.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map { $0 as (any DatabaseValueConvertible)? })).map { row in
-                var d: [String: String] = [:]
-                for (col, value) in row { d[col] = value.isNull ? "" : String(describing: value.storage.value ?? "") }
-                return d
-            }
-        }
+        try db.read { db in try Self.stringRows(db, sql, arguments) }
     }
 }
 
