@@ -394,13 +394,17 @@ final class CoordinatorCore {
             return StageKey.compute(kind: .fetch, inputs: [], parameters: ["uri": uri, "size": "\(size)", "mtime": "\(mtime)"])
         case .segment(let spec):
             guard let i = run.sources.first(where: { $0.value.0.path == spec.sourcePath })?.value.0 else { return nil }
-            return StageKey.segment(spec, sourceSHA256: i.sha256)
+            return segmentKey(spec, sourceSHA256: i.sha256)
         case .concat(let inputs, let profile):
             let shas = inputs.map { input in run.segments.values.first { $0.0.path == input.path }?.0.sha256 ?? input.path }
             var normalised = inputs
             for k in normalised.indices { normalised[k].path = ""; normalised[k].label = "" }
             return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.segmentProfile))
         }
+    }
+
+    func segmentKey(_ spec: SegmentSpec, sourceSHA256: String) -> String {
+        StageKey.segment(spec, sourceSHA256: sourceSHA256, renderer: SegmentRenderer.fingerprint(spec))
     }
 
     struct ConcatKey: Codable { var inputs: [ConcatInput]; var profile: OutputProfile }
@@ -493,7 +497,7 @@ final class CoordinatorCore {
                 let spec = Planner.segmentSpec(p, index: i, sourcePath: art.path, frameCount: run.frameCounts[i]!)
                 let params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)
                 for s in run.units[ri].stages {
-                    try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", params: params, key: StageKey.segment(spec, sourceSHA256: art.sha256))
+                    try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", params: params, key: segmentKey(spec, sourceSHA256: art.sha256))
                 }
             }
             if run.facts.count == p.items.count {

@@ -68,17 +68,50 @@ final class VideoFilter {
             chain.append("scale=w='max(2,trunc(iw*sar/2)*2)':h=ih")
             chain.append("setsar=1")
         }
+        // Colour belongs to the picture, before fitting: bars keep the background colour.
+        chain += colour(edits)
         let w = profile.width, h = profile.height
-        switch profile.fit {
+        let tail = ["setsar=1", "format=yuv420p"]
+        switch edits.fit ?? profile.fit {
         case .letterbox:
             chain.append("scale=\(w):\(h):force_original_aspect_ratio=decrease:force_divisible_by=2")
             chain.append("pad=\(w):\(h):(ow-iw)/2:(oh-ih)/2:color=\(filterColor(profile.background))")
         case .crop:
             chain.append("scale=\(w):\(h):force_original_aspect_ratio=increase")
             chain.append("crop=\(w):\(h)")
+        case .blur:
+            // The picture fitted inside, over a blurred copy that fills the frame.
+            let radius = max(4, min(w, h) / 30)
+            let head = (chain + ["split[fg][bg]"]).joined(separator: ",")
+            return head + ";[bg]scale=\(w):\(h):force_original_aspect_ratio=increase,crop=\(w):\(h),boxblur=\(radius):2[blurred]"
+                + ";[fg]scale=\(w):\(h):force_original_aspect_ratio=decrease:force_divisible_by=2[inner]"
+                + ";[blurred][inner]overlay=(W-w)/2:(H-h)/2," + tail.joined(separator: ",")
         }
-        chain += ["setsar=1", "format=yuv420p"]
+        chain += tail
         return chain.joined(separator: ",")
+    }
+
+    /// The look, then the adjustments.
+    static func colour(_ edits: Edits) -> [String] {
+        var f: [String] = []
+        switch edits.look {
+        case .mono: f.append("hue=s=0")
+        case .silvertone: f += ["hue=s=0", "colorbalance=rs=0.06:gs=0.02:bs=-0.06:rm=0.05:gm=0.01:bm=-0.05", "eq=contrast=0.9:brightness=0.02"]
+        case .sepia: f.append("colorchannelmixer=.393:.769:.189:0:.349:.686:.168:0:.272:.534:.131")
+        case .vivid: f.append("eq=saturation=1.5:contrast=1.1")
+        case .fade: f.append("eq=contrast=0.8:brightness=0.06:saturation=0.7")
+        case .noir: f += ["hue=s=0", "eq=contrast=1.4:brightness=-0.05"]
+        case .warm: f.append("colortemperature=temperature=4500")
+        case .cool: f.append("colortemperature=temperature=9000")
+        case nil: break
+        }
+        if let a = edits.adjust, a != Adjust() {
+            if a.brightness != 0 || a.contrast != 1 || a.saturation != 1 || a.gamma != 1 {
+                f.append(String(format: "eq=brightness=%.4f:contrast=%.4f:saturation=%.4f:gamma=%.4f", a.brightness, a.contrast, a.saturation, a.gamma))
+            }
+            if a.warmth != 0 { f.append(String(format: "colortemperature=temperature=%.0f", 6500 - 2500 * a.warmth)) }
+        }
+        return f
     }
 }
 

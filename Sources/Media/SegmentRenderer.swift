@@ -17,6 +17,12 @@ public struct SegmentReport: Sendable, Hashable, Codable {
 /// plus 48 kHz stereo PCM, in a MOV. Decode → transform → encode run as one streamed pipeline;
 /// frames stay in memory, and each stage's time and failures are attributed to it.
 public enum SegmentRenderer {
+    /// What the renderer would do to an upright, square-pixel source for this spec: part of the
+    /// segment's cache key.
+    public static func fingerprint(_ spec: SegmentSpec) -> String {
+        VideoFilter.description(orientation: nil, sar: AVRational(num: 1, den: 1), edits: spec.edits, profile: spec.profile)
+    }
+
     public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
         let job = try SegmentJob(spec: spec, path: path)
         return try job.run(isCancelled: isCancelled)

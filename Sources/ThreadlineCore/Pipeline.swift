@@ -19,7 +19,14 @@ public struct Pipeline: Sendable, Hashable, Codable {
 /// How every segment and the final movie are encoded. Identical for all segments of a project,
 /// so concat can stream-copy video.
 public struct OutputProfile: Sendable, Hashable, Codable {
-    public enum Fit: String, Sendable, Hashable, Codable, CaseIterable { case crop, letterbox }
+    public enum Fit: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Fill the frame, cutting the overflow.
+        case crop
+        /// Fit inside, padding with the background colour.
+        case letterbox
+        /// Fit inside, over a blurred, scaled copy of the picture.
+        case blur
+    }
 
     /// Absolute path of the finished movie.
     public var path: String
@@ -123,7 +130,50 @@ public struct Edits: Sendable, Hashable, Codable {
     public var mute: Bool
     /// Linear gain for the item's own audio.
     public var volume: Double
-    public init(rotate: Int = 0, flip: Flip? = nil, crop: CropRect? = nil, mute: Bool = false, volume: Double = 1) {
+    /// A named colour look.
+    public var look: Look?
+    public var adjust: Adjust?
+    /// Overrides the output's fit for this item.
+    public var fit: OutputProfile.Fit?
+    public init(rotate: Int = 0, flip: Flip? = nil, crop: CropRect? = nil, mute: Bool = false, volume: Double = 1,
+                look: Look? = nil, adjust: Adjust? = nil, fit: OutputProfile.Fit? = nil) {
         self.rotate = rotate; self.flip = flip; self.crop = crop; self.mute = mute; self.volume = volume
+        self.look = look; self.adjust = adjust; self.fit = fit
+    }
+}
+
+/// Named looks, as casual movie apps offer them.
+public enum Look: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Plain black and white.
+    case mono
+    /// A warm, soft black and white.
+    case silvertone
+    case sepia
+    /// Stronger colour and contrast.
+    case vivid
+    /// Washed out, lifted blacks.
+    case fade
+    /// Hard black and white with deep shadows.
+    case noir
+    /// Golden-hour warmth.
+    case warm
+    /// Blue-hour coolness.
+    case cool
+}
+
+/// Colour adjustments; every field's neutral value leaves the picture unchanged.
+public struct Adjust: Sendable, Hashable, Codable {
+    /// -1…1, 0 neutral.
+    public var brightness: Double = 0
+    /// 0…3, 1 neutral.
+    public var contrast: Double = 1
+    /// 0…3, 1 neutral.
+    public var saturation: Double = 1
+    /// 0.1…10, 1 neutral.
+    public var gamma: Double = 1
+    /// -1 (cool) … 1 (warm), 0 neutral.
+    public var warmth: Double = 0
+    public init(brightness: Double = 0, contrast: Double = 1, saturation: Double = 1, gamma: Double = 1, warmth: Double = 0) {
+        self.brightness = brightness; self.contrast = contrast; self.saturation = saturation; self.gamma = gamma; self.warmth = warmth
     }
 }

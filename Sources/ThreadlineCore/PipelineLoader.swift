@@ -8,7 +8,7 @@ public enum PipelineLoader {
     public static let itemKindKeys = ["video"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
     static let laterKindKeys = ["live_photo", "photo", "title"]
-    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume"]
+    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
     public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
@@ -197,6 +197,27 @@ public enum PipelineLoader {
         if let v = try m.double("volume") {
             guard v >= 0 && v <= 10 else { throw ctx.error("volume must be between 0 and 10, got \(v)", at: m.node("volume")) }
             edits.volume = v
+        }
+        edits.look = try m.enumValue("look", Look.self)
+        edits.fit = try m.enumValue("fit", OutputProfile.Fit.self)
+        if let a = m.node("adjust") {
+            let am = try ctx.map(a, "adjust")
+            var adjust = Adjust()
+            func value(_ key: String, _ range: ClosedRange<Double>, _ neutral: Double) throws -> Double {
+                guard let v = try am.double(key) else { return neutral }
+                guard range.contains(v) else {
+                    throw ctx.error("adjust.\(key) must be between \(range.lowerBound) and \(range.upperBound), got \(v)", at: am.node(key),
+                                    hint: "\(neutral) leaves the picture unchanged")
+                }
+                return v
+            }
+            adjust.brightness = try value("brightness", -1...1, 0)
+            adjust.contrast = try value("contrast", 0...3, 1)
+            adjust.saturation = try value("saturation", 0...3, 1)
+            adjust.gamma = try value("gamma", 0.1...10, 1)
+            adjust.warmth = try value("warmth", -1...1, 0)
+            try am.finish(allowed: ["brightness", "contrast", "saturation", "gamma", "warmth"])
+            edits.adjust = adjust
         }
         try m.finish(allowed: itemKindKeys + editKeys)
         return Item(kind: .video(source: source, trim: trim), edits: edits, location: location)

@@ -90,7 +90,7 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
 /// Pure planning: a pipeline (and, for timing, its sources' facts) in, a plan out.
 public enum Planner {
     /// Bumped whenever rendering changes what a stage outputs, so old cache entries stop matching.
-    public static let engineVersion = "threadline-engine-1"
+    public static let engineVersion = "threadline-engine-2"
 
     public static func stages(for pipeline: Pipeline) -> [PlannedStage] {
         var stages: [PlannedStage] = []
@@ -175,10 +175,12 @@ public enum StageKey {
     }
 
     /// The segment key leaves out where the source lies on disk: only its content counts.
-    public static func segment(_ spec: SegmentSpec, sourceSHA256: String) -> String {
+    /// `renderer` fingerprints how the engine renders (its filter chain), so a change there
+    /// invalidates old segments even when nobody remembers to bump `Planner.engineVersion`.
+    public static func segment(_ spec: SegmentSpec, sourceSHA256: String, renderer: String = "") -> String {
         var normalised = spec
         normalised.sourcePath = ""
         normalised.sourceName = ""
-        return compute(kind: .encode, inputs: [sourceSHA256], parameters: normalised)
+        return compute(kind: .encode, inputs: [sourceSHA256, SHA256Hasher.hex(renderer)], parameters: normalised)
     }
 }

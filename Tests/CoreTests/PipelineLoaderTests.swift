@@ -205,3 +205,35 @@ import Testing
         #expect(suggestion(for: "zzzzzz", among: PipelineLoader.editKeys) == nil)
     }
 }
+
+@Suite struct EditingSetLoaderTests {
+    let dir: String
+    init() throws {
+        dir = NSTemporaryDirectory() + "edits-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: dir + "/a.mov", contents: Data([0]))
+    }
+    func parse(_ item: String, output: String = "output: { path: o.mp4 }") throws -> Pipeline {
+        try PipelineLoader.parse(text: "\(output)\nclips:\n  - video: a.mov\n    \(item)\n", file: "p.yaml", baseDirectory: dir)
+    }
+
+    @Test func looksAdjustmentsAndFitParse() throws {
+        let p = try parse("look: silvertone\n    adjust: { brightness: 0.1, warmth: -0.5 }\n    fit: blur", output: "output: { path: o.mp4, fit: blur }")
+        #expect(p.output.fit == .blur)
+        #expect(p.items[0].edits.look == .silvertone)
+        #expect(p.items[0].edits.adjust == Adjust(brightness: 0.1, warmth: -0.5))
+        #expect(p.items[0].edits.fit == .blur)
+    }
+
+    @Test func unknownLookSuggestsTheNearestAndSaysWhere() throws {
+        do { _ = try parse("look: silvertones"); Issue.record("accepted an unknown look") } catch let e as PipelineError {
+            #expect(e.location == SourceLocation(file: "p.yaml", line: 4, column: 11))
+            #expect(e.hint == "did you mean 'silvertone'?")
+        }
+    }
+
+    @Test func adjustmentsOutOfRangeAreErrors() throws {
+        #expect(throws: PipelineError.self) { try parse("adjust: { contrast: 9 }") }
+        #expect(throws: PipelineError.self) { try parse("adjust: { sharpness: 1 }") }
+    }
+}

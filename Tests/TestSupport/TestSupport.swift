@@ -192,3 +192,35 @@ public func writePipeline(_ path: String, output: String, size: String = "640x36
     for c in clips { y += "  - \(c)\n" }
     try y.write(toFile: path, atomically: true, encoding: .utf8)
 }
+
+/// Mean R, G, B (0…255) of frame `index` of a video, over columns [x0, x1) as fractions of the width.
+public func frameRGBMeans(_ video: String, frame index: Int, x0: Double = 0, x1: Double = 1) throws -> (r: Double, g: Double, b: Double) {
+    let probe = try ffprobe(video)
+    let w = probe.width, h = probe.height
+    let dir = temporaryDirectory("rgb")
+    let raw = dir + "/f.rgb"
+    let r = try run("ffmpeg", ["-v", "error", "-y", "-i", video, "-vf", "select='eq(n\\,\(index))'", "-frames:v", "1",
+                               "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", raw])
+    guard r.status == 0, let data = FileManager.default.contents(atPath: raw), data.count == w * h * 3 else {
+        throw GenerateError(message: "cannot read frame \(index) of \(video): \(r.err)")
+    }
+    var sum = (0.0, 0.0, 0.0), n = 0.0
+    let c0 = Int(Double(w) * x0), c1 = Int(Double(w) * x1)
+    data.withUnsafeBytes { (p: UnsafeRawBufferPointer) in
+        for y in stride(from: 0, to: h, by: 2) {
+            for x in stride(from: c0, to: c1, by: 2) {
+                let o = (y * w + x) * 3
+                sum.0 += Double(p[o]); sum.1 += Double(p[o + 1]); sum.2 += Double(p[o + 2]); n += 1
+            }
+        }
+    }
+    return (sum.0 / n, sum.1 / n, sum.2 / n)
+}
+
+/// Average saturation of a video's frames, from ffmpeg's signalstats (0 for black and white).
+public func averageSaturation(_ video: String) throws -> Double {
+    let r = try run("ffmpeg", ["-v", "error", "-i", video, "-vf", "signalstats,metadata=print:key=lavfi.signalstats.SATAVG:file=-", "-f", "null", "-"])
+    let values = r.out.split(separator: "\n").compactMap { $0.components(separatedBy: "SATAVG=").last.flatMap(Double.init) }
+    guard !values.isEmpty else { throw GenerateError(message: "no signalstats: \(r.err)") }
+    return values.reduce(0, +) / Double(values.count)
+}
