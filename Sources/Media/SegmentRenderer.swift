@@ -37,10 +37,7 @@ private final class SegmentJob {
     let video: Decoder
     let audio: Decoder?
     let resampler: Resampler?
-    let output: OutputFile
-    let encoder: VideoEncoder
-    let videoStream: UnsafeMutablePointer<AVStream>
-    let audioStream: UnsafeMutablePointer<AVStream>
+    let writer: SegmentWriter
     let orientation: Orientation?
     let fps: Double
     var filter: VideoFilter?
@@ -59,7 +56,6 @@ private final class SegmentJob {
     // Audio state.
     var audioSkip = 0          // samples still to drop at the start (audio began before trim start)
     var audioStarted = false
-    var samplesWritten = 0
     var audioBuffer: [Int16] = []
 
     init(spec: SegmentSpec, path: String) throws {
@@ -95,14 +91,7 @@ private final class SegmentJob {
         orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         fps = spec.profile.fps.double
 
-        output = try OutputFile(path: path, format: "mov", file: name)
-        encoder = try VideoEncoder(profile: spec.profile, globalHeader: output.needsGlobalHeader, file: name)
-        videoStream = output.addStream()
-        avcodec_parameters_from_context(videoStream.pointee.codecpar, encoder.ctx)
-        videoStream.pointee.time_base = encoder.ctx.pointee.time_base
-        audioStream = output.addStream()
-        configurePCM(audioStream)
-        try output.open()
+        writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName)
     }
 
     func run(isCancelled: () -> Bool) throws -> SegmentReport {
@@ -148,7 +137,10 @@ private final class SegmentJob {
         if !audioDone, let audio { try send(nil, to: audio, frame: frame, started: now()) { audioDone = try self.takeAudio(frame, origin: origin) } }
         try finishVideo()
         try finishAudio()
-        try output.finish()
+        let t0 = now()
+        try writer.finish()
+        report.encodeSeconds += now() - t0
+        report.samplesOut = writer.samplesWritten
         return report
     }
 
@@ -228,10 +220,6 @@ private final class SegmentJob {
             try emit(pending, slots: nextSlot..<spec.frameCount)
             nextSlot = spec.frameCount
         }
-        // Flush the encoder.
-        let t0 = now()
-        try encode(nil)
-        report.encodeSeconds += now() - t0
     }
 
     /// Filters `frame` once and encodes it for each slot.
@@ -250,30 +238,11 @@ private final class SegmentJob {
         report.transformSeconds += now() - t0
         t0 = now()
         for slot in slots {
-            filtered.ptr.pointee.pts = Int64(slot)
-            filtered.ptr.pointee.pict_type = AV_PICTURE_TYPE_NONE
-            try encode(filtered.ptr)
+            try writer.writeVideo(filtered.ptr, slot: slot)
             report.framesOut += 1
-            if audio == nil { try writeSilence(upTo: Timing.samples(atFrame: slot + 1, fps: spec.profile.fps)) }
+            if audio == nil { try writer.writeSilence(upTo: Timing.samples(atFrame: slot + 1, fps: spec.profile.fps)) }
         }
         report.encodeSeconds += now() - t0
-    }
-
-    func encode(_ f: UnsafeMutablePointer<AVFrame>?) throws {
-        var ret = avcodec_send_frame(encoder.ctx, f)
-        if ret < 0 && ret != tl_averror_eof() {
-            throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))")
-        }
-        while true {
-            ret = avcodec_receive_packet(encoder.ctx, packet.ptr)
-            if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
-            if ret < 0 { throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))") }
-            packet.ptr.pointee.stream_index = videoStream.pointee.index
-            packet.ptr.pointee.duration = 1   // libx264 on 5.1 leaves it 0
-            av_packet_rescale_ts(packet.ptr, encoder.ctx.pointee.time_base, videoStream.pointee.time_base)
-            defer { packet.unref() }
-            try output.write(packet.ptr)
-        }
     }
 
     // MARK: audio
@@ -296,11 +265,10 @@ private final class SegmentJob {
     }
 
     func finishAudio() throws {
-        if let resampler, audioStarted, samplesWritten < spec.sampleCount {
+        if let resampler, audioStarted, writer.samplesWritten < spec.sampleCount {
             try resampler.convert(nil, into: &audioBuffer)
         }
         _ = try drainAudio(final: true)
-        if samplesWritten < spec.sampleCount { try writeSilence(upTo: spec.sampleCount) }
     }
 
     /// Applies skip and volume, and writes whole buffered samples up to the segment's length.
@@ -311,8 +279,8 @@ private final class SegmentJob {
             audioSkip -= drop
         }
         let available = audioBuffer.count / 2
-        guard available >= 4096 || (final && available > 0) else { return samplesWritten >= spec.sampleCount }
-        let n = min(available, spec.sampleCount - samplesWritten)
+        guard available >= 4096 || (final && available > 0) else { return writer.samplesWritten >= spec.sampleCount }
+        let n = min(available, spec.sampleCount - writer.samplesWritten)
         if n > 0 {
             if spec.edits.volume != 1 {
                 let gain = spec.edits.volume
@@ -320,37 +288,9 @@ private final class SegmentJob {
                     audioBuffer[i] = Int16(clamping: Int((Double(audioBuffer[i]) * gain).rounded()))
                 }
             }
-            try writePCM(audioBuffer, count: n)
+            try writer.writePCM(audioBuffer, count: n)
         }
         audioBuffer.removeAll(keepingCapacity: true)
-        return samplesWritten >= spec.sampleCount
-    }
-
-    func writeSilence(upTo target: Int) throws {
-        let t = min(target, spec.sampleCount)
-        while samplesWritten < t {
-            let n = min(t - samplesWritten, 4800)
-            try writePCM([Int16](repeating: 0, count: n * 2), count: n)
-        }
-    }
-
-    func writePCM(_ samples: [Int16], count n: Int) throws {
-        let t0 = now()
-        let bytes = Int32(n * 4)
-        guard av_new_packet(packet.ptr, bytes) >= 0 else { throw MediaError(.encode, .retryable, file: name, "out of memory") }
-        defer { packet.unref() }
-        samples.withUnsafeBytes { raw in
-            packet.ptr.pointee.data.update(from: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: Int(bytes))
-        }
-        packet.ptr.pointee.pts = Int64(samplesWritten)
-        packet.ptr.pointee.dts = Int64(samplesWritten)
-        packet.ptr.pointee.duration = Int64(n)
-        packet.ptr.pointee.stream_index = audioStream.pointee.index
-        packet.ptr.pointee.flags |= AV_PKT_FLAG_KEY
-        av_packet_rescale_ts(packet.ptr, AVRational(num: 1, den: Int32(Timing.sampleRate)), audioStream.pointee.time_base)
-        try output.write(packet.ptr)
-        samplesWritten += n
-        report.samplesOut = samplesWritten
-        report.encodeSeconds += now() - t0
+        return writer.samplesWritten >= spec.sampleCount
     }
 }
