@@ -211,6 +211,17 @@ final class CoordinatorCore {
         let (runID, ids) = try lineage.resume(pipeline) ?? lineage.createRun(pipeline, stages: stages)
         let run = RunState(id: runID, pipeline: pipeline, stageIDs: ids)
         runs[runID] = run
+        // Items without a source (titles) have nothing to fetch: their frames are known now.
+        let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
+        for (i, item) in pipeline.items.enumerated() where item.sources.isEmpty {
+            guard let fi = run.index(of: "fetch/\(i)"), let ri = run.index(of: "render/\(i)") else { continue }
+            run.units[fi].state = .done
+            run.units[ri].state = .ready
+            run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
+            try lineage.stageUpdate(ids["fetch/\(i)"]!, state: "succeeded", params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
+                                    finished: Date().timeIntervalSince1970, seconds: 0)
+        }
+        try updateTimeline(run)
         for u in run.units where u.state == .ready { for s in u.stages { try? lineage.stageUpdate(ids[s]!, state: "ready") } }
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run)
@@ -369,8 +380,8 @@ final class CoordinatorCore {
             let src = p.items[i].sources[0]
             return .fetch(uri: src.uri, name: src.displayName)
         }
-        if u.name.hasPrefix("render/"), let i = u.item, let (src, _) = run.sources[i], let n = run.frameCounts[i] {
-            let spec = Planner.segmentSpec(p, index: i, sourcePath: src.path, frameCount: n)
+        if u.name.hasPrefix("render/"), let i = u.item, let n = run.frameCounts[i], run.sources[i] != nil || p.items[i].sources.isEmpty {
+            let spec = Planner.segmentSpec(p, index: i, sourcePath: run.sources[i]?.0.path ?? "", frameCount: n)
             return .segment(spec)
         }
         if u.name == "concat", let timeline = run.timeline {
@@ -393,6 +404,7 @@ final class CoordinatorCore {
                   let size = (a[.size] as? NSNumber)?.int64Value, let mtime = (a[.modificationDate] as? Date)?.timeIntervalSince1970 else { return nil }
             return StageKey.compute(kind: .fetch, inputs: [], parameters: ["uri": uri, "size": "\(size)", "mtime": "\(mtime)"])
         case .segment(let spec):
+            if spec.title != nil { return segmentKey(spec, sourceSHA256: "") }   // the title is all in the spec
             guard let i = run.sources.first(where: { $0.value.0.path == spec.sourcePath })?.value.0 else { return nil }
             return segmentKey(spec, sourceSHA256: i.sha256)
         case .concat(let inputs, let profile):
@@ -500,14 +512,9 @@ final class CoordinatorCore {
                     try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", params: params, key: segmentKey(spec, sourceSHA256: art.sha256))
                 }
             }
-            if run.facts.count == p.items.count {
-                var byURI: [String: MediaFacts] = [:]
-                for (i, f) in run.facts { byURI[p.items[i].sources[0].uri] = f }
-                run.timeline = try Planner.timeline(for: p, facts: byURI)
-                try lineage.setItemTiming(runID: run.id, timeline: run.timeline!)
-            }
+            try updateTimeline(run)
         } else if u.name.hasPrefix("render/"), let i = u.item, let art = r.artifact, let report = r.segment {
-            let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: [run.sources[i]!.1])
+            let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: run.sources[i].map { [$0.1] } ?? [])
             let seconds = [report.decodeSeconds, report.transformSeconds, report.encodeSeconds]
             for (k, s) in u.stages.enumerated() {
                 try lineage.attemptFinished(u.attemptIDs[k], state: attemptState(r), started: r.startedAt, finished: r.finishedAt,
@@ -547,6 +554,16 @@ final class CoordinatorCore {
             return
         }
         progress(run)
+    }
+
+    /// Once every item's length is known, the frame-exact timeline.
+    func updateTimeline(_ run: RunState) throws {
+        let p = run.pipeline
+        guard run.timeline == nil, run.frameCounts.count == p.items.count else { return }
+        var byURI: [String: MediaFacts] = [:]
+        for (i, f) in run.facts { byURI[p.items[i].sources[0].uri] = f }
+        run.timeline = try Planner.timeline(for: p, facts: byURI)
+        try lineage.setItemTiming(runID: run.id, timeline: run.timeline!)
     }
 
     func retry(_ run: RunState, _ ui: Int, error: String) {

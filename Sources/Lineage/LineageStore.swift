@@ -327,8 +327,7 @@ public final class LineageStore: Sendable {
             let runID = db.lastInsertedRowID
             let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
             for (i, item) in pipeline.items.enumerated() {
-                let kind: String
-                switch item.kind { case .video: kind = "video" }
+                let kind = item.kindName
                 let params = String(decoding: try encoder.encode(item), as: UTF8.self)
                 try db.execute(sql: "INSERT INTO item (run_id, idx, kind, label, source_uri, params_json) VALUES (?, ?, ?, ?, ?, ?)",
                                arguments: [runID, i, kind, item.label(index: i), item.sources.first?.uri, params])

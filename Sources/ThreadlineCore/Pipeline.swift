@@ -85,6 +85,8 @@ public struct Item: Sendable, Hashable, Codable {
     public enum Kind: Sendable, Hashable, Codable {
         /// A video file, optionally trimmed to [start, end) in its own time.
         case video(source: SourceRef, trim: Trim?)
+        /// Text on a background colour.
+        case title(Title)
     }
 
     public var kind: Kind
@@ -98,11 +100,39 @@ public struct Item: Sendable, Hashable, Codable {
 
     /// The sources this item reads.
     public var sources: [SourceRef] {
-        switch kind { case .video(let s, _): return [s] }
+        switch kind {
+        case .video(let s, _): return [s]
+        case .title: return []
+        }
     }
     /// A short label for messages and progress ("clip 3 (IMG_0001.MOV)").
     public func label(index: Int) -> String {
-        switch kind { case .video(let s, _): return "clip \(index + 1) (\(s.displayName))" }
+        switch kind {
+        case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
+        case .title(let t): return "title \(index + 1) (\"\(t.text.count > 24 ? t.text.prefix(23) + "…" : Substring(t.text))\")"
+        }
+    }
+    /// The kind's name as written in pipeline files.
+    public var kindName: String {
+        switch kind { case .video: return "video"; case .title: return "title" }
+    }
+}
+
+/// A title card: centred text, wrapped to fit, on a background colour.
+public struct Title: Sendable, Hashable, Codable {
+    public static let defaultFont = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+    public var text: String
+    public var duration: Double
+    /// "#rrggbb".
+    public var background: String
+    public var color: String
+    /// Font size in pixels; nil: a tenth of the output height.
+    public var size: Int?
+    /// A TrueType/OpenType font file.
+    public var font: String
+    public init(text: String, duration: Double = 2, background: String = "#000000", color: String = "#ffffff",
+                size: Int? = nil, font: String = Title.defaultFont) {
+        self.text = text; self.duration = duration; self.background = background; self.color = color; self.size = size; self.font = font
     }
 }
 

@@ -5,9 +5,9 @@ import Yams
 public enum PipelineLoader {
     public static let topLevelKeys = ["version", "name", "output", "clips"]
     public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio"]
-    public static let itemKindKeys = ["video"]
+    public static let itemKindKeys = ["video", "title"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
-    static let laterKindKeys = ["live_photo", "photo", "title"]
+    static let laterKindKeys = ["live_photo", "photo"]
     public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
@@ -161,8 +161,14 @@ public enum PipelineLoader {
             throw ctx.error("'\(kindKey)' items are not supported by this version yet", at: m.keyNode(kindKey),
                             hint: "use 'video:' items")
         }
-        let sourceNode = m.node(kindKey)!
-        let source = try ctx.source(sourceNode)
+        let kindNode = m.node(kindKey)!
+        let kind: Item.Kind
+        if kindKey == "title" {
+            kind = .title(try parseTitle(kindNode, ctx))
+            if m.node("trim") != nil { throw ctx.error("trim applies to video items, not titles", at: m.keyNode("trim"), hint: "set the title's duration instead") }
+        } else {
+            kind = .video(source: try ctx.source(kindNode), trim: nil)
+        }
         var trim: Trim?
         if let t = m.node("trim") {
             let tm = try ctx.map(t, "trim")
@@ -220,7 +226,53 @@ public enum PipelineLoader {
             edits.adjust = adjust
         }
         try m.finish(allowed: itemKindKeys + editKeys)
-        return Item(kind: .video(source: source, trim: trim), edits: edits, location: location)
+        if case .video(let source, _) = kind { return Item(kind: .video(source: source, trim: trim), edits: edits, location: location) }
+        return Item(kind: kind, edits: edits, location: location)
+    }
+
+    /// `title: "Text"` or `title: { text, duration, background, color, size, font }`.
+    static func parseTitle(_ node: Node, _ ctx: Context) throws -> Title {
+        if case .scalar = node {
+            guard let text = node.string, !text.isEmpty else { throw ctx.error("a title needs text", at: node) }
+            let title = Title(text: text)
+            try checkFont(title.font, at: node, ctx)
+            return title
+        }
+        let m = try ctx.map(node, "title")
+        guard let text = try m.string("text"), !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw ctx.error("a title needs text", at: node, hint: "title: { text: \"June 2026\", duration: 2 }")
+        }
+        var title = Title(text: text)
+        if let d = try m.time("duration") {
+            guard d > 0 && d <= 600 else {
+                throw ctx.error("title duration must be more than 0 and at most 600 seconds, got \(d)", at: m.node("duration"))
+            }
+            title.duration = d
+        }
+        for key in ["background", "color"] {
+            if let c = m.node(key) {
+                guard let s = c.string, parseColor(s) != nil else { throw ctx.error("title \(key) must be a colour like \"#1c1c1e\"", at: c) }
+                if key == "background" { title.background = s } else { title.color = s }
+            }
+        }
+        if let size = try m.int("size") {
+            guard (8...1000).contains(size) else { throw ctx.error("title size must be 8…1000 pixels, got \(size)", at: m.node("size")) }
+            title.size = size
+        }
+        if let f = m.node("font"), let path = f.string {
+            title.font = ctx.resolve(path)
+            try checkFont(title.font, at: f, ctx)
+        } else {
+            try checkFont(title.font, at: node, ctx)
+        }
+        try m.finish(allowed: ["text", "duration", "background", "color", "size", "font"])
+        return title
+    }
+
+    static func checkFont(_ path: String, at node: Node, _ ctx: Context) throws {
+        guard ctx.checkFiles, !FileManager.default.isReadableFile(atPath: path) else { return }
+        throw ctx.error("font not found: \(path)", at: node,
+                        hint: path == Title.defaultFont ? "install fonts-dejavu-core (scripts/setup does), or give font: PATH" : "give the path of a .ttf or .otf file")
     }
 
     // MARK: value syntax

@@ -80,6 +80,8 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
     public var sampleCount: Int
     public var edits: Edits
     public var profile: OutputProfile
+    /// Set for title items: frames are generated, not decoded.
+    public var title: Title?
 
     public init(sourcePath: String, sourceName: String, trimStart: Double, frameCount: Int, sampleCount: Int, edits: Edits, profile: OutputProfile) {
         self.sourcePath = sourcePath; self.sourceName = sourceName; self.trimStart = trimStart
@@ -108,9 +110,14 @@ public enum Planner {
     }
 
     /// Frames an item lasts in the output, given its source's facts.
-    public static func frameCount(of item: Item, index: Int, facts: MediaFacts, fps: Rational) throws -> Int {
+    public static func frameCount(of item: Item, index: Int, facts: MediaFacts?, fps: Rational) throws -> Int {
         switch item.kind {
+        case .title(let t):
+            return Timing.frames(seconds: t.duration, fps: fps)
         case .video(_, let trim):
+            guard let facts else {
+                throw PipelineError("\(item.label(index: index)) has not been probed", at: item.location)
+            }
             let start = trim?.start ?? 0
             guard facts.hasVideo else {
                 throw PipelineError("\(item.label(index: index)) has no video stream", at: item.location,
@@ -135,10 +142,7 @@ public enum Planner {
         var frame = 0
         let fps = pipeline.output.fps
         for (i, item) in pipeline.items.enumerated() {
-            guard let f = facts[item.sources[0].uri] else {
-                throw PipelineError("\(item.label(index: i)) has not been probed", at: item.location)
-            }
-            let n = try frameCount(of: item, index: i, facts: f, fps: fps)
+            let n = try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps)
             let s0 = Timing.samples(atFrame: frame, fps: fps), s1 = Timing.samples(atFrame: frame + n, fps: fps)
             out.append(ItemTiming(item: i, startFrame: frame, frameCount: n,
                                   start: Timing.seconds(frames: frame, fps: fps),
@@ -155,12 +159,15 @@ public enum Planner {
     /// The segment a worker renders for item `index`.
     public static func segmentSpec(_ pipeline: Pipeline, index: Int, sourcePath: String, frameCount: Int) -> SegmentSpec {
         let item = pipeline.items[index]
-        let trimStart: Double
-        switch item.kind { case .video(_, let trim): trimStart = trim?.start ?? 0 }
-        return SegmentSpec(sourcePath: sourcePath, sourceName: item.sources[0].displayName, trimStart: trimStart,
-                           frameCount: frameCount,
-                           sampleCount: Timing.segmentSamples(frames: frameCount, fps: pipeline.output.fps),
-                           edits: item.edits, profile: pipeline.output.segmentProfile)
+        var spec = SegmentSpec(sourcePath: sourcePath, sourceName: item.sources.first?.displayName ?? item.label(index: index),
+                               trimStart: 0, frameCount: frameCount,
+                               sampleCount: Timing.segmentSamples(frames: frameCount, fps: pipeline.output.fps),
+                               edits: item.edits, profile: pipeline.output.segmentProfile)
+        switch item.kind {
+        case .video(_, let trim): spec.trimStart = trim?.start ?? 0
+        case .title(let t): spec.title = t
+        }
+        return spec
     }
 }
 

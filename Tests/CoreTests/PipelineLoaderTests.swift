@@ -237,3 +237,37 @@ import Testing
         #expect(throws: PipelineError.self) { try parse("adjust: { sharpness: 1 }") }
     }
 }
+
+extension EditingSetLoaderTests {
+    @Test func titlesParseAsScalarOrMapping() throws {
+        let p = try PipelineLoader.parse(text: """
+        output: { path: o.mp4 }
+        clips:
+          - title: "Hello"
+          - title: { text: "June", duration: "1.5s", background: "#102030", color: "#ffffff", size: 48 }
+            look: sepia
+        """, file: "p.yaml", baseDirectory: dir, checkFiles: false)
+        guard case .title(let a) = p.items[0].kind, case .title(let b) = p.items[1].kind else { Issue.record("kinds"); return }
+        #expect(a == Title(text: "Hello"))
+        #expect(b == Title(text: "June", duration: 1.5, background: "#102030", color: "#ffffff", size: 48))
+        #expect(p.items[1].edits.look == .sepia)
+        #expect(Planner.stages(for: p).count == 9)
+    }
+
+    @Test(arguments: [
+        ("title: { text: x, duration: -1 }", "duration"),
+        ("title: { duration: 2 }", "needs text"),
+        ("title: { text: x, font: missing.ttf }", "font not found"),
+        ("title: { text: x, background: blue }", "colour"),
+        ("title: x\n    trim: { start: 1 }", "trim applies to video"),
+    ])
+    func badTitlesAreLocatedErrors(_ yaml: String, _ fragment: String) throws {
+        do {
+            _ = try PipelineLoader.parse(text: "output: { path: o.mp4 }\nclips:\n  - \(yaml)\n", file: "p.yaml", baseDirectory: dir)
+            Issue.record("accepted \(yaml)")
+        } catch let e as PipelineError {
+            #expect(e.description.contains(fragment), "\(e)")
+            #expect((e.location?.line ?? 0) >= 3)
+        }
+    }
+}

@@ -67,3 +67,11 @@ extension LookTests {
         }
     }
 }
+
+@Suite struct TitleTests {
+    @Test func wrapKeepsWordsAndNewlines() {
+        #expect(TitleRenderer.wrap("one two three four", maxCharacters: 9) == ["one two", "three", "four"])
+        #expect(TitleRenderer.wrap("a\nb c", maxCharacters: 20) == ["a", "b c"])
+        #expect(TitleRenderer.wrap("unbreakablewordthatislong", maxCharacters: 5) == ["unbreakablewordthatislong"])
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// A filter graph that makes frames from nothing (a `color` source and what follows it).
+final class GeneratedVideo {
+    let graph: UnsafeMutablePointer<AVFilterGraph>
+    private var sink: UnsafeMutablePointer<AVFilterContext>?
+
+    init(description: String, file: String) throws {
+        graph = avfilter_graph_alloc()
+        var ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("buffersink"), "out", nil, nil, graph)
+        if ret >= 0 {
+            var inputs = avfilter_inout_alloc()
+            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sink
+            inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
+            var outputs: UnsafeMutablePointer<AVFilterInOut>? = nil
+            ret = avfilter_graph_parse_ptr(graph, description, &inputs, &outputs, nil)
+            avfilter_inout_free(&inputs); avfilter_inout_free(&outputs)
+        }
+        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
+        if ret < 0 {
+            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
+            avfilter_graph_free(&g)
+            throw MediaError(.decode, .permanent, file: file, "cannot build the generator '\(description)': \(avErrorString(ret))")
+        }
+    }
+    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
+
+    /// The next frame, or false at the end.
+    func next(into frame: Frame) throws -> Bool {
+        frame.unref()
+        let ret = av_buffersink_get_frame(sink, frame.ptr)
+        if ret == tl_averror_eof() { return false }
+        if ret < 0 { throw MediaError(.transform, .permanent, file: "", "generating frames failed: \(avErrorString(ret))") }
+        return true
+    }
+}
+
+/// Title cards: centred text, wrapped to the frame, on a background colour, with silence.
+enum TitleRenderer {
+    static func render(_ spec: SegmentSpec, title: Title, to path: String) throws -> SegmentReport {
+        _ = configureLogging
+        let name = spec.sourceName
+        let p = spec.profile
+        let size = title.size ?? max(12, p.height / 10)
+        let dir = NSTemporaryDirectory() + "threadline-title-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // One drawtext per line, each centred; text goes through files so no escaping can go wrong.
+        let lines = wrap(title.text, maxCharacters: max(6, Int(0.86 * Double(p.width) / (0.55 * Double(size)))))
+        let lineHeight = Int((Double(size) * 1.3).rounded())
+        let top = (p.height - lineHeight * lines.count) / 2
+        var chain = ["color=c=\(filterColor(title.background)):s=\(p.width)x\(p.height):r=\(p.fps.num)/\(p.fps.den)"]
+        for (k, line) in lines.enumerated() {
+            let file = "\(dir)/line\(k).txt"
+            try line.write(toFile: file, atomically: true, encoding: .utf8)
+            chain.append("drawtext=fontfile='\(title.font)':textfile='\(file)':expansion=none:fontsize=\(size)"
+                         + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(top + k * lineHeight)")
+        }
+        chain += VideoFilter.colour(spec.edits) + ["format=yuv420p"]
+        let t0 = now()
+        let generator = try GeneratedVideo(description: chain.joined(separator: ","), file: name)
+        let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name)
+        var report = SegmentReport()
+        let frame = Frame()
+        report.decodeSeconds = now() - t0
+        for slot in 0..<spec.frameCount {
+            let t1 = now()
+            guard try generator.next(into: frame) else { throw MediaError(.decode, .permanent, file: name, "the title generator stopped early") }
+            report.transformSeconds += now() - t1
+            let t2 = now()
+            try writer.writeVideo(frame.ptr, slot: slot)
+            report.encodeSeconds += now() - t2
+            report.framesOut += 1
+        }
+        let t3 = now()
+        try writer.finish()
+        report.encodeSeconds += now() - t3
+        report.samplesOut = writer.samplesWritten
+        return report
+    }
+
+    /// Greedy word wrap; explicit newlines are kept.
+    static func wrap(_ text: String, maxCharacters: Int) -> [String] {
+        var lines: [String] = []
+        for paragraph in text.components(separatedBy: "\n") {
+            var line = ""
+            for word in paragraph.split(separator: " ", omittingEmptySubsequences: true) {
+                if line.isEmpty { line = String(word) }
+                else if line.count + 1 + word.count <= maxCharacters { line += " " + word }
+                else { lines.append(line); line = String(word) }
+            }
+            lines.append(line)
+        }
+        return lines
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import Testing
+import ThreadlineCore
+import TestSupport
+
+/// The example pipelines in pipelines/ render, with the properties their features promise.
+@Suite(.serialized) struct ExamplePipelineTests {
+    static let media: String = {
+        let dir = temporaryDirectory("examples")
+        _ = try? run(repositoryRoot + "/scripts/make-demo-media", [dir + "/media"], timeout: 300)
+        return dir
+    }()
+
+    /// Copies an example next to the generated media and renders it.
+    static func render(_ name: String) throws -> (path: String, plan: Plan) {
+        let text = try String(contentsOfFile: repositoryRoot + "/pipelines/\(name).yaml", encoding: .utf8)
+        try text.write(toFile: media + "/\(name).yaml", atomically: true, encoding: .utf8)
+        let plan = try run(coordPath, ["plan", media + "/\(name).yaml", "--json"], timeout: 60)
+        #expect(plan.status == 0, "\(plan.err)")
+        let r = try run(coordPath, ["submit", media + "/\(name).yaml", "--state", media + "/state", "--workers", "2"], timeout: 300)
+        #expect(r.status == 0, "\(r.err)")
+        return (media + "/out/\(name).mp4", try JSONDecoder().decode(Plan.self, from: Data(plan.out.utf8)))
+    }
+
+    @Test func looksAndTitles() throws {
+        let (out, plan) = try Self.render("looks-and-titles")
+        let p = try ffprobe(out, countFrames: true)
+        let frames = try #require(plan.totalFrames)
+        #expect(frames == 60 + 60 + 60 + 60 + 45)
+        #expect(p.frames == frames && p.width == 1280 && p.height == 720 && p.frameRate == "30/1")
+        #expect(abs(p.duration - Double(frames) / 30) <= 1.0 / 30)
+        #expect(p.audioCodec == "aac")
+        // The title's background colour (#1c1c1e) in a corner of its first second.
+        let corner = try frameRGBMeans(out, frame: 15, x0: 0, x1: 0.05)
+        #expect(abs(corner.r - 0x1c) < 4 && abs(corner.g - 0x1c) < 4 && abs(corner.b - 0x1e) < 4, "title corner \(corner)")
+        // The closing title: #203a60.
+        let end = try frameRGBMeans(out, frame: frames - 10, x0: 0, x1: 0.05)
+        #expect(abs(end.r - 0x20) < 4 && abs(end.g - 0x3a) < 4 && abs(end.b - 0x60) < 4, "closing title corner \(end)")
+    }
+}
