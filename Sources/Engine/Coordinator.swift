@@ -385,9 +385,9 @@ final class CoordinatorCore {
             return .segment(spec)
         }
         if u.name == "concat", let timeline = run.timeline {
-            let inputs = timeline.map { t in
-                ConcatInput(path: run.segments[t.item]!.0.path, frameCount: t.frameCount, sampleCount: t.sampleCount,
-                            label: p.items[t.item].label(index: t.item))
+            let inputs = Planner.concatParts(timeline, fps: p.output.fps).map { part in
+                ConcatInput(path: run.segments[part.item]!.0.path, frameCount: part.frames, sampleCount: part.samples,
+                            label: p.items[part.item].label(index: part.item))
             }
             return .concat(inputs, profile: p.output)
         }

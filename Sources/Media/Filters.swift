@@ -160,3 +160,69 @@ final class Resampler {
         out.removeLast(Int(capacity - produced) * 2)
     }
 }
+
+/// Changes audio tempo without changing pitch (libavfilter atempo), on 48 kHz stereo s16.
+final class AudioTempo {
+    let graph: UnsafeMutablePointer<AVFilterGraph>
+    private var src: UnsafeMutablePointer<AVFilterContext>?
+    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    private let frame = Frame()
+    private var pts: Int64 = 0
+
+    /// atempo takes 0.5…100 per instance: chain two for slower than half speed.
+    static func filters(speed: Double) -> String {
+        speed < 0.5 ? String(format: "atempo=0.5,atempo=%.6f", speed / 0.5) : String(format: "atempo=%.6f", speed)
+    }
+
+    init(speed: Double, file: String) throws {
+        graph = avfilter_graph_alloc()
+        let args = "time_base=1/\(Timing.sampleRate):sample_rate=\(Timing.sampleRate):sample_fmt=s16:channel_layout=stereo"
+        var ret = avfilter_graph_create_filter(&src, avfilter_get_by_name("abuffer"), "in", args, nil, graph)
+        if ret >= 0 { ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("abuffersink"), "out", nil, nil, graph) }
+        if ret >= 0 {
+            var outputs = avfilter_inout_alloc(), inputs = avfilter_inout_alloc()
+            outputs!.pointee.name = av_strdup("in"); outputs!.pointee.filter_ctx = src; outputs!.pointee.pad_idx = 0; outputs!.pointee.next = nil
+            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sink; inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
+            let desc = Self.filters(speed: speed) + ",aformat=sample_fmts=s16:sample_rates=\(Timing.sampleRate):channel_layouts=stereo"
+            ret = avfilter_graph_parse_ptr(graph, desc, &inputs, &outputs, nil)
+            avfilter_inout_free(&inputs); avfilter_inout_free(&outputs)
+        }
+        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
+        if ret < 0 {
+            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
+            avfilter_graph_free(&g)
+            throw MediaError(.transform, .permanent, file: file, "cannot set up the tempo filter: \(avErrorString(ret))")
+        }
+    }
+    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
+
+    /// Feeds interleaved samples (or nil to flush) and appends what comes out to `out`.
+    func process(_ samples: [Int16]?, into out: inout [Int16]) throws {
+        if let samples {
+            let n = samples.count / 2
+            guard n > 0 else { return }
+            let f = frame.ptr
+            frame.unref()
+            f.pointee.nb_samples = Int32(n)
+            f.pointee.format = AV_SAMPLE_FMT_S16.rawValue
+            f.pointee.sample_rate = Int32(Timing.sampleRate)
+            tl_layout_stereo(&f.pointee.ch_layout)
+            f.pointee.pts = pts
+            pts += Int64(n)
+            guard av_frame_get_buffer(f, 0) >= 0 else { throw MediaError(.transform, .retryable, file: "", "out of memory") }
+            samples.withUnsafeBytes { raw in f.pointee.data.0!.update(from: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: n * 4) }
+            guard av_buffersrc_add_frame(src, f) >= 0 else { throw MediaError(.transform, .permanent, file: "", "tempo filter rejected audio") }
+        } else {
+            av_buffersrc_add_frame(src, nil)
+        }
+        while true {
+            frame.unref()
+            let ret = av_buffersink_get_frame(sink, frame.ptr)
+            if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
+            if ret < 0 { throw MediaError(.transform, .permanent, file: "", "tempo filter failed: \(avErrorString(ret))") }
+            let count = Int(frame.ptr.pointee.nb_samples) * 2
+            let data = UnsafeRawPointer(frame.ptr.pointee.data.0!).assumingMemoryBound(to: Int16.self)
+            out.append(contentsOf: UnsafeBufferPointer(start: data, count: count))
+        }
+    }
+}

@@ -38,6 +38,10 @@ private final class SegmentJob {
     let video: Decoder
     let audio: Decoder?
     let resampler: Resampler?
+    /// Set when speed ≠ 1: keeps the pitch while changing tempo.
+    let tempo: AudioTempo?
+    var scratch: [Int16] = []
+    var speed: Double { spec.edits.speed }
     let writer: SegmentWriter
     let orientation: Orientation?
     let fps: Double
@@ -89,6 +93,7 @@ private final class SegmentJob {
         }
         let fileName = spec.sourceName
         resampler = try audio.map { try Resampler(decoder: $0, file: fileName) }
+        tempo = audio != nil && spec.edits.speed != 1 ? try AudioTempo(speed: spec.edits.speed, file: fileName) : nil
         orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         fps = spec.profile.fps.double
 
@@ -187,7 +192,7 @@ private final class SegmentJob {
         }
         if t <= lastFrameTime { t = lastFrameTime + 1e-6 }   // keep time moving forward
         lastFrameTime = t
-        let r = t - spec.trimStart
+        let r = (t - spec.trimStart) / speed
         // The first slot this frame is nearest to: round(r × fps) ≤ slot.
         let first = max(0, Int((r * fps - 0.5).rounded(.down)) + 1)
         if let pending {
@@ -213,7 +218,7 @@ private final class SegmentJob {
                 throw MediaError(.decode, .permanent, file: name, "no video frame could be decoded")
             }
             // A file that stops far before the time asked of it is truncated, not just short.
-            let wanted = spec.trimStart + Double(spec.frameCount) / fps
+            let wanted = spec.trimStart + Double(spec.frameCount) / fps * speed
             if wanted - pendingTime > max(1.0, 0.25 * (wanted - spec.trimStart)) && input.duration - pendingTime > 1.0 {
                 throw MediaError(.decode, .permanent, file: name,
                                  String(format: "the file is truncated: its video ends at %.3f s but it claims %.3f s", pendingTime, input.duration))
@@ -255,19 +260,33 @@ private final class SegmentJob {
             audioStarted = true
             let ts = frame.ptr.pointee.best_effort_timestamp
             let t = ts == tl_nopts_value() ? spec.trimStart : Double(ts) * av_q2d(audio!.timeBase) - origin
-            let offset = Int(((t - spec.trimStart) * Double(Timing.sampleRate)).rounded())
+            let offset = Int(((t - spec.trimStart) / speed * Double(Timing.sampleRate)).rounded())
             if offset > 0 { audioBuffer.append(contentsOf: repeatElement(0, count: min(offset, spec.sampleCount) * 2)) }
             else { audioSkip = -offset }
         }
-        do { try resampler.convert(frame.ptr, into: &audioBuffer) }
-        catch var e as MediaError { e.file = name; throw e }
+        do {
+            if let tempo {
+                scratch.removeAll(keepingCapacity: true)
+                try resampler.convert(frame.ptr, into: &scratch)
+                try tempo.process(scratch, into: &audioBuffer)
+            } else {
+                try resampler.convert(frame.ptr, into: &audioBuffer)
+            }
+        } catch var e as MediaError { e.file = name; throw e }
         report.transformSeconds += now() - t0
         return try drainAudio(final: false)
     }
 
     func finishAudio() throws {
         if let resampler, audioStarted, writer.samplesWritten < spec.sampleCount {
-            try resampler.convert(nil, into: &audioBuffer)
+            if let tempo {
+                scratch.removeAll(keepingCapacity: true)
+                try resampler.convert(nil, into: &scratch)
+                try tempo.process(scratch, into: &audioBuffer)
+                try tempo.process(nil, into: &audioBuffer)
+            } else {
+                try resampler.convert(nil, into: &audioBuffer)
+            }
         }
         _ = try drainAudio(final: true)
     }

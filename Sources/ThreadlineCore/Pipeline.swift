@@ -165,10 +165,14 @@ public struct Edits: Sendable, Hashable, Codable {
     public var adjust: Adjust?
     /// Overrides the output's fit for this item.
     public var fit: OutputProfile.Fit?
+    /// Playback speed, 0.25…4; audio keeps its pitch.
+    public var speed: Double = 1
+    /// How many times the item plays in a row (its segment is rendered once).
+    public var loop: Int = 1
     public init(rotate: Int = 0, flip: Flip? = nil, crop: CropRect? = nil, mute: Bool = false, volume: Double = 1,
-                look: Look? = nil, adjust: Adjust? = nil, fit: OutputProfile.Fit? = nil) {
+                look: Look? = nil, adjust: Adjust? = nil, fit: OutputProfile.Fit? = nil, speed: Double = 1, loop: Int = 1) {
         self.rotate = rotate; self.flip = flip; self.crop = crop; self.mute = mute; self.volume = volume
-        self.look = look; self.adjust = adjust; self.fit = fit
+        self.look = look; self.adjust = adjust; self.fit = fit; self.speed = speed; self.loop = loop
     }
 }
 

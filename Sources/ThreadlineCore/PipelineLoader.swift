@@ -8,7 +8,7 @@ public enum PipelineLoader {
     public static let itemKindKeys = ["video", "title"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
     static let laterKindKeys = ["live_photo", "photo"]
-    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit"]
+    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
     public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
@@ -203,6 +203,17 @@ public enum PipelineLoader {
         if let v = try m.double("volume") {
             guard v >= 0 && v <= 10 else { throw ctx.error("volume must be between 0 and 10, got \(v)", at: m.node("volume")) }
             edits.volume = v
+        }
+        if let s = try m.double("speed") {
+            guard (0.25...4).contains(s) else {
+                throw ctx.error("speed must be between 0.25 and 4, got \(s)", at: m.node("speed"), hint: "2 plays twice as fast, 0.5 in slow motion")
+            }
+            if kindKey == "title" { throw ctx.error("speed applies to video items", at: m.keyNode("speed"), hint: "set the title's duration instead") }
+            edits.speed = s
+        }
+        if let n = try m.int("loop") {
+            guard (1...20).contains(n) else { throw ctx.error("loop must be 1…20 (how many times the item plays), got \(n)", at: m.node("loop")) }
+            edits.loop = n
         }
         edits.look = try m.enumValue("look", Look.self)
         edits.fit = try m.enumValue("fit", OutputProfile.Fit.self)

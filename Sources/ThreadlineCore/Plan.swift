@@ -53,7 +53,12 @@ public struct PlannedStage: Sendable, Hashable, Codable {
 public struct ItemTiming: Sendable, Hashable, Codable {
     public var item: Int
     public var startFrame: Int
+    /// Frames the item occupies: `segmentFrames × repeats`.
     public var frameCount: Int
+    /// Frames of its one rendered segment.
+    public var segmentFrames: Int
+    /// Times the segment plays in a row (`loop`).
+    public var repeats: Int
     public var start: Double
     public var duration: Double
     /// Exact audio samples this item occupies in the movie (48 kHz).
@@ -132,7 +137,7 @@ public enum Planner {
                                            item.label(index: index), start, facts.duration), at: item.location)
             }
             let end = min(trim?.end ?? facts.duration, facts.duration)
-            return Timing.frames(seconds: end - start, fps: fps)
+            return Timing.frames(seconds: (end - start) / item.edits.speed, fps: fps)
         }
     }
 
@@ -142,14 +147,29 @@ public enum Planner {
         var frame = 0
         let fps = pipeline.output.fps
         for (i, item) in pipeline.items.enumerated() {
-            let n = try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps)
+            let segment = try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps)
+            let n = segment * item.edits.loop
             let s0 = Timing.samples(atFrame: frame, fps: fps), s1 = Timing.samples(atFrame: frame + n, fps: fps)
-            out.append(ItemTiming(item: i, startFrame: frame, frameCount: n,
+            out.append(ItemTiming(item: i, startFrame: frame, frameCount: n, segmentFrames: segment, repeats: item.edits.loop,
                                   start: Timing.seconds(frames: frame, fps: fps),
                                   duration: Timing.seconds(frames: n, fps: fps), sampleStart: s0, sampleCount: s1 - s0))
             frame += n
         }
         return out
+    }
+
+    /// What concat joins, in order: each item's segment once per repetition, with the exact
+    /// frames and audio samples that repetition occupies.
+    public static func concatParts(_ timeline: [ItemTiming], fps: Rational) -> [(item: Int, frames: Int, samples: Int)] {
+        var parts: [(Int, Int, Int)] = []
+        for t in timeline {
+            for k in 0..<t.repeats {
+                let a = t.startFrame + k * t.segmentFrames
+                parts.append((t.item, t.segmentFrames,
+                              Timing.samples(atFrame: a + t.segmentFrames, fps: fps) - Timing.samples(atFrame: a, fps: fps)))
+            }
+        }
+        return parts
     }
 
     public static func plan(_ pipeline: Pipeline, facts: [String: MediaFacts]? = nil) throws -> Plan {
@@ -188,6 +208,7 @@ public enum StageKey {
         var normalised = spec
         normalised.sourcePath = ""
         normalised.sourceName = ""
+        normalised.edits.loop = 1      // repetitions happen at concat; the segment is the same
         return compute(kind: .encode, inputs: [sourceSHA256, SHA256Hasher.hex(renderer)], parameters: normalised)
     }
 }

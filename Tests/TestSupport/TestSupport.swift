@@ -224,3 +224,14 @@ public func averageSaturation(_ video: String) throws -> Double {
     guard !values.isEmpty else { throw GenerateError(message: "no signalstats: \(r.err)") }
     return values.reduce(0, +) / Double(values.count)
 }
+
+/// The dominant frequency of a pure tone, from its zero-crossing rate (Hz).
+public func toneFrequency(_ samples: ArraySlice<Int16>) -> Double {
+    var crossings = 0
+    var previous = samples.first ?? 0
+    for s in samples.dropFirst() {
+        if (previous < 0) != (s < 0) { crossings += 1 }
+        previous = s
+    }
+    return Double(crossings) / 2 / (Double(samples.count) / 48000)
+}
