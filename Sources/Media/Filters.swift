@@ -9,11 +9,13 @@ final class VideoFilter {
     private var sink: UnsafeMutablePointer<AVFilterContext>?
     let width: Int32, height: Int32, format: Int32
 
-    init(width: Int32, height: Int32, format: Int32, sar: AVRational, description: String, file: String) throws {
+    /// Frames pushed carry their output slot as pts in `timeBase` (1/fps), so `t` in filter
+    /// expressions is the item's output time.
+    init(width: Int32, height: Int32, format: Int32, sar: AVRational, timeBase: AVRational, description: String, file: String) throws {
         self.width = width; self.height = height; self.format = format
         graph = avfilter_graph_alloc()
         let sarText = sar.num > 0 && sar.den > 0 ? "\(sar.num)/\(sar.den)" : "1/1"
-        let args = "video_size=\(width)x\(height):pix_fmt=\(format):time_base=1/1:pixel_aspect=\(sarText)"
+        let args = "video_size=\(width)x\(height):pix_fmt=\(format):time_base=\(timeBase.num)/\(timeBase.den):pixel_aspect=\(sarText)"
         var ret = avfilter_graph_create_filter(&src, avfilter_get_by_name("buffer"), "in", args, nil, graph)
         if ret >= 0 { ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("buffersink"), "out", nil, nil, graph) }
         if ret >= 0 {
@@ -47,7 +49,8 @@ final class VideoFilter {
 
     /// The filter chain for an item: upright (display matrix), the user's rotate/flip/crop,
     /// square pixels, fit into the output size, output pixel format.
-    static func description(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile) -> String {
+    static func description(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile,
+                            textFile: String = "TEXT") -> String {
         var chain = orientation?.filters ?? []
         switch edits.rotate {
         case 90: chain.append("transpose=clock")
@@ -71,7 +74,7 @@ final class VideoFilter {
         // Colour belongs to the picture, before fitting: bars keep the background colour.
         chain += colour(edits)
         let w = profile.width, h = profile.height
-        let tail = ["setsar=1", "format=yuv420p"]
+        let tail = ["setsar=1"] + textOverlay(edits.text, file: textFile, profile: profile) + ["format=yuv420p"]
         switch edits.fit ?? profile.fit {
         case .letterbox:
             chain.append("scale=\(w):\(h):force_original_aspect_ratio=decrease:force_divisible_by=2")
@@ -89,6 +92,29 @@ final class VideoFilter {
         }
         chain += tail
         return chain.joined(separator: ",")
+    }
+
+    /// drawtext for an overlay on the fitted frame; the text itself comes from `file`.
+    static func textOverlay(_ text: TextOverlay?, file: String, profile: OutputProfile) -> [String] {
+        guard let text else { return [] }
+        let size = text.size ?? max(10, profile.height / 18)
+        let m = "h*0.05"
+        let (x, y): (String, String)
+        switch text.position {
+        case .top: (x, y) = ("(w-text_w)/2", m)
+        case .center: (x, y) = ("(w-text_w)/2", "(h-text_h)/2")
+        case .bottom: (x, y) = ("(w-text_w)/2", "h-text_h-\(m)")
+        case .topLeft: (x, y) = (m, m)
+        case .topRight: (x, y) = ("w-text_w-\(m)", m)
+        case .bottomLeft: (x, y) = (m, "h-text_h-\(m)")
+        case .bottomRight: (x, y) = ("w-text_w-\(m)", "h-text_h-\(m)")
+        }
+        var f = "drawtext=fontfile='\(text.font)':textfile='\(file)':expansion=none:fontsize=\(size):fontcolor=\(filterColor(text.color))"
+            + ":shadowx=2:shadowy=2:shadowcolor=black@0.6:x=\(x):y=\(y)"
+        if text.isWindowed {
+            f += String(format: ":enable='between(t,%.6f,%.6f)'", text.start ?? 0, text.end ?? 1e9)
+        }
+        return [f]
     }
 
     /// The look, then the adjustments.

@@ -58,7 +58,8 @@ enum TitleRenderer {
             chain.append("drawtext=fontfile='\(title.font)':textfile='\(file)':expansion=none:fontsize=\(size)"
                          + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(top + k * lineHeight)")
         }
-        chain += VideoFilter.colour(spec.edits) + ["format=yuv420p"]
+        let overlay = OverlayTextFile(spec.edits.text)
+        chain += VideoFilter.colour(spec.edits) + VideoFilter.textOverlay(spec.edits.text, file: try overlay.path(), profile: p) + ["format=yuv420p"]
         let t0 = now()
         let generator = try GeneratedVideo(description: chain.joined(separator: ","), file: name)
         let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name)
@@ -95,4 +96,20 @@ enum TitleRenderer {
         }
         return lines
     }
+}
+
+/// A text overlay's words in a temporary file for drawtext (removed with this object).
+final class OverlayTextFile {
+    let text: TextOverlay?
+    private var written: String?
+    init(_ text: TextOverlay?) { self.text = text }
+    func path() throws -> String {
+        guard let text else { return "" }
+        if let written { return written }
+        let p = NSTemporaryDirectory() + "threadline-text-\(UUID().uuidString).txt"
+        try text.value.write(toFile: p, atomically: true, encoding: .utf8)
+        written = p
+        return p
+    }
+    deinit { if let written { try? FileManager.default.removeItem(atPath: written) } }
 }

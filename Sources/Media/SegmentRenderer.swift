@@ -46,6 +46,7 @@ private final class SegmentJob {
     let orientation: Orientation?
     let fps: Double
     var filter: VideoFilter?
+    let textFile: OverlayTextFile
     var report = SegmentReport()
 
     // Video timing state: the last decoded frame not yet placed, and the next output slot.
@@ -96,6 +97,7 @@ private final class SegmentJob {
         tempo = audio != nil && spec.edits.speed != 1 ? try AudioTempo(speed: spec.edits.speed, file: fileName) : nil
         orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         fps = spec.profile.fps.double
+        textFile = OverlayTextFile(spec.edits.text)
 
         writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName)
     }
@@ -229,26 +231,34 @@ private final class SegmentJob {
     }
 
     /// Filters `frame` once and encodes it for each slot.
+    /// Filters `frame` and encodes it for each slot: once for all of them, or once per slot when
+    /// a text overlay's time window makes the picture depend on the slot.
     func emit(_ frame: Frame, slots: Range<Int>) throws {
         guard !slots.isEmpty else { return }
-        var t0 = now()
         let f = frame.ptr
         if filter == nil || !filter!.matches(f) {
             var sar = f.pointee.sample_aspect_ratio
             if sar.num == 0 { sar = input.stream(videoIndex).pointee.codecpar.pointee.sample_aspect_ratio }
-            let desc = VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile)
+            let desc = VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile,
+                                               textFile: try textFile.path())
             filter = try VideoFilter(width: f.pointee.width, height: f.pointee.height, format: f.pointee.format, sar: sar,
+                                     timeBase: AVRational(num: Int32(spec.profile.fps.den), den: Int32(spec.profile.fps.num)),
                                      description: desc, file: name)
         }
-        try filter!.process(f, into: filtered, file: name)
-        report.transformSeconds += now() - t0
-        t0 = now()
+        let perSlot = spec.edits.text?.isWindowed == true
         for slot in slots {
+            if slot == slots.lowerBound || perSlot {
+                let t0 = now()
+                f.pointee.pts = Int64(slot)
+                try filter!.process(f, into: filtered, file: name)
+                report.transformSeconds += now() - t0
+            }
+            let t1 = now()
             try writer.writeVideo(filtered.ptr, slot: slot)
+            report.encodeSeconds += now() - t1
             report.framesOut += 1
             if audio == nil { try writer.writeSilence(upTo: Timing.samples(atFrame: slot + 1, fps: spec.profile.fps)) }
         }
-        report.encodeSeconds += now() - t0
     }
 
     // MARK: audio

@@ -169,11 +169,36 @@ public struct Edits: Sendable, Hashable, Codable {
     public var speed: Double = 1
     /// How many times the item plays in a row (its segment is rendered once).
     public var loop: Int = 1
+    /// Text drawn over the item.
+    public var text: TextOverlay?
     public init(rotate: Int = 0, flip: Flip? = nil, crop: CropRect? = nil, mute: Bool = false, volume: Double = 1,
                 look: Look? = nil, adjust: Adjust? = nil, fit: OutputProfile.Fit? = nil, speed: Double = 1, loop: Int = 1) {
         self.rotate = rotate; self.flip = flip; self.crop = crop; self.mute = mute; self.volume = volume
         self.look = look; self.adjust = adjust; self.fit = fit; self.speed = speed; self.loop = loop
     }
+}
+
+/// Text over an item, optionally only between `start` and `end` (seconds of the item).
+public struct TextOverlay: Sendable, Hashable, Codable {
+    public enum Position: String, Sendable, Hashable, Codable, CaseIterable {
+        case top, center, bottom
+        case topLeft = "top-left", topRight = "top-right", bottomLeft = "bottom-left", bottomRight = "bottom-right"
+    }
+    public var value: String
+    public var position: Position = .bottom
+    /// Pixels; nil: an eighteenth of the output height.
+    public var size: Int?
+    public var color: String = "#ffffff"
+    public var start: Double?
+    public var end: Double?
+    public var font: String = Title.defaultFont
+    public init(value: String, position: Position = .bottom, size: Int? = nil, color: String = "#ffffff",
+                start: Double? = nil, end: Double? = nil, font: String = Title.defaultFont) {
+        self.value = value; self.position = position; self.size = size; self.color = color
+        self.start = start; self.end = end; self.font = font
+    }
+    /// True when the text shows only part of the time.
+    public var isWindowed: Bool { start != nil || end != nil }
 }
 
 /// Named looks, as casual movie apps offer them.

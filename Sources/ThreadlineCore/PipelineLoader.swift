@@ -8,7 +8,7 @@ public enum PipelineLoader {
     public static let itemKindKeys = ["video", "title"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
     static let laterKindKeys = ["live_photo", "photo"]
-    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop"]
+    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
     public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
@@ -215,6 +215,7 @@ public enum PipelineLoader {
             guard (1...20).contains(n) else { throw ctx.error("loop must be 1…20 (how many times the item plays), got \(n)", at: m.node("loop")) }
             edits.loop = n
         }
+        if let t = m.node("text") { edits.text = try parseText(t, ctx) }
         edits.look = try m.enumValue("look", Look.self)
         edits.fit = try m.enumValue("fit", OutputProfile.Fit.self)
         if let a = m.node("adjust") {
@@ -278,6 +279,39 @@ public enum PipelineLoader {
         }
         try m.finish(allowed: ["text", "duration", "background", "color", "size", "font"])
         return title
+    }
+
+    /// `text: "Words"` or `text: { value, position, size, color, start, end, font }`.
+    static func parseText(_ node: Node, _ ctx: Context) throws -> TextOverlay {
+        if case .scalar = node {
+            guard let v = node.string, !v.isEmpty else { throw ctx.error("text needs a value", at: node) }
+            let t = TextOverlay(value: v)
+            try checkFont(t.font, at: node, ctx)
+            return t
+        }
+        let m = try ctx.map(node, "text")
+        guard let v = try m.string("value"), !v.isEmpty else {
+            throw ctx.error("text needs a value", at: node, hint: "text: { value: \"June 3, 2026\", position: bottom }")
+        }
+        var t = TextOverlay(value: v)
+        if let p = try m.enumValue("position", TextOverlay.Position.self) { t.position = p }
+        if let size = try m.int("size") {
+            guard (8...1000).contains(size) else { throw ctx.error("text size must be 8…1000 pixels, got \(size)", at: m.node("size")) }
+            t.size = size
+        }
+        if let c = m.node("color") {
+            guard let s = c.string, parseColor(s) != nil else { throw ctx.error("text color must be a colour like \"#ffffff\"", at: c) }
+            t.color = s
+        }
+        t.start = try m.time("start")
+        t.end = try m.time("end")
+        if let s = t.start, let e = t.end, e <= s {
+            throw ctx.error("text end (\(e)) must be after its start (\(s))", at: m.node("end"))
+        }
+        if let f = m.node("font"), let path = f.string { t.font = ctx.resolve(path); try checkFont(t.font, at: f, ctx) }
+        else { try checkFont(t.font, at: node, ctx) }
+        try m.finish(allowed: ["value", "position", "size", "color", "start", "end", "font"])
+        return t
     }
 
     static func checkFont(_ path: String, at node: Node, _ ctx: Context) throws {

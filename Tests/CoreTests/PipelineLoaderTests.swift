@@ -271,3 +271,17 @@ extension EditingSetLoaderTests {
         }
     }
 }
+
+extension EditingSetLoaderTests {
+    @Test func textOverlaysParse() throws {
+        let p = try parse("text: { value: \"June 3\", position: top-right, size: 30, color: \"#ffee00\", start: 0.5, end: \"2s\" }")
+        #expect(p.items[0].edits.text == TextOverlay(value: "June 3", position: .topRight, size: 30, color: "#ffee00", start: 0.5, end: 2))
+        #expect(try parse("text: \"Hello\"").items[0].edits.text?.value == "Hello")
+    }
+
+    @Test func badTextIsALocatedError() throws {
+        #expect(throws: PipelineError.self) { try parse("text: { value: x, position: middle }") }
+        #expect(throws: PipelineError.self) { try parse("text: { value: x, start: 2, end: 1 }") }
+        #expect(throws: PipelineError.self) { try parse("text: { position: top }") }
+    }
+}

@@ -75,3 +75,39 @@ extension LookTests {
         #expect(TitleRenderer.wrap("unbreakablewordthatislong", maxCharacters: 5) == ["unbreakablewordthatislong"])
     }
 }
+
+@Suite struct TextOverlayTests {
+    /// Mean brightness of the bottom band where bottom text sits (rows 80 %…95 %), on black.
+    static func bottomBand(_ video: String, frame: Int) throws -> Double {
+        let dir = temporaryDirectory("band")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-i", video, "-vf", "select='eq(n\\,\(frame))',crop=iw*0.4:ih*0.15:iw*0.3:ih*0.8",
+                                   "-frames:v", "1", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "gray", dir + "/g.raw"])
+        guard r.status == 0, let d = FileManager.default.contents(atPath: dir + "/g.raw") else { throw GenerateError(message: r.err) }
+        return Double(d.reduce(0) { $0 + Int($1) }) / Double(d.count)
+    }
+
+    @Test func textShowsInsideItsWindowOnly() throws {
+        // A black source, so white text is all that is bright.
+        let dir = temporaryDirectory("text")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=640x360:r=30:d=2", "-c:v", "libx264",
+                                   "-preset", "ultrafast", "-pix_fmt", "yuv420p", dir + "/black.mp4"])
+        #expect(r.status == 0)
+        let src = dir + "/black.mp4"
+        let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
+        var edits = Edits()
+        edits.text = TextOverlay(value: "June 3, 2026", position: .bottom, size: 40, start: 0.5, end: 1.5)
+        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .video(source: SourceRef(src), trim: nil), edits: edits)])
+        let t = try Planner.timeline(for: pipeline, facts: [src: try Probe.facts(path: src)])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: t[0].frameCount)
+        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
+        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "t")],
+                           profile: profile, to: dir + "/out.mp4")
+        let before = try Self.bottomBand(dir + "/out.mp4", frame: 10)     // 0.33 s
+        let during = try Self.bottomBand(dir + "/out.mp4", frame: 30)     // 1.0 s
+        let after = try Self.bottomBand(dir + "/out.mp4", frame: 50)      // 1.67 s
+        #expect(before < 20 && after < 20, "text outside its window: \(before), \(after)")
+        #expect(during > before + 15, "no text inside its window: \(during)")
+        let top = try frameRGBMeans(dir + "/out.mp4", frame: 30, x0: 0.3, x1: 0.7)
+        #expect(top.r < 40, "text should sit at the bottom")
+    }
+}

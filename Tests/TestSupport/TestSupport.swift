@@ -98,7 +98,11 @@ public enum Generate {
     }
 }
 
-public struct GenerateError: Error, CustomStringConvertible { public var message: String; public var description: String { message } }
+public struct GenerateError: Error, CustomStringConvertible {
+    public var message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
 
 /// What ffprobe says about a file.
 public struct ProbeResult: Sendable {
