@@ -216,7 +216,7 @@ final class CoordinatorCore {
         for (i, item) in pipeline.items.enumerated() where item.sources.isEmpty {
             guard let fi = run.index(of: "fetch/\(i)"), let ri = run.index(of: "render/\(i)") else { continue }
             run.units[fi].state = .done
-            run.units[ri].state = .ready
+            if pipeline.output.maxDuration == nil { run.units[ri].state = .ready }
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
             try lineage.stageUpdate(ids["fetch/\(i)"]!, state: "succeeded", params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
                                     finished: Date().timeIntervalSince1970, seconds: 0)
@@ -504,7 +504,7 @@ final class CoordinatorCore {
             run.sources[i] = (art, aid)
             run.facts[i] = facts
             run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
-            if let ri = run.index(of: "render/\(i)") {
+            if let ri = run.index(of: "render/\(i)"), p.output.maxDuration == nil {
                 run.units[ri].state = .ready
                 let spec = Planner.segmentSpec(p, index: i, sourcePath: art.path, frameCount: run.frameCounts[i]!)
                 let params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)
@@ -562,8 +562,19 @@ final class CoordinatorCore {
         guard run.timeline == nil, run.frameCounts.count == p.items.count else { return }
         var byURI: [String: MediaFacts] = [:]
         for (i, f) in run.facts { byURI[p.items[i].sources[0].uri] = f }
-        run.timeline = try Planner.timeline(for: p, facts: byURI)
-        try lineage.setItemTiming(runID: run.id, timeline: run.timeline!)
+        let timeline = try Planner.timeline(for: p, facts: byURI)
+        run.timeline = timeline
+        try lineage.setItemTiming(runID: run.id, timeline: timeline)
+        // With a length cap, renders wait for the whole timeline: now they may start, fitted.
+        if p.output.maxDuration != nil {
+            for t in timeline {
+                run.frameCounts[t.item] = t.segmentFrames
+                if let ri = run.index(of: "render/\(t.item)"), run.units[ri].state == .waiting {
+                    run.units[ri].state = .ready
+                    for s in run.units[ri].stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready") }
+                }
+            }
+        }
     }
 
     func retry(_ run: RunState, _ ui: Int, error: String) {

@@ -38,6 +38,8 @@ public struct OutputProfile: Sendable, Hashable, Codable {
     public var background: String
     public var video: VideoSettings
     public var audio: AudioSettings
+    /// A cap on the movie's length.
+    public var maxDuration: MaxDuration?
 
     public init(path: String, width: Int = 1280, height: Int = 720, fps: Rational = Rational(30, 1),
                 fit: Fit = .letterbox, background: String = "#000000",
@@ -46,8 +48,26 @@ public struct OutputProfile: Sendable, Hashable, Codable {
         self.background = background; self.video = video; self.audio = audio
     }
 
-    /// The profile without the output path: what a segment's content depends on.
-    public var segmentProfile: OutputProfile { var p = self; p.path = ""; return p }
+    /// The profile without what does not change a segment's content (path, length cap).
+    public var segmentProfile: OutputProfile { var p = self; p.path = ""; p.maxDuration = nil; return p }
+}
+
+/// `max_duration`: what to do when the planned movie is longer than `seconds`.
+public struct MaxDuration: Sendable, Hashable, Codable {
+    public enum Policy: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Refuse, before any rendering, naming the planned length.
+        case fail
+        /// Shorten every item proportionally, never below `MaxDuration.minimumItemSeconds`.
+        case fit
+    }
+    /// No item is fitted below this (or below its own length, if shorter).
+    public static let minimumItemSeconds = 1.0
+    public var seconds: Double
+    public var policy: Policy
+    public var location: SourceLocation?
+    public init(seconds: Double, policy: Policy = .fail, location: SourceLocation? = nil) {
+        self.seconds = seconds; self.policy = policy; self.location = location
+    }
 }
 
 public struct VideoSettings: Sendable, Hashable, Codable {

@@ -4,7 +4,7 @@ import Yams
 /// Reads a pipeline file into a `Pipeline`, reporting every problem with file:line:column.
 public enum PipelineLoader {
     public static let topLevelKeys = ["version", "name", "output", "clips"]
-    public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio"]
+    public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration"]
     public static let itemKindKeys = ["video", "title"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
     static let laterKindKeys = ["live_photo", "photo"]
@@ -139,6 +139,15 @@ public enum PipelineLoader {
                 profile.audio.bitrate = bps
             }
             try am.finish(allowed: ["codec", "bitrate"])
+        }
+        if let md = m.node("max_duration") {
+            let mm = try ctx.map(md, "output.max_duration")
+            guard let seconds = try mm.time("seconds"), seconds > 0 else {
+                throw ctx.error("output.max_duration needs seconds > 0", at: md, hint: "max_duration: { seconds: 30, policy: fail }")
+            }
+            let policy = try mm.enumValue("policy", MaxDuration.Policy.self) ?? .fail
+            try mm.finish(allowed: ["seconds", "policy"])
+            profile.maxDuration = MaxDuration(seconds: seconds, policy: policy, location: ctx.location(of: md))
         }
         try m.finish(allowed: outputKeys)
         return profile

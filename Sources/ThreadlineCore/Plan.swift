@@ -141,13 +141,18 @@ public enum Planner {
         }
     }
 
-    /// The frame-exact timeline; `facts` is keyed by source URI.
+    /// The frame-exact timeline; `facts` is keyed by source URI. Applies `max_duration`.
     public static func timeline(for pipeline: Pipeline, facts: [String: MediaFacts]) throws -> [ItemTiming] {
         var out: [ItemTiming] = []
         var frame = 0
         let fps = pipeline.output.fps
+        var natural: [Int] = []
         for (i, item) in pipeline.items.enumerated() {
-            let segment = try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps)
+            natural.append(try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps))
+        }
+        let segments = try applyMaxDuration(pipeline, natural: natural)
+        for (i, item) in pipeline.items.enumerated() {
+            let segment = segments[i]
             let n = segment * item.edits.loop
             let s0 = Timing.samples(atFrame: frame, fps: fps), s1 = Timing.samples(atFrame: frame + n, fps: fps)
             out.append(ItemTiming(item: i, startFrame: frame, frameCount: n, segmentFrames: segment, repeats: item.edits.loop,
@@ -156,6 +161,53 @@ public enum Planner {
             frame += n
         }
         return out
+    }
+
+    /// Segment frames per item after `max_duration`: unchanged, fitted, or an error.
+    static func applyMaxDuration(_ pipeline: Pipeline, natural: [Int]) throws -> [Int] {
+        guard let cap = pipeline.output.maxDuration else { return natural }
+        let fps = pipeline.output.fps
+        let loops = pipeline.items.map(\.edits.loop)
+        let total = zip(natural, loops).reduce(0) { $0 + $1.0 * $1.1 }
+        let limit = Int((cap.seconds * fps.double).rounded(.down))
+        guard total > limit else { return natural }
+        let planned = Timing.seconds(frames: total, fps: fps)
+        switch cap.policy {
+        case .fail:
+            throw PipelineError(String(format: "the movie is planned at %.3f s, over max_duration %.3f s", planned, cap.seconds),
+                                at: cap.location, hint: "shorten trims, remove items, or use policy: fit")
+        case .fit:
+            // Proportional shortening; no item below its floor (1 s, or its own length if shorter).
+            let floors = natural.map { min($0, Timing.frames(seconds: MaxDuration.minimumItemSeconds, fps: fps)) }
+            let floorTotal = zip(floors, loops).reduce(0) { $0 + $1.0 * $1.1 }
+            guard floorTotal <= limit else {
+                throw PipelineError(String(format: "max_duration %.3f s cannot fit %d items of at least %.1f s each (%.3f s)", cap.seconds,
+                                           natural.count, MaxDuration.minimumItemSeconds, Timing.seconds(frames: floorTotal, fps: fps)),
+                                    at: cap.location, hint: "raise max_duration or remove items")
+            }
+            // Water-filling: items that would fall below their floor stay at it, and the rest
+            // share what is left in proportion to their length.
+            var pinned = Set<Int>()
+            var k = 1.0
+            while true {
+                let room = limit - pinned.reduce(0) { $0 + floors[$1] * loops[$1] }
+                let flexible = natural.indices.filter { !pinned.contains($0) }.reduce(0) { $0 + natural[$1] * loops[$1] }
+                k = flexible > 0 ? Double(room) / Double(flexible) : 0
+                let below = natural.indices.filter { !pinned.contains($0) && Int((Double(natural[$0]) * k).rounded(.down)) < floors[$0] }
+                if below.isEmpty { break }
+                pinned.formUnion(below)
+            }
+            var fitted = natural.indices.map { pinned.contains($0) ? floors[$0] : Int((Double(natural[$0]) * k).rounded(.down)) }
+            // Hand out what rounding left, one frame at a time, to items that can still grow.
+            var left = limit - zip(fitted, loops).reduce(0) { $0 + $1.0 * $1.1 }
+            var i = 0
+            while left > 0 && i < 10 * fitted.count {
+                let j = i % fitted.count
+                if fitted[j] < natural[j] && loops[j] <= left { fitted[j] += 1; left -= loops[j] }
+                i += 1
+            }
+            return fitted
+        }
     }
 
     /// What concat joins, in order: each item's segment once per repetition, with the exact

@@ -78,7 +78,8 @@ struct Submit: ParsableCommand {
 
     func run() throws {
         let p = try loadPipeline(pipeline)
-        let level: Logger.Level = verbose ? .info : .error
+        // Without --verbose the CLI itself reports failures; the log stays quiet.
+        let level: Logger.Level = verbose ? .info : .critical
         let logger = { var l = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }; l.logLevel = level; return l }()
         let workerExe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent("worker").path

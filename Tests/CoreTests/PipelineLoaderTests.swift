@@ -285,3 +285,38 @@ extension EditingSetLoaderTests {
         #expect(throws: PipelineError.self) { try parse("text: { position: top }") }
     }
 }
+
+@Suite struct MaxDurationTests {
+    func pipeline(_ seconds: [Double], cap: MaxDuration) -> (Pipeline, [String: MediaFacts]) {
+        var facts: [String: MediaFacts] = [:]
+        var items: [Item] = []
+        for (i, s) in seconds.enumerated() {
+            items.append(Item(kind: .video(source: SourceRef("/m/\(i).mov"), trim: nil)))
+            facts["/m/\(i).mov"] = MediaFacts(duration: s, width: 16, height: 16, hasVideo: true, hasAudio: true)
+        }
+        var out = OutputProfile(path: "/o.mp4")
+        out.maxDuration = cap
+        return (Pipeline(name: "p", output: out, items: items), facts)
+    }
+
+    @Test func fitShortensProportionallyToTheExactCap() throws {
+        let (p, facts) = pipeline([10, 10, 0.5, 20], cap: MaxDuration(seconds: 15, policy: .fit))
+        let t = try Planner.timeline(for: p, facts: facts)
+        #expect(t.reduce(0) { $0 + $1.frameCount } == 450)
+        #expect(t[2].frameCount == 15)                        // shorter than the floor: kept whole
+        #expect(abs(Double(t[3].frameCount) / Double(t[0].frameCount) - 2) < 0.1)   // proportions kept
+        #expect(t.allSatisfy { $0.frameCount >= min(30, $0.segmentFrames) })
+    }
+
+    @Test func failNamesThePlannedLength() {
+        let (p, facts) = pipeline([10, 10], cap: MaxDuration(seconds: 15, policy: .fail, location: SourceLocation(file: "p.yaml", line: 6, column: 17)))
+        do { _ = try Planner.timeline(for: p, facts: facts); Issue.record("no error") } catch let e as PipelineError {
+            #expect(e.description.hasPrefix("p.yaml:6:17: error: the movie is planned at 20.000 s, over max_duration 15.000 s"))
+        } catch { Issue.record("\(error)") }
+    }
+
+    @Test func fitBelowTheFloorsIsAnError() {
+        let (p, facts) = pipeline([10, 10, 10], cap: MaxDuration(seconds: 2, policy: .fit))
+        #expect(throws: PipelineError.self) { _ = try Planner.timeline(for: p, facts: facts) }
+    }
+}

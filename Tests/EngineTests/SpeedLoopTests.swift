@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import ThreadlineCore
+import Lineage
 import TestSupport
 
 /// speed and loop through the real binaries.
@@ -49,5 +50,47 @@ import TestSupport
         let r = try run(coordPath, ["submit", Self.dir + "/zero.yaml", "--state", Self.dir + "/state"], timeout: 60)
         #expect(r.status == 2)
         #expect(r.err.contains("zero.yaml:10:12: error: speed must be between 0.25 and 4"), "\(r.err)")
+    }
+}
+
+@Suite(.serialized) struct MaxDurationEndToEndTests {
+    static func pipeline(_ policy: String, _ dir: String) throws {
+        for i in 0..<3 { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 2, tone: 300 + Double(i) * 100) }
+        let text = """
+        version: 1
+        output:
+          path: \(dir)/out.mp4
+          size: 320x240
+          max_duration: { seconds: 3, policy: \(policy) }
+          video: { preset: ultrafast }
+        clips:
+          - video: c0.mp4
+          - video: c1.mp4
+          - video: c2.mp4
+        """
+        try text.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+    }
+
+    @Test func failStopsBeforeAnyRendering() throws {
+        let dir = temporaryDirectory("maxfail")
+        try Self.pipeline("fail", dir)
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(r.status == 1)
+        #expect(r.err.contains("p.yaml:5:17: error: the movie is planned at 6.000 s, over max_duration 3.000 s"), "\(r.err)")
+        let renders = try Lineage.LineageStore.readRows(path: dir + "/state/lineage.db",
+            "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind IN ('decode', 'transform', 'encode', 'concat')")
+        #expect(renders[0]["n"] == "0")
+        let plan = try run(coordPath, ["plan", dir + "/p.yaml"], timeout: 60)
+        #expect(plan.status == 2 && plan.err.contains("over max_duration"))
+    }
+
+    @Test func fitRendersExactlyTheCap() throws {
+        let dir = temporaryDirectory("maxfit")
+        try Self.pipeline("fit", dir)
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        let p = try ffprobe(dir + "/out.mp4", countFrames: true)
+        #expect(p.frames == 90)
+        #expect(abs(p.duration - 3.0) <= 1.0 / 30)
     }
 }
