@@ -50,7 +50,29 @@ final class VideoFilter {
     /// The filter chain for an item: upright (display matrix), the user's rotate/flip/crop,
     /// square pixels, fit into the output size, output pixel format.
     static func description(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile,
-                            textFile: String = "TEXT") -> String {
+                            textFile: String = "TEXT", watermarkFile: String = "WATERMARK") -> String {
+        watermarked(body(orientation: orientation, sar: sar, edits: edits, profile: profile, textFile: textFile),
+                    profile: profile, file: watermarkFile)
+    }
+
+    /// Ends a chain: the watermark (if any) over the finished frame, then the output pixel format.
+    static func watermarked(_ body: String, profile: OutputProfile, file: String) -> String {
+        guard let w = profile.watermark else { return body + ",format=yuv420p" }
+        let h = max(2, Int(Double(profile.height) * w.size))
+        let m = Int(Double(profile.height) * w.margin)
+        let (x, y): (String, String)
+        switch w.position {
+        case .topLeft: (x, y) = ("\(m)", "\(m)")
+        case .topRight: (x, y) = ("W-w-\(m)", "\(m)")
+        case .bottomLeft: (x, y) = ("\(m)", "H-h-\(m)")
+        case .bottomRight: (x, y) = ("W-w-\(m)", "H-h-\(m)")
+        }
+        return body + "[main];movie=filename='\(file)',format=rgba,scale=-2:\(h),colorchannelmixer=aa=\(String(format: "%.4f", w.opacity))[wm]"
+            + ";[main][wm]overlay=x=\(x):y=\(y):eof_action=repeat,format=yuv420p"
+    }
+
+    /// Everything up to the finished frame, without the final pixel format.
+    static func body(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile, textFile: String) -> String {
         var chain = orientation?.filters ?? []
         switch edits.rotate {
         case 90: chain.append("transpose=clock")
@@ -74,7 +96,7 @@ final class VideoFilter {
         // Colour belongs to the picture, before fitting: bars keep the background colour.
         chain += colour(edits)
         let w = profile.width, h = profile.height
-        let tail = ["setsar=1"] + textOverlay(edits.text, file: textFile, profile: profile) + ["format=yuv420p"]
+        let tail = ["setsar=1"] + textOverlay(edits.text, file: textFile, profile: profile)
         switch edits.fit ?? profile.fit {
         case .letterbox:
             chain.append("scale=\(w):\(h):force_original_aspect_ratio=decrease:force_divisible_by=2")

@@ -59,9 +59,11 @@ enum TitleRenderer {
                          + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(top + k * lineHeight)")
         }
         let overlay = OverlayTextFile(spec.edits.text)
-        chain += VideoFilter.colour(spec.edits) + VideoFilter.textOverlay(spec.edits.text, file: try overlay.path(), profile: p) + ["format=yuv420p"]
+        chain += VideoFilter.colour(spec.edits) + VideoFilter.textOverlay(spec.edits.text, file: try overlay.path(), profile: p)
+        let watermark = WatermarkFile(p.watermark)
+        let description = VideoFilter.watermarked(chain.joined(separator: ","), profile: p, file: try watermark.path())
         let t0 = now()
-        let generator = try GeneratedVideo(description: chain.joined(separator: ","), file: name)
+        let generator = try GeneratedVideo(description: description, file: name)
         let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name)
         var report = SegmentReport()
         let frame = Frame()
@@ -112,4 +114,23 @@ final class OverlayTextFile {
         return p
     }
     deinit { if let written { try? FileManager.default.removeItem(atPath: written) } }
+}
+
+/// The watermark image under a name that needs no escaping in a filter graph (removed with this object).
+final class WatermarkFile {
+    let watermark: Watermark?
+    private var copied: String?
+    init(_ watermark: Watermark?) { self.watermark = watermark }
+    func path() throws -> String {
+        guard let watermark else { return "" }
+        if let copied { return copied }
+        let ext = (watermark.image as NSString).pathExtension
+        let p = NSTemporaryDirectory() + "threadline-wm-\(UUID().uuidString).\(ext.isEmpty ? "png" : ext)"
+        do { try FileManager.default.copyItem(atPath: watermark.image, toPath: p) } catch {
+            throw MediaError(.transform, .permanent, file: (watermark.image as NSString).lastPathComponent, "cannot read the watermark image: \(error.localizedDescription)")
+        }
+        copied = p
+        return p
+    }
+    deinit { if let copied { try? FileManager.default.removeItem(atPath: copied) } }
 }

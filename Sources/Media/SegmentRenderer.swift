@@ -47,6 +47,7 @@ private final class SegmentJob {
     let fps: Double
     var filter: VideoFilter?
     let textFile: OverlayTextFile
+    let watermarkFile: WatermarkFile
     var report = SegmentReport()
 
     // Video timing state: the last decoded frame not yet placed, and the next output slot.
@@ -98,6 +99,7 @@ private final class SegmentJob {
         orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         fps = spec.profile.fps.double
         textFile = OverlayTextFile(spec.edits.text)
+        watermarkFile = WatermarkFile(spec.profile.watermark)
 
         writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName)
     }
@@ -240,7 +242,7 @@ private final class SegmentJob {
             var sar = f.pointee.sample_aspect_ratio
             if sar.num == 0 { sar = input.stream(videoIndex).pointee.codecpar.pointee.sample_aspect_ratio }
             let desc = VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile,
-                                               textFile: try textFile.path())
+                                               textFile: try textFile.path(), watermarkFile: try watermarkFile.path())
             filter = try VideoFilter(width: f.pointee.width, height: f.pointee.height, format: f.pointee.format, sar: sar,
                                      timeBase: AVRational(num: Int32(spec.profile.fps.den), den: Int32(spec.profile.fps.num)),
                                      description: desc, file: name)

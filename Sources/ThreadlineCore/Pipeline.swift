@@ -40,6 +40,8 @@ public struct OutputProfile: Sendable, Hashable, Codable {
     public var audio: AudioSettings
     /// A cap on the movie's length.
     public var maxDuration: MaxDuration?
+    /// An image on every frame of the movie.
+    public var watermark: Watermark?
 
     public init(path: String, width: Int = 1280, height: Int = 720, fps: Rational = Rational(30, 1),
                 fit: Fit = .letterbox, background: String = "#000000",
@@ -50,6 +52,26 @@ public struct OutputProfile: Sendable, Hashable, Codable {
 
     /// The profile without what does not change a segment's content (path, length cap).
     public var segmentProfile: OutputProfile { var p = self; p.path = ""; p.maxDuration = nil; return p }
+}
+
+/// An image at a corner of every frame.
+public struct Watermark: Sendable, Hashable, Codable {
+    public enum Corner: String, Sendable, Hashable, Codable, CaseIterable {
+        case topLeft = "top-left", topRight = "top-right", bottomLeft = "bottom-left", bottomRight = "bottom-right"
+    }
+    public var image: String
+    /// Content hash of the image, so a changed logo re-renders what shows it.
+    public var sha256: String
+    public var position: Corner = .bottomRight
+    /// 0…1.
+    public var opacity: Double = 0.8
+    /// The image's height as a fraction of the output height.
+    public var size: Double = 0.12
+    /// Distance from the edges as a fraction of the output height.
+    public var margin: Double = 0.03
+    public init(image: String, sha256: String, position: Corner = .bottomRight, opacity: Double = 0.8, size: Double = 0.12, margin: Double = 0.03) {
+        self.image = image; self.sha256 = sha256; self.position = position; self.opacity = opacity; self.size = size; self.margin = margin
+    }
 }
 
 /// `max_duration`: what to do when the planned movie is longer than `seconds`.

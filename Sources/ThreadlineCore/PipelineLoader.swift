@@ -4,7 +4,7 @@ import Yams
 /// Reads a pipeline file into a `Pipeline`, reporting every problem with file:line:column.
 public enum PipelineLoader {
     public static let topLevelKeys = ["version", "name", "output", "clips"]
-    public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration"]
+    public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration", "watermark"]
     public static let itemKindKeys = ["video", "title"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
     static let laterKindKeys = ["live_photo", "photo"]
@@ -139,6 +139,32 @@ public enum PipelineLoader {
                 profile.audio.bitrate = bps
             }
             try am.finish(allowed: ["codec", "bitrate"])
+        }
+        if let wn = m.node("watermark") {
+            let wm = try ctx.map(wn, "output.watermark")
+            guard let imageNode = wm.node("image"), let image = imageNode.string else {
+                throw ctx.error("output.watermark needs an image", at: wn, hint: "watermark: { image: assets/logo.png, position: bottom-left }")
+            }
+            let path = ctx.resolve(image)
+            var sha = ""
+            if ctx.checkFiles {
+                guard FileManager.default.isReadableFile(atPath: path), let h = try? SHA256Hasher.hex(fileAt: path) else {
+                    throw ctx.error("watermark image not found: \(path)", at: imageNode, hint: "paths are relative to the pipeline file's folder (\(ctx.base))")
+                }
+                sha = h
+            }
+            var w = Watermark(image: path, sha256: sha)
+            if let c = try wm.enumValue("position", Watermark.Corner.self) { w.position = c }
+            func fraction(_ key: String, _ range: ClosedRange<Double>) throws -> Double? {
+                guard let v = try wm.double(key) else { return nil }
+                guard range.contains(v) else { throw ctx.error("watermark \(key) must be between \(range.lowerBound) and \(range.upperBound), got \(v)", at: wm.node(key)) }
+                return v
+            }
+            w.opacity = try fraction("opacity", 0...1) ?? w.opacity
+            w.size = try fraction("size", 0.02...1) ?? w.size
+            w.margin = try fraction("margin", 0...0.4) ?? w.margin
+            try wm.finish(allowed: ["image", "position", "opacity", "size", "margin"])
+            profile.watermark = w
         }
         if let md = m.node("max_duration") {
             let mm = try ctx.map(md, "output.max_duration")

@@ -94,3 +94,39 @@ import TestSupport
         #expect(abs(p.duration - 3.0) <= 1.0 / 30)
     }
 }
+
+@Suite(.serialized) struct WatermarkTests {
+    @Test func theWatermarkIsOnFirstMiddleAndLastFrames() throws {
+        let dir = temporaryDirectory("watermark")
+        var r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=120x60", "-frames:v", "1", dir + "/logo.png"])
+        #expect(r.status == 0)
+        r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=640x360:r=30:d=1", "-c:v", "libx264",
+                               "-preset", "ultrafast", "-pix_fmt", "yuv420p", dir + "/black.mp4"])
+        #expect(r.status == 0)
+        let text = """
+        version: 1
+        output:
+          path: \(dir)/out.mp4
+          size: 640x360
+          video: { preset: ultrafast }
+          watermark: { image: logo.png, position: bottom-right, opacity: 1.0, size: 0.2, margin: 0.02 }
+        clips:
+          - video: black.mp4
+          - title: { text: ".", duration: 1, background: "#000000" }
+        """
+        try text.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(s.status == 0, "\(s.err)")
+        for frame in [0, 30, 59] {
+            let corner = try frameRGBMeans(dir + "/out.mp4", frame: frame, x0: 0.85, x1: 0.95)
+            let opposite = try frameRGBMeans(dir + "/out.mp4", frame: frame, x0: 0.02, x1: 0.12)
+            // The logo fills rows 78–98 % of the right corner: the column band's mean is clearly red.
+            #expect(corner.r > 25 && corner.g < 15, "frame \(frame) corner \(corner)")
+            #expect(opposite.r < 5, "frame \(frame) opposite corner \(opposite)")
+        }
+        // A missing image is a located error.
+        try text.replacingOccurrences(of: "logo.png", with: "nope.png").write(toFile: dir + "/bad.yaml", atomically: true, encoding: .utf8)
+        let bad = try run(coordPath, ["submit", dir + "/bad.yaml", "--state", dir + "/state"], timeout: 60)
+        #expect(bad.status == 2 && bad.err.contains("bad.yaml:6:") && bad.err.contains("watermark image not found"), "\(bad.err)")
+    }
+}
