@@ -411,7 +411,7 @@ final class CoordinatorCore {
             let shas = inputs.map { input in run.segments.values.first { $0.0.path == input.path }?.0.sha256 ?? input.path }
             var normalised = inputs
             for k in normalised.indices { normalised[k].path = ""; normalised[k].label = "" }
-            return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.segmentProfile))
+            return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.movieProfile))
         }
     }
 

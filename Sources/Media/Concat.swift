@@ -46,6 +46,16 @@ public enum Concat {
 
         var report = ConcatReport()
         let pkt = Packet()
+        let mixer = try profile.soundtrack.map { try SoundtrackMixer($0, totalSamples: inputs.reduce(0) { $0 + $1.sampleCount }) }
+        /// Clip audio goes to the encoder through the soundtrack mix, when there is one.
+        func feed(_ data: UnsafeRawPointer, _ n: Int) throws {
+            if let mixer {
+                let mixed = try mixer.mix(data, samples: n)
+                try mixed.withUnsafeBytes { try aac.append($0.baseAddress!, samples: n, output: output, stream: aOut) }
+            } else {
+                try aac.append(data, samples: n, output: output, stream: aOut)
+            }
+        }
         var lastDTS = Int64.min
         for (n, seg) in inputs.enumerated() {
             // The same segment may appear twice (the same clip used twice): open it afresh each time.
@@ -81,7 +91,7 @@ public enum Concat {
                     let count = Int(pkt.ptr.pointee.size) / 4
                     let n = min(count, seg.sampleCount - taken)
                     if n > 0 {
-                        try aac.append(UnsafeRawPointer(pkt.ptr.pointee.data!), samples: n, output: output, stream: aOut)
+                        try feed(UnsafeRawPointer(pkt.ptr.pointee.data!), n)
                         taken += n
                     }
                 }
@@ -91,7 +101,7 @@ public enum Concat {
             }
             if taken < seg.sampleCount {
                 let silence = [Int16](repeating: 0, count: (seg.sampleCount - taken) * 2)
-                try silence.withUnsafeBytes { try aac.append($0.baseAddress!, samples: seg.sampleCount - taken, output: output, stream: aOut) }
+                try silence.withUnsafeBytes { try feed($0.baseAddress!, seg.sampleCount - taken) }
             }
             report.frames += seg.frameCount
             report.samples += seg.sampleCount

@@ -42,6 +42,8 @@ public struct OutputProfile: Sendable, Hashable, Codable {
     public var maxDuration: MaxDuration?
     /// An image on every frame of the movie.
     public var watermark: Watermark?
+    /// Music mixed under (or over) the clips' own sound, at concat.
+    public var soundtrack: Soundtrack?
 
     public init(path: String, width: Int = 1280, height: Int = 720, fps: Rational = Rational(30, 1),
                 fit: Fit = .letterbox, background: String = "#000000",
@@ -51,7 +53,29 @@ public struct OutputProfile: Sendable, Hashable, Codable {
     }
 
     /// The profile without what does not change a segment's content (path, length cap).
-    public var segmentProfile: OutputProfile { var p = self; p.path = ""; p.maxDuration = nil; return p }
+    public var segmentProfile: OutputProfile { var p = self; p.path = ""; p.maxDuration = nil; p.soundtrack = nil; return p }
+    /// What the joined movie depends on besides its segments: everything but the path.
+    public var movieProfile: OutputProfile { var p = self; p.path = ""; p.maxDuration = nil; return p }
+}
+
+/// A section of a song under the movie: looped or cut to fit, faded, mixed sample-exact at concat.
+public struct Soundtrack: Sendable, Hashable, Codable {
+    public var source: String
+    /// Content hash, so a changed song re-mixes the movie.
+    public var sha256: String
+    /// Where the section starts and ends in the song (seconds); nil end: the song's end.
+    public var from: Double = 0
+    public var to: Double?
+    /// Linear gain of the music.
+    public var volume: Double = 1
+    /// Linear gain of the clips' own sound under the music (ducking).
+    public var clipAudio: Double = 1
+    public var fadeIn: Double = 0
+    public var fadeOut: Double = 0
+    /// Repeat the section when the movie is longer than it.
+    public var loop: Bool = true
+    public var location: SourceLocation?
+    public init(source: String, sha256: String) { self.source = source; self.sha256 = sha256 }
 }
 
 /// An image at a corner of every frame.

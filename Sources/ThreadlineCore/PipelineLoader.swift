@@ -3,7 +3,7 @@ import Yams
 
 /// Reads a pipeline file into a `Pipeline`, reporting every problem with file:line:column.
 public enum PipelineLoader {
-    public static let topLevelKeys = ["version", "name", "output", "clips"]
+    public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack"]
     public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration", "watermark"]
     public static let itemKindKeys = ["video", "title"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
@@ -56,8 +56,10 @@ public enum PipelineLoader {
         guard !items.isEmpty else {
             throw ctx.error("'clips' is empty: a movie needs at least one item", at: clipsNode)
         }
+        var profile = output
+        if let st = top.node("soundtrack") { profile.soundtrack = try parseSoundtrack(st, ctx) }
         try top.finish(allowed: topLevelKeys)
-        return Pipeline(version: version, name: name, output: output, items: items, file: file, text: text)
+        return Pipeline(version: version, name: name, output: profile, items: items, file: file, text: text)
     }
 
     static func parseOutput(_ node: Node, _ ctx: Context) throws -> OutputProfile {
@@ -314,6 +316,39 @@ public enum PipelineLoader {
         }
         try m.finish(allowed: ["text", "duration", "background", "color", "size", "font"])
         return title
+    }
+
+    /// `soundtrack: { source, from, to, volume, clip_audio, fade_in, fade_out, loop }`.
+    static func parseSoundtrack(_ node: Node, _ ctx: Context) throws -> Soundtrack {
+        let m = try ctx.map(node, "soundtrack")
+        guard let sourceNode = m.node("source"), let source = sourceNode.string else {
+            throw ctx.error("soundtrack needs a source", at: node, hint: "soundtrack: { source: music/song.mp3, volume: 0.8 }")
+        }
+        let path = ctx.resolve(source)
+        var sha = ""
+        if ctx.checkFiles {
+            guard FileManager.default.isReadableFile(atPath: path), let h = try? SHA256Hasher.hex(fileAt: path) else {
+                throw ctx.error("soundtrack not found: \(path)", at: sourceNode, hint: "paths are relative to the pipeline file's folder (\(ctx.base))")
+            }
+            sha = h
+        }
+        var s = Soundtrack(source: path, sha256: sha)
+        s.location = ctx.location(of: sourceNode)
+        func value(_ key: String, _ range: ClosedRange<Double>, time: Bool = false) throws -> Double? {
+            guard let v = time ? try m.time(key) : try m.double(key) else { return nil }
+            guard range.contains(v) else { throw ctx.error("soundtrack \(key) must be between \(range.lowerBound) and \(range.upperBound), got \(v)", at: m.node(key)) }
+            return v
+        }
+        s.from = try value("from", 0...86_400, time: true) ?? 0
+        s.to = try value("to", 0...86_400, time: true)
+        if let to = s.to, to <= s.from { throw ctx.error("soundtrack to (\(to)) must be after from (\(s.from))", at: m.node("to")) }
+        s.volume = try value("volume", 0...4) ?? 1
+        s.clipAudio = try value("clip_audio", 0...4) ?? 1
+        s.fadeIn = try value("fade_in", 0...60, time: true) ?? 0
+        s.fadeOut = try value("fade_out", 0...60, time: true) ?? 0
+        s.loop = try m.bool("loop") ?? true
+        try m.finish(allowed: ["source", "from", "to", "volume", "clip_audio", "fade_in", "fade_out", "loop"])
+        return s
     }
 
     /// `text: "Words"` or `text: { value, position, size, color, start, end, font }`.

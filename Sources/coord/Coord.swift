@@ -37,10 +37,22 @@ struct StateOptions: ParsableArguments {
     }
 }
 
-/// Loads a pipeline or exits with its file:line:column errors (exit code 2).
+/// Loads a pipeline or exits with its file:line:column errors (exit code 2). Movie-level media
+/// (the soundtrack) is probed here too, so an unreadable file stops the submit before any work.
 func loadPipeline(_ path: String) throws -> Pipeline {
     do {
-        return try PipelineLoader.load(path: path)
+        let p = try PipelineLoader.load(path: path)
+        if let st = p.output.soundtrack {
+            let facts: MediaFacts
+            do { facts = try Probe.facts(path: st.source, name: (st.source as NSString).lastPathComponent) } catch {
+                throw PipelineError("cannot read the soundtrack \(st.source): \((error as? MediaError)?.message ?? "\(error)")", at: st.location,
+                                    hint: "use an audio file FFmpeg can decode (mp3, m4a, wav, flac, …)")
+            }
+            guard facts.hasAudio else {
+                throw PipelineError("the soundtrack \(st.source) has no audio", at: st.location)
+            }
+        }
+        return p
     } catch let e as PipelineError {
         FileHandle.standardError.write(Data((e.description + "\n").utf8))
         throw ExitCode(2)

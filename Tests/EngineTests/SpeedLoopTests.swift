@@ -130,3 +130,52 @@ import TestSupport
         #expect(bad.status == 2 && bad.err.contains("bad.yaml:6:") && bad.err.contains("watermark image not found"), "\(bad.err)")
     }
 }
+
+@Suite(.serialized) struct SoundtrackTests {
+    static func project(_ dir: String, soundtrack: String) throws {
+        for i in 0..<3 { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 1, tone: nil) }
+        let text = """
+        version: 1
+        output: { path: \(dir)/out.mp4, size: 320x240, video: { preset: ultrafast } }
+        soundtrack: \(soundtrack)
+        clips:
+          - video: c0.mp4
+          - video: c1.mp4
+          - video: c2.mp4
+        """
+        try text.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+    }
+
+    @Test func aShortSongSectionLoopsUnderSilentClipsWithFades() throws {
+        let dir = temporaryDirectory("soundtrack")
+        // A 5 s 660 Hz song; the section 1–2 s (1 s long) must loop three times under 3 s of silent clips.
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=44100:duration=5", "-c:a", "libmp3lame", "-b:a", "128k", dir + "/song.mp3"])
+        #expect(r.status == 0)
+        try Self.project(dir, soundtrack: "{ source: song.mp3, from: 1, to: 2, volume: 1.0, fade_in: 0.5, fade_out: 0.5 }")
+        let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(s.status == 0, "\(s.err)")
+        let p = try ffprobe(dir + "/out.mp4", countFrames: true)
+        #expect(p.frames == 90)
+        #expect(abs((p.audioDuration ?? 0) - 3.0) <= 1.0 / 30)
+        let pcm = try decodeAudio(dir + "/out.mp4")
+        func rms(_ a: Double, _ b: Double) -> Double {
+            let slice = pcm[Int(a * 48000)..<Int(b * 48000)]
+            return (slice.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(slice.count)).squareRoot()
+        }
+        // Music through the middle (looped, no dropouts), faded at both ends.
+        #expect(abs(toneFrequency(pcm[48000..<96000]) - 660) < 15)
+        #expect(longestSilenceMs(pcm, edge: 0.6) < 5)
+        #expect(rms(0.0, 0.1) < 0.4 * rms(1.4, 1.6), "no fade in")
+        #expect(rms(2.9, 2.98) < 0.4 * rms(1.4, 1.6), "no fade out")
+    }
+
+    @Test func anUnreadableSoundtrackIsALocatedErrorAtSubmit() throws {
+        let dir = temporaryDirectory("badsong")
+        try "not music".write(toFile: dir + "/song.mp3", atomically: true, encoding: .utf8)
+        try Self.project(dir, soundtrack: "{ source: song.mp3 }")
+        let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 60)
+        #expect(s.status == 2)
+        #expect(s.err.contains("p.yaml:3:23: error: cannot read the soundtrack"), "\(s.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/state"))
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// A song's section as 48 kHz stereo s16, decoded once and then looped (or followed by silence).
+/// Decoding starts a second before the section and drops up to `from` by timestamp: decoders such
+/// as MP3's give silence right after a seek.
+final class SoundtrackReader {
+    let soundtrack: Soundtrack
+    let section: [Int16]
+    private var cursor = 0
+
+    init(_ soundtrack: Soundtrack) throws {
+        self.soundtrack = soundtrack
+        let name = (soundtrack.source as NSString).lastPathComponent
+        let input = try InputFile(path: soundtrack.source, name: name, stage: .concat)
+        guard let a = input.audioIndex else { throw MediaError(.concat, .permanent, file: name, "the soundtrack has no decodable audio") }
+        let decoder = try Decoder(input: input, stream: a)
+        let resampler = try Resampler(decoder: decoder, file: name)
+        let preroll = max(0, soundtrack.from - 1)
+        if preroll > 0 {
+            av_seek_frame(input.ctx, -1, Int64(((input.origin + preroll) * Double(AV_TIME_BASE)).rounded(.down)), AVSEEK_FLAG_BACKWARD)
+        }
+        let limit = soundtrack.to.map { Int((($0 - soundtrack.from) * Double(Timing.sampleRate)).rounded()) }
+        var out: [Int16] = []
+        var skip: Int? = nil
+        let packet = Packet(), frame = Frame()
+        func take() throws {
+            while avcodec_receive_frame(decoder.ctx, frame.ptr) >= 0 {
+                if skip == nil {
+                    let ts = frame.ptr.pointee.best_effort_timestamp
+                    let t = ts == tl_nopts_value() ? preroll : Double(ts) * av_q2d(decoder.timeBase) - input.origin
+                    skip = max(0, Int(((soundtrack.from - t) * Double(Timing.sampleRate)).rounded()))
+                }
+                try resampler.convert(frame.ptr, into: &out)
+                frame.unref()
+                if let s = skip, s > 0 {
+                    let drop = min(s, out.count / 2)
+                    out.removeFirst(drop * 2)
+                    skip = s - drop
+                }
+            }
+        }
+        while limit.map({ out.count / 2 < $0 }) ?? true {
+            let ret = av_read_frame(input.ctx, packet.ptr)
+            if ret < 0 { avcodec_send_packet(decoder.ctx, nil); try take(); try resampler.convert(nil, into: &out); break }
+            defer { packet.unref() }
+            guard packet.ptr.pointee.stream_index == a else { continue }
+            if avcodec_send_packet(decoder.ctx, packet.ptr) < 0 { continue }   // a damaged packet of music: skip it
+            try take()
+        }
+        if let limit, out.count / 2 > limit { out.removeLast(out.count - limit * 2) }
+        guard !out.isEmpty else { throw MediaError(.concat, .permanent, file: name, "the soundtrack's section \(soundtrack.from)… s is empty") }
+        section = out
+    }
+
+    /// The next `n` interleaved stereo samples: the section, looped or followed by silence.
+    func read(_ n: Int) -> [Int16] {
+        var out: [Int16] = []
+        out.reserveCapacity(n * 2)
+        while out.count < n * 2 {
+            if cursor >= section.count {
+                guard soundtrack.loop else { out.append(contentsOf: repeatElement(0, count: n * 2 - out.count)); break }
+                cursor = 0
+            }
+            let take = min(section.count - cursor, n * 2 - out.count)
+            out.append(contentsOf: section[cursor..<(cursor + take)])
+            cursor += take
+        }
+        return out
+    }
+}
+
+/// Mixes the soundtrack into the movie's audio as concat writes it.
+final class SoundtrackMixer {
+    let soundtrack: Soundtrack
+    let reader: SoundtrackReader
+    let totalSamples: Int
+    var position = 0
+
+    init(_ soundtrack: Soundtrack, totalSamples: Int) throws {
+        self.soundtrack = soundtrack
+        reader = try SoundtrackReader(soundtrack)
+        self.totalSamples = totalSamples
+    }
+
+    /// `clip` (n interleaved stereo samples) becomes clip × clip_audio + music × volume × fades.
+    func mix(_ clip: UnsafeRawPointer, samples n: Int) throws -> [Int16] {
+        let music = reader.read(n)
+        let src = clip.assumingMemoryBound(to: Int16.self)
+        let fadeIn = soundtrack.fadeIn * Double(Timing.sampleRate), fadeOut = soundtrack.fadeOut * Double(Timing.sampleRate)
+        var out = [Int16](repeating: 0, count: n * 2)
+        out.withUnsafeMutableBufferPointer { o in
+            music.withUnsafeBufferPointer { m in
+                for i in 0..<n {
+                    let p = Double(position + i)
+                    var g = soundtrack.volume
+                    if fadeIn > 0 && p < fadeIn { g *= p / fadeIn }
+                    let remaining = Double(totalSamples) - p
+                    if fadeOut > 0 && remaining < fadeOut { g *= max(0, remaining / fadeOut) }
+                    for c in 0..<2 {
+                        let v = Double(src[2 * i + c]) * soundtrack.clipAudio + Double(m[2 * i + c]) * g
+                        o[2 * i + c] = Int16(clamping: Int(v.rounded()))
+                    }
+                }
+            }
+        }
+        position += n
+        return out
+    }
+}
