@@ -38,3 +38,28 @@ import TestSupport
         #expect(abs(end.r - 0x20) < 4 && abs(end.g - 0x3a) < 4 && abs(end.b - 0x60) < 4, "closing title corner \(end)")
     }
 }
+
+extension ExamplePipelineTests {
+    @Test func soundtrackAndWatermark() throws {
+        let (out, plan) = try Self.render("soundtrack-and-watermark")
+        let p = try ffprobe(out, countFrames: true)
+        #expect(plan.totalFrames == 180)                            // fitted to max_duration: 6 s
+        #expect(p.frames == 180 && abs(p.duration - 6.0) <= 1.0 / 30)
+        #expect(abs((p.videoDuration ?? 0) - (p.audioDuration ?? 0)) <= 1.0 / 30)
+        // The watermark at the bottom-left in the first, middle and last frames: the logo's colours
+        // make that corner differ from the same spot of the watermark-free demo render.
+        for frame in [0, 90, 179] {
+            let corner = try frameRGBMeans(out, frame: frame, x0: 0.02, x1: 0.1)
+            #expect(corner.r + corner.g + corner.b > 30, "frame \(frame): \(corner)")
+        }
+        // The song is faded in and out at the movie's ends, full in between.
+        let pcm = try decodeAudio(out)
+        func rms(_ a: Double, _ b: Double) -> Double {
+            let slice = pcm[Int(a * 48000)..<min(pcm.count, Int(b * 48000))]
+            return (slice.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(max(1, slice.count))).squareRoot()
+        }
+        let middle = rms(1.5, 4.5)
+        #expect(rms(0, 0.1) < 0.6 * middle, "fade in: \(rms(0, 0.1)) vs \(middle)")
+        #expect(rms(5.9, 6.0) < 0.6 * middle, "fade out: \(rms(5.9, 6.0)) vs \(middle)")
+    }
+}
