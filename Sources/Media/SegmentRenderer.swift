@@ -25,6 +25,7 @@ public enum SegmentRenderer {
 
     public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
         if let title = spec.title { return try TitleRenderer.render(spec, title: title, to: path) }
+        if spec.still == true { return try PhotoRenderer.render(spec, to: path) }
         let job = try SegmentJob(spec: spec, path: path)
         return try job.run(isCancelled: isCancelled)
     }

@@ -153,6 +153,8 @@ public struct Item: Sendable, Hashable, Codable {
         case video(source: SourceRef, trim: Trim?)
         /// Text on a background colour.
         case title(Title)
+        /// A still photo (JPEG, PNG, …) shown for `duration` seconds, upright per its EXIF orientation.
+        case photo(source: SourceRef, duration: Double)
     }
 
     public var kind: Kind
@@ -167,7 +169,7 @@ public struct Item: Sendable, Hashable, Codable {
     /// The sources this item reads.
     public var sources: [SourceRef] {
         switch kind {
-        case .video(let s, _): return [s]
+        case .video(let s, _), .photo(let s, _): return [s]
         case .title: return []
         }
     }
@@ -175,12 +177,13 @@ public struct Item: Sendable, Hashable, Codable {
     public func label(index: Int) -> String {
         switch kind {
         case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
+        case .photo(let s, _): return "photo \(index + 1) (\(s.displayName))"
         case .title(let t): return "title \(index + 1) (\"\(t.text.count > 24 ? t.text.prefix(23) + "…" : Substring(t.text))\")"
         }
     }
     /// The kind's name as written in pipeline files.
     public var kindName: String {
-        switch kind { case .video: return "video"; case .title: return "title" }
+        switch kind { case .video: return "video"; case .title: return "title"; case .photo: return "photo" }
     }
 }
 

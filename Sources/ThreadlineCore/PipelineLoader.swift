@@ -5,9 +5,11 @@ import Yams
 public enum PipelineLoader {
     public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack"]
     public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration", "watermark"]
-    public static let itemKindKeys = ["video", "title"]
+    public static let itemKindKeys = ["video", "title", "photo"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
-    static let laterKindKeys = ["live_photo", "photo"]
+    static let laterKindKeys = ["live_photo"]
+    /// Keys only some kinds take.
+    static let photoKeys = ["duration"]
     public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
@@ -203,8 +205,20 @@ public enum PipelineLoader {
         if kindKey == "title" {
             kind = .title(try parseTitle(kindNode, ctx))
             if m.node("trim") != nil { throw ctx.error("trim applies to video items, not titles", at: m.keyNode("trim"), hint: "set the title's duration instead") }
+        } else if kindKey == "photo" {
+            var duration = 3.0
+            if let d = try m.time("duration") {
+                guard d > 0 && d <= 600 else { throw ctx.error("photo duration must be more than 0 and at most 600 seconds, got \(d)", at: m.node("duration")) }
+                duration = d
+            }
+            if m.node("trim") != nil { throw ctx.error("trim applies to video items, not photos", at: m.keyNode("trim"), hint: "set the photo's duration instead") }
+            kind = .photo(source: try ctx.source(kindNode), duration: duration)
         } else {
             kind = .video(source: try ctx.source(kindNode), trim: nil)
+        }
+        if kindKey != "photo", m.node("duration") != nil {
+            throw ctx.error("duration applies to photo items", at: m.keyNode("duration"),
+                            hint: kindKey == "title" ? "a title's duration goes inside it: title: { text: …, duration: 2 }" : "trim a video instead")
         }
         var trim: Trim?
         if let t = m.node("trim") {
@@ -245,7 +259,7 @@ public enum PipelineLoader {
             guard (0.25...4).contains(s) else {
                 throw ctx.error("speed must be between 0.25 and 4, got \(s)", at: m.node("speed"), hint: "2 plays twice as fast, 0.5 in slow motion")
             }
-            if kindKey == "title" { throw ctx.error("speed applies to video items", at: m.keyNode("speed"), hint: "set the title's duration instead") }
+            if kindKey != "video" { throw ctx.error("speed applies to video items", at: m.keyNode("speed"), hint: "set the item's duration instead") }
             edits.speed = s
         }
         if let n = try m.int("loop") {
@@ -274,7 +288,7 @@ public enum PipelineLoader {
             try am.finish(allowed: ["brightness", "contrast", "saturation", "gamma", "warmth"])
             edits.adjust = adjust
         }
-        try m.finish(allowed: itemKindKeys + editKeys)
+        try m.finish(allowed: itemKindKeys + editKeys + photoKeys)
         if case .video(let source, _) = kind { return Item(kind: .video(source: source, trim: trim), edits: edits, location: location) }
         return Item(kind: kind, edits: edits, location: location)
     }

@@ -87,6 +87,8 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
     public var profile: OutputProfile
     /// Set for title items: frames are generated, not decoded.
     public var title: Title?
+    /// Set for photo items: one picture, shown for the whole segment.
+    public var still: Bool?
 
     public init(sourcePath: String, sourceName: String, trimStart: Double, frameCount: Int, sampleCount: Int, edits: Edits, profile: OutputProfile) {
         self.sourcePath = sourcePath; self.sourceName = sourceName; self.trimStart = trimStart
@@ -119,6 +121,12 @@ public enum Planner {
         switch item.kind {
         case .title(let t):
             return Timing.frames(seconds: t.duration, fps: fps)
+        case .photo(_, let duration):
+            guard let facts, facts.hasVideo else {
+                throw PipelineError("\(item.label(index: index)) is not a picture FFmpeg can read", at: item.location,
+                                    hint: "use a JPEG or PNG (HEIC comes in a later version)")
+            }
+            return Timing.frames(seconds: duration, fps: fps)
         case .video(_, let trim):
             guard let facts else {
                 throw PipelineError("\(item.label(index: index)) has not been probed", at: item.location)
@@ -238,6 +246,7 @@ public enum Planner {
         switch item.kind {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t
+        case .photo: spec.still = true
         }
         return spec
     }

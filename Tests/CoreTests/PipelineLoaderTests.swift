@@ -123,7 +123,7 @@ import Testing
     }
 
     @Test func laterItemKindsSayTheyAreNotSupportedYet() throws {
-        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - photo: media/a.mov\n"))
+        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - live_photo: media/a.mov\n"))
         #expect(e.message.contains("not supported"))
     }
 

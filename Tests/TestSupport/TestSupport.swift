@@ -150,8 +150,8 @@ public func ssim(_ a: String, _ b: String) throws -> Double {
 
 /// Extracts one frame as a PNG: the one at `time` (seeking), or the first the filter lets through.
 public func extractFrame(_ video: String, at time: Double, to png: String, filter: String? = nil, seek: Bool = true,
-                         extra: [String] = []) throws {
-    var args = ["-v", "error", "-y"]
+                         extra: [String] = [], inputOptions: [String] = []) throws {
+    var args = ["-v", "error", "-y"] + inputOptions
     if seek { args += ["-ss", String(format: "%.3f", time)] }
     args += ["-i", video] + extra
     if let filter { args += ["-vf", filter] }
