@@ -154,7 +154,7 @@ public struct Item: Sendable, Hashable, Codable {
         /// Text on a background colour.
         case title(Title)
         /// A still photo (JPEG, PNG, …) shown for `duration` seconds, upright per its EXIF orientation.
-        case photo(source: SourceRef, duration: Double)
+        case photo(source: SourceRef, duration: Double, kenBurns: KenBurns?)
     }
 
     public var kind: Kind
@@ -169,7 +169,7 @@ public struct Item: Sendable, Hashable, Codable {
     /// The sources this item reads.
     public var sources: [SourceRef] {
         switch kind {
-        case .video(let s, _), .photo(let s, _): return [s]
+        case .video(let s, _), .photo(let s, _, _): return [s]
         case .title: return []
         }
     }
@@ -177,7 +177,7 @@ public struct Item: Sendable, Hashable, Codable {
     public func label(index: Int) -> String {
         switch kind {
         case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
-        case .photo(let s, _): return "photo \(index + 1) (\(s.displayName))"
+        case .photo(let s, _, _): return "photo \(index + 1) (\(s.displayName))"
         case .title(let t): return "title \(index + 1) (\"\(t.text.count > 24 ? t.text.prefix(23) + "…" : Substring(t.text))\")"
         }
     }
@@ -268,6 +268,21 @@ public struct TextOverlay: Sendable, Hashable, Codable {
     }
     /// True when the text shows only part of the time.
     public var isWindowed: Bool { start != nil || end != nil }
+}
+
+/// A slow zoom and pan over a photo, from one framing to another; it fills the frame.
+public struct KenBurns: Sendable, Hashable, Codable {
+    public struct Framing: Sendable, Hashable, Codable {
+        /// 1 shows the whole frame-filling picture; 2 shows half its width.
+        public var zoom: Double
+        /// Centre of the view, as fractions of the upright picture.
+        public var x: Double
+        public var y: Double
+        public init(zoom: Double = 1, x: Double = 0.5, y: Double = 0.5) { self.zoom = zoom; self.x = x; self.y = y }
+    }
+    public var from: Framing
+    public var to: Framing
+    public init(from: Framing, to: Framing) { self.from = from; self.to = to }
 }
 
 /// Named looks, as casual movie apps offer them.

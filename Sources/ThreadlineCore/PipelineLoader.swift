@@ -9,7 +9,7 @@ public enum PipelineLoader {
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
     static let laterKindKeys = ["live_photo"]
     /// Keys only some kinds take.
-    static let photoKeys = ["duration"]
+    static let photoKeys = ["duration", "ken_burns"]
     public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
@@ -212,11 +212,36 @@ public enum PipelineLoader {
                 duration = d
             }
             if m.node("trim") != nil { throw ctx.error("trim applies to video items, not photos", at: m.keyNode("trim"), hint: "set the photo's duration instead") }
-            kind = .photo(source: try ctx.source(kindNode), duration: duration)
+            var kenBurns: KenBurns?
+            if let kb = m.node("ken_burns") {
+                let km = try ctx.map(kb, "ken_burns")
+                func framing(_ key: String) throws -> KenBurns.Framing {
+                    guard let n = km.node(key) else { return KenBurns.Framing() }
+                    let fm = try ctx.map(n, "ken_burns.\(key)")
+                    var f = KenBurns.Framing()
+                    if let z = try fm.double("zoom") {
+                        guard (1...4).contains(z) else { throw ctx.error("ken_burns zoom must be between 1 and 4, got \(z)", at: fm.node("zoom")) }
+                        f.zoom = z
+                    }
+                    if let c = fm.node("center") {
+                        guard case .sequence(let seq) = c, seq.count == 2, let x = seq[0].float, let y = seq[1].float,
+                              (0...1).contains(x), (0...1).contains(y) else {
+                            throw ctx.error("ken_burns center must be [x, y] with fractions 0…1", at: c, hint: "center: [0.6, 0.4]")
+                        }
+                        f.x = x; f.y = y
+                    }
+                    try fm.finish(allowed: ["zoom", "center"])
+                    return f
+                }
+                kenBurns = KenBurns(from: try framing("from"), to: try framing("to"))
+                try km.finish(allowed: ["from", "to"])
+            }
+            kind = .photo(source: try ctx.source(kindNode), duration: duration, kenBurns: kenBurns)
         } else {
             kind = .video(source: try ctx.source(kindNode), trim: nil)
         }
-        if kindKey != "photo", m.node("duration") != nil {
+        if kindKey != "photo", let k = ["duration", "ken_burns"].first(where: { m.node($0) != nil }) {
+            if k == "ken_burns" { throw ctx.error("ken_burns applies to photo items", at: m.keyNode(k)) }
             throw ctx.error("duration applies to photo items", at: m.keyNode("duration"),
                             hint: kindKey == "title" ? "a title's duration goes inside it: title: { text: …, duration: 2 }" : "trim a video instead")
         }

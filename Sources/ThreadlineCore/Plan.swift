@@ -89,6 +89,8 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
     public var title: Title?
     /// Set for photo items: one picture, shown for the whole segment.
     public var still: Bool?
+    /// A zoom and pan over the photo.
+    public var kenBurns: KenBurns?
 
     public init(sourcePath: String, sourceName: String, trimStart: Double, frameCount: Int, sampleCount: Int, edits: Edits, profile: OutputProfile) {
         self.sourcePath = sourcePath; self.sourceName = sourceName; self.trimStart = trimStart
@@ -121,7 +123,7 @@ public enum Planner {
         switch item.kind {
         case .title(let t):
             return Timing.frames(seconds: t.duration, fps: fps)
-        case .photo(_, let duration):
+        case .photo(_, let duration, _):
             guard let facts, facts.hasVideo else {
                 throw PipelineError("\(item.label(index: index)) is not a picture FFmpeg can read", at: item.location,
                                     hint: "use a JPEG or PNG (HEIC comes in a later version)")
@@ -246,7 +248,7 @@ public enum Planner {
         switch item.kind {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t
-        case .photo: spec.still = true
+        case .photo(_, _, let kb): spec.still = true; spec.kenBurns = kb
         }
         return spec
     }

@@ -37,7 +37,7 @@ struct PhotoTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let src = sharedMedia! + "/" + entry.path
         let profile = OutputProfile(path: "", width: 1280, height: 720, fps: Rational(30, 1), fit: .letterbox)
-        let pipeline = Pipeline(name: "p", output: profile, items: [Item(kind: .photo(source: SourceRef(src), duration: 1))])
+        let pipeline = Pipeline(name: "p", output: profile, items: [Item(kind: .photo(source: SourceRef(src), duration: 1, kenBurns: nil))])
         let t = try Planner.timeline(for: pipeline, facts: [src: try Probe.facts(path: src)])
         #expect(t[0].frameCount == 30)
         let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: t[0].frameCount)
@@ -55,5 +55,70 @@ struct PhotoTests {
         print("photo \(entry.path) EXIF \(entry.orientation): ssim \(score) (as stored \(stored))")
         #expect(score >= 0.9, "SSIM \(score)")
         if entry.orientation > 1 { #expect(stored < score - 0.05, "the picture was left as stored") }
+    }
+}
+
+@Suite struct KenBurnsTests {
+    /// Horizontal shift between consecutive frames (output pixels), from the cross-correlation of
+    /// column-mean profiles with a parabolic sub-pixel peak.
+    static func shifts(_ video: String, width: Int, height: Int) throws -> [Double] {
+        let dir = temporaryDirectory("kb")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-i", video, "-f", "rawvideo", "-pix_fmt", "gray", dir + "/all.gray"])
+        guard r.status == 0, let data = FileManager.default.contents(atPath: dir + "/all.gray") else { throw GenerateError(message: r.err) }
+        let frameSize = width * height
+        let frames = data.count / frameSize
+        var profiles: [[Double]] = []
+        data.withUnsafeBytes { (p: UnsafeRawBufferPointer) in
+            for f in 0..<frames {
+                var col = [Double](repeating: 0, count: width)
+                for y in stride(from: height / 4, to: 3 * height / 4, by: 1) {
+                    let row = f * frameSize + y * width
+                    for x in 0..<width { col[x] += Double(p[row + x]) }
+                }
+                let mean = col.reduce(0, +) / Double(width)
+                profiles.append(col.map { $0 - mean })
+            }
+        }
+        var out: [Double] = []
+        for f in 1..<profiles.count {
+            let a = profiles[f - 1], b = profiles[f]
+            var scores: [Double] = []
+            for s in -12...12 {
+                var sum = 0.0
+                for x in 40..<(width - 40) { sum += a[x] * b[x - s] }
+                scores.append(sum)
+            }
+            let k = scores.indices.max { scores[$0] < scores[$1] }!
+            guard k > 0 && k < scores.count - 1 else { out.append(Double(k - 12)); continue }
+            let (l, c, r2) = (scores[k - 1], scores[k], scores[k + 1])
+            let delta = 0.5 * (l - r2) / (l - 2 * c + r2)
+            out.append(Double(k - 12) + delta)
+        }
+        return out
+    }
+
+    @Test func aPanMovesAtASteadySpeed() throws {
+        let dir = temporaryDirectory("kenburns")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1600x1200:rate=1", "-frames:v", "1", dir + "/photo.png"])
+        #expect(r.status == 0)
+        let src = dir + "/photo.png"
+        let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
+        // The window (1/1.6 of the frame-filling view) stays inside the picture all the way.
+        let kb = KenBurns(from: .init(zoom: 1.6, x: 0.35, y: 0.5), to: .init(zoom: 1.6, x: 0.65, y: 0.5))
+        let pipeline = Pipeline(name: "kb", output: profile, items: [Item(kind: .photo(source: SourceRef(src), duration: 2, kenBurns: kb))])
+        let t = try Planner.timeline(for: pipeline, facts: [src: try Probe.facts(path: src)])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: t[0].frameCount)
+        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
+        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: 60, sampleCount: t[0].sampleCount, label: "kb")],
+                           profile: profile, to: dir + "/out.mp4")
+        let s = try Self.shifts(dir + "/out.mp4", width: 640, height: 360)
+        let mean = s.reduce(0, +) / Double(s.count)
+        let sd = (s.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(s.count)).squareRoot()
+        print("ken burns shifts:", s.map { String(format: "%.2f", $0) }.joined(separator: " "))
+        print(String(format: "ken burns: mean shift %.3f px/frame, sd %.3f px (min %.3f, max %.3f)", mean, sd, s.min()!, s.max()!))
+        // The centre moves 0.3 of the picture's width over 59 frames; the window is 1/1.6 of it:
+        // 0.3 × 1.6 × 640 / 59 ≈ 5.21 output px per frame.
+        #expect(abs(abs(mean) - 5.21) < 0.3, "mean shift \(mean)")
+        #expect(sd < 0.15, "jittery: sd \(sd)")
     }
 }
