@@ -155,6 +155,9 @@ public struct Item: Sendable, Hashable, Codable {
         case title(Title)
         /// A still photo (JPEG, PNG, …) shown for `duration` seconds, upright per its EXIF orientation.
         case photo(source: SourceRef, duration: Double, kenBurns: KenBurns?)
+        /// An Apple Live Photo, named by either half. Submitting resolves it into the motion
+        /// (`video`) or the still (`photo`) it shows.
+        case livePhoto(source: SourceRef, use: LivePhotoUse, duration: Double)
     }
 
     public var kind: Kind
@@ -169,7 +172,7 @@ public struct Item: Sendable, Hashable, Codable {
     /// The sources this item reads.
     public var sources: [SourceRef] {
         switch kind {
-        case .video(let s, _), .photo(let s, _, _): return [s]
+        case .video(let s, _), .photo(let s, _, _), .livePhoto(let s, _, _): return [s]
         case .title: return []
         }
     }
@@ -177,14 +180,25 @@ public struct Item: Sendable, Hashable, Codable {
     public func label(index: Int) -> String {
         switch kind {
         case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
+        case .livePhoto(let s, _, _): return "live photo \(index + 1) (\(s.displayName))"
         case .photo(let s, _, _): return "photo \(index + 1) (\(s.displayName))"
         case .title(let t): return "title \(index + 1) (\"\(t.text.count > 24 ? t.text.prefix(23) + "…" : Substring(t.text))\")"
         }
     }
     /// The kind's name as written in pipeline files.
     public var kindName: String {
-        switch kind { case .video: return "video"; case .title: return "title"; case .photo: return "photo" }
+        switch kind { case .video: return "video"; case .title: return "title"; case .photo: return "photo"; case .livePhoto: return "live_photo" }
     }
+}
+
+/// What a Live Photo item shows.
+public enum LivePhotoUse: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Its movie (the default).
+    case motion
+    /// Its photo, for `duration`.
+    case still
+    /// Its movie, twice in a row.
+    case loop
 }
 
 /// A title card: centred text, wrapped to fit, on a background colour.

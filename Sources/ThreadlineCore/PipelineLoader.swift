@@ -5,11 +5,11 @@ import Yams
 public enum PipelineLoader {
     public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack"]
     public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration", "watermark"]
-    public static let itemKindKeys = ["video", "title", "photo"]
+    public static let itemKindKeys = ["video", "title", "photo", "live_photo"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
-    static let laterKindKeys = ["live_photo"]
+    static let laterKindKeys: [String] = []
     /// Keys only some kinds take.
-    static let photoKeys = ["duration", "ken_burns"]
+    static let photoKeys = ["duration", "ken_burns", "use"]
     public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
@@ -237,10 +237,19 @@ public enum PipelineLoader {
                 try km.finish(allowed: ["from", "to"])
             }
             kind = .photo(source: try ctx.source(kindNode), duration: duration, kenBurns: kenBurns)
+        } else if kindKey == "live_photo" {
+            let use = try m.enumValue("use", LivePhotoUse.self) ?? .motion
+            let duration = try m.time("duration") ?? 3
+            guard duration > 0 && duration <= 600 else { throw ctx.error("duration must be more than 0 and at most 600 seconds", at: m.node("duration")) }
+            kind = .livePhoto(source: try ctx.source(kindNode), use: use, duration: duration)
         } else {
             kind = .video(source: try ctx.source(kindNode), trim: nil)
         }
-        if kindKey != "photo", let k = ["duration", "ken_burns"].first(where: { m.node($0) != nil }) {
+        if kindKey != "live_photo", m.node("use") != nil {
+            throw ctx.error("use applies to live_photo items", at: m.keyNode("use"))
+        }
+        if kindKey != "photo" && !(kindKey == "live_photo" && m.node("ken_burns") == nil),
+           let k = ["duration", "ken_burns"].first(where: { m.node($0) != nil }) {
             if k == "ken_burns" { throw ctx.error("ken_burns applies to photo items", at: m.keyNode(k)) }
             throw ctx.error("duration applies to photo items", at: m.keyNode("duration"),
                             hint: kindKey == "title" ? "a title's duration goes inside it: title: { text: …, duration: 2 }" : "trim a video instead")

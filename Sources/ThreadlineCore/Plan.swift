@@ -123,6 +123,8 @@ public enum Planner {
         switch item.kind {
         case .title(let t):
             return Timing.frames(seconds: t.duration, fps: fps)
+        case .livePhoto:
+            throw PipelineError("\(item.label(index: index)) was not resolved to its motion or still", at: item.location)
         case .photo(_, let duration, _):
             guard let facts, facts.hasVideo else {
                 throw PipelineError("\(item.label(index: index)) is not a picture FFmpeg can read", at: item.location,
@@ -249,6 +251,7 @@ public enum Planner {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t
         case .photo(_, _, let kb): spec.still = true; spec.kenBurns = kb
+        case .livePhoto: break
         }
         return spec
     }

@@ -41,7 +41,7 @@ struct StateOptions: ParsableArguments {
 /// (the soundtrack) is probed here too, so an unreadable file stops the submit before any work.
 func loadPipeline(_ path: String) throws -> Pipeline {
     do {
-        let p = try PipelineLoader.load(path: path)
+        let p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
         if let st = p.output.soundtrack {
             let facts: MediaFacts
             do { facts = try Probe.facts(path: st.source, name: (st.source as NSString).lastPathComponent) } catch {

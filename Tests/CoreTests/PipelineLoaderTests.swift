@@ -122,9 +122,11 @@ import Testing
         #expect((e.location?.line ?? 0) >= 3)
     }
 
-    @Test func laterItemKindsSayTheyAreNotSupportedYet() throws {
-        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - live_photo: media/a.mov\n"))
-        #expect(e.message.contains("not supported"))
+    @Test func livePhotosParseWithWhatTheyShow() throws {
+        let p = try parse("output: { path: o.mp4 }\nclips:\n  - live_photo: media/a.mov\n  - live_photo: media/a.mov\n    use: still\n    duration: 2\n")
+        #expect(p.items[0].kind == .livePhoto(source: SourceRef(dir + "/media/a.mov"), use: .motion, duration: 3))
+        #expect(p.items[1].kind == .livePhoto(source: SourceRef(dir + "/media/a.mov"), use: .still, duration: 2))
+        #expect(error("output: { path: o.mp4 }\nclips:\n  - live_photo: media/a.mov\n    use: boomerang\n")?.hint == nil ? false : true)
     }
 
     @Test func misspeltKindSuggestsVideo() throws {

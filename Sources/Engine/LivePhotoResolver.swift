@@ -1,0 +1,36 @@
+import Foundation
+import ThreadlineCore
+import Media
+
+/// Turns live_photo items into what they show, before any work: the motion (a video item, looped
+/// for `use: loop`) or the still (a photo item). A missing half is an error at the item.
+public enum LivePhotoResolver {
+    public static func resolve(_ pipeline: Pipeline) throws -> Pipeline {
+        var p = pipeline
+        for (i, item) in pipeline.items.enumerated() {
+            guard case .livePhoto(let source, let use, let duration) = item.kind else { continue }
+            guard !source.isRemote else {
+                throw PipelineError("\(item.label(index: i)): live photos must be local files, to find their other half", at: item.location)
+            }
+            let pair = LivePhotoPairing.pair(for: source.uri)
+            let folder = (source.uri as NSString).deletingLastPathComponent
+            switch use {
+            case .motion, .loop:
+                guard let movie = pair.movie else {
+                    let how = pair.identifier.map { "no MOV in \(folder) carries its content identifier \($0) or its name" } ?? "no MOV in \(folder) has its name"
+                    throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's motion: \(how)", at: item.location,
+                                        hint: "put the .MOV beside the photo, or add use: still to show the photo")
+                }
+                p.items[i].kind = .video(source: SourceRef(movie), trim: nil)
+                if use == .loop { p.items[i].edits.loop = max(2, p.items[i].edits.loop) }
+            case .still:
+                guard let photo = pair.photo else {
+                    throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's still in \(folder)", at: item.location,
+                                        hint: "put the photo beside the .MOV, or use: motion")
+                }
+                p.items[i].kind = .photo(source: SourceRef(photo), duration: duration, kenBurns: nil)
+            }
+        }
+        return p
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// Finds the two halves of an Apple Live Photo: first by content identifier (the MOV's
+/// `com.apple.quicktime.content.identifier`, the photo's Apple MakerNote tag 0x0011), else by
+/// the same basename in the same folder.
+public enum LivePhotoPairing {
+    public struct Pair: Sendable, Equatable {
+        public var photo: String?
+        public var movie: String?
+        public var identifier: String?
+        /// "identifier" or "basename".
+        public var matchedBy: String
+    }
+
+    static let movieExtensions = ["mov", "mp4", "m4v"]
+    static let photoExtensions = ["jpg", "jpeg", "heic", "heif", "png"]
+
+    /// The pair for `path` (either half). Missing halves are nil.
+    public static func pair(for path: String) -> Pair {
+        let url = URL(fileURLWithPath: path)
+        let dir = url.deletingLastPathComponent().path
+        let isMovie = movieExtensions.contains(url.pathExtension.lowercased())
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted().map { dir + "/" + $0 }
+        let wanted = isMovie ? photoExtensions : movieExtensions
+        let candidates = files.filter { wanted.contains(URL(fileURLWithPath: $0).pathExtension.lowercased()) }
+        let identifier = isMovie ? movieIdentifier(path) : photoIdentifier(path)
+        if let identifier {
+            for c in candidates where (isMovie ? photoIdentifier(c) : movieIdentifier(c)) == identifier {
+                return Pair(photo: isMovie ? c : path, movie: isMovie ? path : c, identifier: identifier, matchedBy: "identifier")
+            }
+        }
+        let stem = url.deletingPathExtension().lastPathComponent.lowercased()
+        let byName = candidates.first { URL(fileURLWithPath: $0).deletingPathExtension().lastPathComponent.lowercased() == stem }
+        return Pair(photo: isMovie ? byName : path, movie: isMovie ? path : byName, identifier: identifier, matchedBy: "basename")
+    }
+
+    /// The content identifier a Live Photo MOV carries in its container metadata.
+    public static func movieIdentifier(_ path: String) -> String? {
+        _ = configureLogging
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
+        guard avformat_open_input(&ctx, path, nil, nil) >= 0, let c = ctx else { return nil }
+        defer { avformat_close_input(&ctx) }
+        guard let e = av_dict_get(c.pointee.metadata, "com.apple.quicktime.content.identifier", nil, 0) else { return nil }
+        return String(cString: e.pointee.value)
+    }
+
+    /// The content identifier in a JPEG's Apple MakerNote (tag 0x0011).
+    public static func photoIdentifier(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path), let head = try? handle.read(upToCount: 256 * 1024) else { return nil }
+        try? handle.close()
+        return EXIF.appleContentIdentifier(jpeg: [UInt8](head))
+    }
+}
+
+/// Just enough EXIF to read the Apple MakerNote: APP1 → TIFF → IFD0 → Exif IFD → MakerNote.
+enum EXIF {
+    static func appleContentIdentifier(jpeg b: [UInt8]) -> String? {
+        guard b.count > 4, b[0] == 0xFF, b[1] == 0xD8 else { return nil }
+        var i = 2
+        while i + 4 <= b.count, b[i] == 0xFF {
+            let marker = b[i + 1]
+            let length = Int(b[i + 2]) << 8 | Int(b[i + 3])
+            if marker == 0xE1, i + 10 <= b.count, Array(b[(i + 4)..<(i + 10)]) == Array("Exif\0\0".utf8) {
+                let tiff = i + 10
+                return fromTIFF(b, tiff, end: min(b.count, i + 2 + length))
+            }
+            if marker == 0xDA { break }      // image data: no EXIF before it
+            i += 2 + length
+        }
+        return nil
+    }
+
+    static func fromTIFF(_ b: [UInt8], _ t: Int, end: Int) -> String? {
+        guard t + 8 <= end else { return nil }
+        let little = b[t] == 0x49
+        func u16(_ o: Int) -> Int? { o + 2 <= end ? (little ? Int(b[o]) | Int(b[o + 1]) << 8 : Int(b[o]) << 8 | Int(b[o + 1])) : nil }
+        func u32(_ o: Int) -> Int? {
+            guard o + 4 <= end else { return nil }
+            let v = little ? (UInt32(b[o]) | UInt32(b[o + 1]) << 8 | UInt32(b[o + 2]) << 16 | UInt32(b[o + 3]) << 24)
+                           : (UInt32(b[o]) << 24 | UInt32(b[o + 1]) << 16 | UInt32(b[o + 2]) << 8 | UInt32(b[o + 3]))
+            return Int(v)
+        }
+        /// (value/offset field position, count) of `tag` in the IFD at `ifd` (TIFF-relative).
+        func find(_ tag: Int, ifd: Int) -> (field: Int, count: Int)? {
+            guard let n = u16(t + ifd), n < 1000 else { return nil }
+            for k in 0..<n {
+                let e = t + ifd + 2 + 12 * k
+                if u16(e) == tag, let count = u32(e + 4) { return (e + 8, count) }
+            }
+            return nil
+        }
+        guard let ifd0 = u32(t + 4), let exifPtr = find(0x8769, ifd: ifd0), let exifIFD = u32(exifPtr.field),
+              let maker = find(0x927C, ifd: exifIFD), let makerOffset = u32(maker.field) else { return nil }
+        let m = t + makerOffset
+        guard m + 16 <= end, Array(b[m..<(m + 9)]) == Array("Apple iOS".utf8) else { return nil }
+        // Apple's MakerNote: a big-endian IFD at +14, offsets relative to the MakerNote's start.
+        func be16(_ o: Int) -> Int? { o + 2 <= end ? Int(b[o]) << 8 | Int(b[o + 1]) : nil }
+        func be32(_ o: Int) -> Int? { o + 4 <= end ? Int(b[o]) << 24 | Int(b[o + 1]) << 16 | Int(b[o + 2]) << 8 | Int(b[o + 3]) : nil }
+        guard let n = be16(m + 14), n < 500 else { return nil }
+        for k in 0..<n {
+            let e = m + 16 + 12 * k
+            guard be16(e) == 0x0011, be16(e + 2) == 2, let count = be32(e + 4), count > 4, count < 200, let off = be32(e + 8) else { continue }
+            let s = m + off
+            guard s + count <= end else { return nil }
+            let bytes = b[s..<(s + count)].prefix { $0 != 0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        return nil
+    }
+}

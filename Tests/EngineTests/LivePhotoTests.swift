@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import ThreadlineCore
+import Media
+import TestSupport
+
+@Suite(.serialized) struct LivePhotoTests {
+    @Test(.enabled(if: sharedMedia != nil, "../shared/media is absent: Live Photo corpus pairing skipped"))
+    func theCorpusPairMatchesByIdentifierBothWays() throws {
+        let jpg = sharedMedia! + "/lychee/train.jpg", mov = sharedMedia! + "/lychee/train.mov"
+        #expect(LivePhotoPairing.photoIdentifier(jpg) == "E905E6C6-C747-4805-942F-9904A0281F02")
+        #expect(LivePhotoPairing.movieIdentifier(mov) == "E905E6C6-C747-4805-942F-9904A0281F02")
+        let a = LivePhotoPairing.pair(for: jpg), b = LivePhotoPairing.pair(for: mov)
+        #expect(a.movie == mov && a.matchedBy == "identifier")
+        #expect(b.photo == jpg && b.matchedBy == "identifier")
+        // The identifier wins over names that say otherwise.
+        let dir = temporaryDirectory("pair")
+        try FileManager.default.copyItem(atPath: jpg, toPath: dir + "/holiday.jpg")
+        try FileManager.default.copyItem(atPath: mov, toPath: dir + "/IMG_9999.mov")
+        FileManager.default.createFile(atPath: dir + "/holiday.mov", contents: Data("decoy".utf8))
+        let c = LivePhotoPairing.pair(for: dir + "/holiday.jpg")
+        #expect(c.movie == dir + "/IMG_9999.mov" && c.matchedBy == "identifier")
+    }
+
+    @Test func withoutIdentifiersTheSameBasenamePairs() throws {
+        let dir = temporaryDirectory("basename")
+        try Generate.clip(dir + "/IMG_0001.mov", seconds: 0.5)
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240", "-frames:v", "1", dir + "/IMG_0001.jpg"])
+        #expect(r.status == 0)
+        let p = LivePhotoPairing.pair(for: dir + "/IMG_0001.jpg")
+        #expect(p.movie == dir + "/IMG_0001.mov" && p.matchedBy == "basename" && p.identifier == nil)
+    }
+
+    @Test(.enabled(if: sharedMedia != nil, "../shared/media is absent: Live Photo render skipped"))
+    func aLivePhotoRendersItsMotionOrItsStill() throws {
+        let dir = temporaryDirectory("live")
+        let jpg = sharedMedia! + "/lychee/train.jpg"
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "640x360",
+                          clips: ["live_photo: \(jpg)", "live_photo: \(jpg)\n    use: still\n    duration: 1"])
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        let p = try ffprobe(dir + "/out.mp4", countFrames: true)
+        #expect(p.frames == 37 + 30)          // the motion (1.233 s at 30 fps), then the still for 1 s
+    }
+
+    @Test func aLonePhotoIsALocatedErrorUnlessUsedAsAStill() throws {
+        let dir = temporaryDirectory("lone")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240", "-frames:v", "1", dir + "/lonely.jpg"])
+        #expect(r.status == 0)
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", clips: ["live_photo: lonely.jpg"])
+        let bad = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 60)
+        #expect(bad.status == 2)
+        #expect(bad.err.contains("p.yaml:9:5: error: live photo 1 (lonely.jpg): cannot find the Live Photo's motion"), "\(bad.err)")
+        #expect(bad.err.contains("use: still"))
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", clips: ["live_photo: lonely.jpg\n    use: still"])
+        let ok = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 60)
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(try ffprobe(dir + "/out.mp4", countFrames: true).frames == 90)
+    }
+}
