@@ -94,3 +94,12 @@ void tl_die_with_parent(int sig) { prctl(PR_SET_PDEATHSIG, sig); }
 #else
 void tl_die_with_parent(int sig) { (void)sig; }
 #endif
+
+#include <signal.h>
+#include <pthread.h>
+void tl_unblock_termination_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT); sigaddset(&set, SIGHUP); sigaddset(&set, SIGQUIT);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}

@@ -60,7 +60,7 @@ public final class LocalCluster: Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: config.workerExecutable)
         p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)",
-                       "--store", config.stateDirectory, "--exit-with-parent", "--quiet"]
+                       "--store", config.stateDirectory, "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
         p.standardInput = FileHandle.nullDevice
         try p.run()
         processes.withLock { $0[p.processIdentifier] = p }

@@ -14,6 +14,8 @@ public final class WorkerRuntime: Sendable {
         public var heartbeatInterval: Double
         /// Re-announce when the coordinator has been silent this long.
         public var coordinatorTimeout: Double
+        /// When set, the worker stops as soon as its parent process is no longer this one.
+        public var parentPID: Int32?
         public init(endpoint: String, slots: Int = 1, id: String = WorkerRuntime.defaultID(),
                     heartbeatInterval: Double = 1, coordinatorTimeout: Double = 5) {
             self.endpoint = endpoint; self.slots = slots; self.id = id
@@ -95,6 +97,10 @@ public final class WorkerRuntime: Sendable {
                 lastHeard = now
                 lastSent = now
             } else if now - lastSent >= config.heartbeatInterval {
+                if let parent = config.parentPID, getppid() != parent {
+                    logger.error("the parent process is gone; stopping")
+                    stop()
+                }
                 send(.heartbeat(running: Array(running)))
                 lastSent = now
             }

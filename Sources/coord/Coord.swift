@@ -89,6 +89,7 @@ struct Submit: ParsableCommand {
     }
 
     func run() throws {
+        tl_unblock_termination_signals()
         let p = try loadPipeline(pipeline)
         // Without --verbose the CLI itself reports failures; the log stays quiet.
         let level: Logger.Level = verbose ? .info : .critical

@@ -28,6 +28,9 @@ struct WorkerCommand: ParsableCommand {
     @Flag(name: .long, help: "Exit when the parent process exits (used by the embedded default).")
     var exitWithParent = false
 
+    @Option(name: .long, help: ArgumentHelp("The parent's pid, to notice a parent that died before this worker started.", visibility: .hidden))
+    var parentPid: Int32?
+
     @Flag(name: .long, help: "Log only errors.")
     var quiet = false
 
@@ -39,13 +42,20 @@ struct WorkerCommand: ParsableCommand {
     }
 
     func run() throws {
-        if exitWithParent { tl_die_with_parent(SIGTERM) }
+        tl_unblock_termination_signals()
+        if exitWithParent {
+            tl_die_with_parent(SIGTERM)
+            // prctl cannot fire for a parent that died before it was called.
+            if let parentPid, getppid() != parentPid { Glibc._exit(0) }
+        }
         var logger = Logger(label: "threadline.worker") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .error : .info
         let artifacts = try ArtifactStore(root: store)
-        let runtime = WorkerRuntime(.init(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID()),
-                                    runner: MediaTaskRunner(store: artifacts), logger: logger)
-        let stop: @convention(c) (Int32) -> Void = { _ in Glibc.exit(0) }
+        var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID())
+        if exitWithParent, let parentPid { config.parentPID = parentPid }
+        let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts), logger: logger)
+        // _exit, not exit: exit runs atexit handlers and destructors while the ZeroMQ thread is live, and hangs.
+        let stop: @convention(c) (Int32) -> Void = { _ in Glibc._exit(0) }
         signal(SIGTERM, stop)
         signal(SIGINT, stop)
         let context = MessagingContext()

@@ -45,10 +45,12 @@ import TestSupport
         p.standardOutput = FileHandle.nullDevice; p.standardError = FileHandle.nullDevice
         try p.run()
         var killed = false
+        var workers: [Int32] = []
         let deadline = Date().addingTimeInterval(120)
         while p.isRunning && Date() < deadline {
             if FileManager.default.fileExists(atPath: db),
                let n = try? LineageStore.readRows(path: db, condition).first?["n"], (Int(n) ?? 0) > 0 {
+                workers = childProcesses(of: p.processIdentifier)
                 kill(p.processIdentifier, SIGKILL)
                 killed = true
                 break
@@ -57,7 +59,10 @@ import TestSupport
         }
         p.waitUntilExit()
         #expect(killed, "the render finished before reaching \(point)")
-        usleep(300_000)   // the workers follow their parent down
+        // The workers follow their coordinator down (no orphans left polling).
+        let gone = Date().addingTimeInterval(2)
+        while workers.contains(where: { kill($0, 0) == 0 }) && Date() < gone { usleep(20_000) }
+        #expect(!workers.isEmpty && workers.allSatisfy { kill($0, 0) != 0 }, "orphaned workers: \(workers.filter { kill($0, 0) == 0 })")
         // Submitting the same pipeline again continues the interrupted run.
         let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2", "--json"], timeout: 300)
         #expect(r.status == 0, "\(r.err)")

@@ -26,3 +26,7 @@ double tl_cpu_seconds_self(void);
 
 /// Ask the kernel to send `sig` to this process when its parent dies (Linux; no-op elsewhere).
 void tl_die_with_parent(int sig);
+
+/// Unblocks SIGTERM, SIGINT, SIGHUP and SIGQUIT for this thread (and threads it starts later): a
+/// parent's blocked signal mask is inherited through exec, and would leave these signals pending.
+void tl_unblock_termination_signals(void);
