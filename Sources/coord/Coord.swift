@@ -20,7 +20,7 @@ struct Coord: ParsableCommand {
           coord status 3                            one run's stages, attempts and failures
           coord lineage pipelines/out/demo.mp4      how an output came to be (sources, stages, parameters)
         """,
-        subcommands: [Submit.self, PlanCommand.self, Runs.self, Status.self, LineageCommand.self, GC.self, ExportLineage.self],
+        subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, LineageCommand.self, GC.self, ExportLineage.self],
         defaultSubcommand: nil)
 }
 
@@ -349,5 +349,60 @@ struct ExportLineage: ParsableCommand {
         let lines = try LineageStore.openLineageEvents(databasePath: db, runID: runID)
         guard !lines.isEmpty else { errorLine("error: no run \(runID) in \(db)"); throw ExitCode(1) }
         for l in lines { print(l) }
+    }
+}
+
+struct ThumbnailsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "thumbnails",
+        abstract: "Write one poster image per item (its middle frame, with its edits) and a contact sheet of the timeline.")
+
+    @Argument(help: "The pipeline YAML file.") var pipeline: String
+    @Option(name: .long, help: "Folder for the images (default: <output name>-thumbnails beside the output).") var out: String?
+    @Option(name: .long, help: "Poster width in pixels.") var width: Int = 320
+    @Option(name: .long, help: "Posters per row on the contact sheet.") var columns: Int = 4
+
+    func validate() throws {
+        guard (64...1920).contains(width) else { throw ValidationError("--width must be 64…1920") }
+        guard (1...16).contains(columns) else { throw ValidationError("--columns must be 1…16") }
+    }
+
+    func run() throws {
+        let p = try loadPipeline(pipeline)
+        var facts: [String: MediaFacts] = [:]
+        for (i, item) in p.items.enumerated() {
+            for s in item.sources where !s.isRemote && facts[s.uri] == nil {
+                do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
+                    errorLine("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)"); throw ExitCode(1)
+                }
+            }
+        }
+        let timeline: [ItemTiming]
+        do { timeline = try Planner.timeline(for: p, facts: facts) } catch let e as PipelineError { errorLine(e.description); throw ExitCode(2) }
+        let folder = out.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            ?? (p.output.path as NSString).deletingPathExtension + "-thumbnails"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        // Posters at the output's aspect, `width` wide.
+        var small = p
+        small.output.width = width & ~1
+        small.output.height = max(2, Int((Double(width) * Double(p.output.height) / Double(p.output.width) / 2).rounded()) * 2)
+        var posters: [String] = [], captions: [String] = []
+        for t in timeline {
+            var spec = Planner.segmentSpec(small, index: t.item, sourcePath: p.items[t.item].sources.first?.uri ?? "", frameCount: t.segmentFrames)
+            if case .video = p.items[t.item].kind {
+                spec.trimStart += Timing.seconds(frames: t.segmentFrames / 2, fps: p.output.fps) * p.items[t.item].edits.speed
+            }
+            let png = String(format: "%@/item-%02d.png", folder, t.item + 1)
+            do { try Thumbnails.poster(spec, to: png) } catch {
+                errorLine("\(p.items[t.item].location.map { "\($0): " } ?? "")error: \(p.items[t.item].label(index: t.item)): \(error)")
+                throw ExitCode(1)
+            }
+            posters.append(png)
+            captions.append(String(format: "%d  %@  %.1f s", t.item + 1, p.items[t.item].kindName, t.duration))
+            print(png)
+        }
+        let sheet = folder + "/contact-sheet.png"
+        try Thumbnails.contactSheet(posters: posters, captions: captions, columns: columns, to: sheet)
+        print(sheet)
     }
 }

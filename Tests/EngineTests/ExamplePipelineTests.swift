@@ -63,3 +63,32 @@ extension ExamplePipelineTests {
         #expect(rms(5.9, 6.0) < 0.6 * middle, "fade out: \(rms(5.9, 6.0)) vs \(middle)")
     }
 }
+
+@Suite struct ThumbnailTests {
+    @Test func postersAndAContactSheet() throws {
+        let dir = temporaryDirectory("thumbs")
+        try Generate.clip(dir + "/a.mp4", width: 640, height: 360, seconds: 1)
+        let text = """
+        version: 1
+        output: { path: \(dir)/out.mp4, size: 1280x720 }
+        clips:
+          - title: { text: "Hello", duration: 1, background: "#203a60" }
+          - video: a.mp4
+            look: mono
+          - video: a.mp4
+        """
+        try text.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let r = try run(coordPath, ["thumbnails", dir + "/p.yaml", "--out", dir + "/t", "--width", "320", "--columns", "2"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        for k in 1...3 {
+            let p = try ffprobe(dir + "/t/item-0\(k).png")
+            #expect(p.width == 320 && p.height == 180)
+        }
+        let sheet = try ffprobe(dir + "/t/contact-sheet.png")
+        #expect(sheet.width == 2 * (320 + 8) && sheet.height == 2 * (180 + 40))
+        let title = try frameRGBMeans(dir + "/t/item-01.png", frame: 0, x0: 0, x1: 0.1)
+        #expect(abs(title.r - 0x20) < 4 && abs(title.b - 0x60) < 4, "title poster \(title)")
+        let mono = try frameRGBMeans(dir + "/t/item-02.png", frame: 0, x0: 0.2, x1: 0.8)
+        #expect(abs(mono.r - mono.g) < 3 && abs(mono.g - mono.b) < 3, "mono poster \(mono)")
+    }
+}
