@@ -121,6 +121,7 @@ final class RunState {
     var facts: [Int: MediaFacts] = [:]
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
+    var transitions: [Int: (ArtifactRef, Int64)] = [:]
     var frameCounts: [Int: Int] = [:]
     var timeline: [ItemTiming]?
     var finished = false
@@ -132,6 +133,9 @@ final class RunState {
         for i in pipeline.items.indices {
             units.append(Unit(name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"], state: .ready))
             units.append(Unit(name: "render/\(i)", item: i, stages: ["decode/\(i)", "transform/\(i)", "encode/\(i)"]))
+        }
+        for b in Planner.transitionBoundaries(pipeline) {
+            units.append(Unit(name: "transition/\(b)", item: b, stages: ["transition/\(b)"]))
         }
         units.append(Unit(name: "concat", item: nil, stages: ["concat"]))
         self.units = units
@@ -384,10 +388,21 @@ final class CoordinatorCore {
             let spec = Planner.segmentSpec(p, index: i, sourcePath: run.sources[i]?.0.path ?? "", frameCount: n)
             return .segment(spec)
         }
+        if u.name.hasPrefix("transition/"), let b = u.item, let timeline = run.timeline,
+           let from = run.segments[b], let to = run.segments[b + 1], let spec = Planner.transitionSpec(p, after: b, timeline: timeline) {
+            return .transition(spec, from: from.0.path, to: to.0.path, index: b)
+        }
         if u.name == "concat", let timeline = run.timeline {
-            let inputs = Planner.concatParts(timeline, fps: p.output.fps).map { part in
-                ConcatInput(path: run.segments[part.item]!.0.path, frameCount: part.frames, sampleCount: part.samples,
-                            label: p.items[part.item].label(index: part.item))
+            var inputs: [ConcatInput] = []
+            for part in Planner.concatParts(timeline, fps: p.output.fps) {
+                switch part.source {
+                case .item(let i):
+                    inputs.append(ConcatInput(path: run.segments[i]!.0.path, frameCount: part.frames, sampleCount: part.samples,
+                                              label: p.items[i].label(index: i), firstFrame: part.firstFrame, firstSample: part.firstSample))
+                case .transition(let b):
+                    inputs.append(ConcatInput(path: run.transitions[b]!.0.path, frameCount: part.frames, sampleCount: part.samples,
+                                              label: "transition \(b + 1)→\(b + 2)"))
+                }
             }
             return .concat(inputs, profile: p.output)
         }
@@ -407,8 +422,12 @@ final class CoordinatorCore {
             if spec.title != nil { return segmentKey(spec, sourceSHA256: "") }   // the title is all in the spec
             guard let i = run.sources.first(where: { $0.value.0.path == spec.sourcePath })?.value.0 else { return nil }
             return segmentKey(spec, sourceSHA256: i.sha256)
+        case .transition(let spec, let from, let to, _):
+            let shas = [from, to].map { path in run.segments.values.first { $0.0.path == path }?.0.sha256 ?? path }
+            return StageKey.compute(kind: .transition, inputs: shas, parameters: spec)
         case .concat(let inputs, let profile):
-            let shas = inputs.map { input in run.segments.values.first { $0.0.path == input.path }?.0.sha256 ?? input.path }
+            let all = Array(run.segments.values) + Array(run.transitions.values)
+            let shas = inputs.map { input in all.first { $0.0.path == input.path }?.0.sha256 ?? input.path }
             var normalised = inputs
             for k in normalised.indices { normalised[k].path = ""; normalised[k].label = "" }
             return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.movieProfile))
@@ -522,10 +541,18 @@ final class CoordinatorCore {
                 try lineage.stageUpdate(run.stageIDs[s]!, state: "succeeded", finished: done, seconds: seconds[k])
             }
             run.segments[i] = (art, aid)
-            if run.segments.count == p.items.count, let ci = run.index(of: "concat") {
-                run.units[ci].state = .ready
-                try lineage.stageUpdate(run.stageIDs["concat"]!, state: "ready")
-            }
+            try refreshReadiness(run)
+        } else if u.name.hasPrefix("transition/"), let b = u.item, let art = r.artifact {
+            let inputs = [run.segments[b]?.1, run.segments[b + 1]?.1].compactMap { $0 }
+            let aid = try recordOutput(run, u, r, kind: "transition", facts: nil, inputs: inputs)
+            try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+            let params: String? = { if case .transition(let spec, _, _, _) = u.task {
+                    return (try? encoder.encode(spec)).map { String(decoding: $0, as: UTF8.self) } }
+                return nil }()
+            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded", params: params, key: u.key, finished: done,
+                                    seconds: r.finishedAt - r.startedAt)
+            run.transitions[b] = (art, aid)
+            try refreshReadiness(run)
         } else if u.name == "concat", let art = r.artifact {
             let out = p.output.path
             try FileManager.default.createDirectory(atPath: (out as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
@@ -556,6 +583,26 @@ final class CoordinatorCore {
         progress(run)
     }
 
+    /// Transitions wait for both neighbouring segments and the timeline; concat for everything.
+    func refreshReadiness(_ run: RunState) throws {
+        for k in run.units.indices where run.units[k].state == .waiting {
+            let u = run.units[k]
+            let ready: Bool
+            if u.name.hasPrefix("transition/"), let b = u.item {
+                ready = run.timeline != nil && run.segments[b] != nil && run.segments[b + 1] != nil
+            } else if u.name == "concat" {
+                ready = run.timeline != nil && run.segments.count == run.pipeline.items.count
+                    && run.units.allSatisfy { !$0.name.hasPrefix("transition/") || $0.state == .done }
+            } else {
+                continue
+            }
+            if ready {
+                run.units[k].state = .ready
+                for s in u.stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready") }
+            }
+        }
+    }
+
     /// Once every item's length is known, the frame-exact timeline.
     func updateTimeline(_ run: RunState) throws {
         let p = run.pipeline
@@ -565,6 +612,7 @@ final class CoordinatorCore {
         let timeline = try Planner.timeline(for: p, facts: byURI)
         run.timeline = timeline
         try lineage.setItemTiming(runID: run.id, timeline: timeline)
+        defer { try? refreshReadiness(run) }
         // With a length cap, renders wait for the whole timeline: now they may start, fitted.
         if p.output.maxDuration != nil {
             for t in timeline {

@@ -61,6 +61,8 @@ public enum TaskSpec: Codable, Sendable {
     case fetch(uri: String, name: String)
     /// decode → transform → encode of one item, as one streamed pipeline.
     case segment(SegmentSpec)
+    /// Join the tail of one segment and the head of the next.
+    case transition(TransitionSpec, from: String, to: String, index: Int)
     /// Join segments into the movie.
     case concat([ConcatInput], profile: OutputProfile)
 
@@ -68,6 +70,7 @@ public enum TaskSpec: Codable, Sendable {
         switch self {
         case .fetch(_, let name): return "fetch \(name)"
         case .segment(let s): return "render \(s.sourceName)"
+        case .transition(_, _, _, let b): return "transition \(b + 1)→\(b + 2)"
         case .concat: return "concat"
         }
     }

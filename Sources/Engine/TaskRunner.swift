@@ -68,6 +68,14 @@ public struct MediaTaskRunner: TaskRunner {
                 } catch {
                     try? FileManager.default.removeItem(atPath: tmp); throw error
                 }
+            case .transition(let spec, let from, let to, _):
+                let tmp = store.temporaryPath(suffix: ".mov")
+                do {
+                    result.segment = try TransitionRenderer.render(spec, from: from, to: to, to: tmp)
+                    result.artifact = try store.adopt(tmp)
+                } catch {
+                    try? FileManager.default.removeItem(atPath: tmp); throw error
+                }
             case .concat(let inputs, let profile):
                 let tmp = store.temporaryPath(suffix: ".mp4")
                 do {
@@ -81,7 +89,7 @@ public struct MediaTaskRunner: TaskRunner {
             result.error = WireError(e)
         } catch {
             let stage: StageKind
-            switch task { case .fetch: stage = .fetch; case .segment: stage = .encode; case .concat: stage = .concat }
+            switch task { case .fetch: stage = .fetch; case .segment: stage = .encode; case .transition: stage = .transition; case .concat: stage = .concat }
             result.error = WireError(stage: stage, errorClass: .retryable, file: task.label, message: "\(error)")
         }
         result.finishedAt = Date().timeIntervalSince1970

@@ -214,6 +214,19 @@ public final class LineageStore: Sendable {
                 WHERE s.kind IN ('fetch', 'encode', 'concat') AND a.state NOT IN ('cached', 'missed');
             """)
         }
+        m.registerMigration("v6: transitions take slots too") { db in
+            try db.execute(sql: """
+            DROP VIEW v_worker_slots;
+            CREATE VIEW v_worker_slots AS
+                SELECT a.dispatched_at AS time, a.worker_id, w.slots,
+                       (SELECT count(*) FROM attempt b JOIN stage sb ON sb.id = b.stage_id
+                         WHERE b.worker_id = a.worker_id AND b.state NOT IN ('cached', 'missed')
+                           AND sb.kind IN ('fetch', 'encode', 'transition', 'concat')
+                           AND b.dispatched_at <= a.dispatched_at AND coalesce(b.finished_at, 1e18) > a.dispatched_at) AS busy_slots
+                FROM attempt a JOIN stage s ON s.id = a.stage_id JOIN worker w ON w.id = a.worker_id
+                WHERE s.kind IN ('fetch', 'encode', 'transition', 'concat') AND a.state NOT IN ('cached', 'missed');
+            """)
+        }
         return m
     }
 

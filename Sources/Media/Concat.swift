@@ -8,8 +8,12 @@ public struct ConcatInput: Sendable, Hashable, Codable {
     public var frameCount: Int
     public var sampleCount: Int
     public var label: String
-    public init(path: String, frameCount: Int, sampleCount: Int, label: String) {
+    /// Where the part starts in its segment (a key frame), and its first audio sample there.
+    public var firstFrame: Int
+    public var firstSample: Int
+    public init(path: String, frameCount: Int, sampleCount: Int, label: String, firstFrame: Int = 0, firstSample: Int = 0) {
         self.path = path; self.frameCount = frameCount; self.sampleCount = sampleCount; self.label = label
+        self.firstFrame = firstFrame; self.firstSample = firstSample
     }
 }
 
@@ -66,19 +70,23 @@ public enum Concat {
             }
             let vTB = input.stream(v).pointee.time_base
             let offset = Int64(report.frames)
-            var taken = 0            // samples taken from this segment
+            var taken = 0            // samples taken from this part
+            var skipped = 0          // samples passed over before it
             var framesSeen = 0
+            let lastFrame = seg.firstFrame + seg.frameCount
             while true {
                 let ret = av_read_frame(input.ctx, pkt.ptr)
                 if ret == tl_averror_eof() { break }
                 if ret < 0 { throw MediaError(.concat, classify(ret), file: seg.label, "cannot read segment: \(avErrorString(ret))") }
                 defer { pkt.unref() }
                 if pkt.ptr.pointee.stream_index == v {
-                    guard framesSeen < seg.frameCount else { continue }
+                    av_packet_rescale_ts(pkt.ptr, vTB, fpsTB)     // timestamps in frames now
+                    let index = Int(pkt.ptr.pointee.pts)
+                    // The part starts on an IDR frame and ends before one: its packets are contiguous.
+                    guard index >= seg.firstFrame && index < lastFrame else { continue }
                     framesSeen += 1
-                    av_packet_rescale_ts(pkt.ptr, vTB, fpsTB)
-                    pkt.ptr.pointee.pts += offset
-                    pkt.ptr.pointee.dts += offset
+                    pkt.ptr.pointee.pts += offset - Int64(seg.firstFrame)
+                    pkt.ptr.pointee.dts += offset - Int64(seg.firstFrame)
                     if pkt.ptr.pointee.dts <= lastDTS { pkt.ptr.pointee.dts = lastDTS + 1 }
                     if pkt.ptr.pointee.pts < pkt.ptr.pointee.dts { pkt.ptr.pointee.pts = pkt.ptr.pointee.dts }
                     lastDTS = pkt.ptr.pointee.dts
@@ -89,9 +97,11 @@ public enum Concat {
                     try output.write(pkt.ptr)
                 } else if pkt.ptr.pointee.stream_index == input.audioIndex {
                     let count = Int(pkt.ptr.pointee.size) / 4
-                    let n = min(count, seg.sampleCount - taken)
+                    let skip = min(count, max(0, seg.firstSample - skipped))
+                    skipped += skip
+                    let n = min(count - skip, seg.sampleCount - taken)
                     if n > 0 {
-                        try feed(UnsafeRawPointer(pkt.ptr.pointee.data!), n)
+                        try feed(UnsafeRawPointer(pkt.ptr.pointee.data!).advanced(by: skip * 4), n)
                         taken += n
                     }
                 }

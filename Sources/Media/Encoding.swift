@@ -22,6 +22,8 @@ final class VideoEncoder {
         if globalHeader { ctx.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
         av_opt_set(ctx.pointee.priv_data, "preset", profile.video.preset, 0)
         av_opt_set(ctx.pointee.priv_data, "crf", "\(profile.video.crf)", 0)
+        // A forced key frame is an IDR: the segment can be cut there and stream-copied.
+        av_opt_set(ctx.pointee.priv_data, "forced-idr", "1", 0)
         let ret = avcodec_open2(ctx, codec, nil)
         if ret < 0 { throw MediaError(.encode, .permanent, file: file, "cannot open libx264: \(avErrorString(ret))") }
     }

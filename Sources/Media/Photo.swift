@@ -35,7 +35,7 @@ enum PhotoRenderer {
                                      description: VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile,
                                                                           textFile: try textFile.path(), watermarkFile: try watermarkFile.path()),
                                      file: name)
-        let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: name)
+        let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes)
         let filtered = Frame()
         let perSlot = spec.edits.text?.isWindowed == true
         for slot in 0..<spec.frameCount {
@@ -122,7 +122,7 @@ enum KenBurnsRenderer {
                                                                           profile: p, file: try watermarkFile.path()),
                                      file: name)
         report.transformSeconds += now() - t0
-        let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name)
+        let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes)
         let scaled = Frame(), done = Frame()
         scaled.ptr.pointee.width = Int32(W); scaled.ptr.pointee.height = Int32(H); scaled.ptr.pointee.format = AV_PIX_FMT_YUV420P.rawValue
         guard av_frame_get_buffer(scaled.ptr, 0) >= 0 else { throw MediaError(.transform, .retryable, file: name, "out of memory") }

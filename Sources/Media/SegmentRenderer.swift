@@ -102,7 +102,7 @@ private final class SegmentJob {
         textFile = OverlayTextFile(spec.edits.text)
         watermarkFile = WatermarkFile(spec.profile.watermark)
 
-        writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName)
+        writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName, keyframes: spec.keyframes)
     }
 
     func run(isCancelled: () -> Bool) throws -> SegmentReport {

@@ -15,8 +15,12 @@ final class SegmentWriter {
     private(set) var samplesWritten = 0
     private(set) var framesWritten = 0
 
-    init(profile: OutputProfile, sampleCount: Int, path: String, name: String) throws {
+    /// Slots encoded as IDR frames, so the segment can be cut there without re-encoding.
+    let keyframes: Set<Int>
+
+    init(profile: OutputProfile, sampleCount: Int, path: String, name: String, keyframes: [Int]? = nil) throws {
         self.sampleCount = sampleCount
+        self.keyframes = Set(keyframes ?? [])
         self.name = name
         output = try OutputFile(path: path, format: "mov", file: name)
         encoder = try VideoEncoder(profile: profile, globalHeader: output.needsGlobalHeader, file: name)
@@ -31,7 +35,7 @@ final class SegmentWriter {
     /// Encodes `f` as the frame at output slot `slot`.
     func writeVideo(_ f: UnsafeMutablePointer<AVFrame>, slot: Int) throws {
         f.pointee.pts = Int64(slot)
-        f.pointee.pict_type = AV_PICTURE_TYPE_NONE
+        f.pointee.pict_type = keyframes.contains(slot) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         try encode(f)
         framesWritten += 1
     }

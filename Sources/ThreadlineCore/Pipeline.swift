@@ -6,6 +6,8 @@ public struct Pipeline: Sendable, Hashable, Codable {
     public var name: String
     public var output: OutputProfile
     public var items: [Item]
+    /// The transition between items unless an item names its own.
+    public var transition: Transition?
     /// The pipeline file this came from, and its folder (relative paths resolve against it).
     public var file: String
     public var text: String
@@ -162,6 +164,8 @@ public struct Item: Sendable, Hashable, Codable {
 
     public var kind: Kind
     public var edits: Edits
+    /// The transition into the next item (overrides the pipeline's default).
+    public var transition: Transition?
     /// Where the item is written in the pipeline file.
     public var location: SourceLocation?
 
@@ -217,6 +221,25 @@ public struct Title: Sendable, Hashable, Codable {
                 size: Int? = nil, font: String = Title.defaultFont) {
         self.text = text; self.duration = duration; self.background = background; self.color = color; self.size = size; self.font = font
     }
+}
+
+/// How one item gives way to the next. Both kinds overlap the two items by `duration`: the
+/// movie gets shorter by it.
+public struct Transition: Sendable, Hashable, Codable {
+    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
+        case none
+        /// Through black: out, then in.
+        case fade
+        /// A cross-dissolve.
+        case dissolve
+    }
+    public var kind: Kind
+    public var duration: Double
+    public var location: SourceLocation?
+    public init(kind: Kind, duration: Double = 0.5, location: SourceLocation? = nil) {
+        self.kind = kind; self.duration = duration; self.location = location
+    }
+    public var isNone: Bool { kind == .none || duration <= 0 }
 }
 
 public struct Trim: Sendable, Hashable, Codable {

@@ -3,14 +3,14 @@ import Yams
 
 /// Reads a pipeline file into a `Pipeline`, reporting every problem with file:line:column.
 public enum PipelineLoader {
-    public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack"]
+    public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack", "transition"]
     public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration", "watermark"]
     public static let itemKindKeys = ["video", "title", "photo", "live_photo"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
     static let laterKindKeys: [String] = []
     /// Keys only some kinds take.
     static let photoKeys = ["duration", "ken_burns", "use"]
-    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text"]
+    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text", "transition"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
     public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
@@ -61,7 +61,9 @@ public enum PipelineLoader {
         var profile = output
         if let st = top.node("soundtrack") { profile.soundtrack = try parseSoundtrack(st, ctx) }
         try top.finish(allowed: topLevelKeys)
-        return Pipeline(version: version, name: name, output: profile, items: items, file: file, text: text)
+        var pipeline = Pipeline(version: version, name: name, output: profile, items: items, file: file, text: text)
+        if let t = top.node("transition") { pipeline.transition = try parseTransition(t, ctx) }
+        return pipeline
     }
 
     static func parseOutput(_ node: Node, _ ctx: Context) throws -> OutputProfile {
@@ -301,6 +303,7 @@ public enum PipelineLoader {
             edits.loop = n
         }
         if let t = m.node("text") { edits.text = try parseText(t, ctx) }
+        let transition = try m.node("transition").map { try parseTransition($0, ctx) }
         edits.look = try m.enumValue("look", Look.self)
         edits.fit = try m.enumValue("fit", OutputProfile.Fit.self)
         if let a = m.node("adjust") {
@@ -323,8 +326,10 @@ public enum PipelineLoader {
             edits.adjust = adjust
         }
         try m.finish(allowed: itemKindKeys + editKeys + photoKeys)
-        if case .video(let source, _) = kind { return Item(kind: .video(source: source, trim: trim), edits: edits, location: location) }
-        return Item(kind: kind, edits: edits, location: location)
+        var item = Item(kind: kind, edits: edits, location: location)
+        if case .video(let source, _) = kind { item.kind = .video(source: source, trim: trim) }
+        item.transition = transition
+        return item
     }
 
     /// `title: "Text"` or `title: { text, duration, background, color, size, font }`.
@@ -364,6 +369,27 @@ public enum PipelineLoader {
         }
         try m.finish(allowed: ["text", "duration", "background", "color", "size", "font"])
         return title
+    }
+
+    /// `transition: { type: fade | dissolve | none, duration: 0.5 }` (or just `transition: none`).
+    static func parseTransition(_ node: Node, _ ctx: Context) throws -> Transition {
+        if case .scalar = node {
+            guard let s = node.string, let kind = Transition.Kind(rawValue: s) else {
+                let all = Transition.Kind.allCases.map(\.rawValue)
+                throw ctx.error("unknown transition '\(node.string ?? "?")'", at: node,
+                                hint: node.string.flatMap { suggestion(for: $0, among: all) }.map { "did you mean '\($0)'?" } ?? "one of \(all.joined(separator: ", "))")
+            }
+            return Transition(kind: kind, location: ctx.location(of: node))
+        }
+        let m = try ctx.map(node, "transition")
+        let kind = try m.enumValue("type", Transition.Kind.self) ?? .dissolve
+        var t = Transition(kind: kind, location: ctx.location(of: node))
+        if let d = try m.time("duration") {
+            guard d >= 0 && d <= 10 else { throw ctx.error("transition duration must be 0…10 seconds, got \(d)", at: m.node("duration")) }
+            t.duration = d
+        }
+        try m.finish(allowed: ["type", "duration"])
+        return t
     }
 
     /// `soundtrack: { source, from, to, volume, clip_audio, fade_in, fade_out, loop }`.

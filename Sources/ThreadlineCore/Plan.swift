@@ -32,7 +32,7 @@ public struct MediaFacts: Sendable, Hashable, Codable {
 
 /// The stage names are fixed: per item fetch → decode → transform → encode, per project concat.
 public enum StageKind: String, Sendable, Hashable, Codable, CaseIterable {
-    case fetch, decode, transform, encode, concat
+    case fetch, decode, transform, encode, transition, concat
 }
 
 /// One stage of a project's graph.
@@ -59,6 +59,9 @@ public struct ItemTiming: Sendable, Hashable, Codable {
     public var segmentFrames: Int
     /// Times the segment plays in a row (`loop`).
     public var repeats: Int
+    /// Frames shared with the previous item (its transition in) and the next (its transition out).
+    public var headFrames: Int = 0
+    public var tailFrames: Int = 0
     public var start: Double
     public var duration: Double
     /// Exact audio samples this item occupies in the movie (48 kHz).
@@ -70,7 +73,34 @@ public struct ItemTiming: Sendable, Hashable, Codable {
 public struct Plan: Sendable, Hashable, Codable {
     public var stages: [PlannedStage]
     public var timeline: [ItemTiming]?
-    public var totalFrames: Int? { timeline.map { $0.reduce(0) { $0 + $1.frameCount } } }
+    /// The movie's length: items overlap where transitions join them.
+    public var totalFrames: Int? { timeline.map { $0.last.map { $0.startFrame + $0.frameCount } ?? 0 } }
+}
+
+/// One stretch of the movie as concat copies it: frames and samples of one segment.
+public struct ConcatPart: Sendable, Hashable, Codable {
+    public enum Source: Sendable, Hashable, Codable {
+        case item(Int)
+        /// The transition after item N.
+        case transition(Int)
+    }
+    public var source: Source
+    public var firstFrame: Int
+    public var frames: Int
+    public var firstSample: Int
+    public var samples: Int
+}
+
+/// A transition stage: the last `frames` of one item's segment joined with the first `frames` of
+/// the next one's, into a small segment of its own.
+public struct TransitionSpec: Sendable, Hashable, Codable {
+    public var kind: Transition.Kind
+    public var frames: Int
+    public var samples: Int
+    /// Where the outgoing item's tail starts in its segment.
+    public var fromFrame: Int
+    public var fromSample: Int
+    public var profile: OutputProfile
 }
 
 /// What a worker needs to render one item's segment (decode → transform → encode).
@@ -91,6 +121,8 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
     public var still: Bool?
     /// A zoom and pan over the photo.
     public var kenBurns: KenBurns?
+    /// Frames that must be key frames (where transitions cut the segment into parts).
+    public var keyframes: [Int]?
 
     public init(sourcePath: String, sourceName: String, trimStart: Double, frameCount: Int, sampleCount: Int, edits: Edits, profile: OutputProfile) {
         self.sourcePath = sourcePath; self.sourceName = sourceName; self.trimStart = trimStart
@@ -113,9 +145,34 @@ public enum Planner {
             stages.append(PlannedStage(id: transform, kind: .transform, item: i, dependencies: [decode]))
             stages.append(PlannedStage(id: encode, kind: .encode, item: i, dependencies: [transform]))
         }
-        stages.append(PlannedStage(id: PlannedStage.id(.concat, item: nil), kind: .concat, item: nil,
-                                   dependencies: pipeline.items.indices.map { PlannedStage.id(.encode, item: $0) }))
+        var concatDeps = pipeline.items.indices.map { PlannedStage.id(.encode, item: $0) }
+        for b in transitionBoundaries(pipeline) {
+            let id = PlannedStage.id(.transition, item: b)
+            stages.append(PlannedStage(id: id, kind: .transition, item: b,
+                                       dependencies: [PlannedStage.id(.encode, item: b), PlannedStage.id(.encode, item: b + 1)]))
+            concatDeps.append(id)
+        }
+        stages.append(PlannedStage(id: PlannedStage.id(.concat, item: nil), kind: .concat, item: nil, dependencies: concatDeps))
         return stages
+    }
+
+    /// The transition after item `b` (its own, else the pipeline's), or nil for none.
+    public static func transition(after b: Int, in pipeline: Pipeline) -> Transition? {
+        guard b < pipeline.items.count - 1 else { return nil }
+        let t = pipeline.items[b].transition ?? pipeline.transition
+        return t.flatMap { $0.isNone ? nil : $0 }
+    }
+
+    /// Boundaries (item index before them) that have a transition.
+    public static func transitionBoundaries(_ pipeline: Pipeline) -> [Int] {
+        pipeline.items.indices.dropLast().filter { transition(after: $0, in: pipeline) != nil }
+    }
+
+    /// Overlap frames at each boundary (0 where there is no transition).
+    public static func overlaps(_ pipeline: Pipeline) -> [Int] {
+        pipeline.items.indices.dropLast().map { b in
+            transition(after: b, in: pipeline).map { Timing.frames(seconds: $0.duration, fps: pipeline.output.fps) } ?? 0
+        }
     }
 
     /// Frames an item lasts in the output, given its source's facts.
@@ -162,28 +219,41 @@ public enum Planner {
         for (i, item) in pipeline.items.enumerated() {
             natural.append(try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps))
         }
-        let segments = try applyMaxDuration(pipeline, natural: natural)
+        let overlap = overlaps(pipeline)
+        let segments = try applyMaxDuration(pipeline, natural: natural, overlap: overlap.reduce(0, +))
         for (i, item) in pipeline.items.enumerated() {
             let segment = segments[i]
             let n = segment * item.edits.loop
+            let head = i > 0 ? overlap[i - 1] : 0, tail = i < overlap.count ? overlap[i] : 0
+            if head > segment || tail > segment || (item.edits.loop == 1 && head + tail > segment) {
+                let t = (tail > 0 ? transition(after: i, in: pipeline) : transition(after: i - 1, in: pipeline))
+                throw PipelineError(String(format: "the transitions around %@ (%.3f s in, %.3f s out) are longer than the item (%.3f s)",
+                                           item.label(index: i), Timing.seconds(frames: head, fps: fps), Timing.seconds(frames: tail, fps: fps),
+                                           Timing.seconds(frames: segment, fps: fps)),
+                                    at: t?.location ?? item.location, hint: "shorten the transition or lengthen the item")
+            }
             let s0 = Timing.samples(atFrame: frame, fps: fps), s1 = Timing.samples(atFrame: frame + n, fps: fps)
-            out.append(ItemTiming(item: i, startFrame: frame, frameCount: n, segmentFrames: segment, repeats: item.edits.loop,
-                                  start: Timing.seconds(frames: frame, fps: fps),
-                                  duration: Timing.seconds(frames: n, fps: fps), sampleStart: s0, sampleCount: s1 - s0))
-            frame += n
+            var timing = ItemTiming(item: i, startFrame: frame, frameCount: n, segmentFrames: segment, repeats: item.edits.loop,
+                                    start: Timing.seconds(frames: frame, fps: fps),
+                                    duration: Timing.seconds(frames: n, fps: fps), sampleStart: s0, sampleCount: s1 - s0)
+            timing.headFrames = head
+            timing.tailFrames = tail
+            out.append(timing)
+            frame += n - tail
         }
         return out
     }
 
     /// Segment frames per item after `max_duration`: unchanged, fitted, or an error.
-    static func applyMaxDuration(_ pipeline: Pipeline, natural: [Int]) throws -> [Int] {
+    static func applyMaxDuration(_ pipeline: Pipeline, natural: [Int], overlap: Int = 0) throws -> [Int] {
         guard let cap = pipeline.output.maxDuration else { return natural }
         let fps = pipeline.output.fps
         let loops = pipeline.items.map(\.edits.loop)
-        let total = zip(natural, loops).reduce(0) { $0 + $1.0 * $1.1 }
-        let limit = Int((cap.seconds * fps.double).rounded(.down))
-        guard total > limit else { return natural }
+        // Transitions overlap items: the items may add up to the cap plus the overlaps.
+        let total = zip(natural, loops).reduce(0) { $0 + $1.0 * $1.1 } - overlap
+        let limit = Int((cap.seconds * fps.double).rounded(.down)) + overlap
         let planned = Timing.seconds(frames: total, fps: fps)
+        guard total + overlap > limit else { return natural }
         switch cap.policy {
         case .fail:
             throw PipelineError(String(format: "the movie is planned at %.3f s, over max_duration %.3f s", planned, cap.seconds),
@@ -222,18 +292,43 @@ public enum Planner {
         }
     }
 
-    /// What concat joins, in order: each item's segment once per repetition, with the exact
-    /// frames and audio samples that repetition occupies.
-    public static func concatParts(_ timeline: [ItemTiming], fps: Rational) -> [(item: Int, frames: Int, samples: Int)] {
-        var parts: [(Int, Int, Int)] = []
+    /// What concat joins, in order: each item's body (its segment without the frames it shares with
+    /// its neighbours, once per repetition) and each transition segment, with exact frames and samples.
+    public static func concatParts(_ timeline: [ItemTiming], fps: Rational) -> [ConcatPart] {
+        var parts: [ConcatPart] = []
+        func A(_ f: Int) -> Int { Timing.samples(atFrame: f, fps: fps) }
         for t in timeline {
+            let n = t.segmentFrames
             for k in 0..<t.repeats {
-                let a = t.startFrame + k * t.segmentFrames
-                parts.append((t.item, t.segmentFrames,
-                              Timing.samples(atFrame: a + t.segmentFrames, fps: fps) - Timing.samples(atFrame: a, fps: fps)))
+                let a = k == 0 ? t.headFrames : 0
+                let b = k == t.repeats - 1 ? n - t.tailFrames : n
+                let base = t.startFrame + k * n
+                if b > a {
+                    parts.append(ConcatPart(source: .item(t.item), firstFrame: a, frames: b - a,
+                                            firstSample: A(base + a) - A(base), samples: A(base + b) - A(base + a)))
+                }
+            }
+            if t.tailFrames > 0 {
+                let end = t.startFrame + t.frameCount
+                parts.append(ConcatPart(source: .transition(t.item), firstFrame: 0, frames: t.tailFrames,
+                                        firstSample: 0, samples: A(end) - A(end - t.tailFrames)))
             }
         }
         return parts
+    }
+
+    /// The transition after item `b`: which frames and samples of the two segments it joins.
+    public static func transitionSpec(_ pipeline: Pipeline, after b: Int, timeline: [ItemTiming]) -> TransitionSpec? {
+        guard let t = transition(after: b, in: pipeline), b + 1 < timeline.count else { return nil }
+        let from = timeline[b], fps = pipeline.output.fps
+        let d = from.tailFrames
+        let end = from.startFrame + from.frameCount
+        let lastRep = from.startFrame + (from.repeats - 1) * from.segmentFrames
+        return TransitionSpec(kind: t.kind, frames: d,
+                              samples: Timing.samples(atFrame: end, fps: fps) - Timing.samples(atFrame: end - d, fps: fps),
+                              fromFrame: from.segmentFrames - d,
+                              fromSample: Timing.samples(atFrame: end - d, fps: fps) - Timing.samples(atFrame: lastRep, fps: fps),
+                              profile: pipeline.output.segmentProfile)
     }
 
     public static func plan(_ pipeline: Pipeline, facts: [String: MediaFacts]? = nil) throws -> Plan {
@@ -247,6 +342,11 @@ public enum Planner {
                                trimStart: 0, frameCount: frameCount,
                                sampleCount: Timing.segmentSamples(frames: frameCount, fps: pipeline.output.fps),
                                edits: item.edits, profile: pipeline.output.segmentProfile)
+        // Key frames where transitions cut the segment: after the shared head, before the shared tail.
+        let overlap = overlaps(pipeline)
+        let head = index > 0 ? overlap[index - 1] : 0, tail = index < overlap.count ? overlap[index] : 0
+        let cuts = Set([head, frameCount - tail]).filter { $0 > 0 && $0 < frameCount }.sorted()
+        spec.keyframes = cuts.isEmpty ? nil : cuts
         switch item.kind {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t
