@@ -322,3 +322,68 @@ extension EditingSetLoaderTests {
         #expect(throws: PipelineError.self) { _ = try Planner.timeline(for: p, facts: facts) }
     }
 }
+
+@Suite struct TransitionPlanTests {
+    func pipeline(_ seconds: [Double], default t: Transition?, overrides: [Int: Transition] = [:], loops: [Int: Int] = [:]) -> (Pipeline, [String: MediaFacts]) {
+        var facts: [String: MediaFacts] = [:]
+        var items: [Item] = []
+        for (i, s) in seconds.enumerated() {
+            var item = Item(kind: .video(source: SourceRef("/m/\(i).mov"), trim: nil))
+            item.transition = overrides[i]
+            item.edits.loop = loops[i] ?? 1
+            items.append(item)
+            facts["/m/\(i).mov"] = MediaFacts(duration: s, width: 16, height: 16, hasVideo: true, hasAudio: true)
+        }
+        var p = Pipeline(name: "p", output: OutputProfile(path: "/o.mp4", fps: Rational(30000, 1001)), items: items)
+        p.transition = t
+        return (p, facts)
+    }
+
+    @Test func overlapsShortenTheMovieAndPartsTileItExactly() throws {
+        let (p, facts) = pipeline([2, 3, 2.5, 1], default: Transition(kind: .dissolve, duration: 0.5),
+                                  overrides: [1: Transition(kind: .fade, duration: 1), 2: Transition(kind: .none)], loops: [3: 2])
+        let t = try Planner.timeline(for: p, facts: facts)
+        let plan = try Planner.plan(p, facts: facts)
+        let frames = t.map(\.frameCount)                     // 60, 90, 75, 30×2 at 29.97
+        let overlaps = Planner.overlaps(p)                   // 15, 30, 0
+        #expect(overlaps == [15, 30, 0])
+        #expect(plan.totalFrames == frames.reduce(0, +) - overlaps.reduce(0, +))
+        #expect(plan.stages.filter { $0.kind == .transition }.map(\.id) == ["transition/0", "transition/1"])
+        let parts = Planner.concatParts(t, fps: p.output.fps)
+        #expect(parts.reduce(0) { $0 + $1.frames } == plan.totalFrames)
+        #expect(parts.reduce(0) { $0 + $1.samples } == Timing.samples(atFrame: plan.totalFrames!, fps: p.output.fps))
+        // Bodies start where the incoming overlap ends; transitions take the shared frames.
+        #expect(parts[0] == ConcatPart(source: .item(0), firstFrame: 0, frames: 45, firstSample: 0, samples: Timing.samples(atFrame: 45, fps: p.output.fps)))
+        #expect(parts[1].source == .transition(0) && parts[1].frames == 15)
+        #expect(parts[2].source == .item(1) && parts[2].firstFrame == 15 && parts[2].frames == 90 - 15 - 30)
+        // Key frames where the segment is cut.
+        let spec = Planner.segmentSpec(p, index: 1, sourcePath: "/x", frameCount: 90)
+        #expect(spec.keyframes == [15, 60])
+        let ts = try #require(Planner.transitionSpec(p, after: 1, timeline: t))
+        #expect(ts.kind == .fade && ts.frames == 30 && ts.fromFrame == 60)
+    }
+
+    @Test func aTransitionLongerThanItsItemIsALocatedError() {
+        let (p, facts) = pipeline([2, 0.4, 2], default: Transition(kind: .dissolve, duration: 0.3, location: SourceLocation(file: "p.yaml", line: 3, column: 13)))
+        do { _ = try Planner.timeline(for: p, facts: facts); Issue.record("no error") } catch let e as PipelineError {
+            #expect(e.description.hasPrefix("p.yaml:3:13: error: the transitions around clip 2"), "\(e)")
+        } catch { Issue.record("\(error)") }
+    }
+
+    @Test func transitionsParse() throws {
+        let dir = NSTemporaryDirectory() + "tr-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: dir + "/a.mov", contents: Data([0]))
+        let p = try PipelineLoader.parse(text: "output: { path: o.mp4 }\ntransition: { type: fade, duration: 0.3 }\nclips:\n  - video: a.mov\n    transition: none\n  - video: a.mov\n",
+                                         file: "p.yaml", baseDirectory: dir)
+        #expect(p.transition?.kind == .fade && p.transition?.duration == 0.3)
+        #expect(p.items[0].transition?.kind == Transition.Kind.none)
+        do {
+            _ = try PipelineLoader.parse(text: "output: { path: o.mp4 }\ntransition: disolve\nclips:\n  - video: a.mov\n", file: "p.yaml", baseDirectory: dir)
+            Issue.record("accepted a misspelt transition")
+        } catch let e as PipelineError {
+            #expect(e.hint == "did you mean 'dissolve'?")
+            #expect(e.location?.line == 2)
+        }
+    }
+}

@@ -45,7 +45,7 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
         r.artifact = ArtifactRef(sha256: sha, path: "/dev/null", size: 0)
         switch task {
         case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
-        case .segment: r.segment = SegmentReport()
+        case .segment, .transition: r.segment = SegmentReport()
         case .concat: break
         }
         return r

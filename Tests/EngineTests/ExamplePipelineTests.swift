@@ -92,3 +92,26 @@ extension ExamplePipelineTests {
         #expect(abs(mono.r - mono.g) < 3 && abs(mono.g - mono.b) < 3, "mono poster \(mono)")
     }
 }
+
+extension ExamplePipelineTests {
+    @Test func transitions() throws {
+        let (out, plan) = try Self.render("transitions")
+        let p = try ffprobe(out, countFrames: true)
+        let frames = try #require(plan.totalFrames)
+        #expect(frames == 60 + 60 + 75 + 45 - 15 - 30)
+        #expect(p.frames == frames && abs(p.duration - Double(frames) / 30) <= 1.0 / 30)
+        #expect(abs((p.videoDuration ?? 0) - (p.audioDuration ?? 0)) <= 1.0 / 30)
+        let timeline = try #require(plan.timeline)
+        // The fade (item 2 → 3) reaches black at its boundary: the middle of the shared second.
+        let boundary = timeline[2].startFrame + 15
+        let mid = try frameRGBMeans(out, frame: boundary, x0: 0.2, x1: 0.8)
+        #expect(mid.r + mid.g + mid.b < 15, "not black at the fade's boundary: \(mid)")
+        // The watermark stays through it (top-right corner, opaque logo).
+        let corner = try frameRGBMeans(out, frame: boundary, x0: 0.9, x1: 0.98)
+        #expect(corner.r + corner.g + corner.b > 30, "watermark gone in the fade: \(corner)")
+        // Through the dissolve (item 1 → 2) the tones cross without a gap.
+        let pcm = try decodeAudio(out)
+        let a = (timeline[1].startFrame - 5) * 1600, b = (timeline[1].startFrame + 20) * 1600
+        #expect(longestSilenceMs(Array(pcm[a..<b]), edge: 0) < 5)
+    }
+}
