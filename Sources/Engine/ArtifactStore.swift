@@ -43,6 +43,23 @@ public struct ArtifactStore: Sendable {
         return (try? SHA256Hasher.hex(fileAt: ref.path)) == ref.sha256
     }
 
+    /// Cheap presence check: the file exists with the recorded size.
+    public func isPresent(_ ref: ArtifactRef) -> Bool {
+        (try? FileManager.default.attributesOfItem(atPath: ref.path)[.size] as? NSNumber)?.int64Value == ref.size
+    }
+
+    /// Makes sure a stored source is intact before it is used: verified by hash, and restored from
+    /// `origin` when damaged (only if the original still has the recorded content).
+    public func ensureIntact(_ ref: ArtifactRef, origin: String?) throws -> Bool {
+        if verify(ref) { return true }
+        guard let origin, origin.hasPrefix("/"), (try? SHA256Hasher.hex(fileAt: origin)) == ref.sha256 else { return false }
+        let tmp = temporaryPath()
+        try FileManager.default.copyItem(atPath: origin, toPath: tmp)
+        try? FileManager.default.removeItem(atPath: ref.path)
+        guard rename(tmp, ref.path) == 0 else { return false }
+        return verify(ref)
+    }
+
     /// Brings a local file into the store without copying when its content is already there.
     public func ingest(localFile path: String) throws -> ArtifactRef {
         let sha = try SHA256Hasher.hex(fileAt: path)

@@ -367,7 +367,11 @@ final class CoordinatorCore {
         run.units[ui] = u
         leases[lease] = (run.id, ui)
         workers[wid]!.running.insert(lease)
-        let assignment = Assignment(lease: lease, task: task, key: key)
+        var assignment = Assignment(lease: lease, task: task, key: key)
+        if case .segment = task, let i = u.item, let src = run.sources[i] {
+            assignment.source = src.0
+            assignment.origin = run.pipeline.items[i].sources.first?.uri
+        }
         guard (try? socket.send([workers[wid]!.identity, Envelope(.assign(assignment)).encoded()])) == true else {
             lose(worker: wid, reason: "unreachable")
             return

@@ -51,6 +51,10 @@ public struct Assignment: Codable, Sendable {
     public var reuse: ArtifactRef?
     /// Only verify `reuse`; a cache check takes no media slot. A miss comes back with no artifact.
     public var checkOnly: Bool?
+    /// A stored source the task reads, verified by hash before use, and the file it came from
+    /// (to restore a damaged copy).
+    public var source: ArtifactRef?
+    public var origin: String?
     public init(lease: String, task: TaskSpec, key: String? = nil, reuse: ArtifactRef? = nil, checkOnly: Bool? = nil) {
         self.lease = lease; self.task = task; self.key = key; self.reuse = reuse; self.checkOnly = checkOnly
     }

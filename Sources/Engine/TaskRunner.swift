@@ -27,7 +27,10 @@ public struct MediaTaskRunner: TaskRunner {
     /// A cache hit only counts when the stored file still hashes to its address. A reused
     /// source's facts are in lineage already; the coordinator attaches them.
     public func check(_ assignment: Assignment) -> TaskResult {
-        guard let reuse = assignment.reuse, store.verify(reuse) else { return .miss(assignment) }
+        // A fetched source counts when present; it is verified by hash where a render reads it.
+        // Everything else is verified by hash here.
+        let intact: (ArtifactRef) -> Bool = { if case .fetch = assignment.task { return store.isPresent($0) }; return store.verify($0) }
+        guard let reuse = assignment.reuse, intact(reuse) else { return .miss(assignment) }
         var result = TaskResult.miss(assignment)
         result.artifact = reuse
         result.cached = true
@@ -61,6 +64,10 @@ public struct MediaTaskRunner: TaskRunner {
                 result.artifact = ref
                 result.facts = try Probe.facts(path: ref.path, name: name, stage: .fetch)
             case .segment(let spec):
+                if let source = assignment.source, !(try store.ensureIntact(source, origin: assignment.origin)) {
+                    throw MediaError(.decode, .permanent, file: spec.sourceName,
+                                     "the stored copy of the source is damaged and its original no longer matches it; submit again to fetch it anew")
+                }
                 let tmp = store.temporaryPath(suffix: ".mov")
                 do {
                     result.segment = try SegmentRenderer.render(spec, to: tmp, isCancelled: isCancelled)

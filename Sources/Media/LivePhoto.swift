@@ -56,6 +56,21 @@ public enum LivePhotoPairing {
 
 /// Just enough EXIF to read the Apple MakerNote: APP1 → TIFF → IFD0 → Exif IFD → MakerNote.
 enum EXIF {
+    /// Orientation (tag 0x0112 in IFD0) of a TIFF-structured EXIF block.
+    static func orientation(_ b: [UInt8]) -> Int? {
+        guard b.count >= 8 else { return nil }
+        let little = b[0] == 0x49
+        func u16(_ o: Int) -> Int? { o + 2 <= b.count ? (little ? Int(b[o]) | Int(b[o + 1]) << 8 : Int(b[o]) << 8 | Int(b[o + 1])) : nil }
+        func u32(_ o: Int) -> Int? {
+            guard o + 4 <= b.count else { return nil }
+            return little ? Int(b[o]) | Int(b[o + 1]) << 8 | Int(b[o + 2]) << 16 | Int(b[o + 3]) << 24
+                          : Int(b[o]) << 24 | Int(b[o + 1]) << 16 | Int(b[o + 2]) << 8 | Int(b[o + 3])
+        }
+        guard let ifd = u32(4), let n = u16(ifd), n < 1000 else { return nil }
+        for k in 0..<n where u16(ifd + 2 + 12 * k) == 0x0112 { return u16(ifd + 2 + 12 * k + 8) }
+        return nil
+    }
+
     static func appleContentIdentifier(jpeg b: [UInt8]) -> String? {
         guard b.count > 4, b[0] == 0xFF, b[1] == 0xD8 else { return nil }
         var i = 2

@@ -10,14 +10,20 @@ enum PhotoRenderer {
         let name = spec.sourceName
         var report = SegmentReport()
         let t0 = now()
-        let input = try InputFile(path: spec.sourcePath, name: name, stage: .decode)
-        guard let v = input.videoIndex else { throw MediaError(.decode, .permanent, file: name, "no picture in this file") }
-        let decoder = try Decoder(input: input, stream: v, threads: 1)
-        let picture = try firstFrame(input, decoder, stream: v, name: name)
+        let picture: Frame
+        var orientation: Orientation? = nil
+        if Heif.isHeif(spec.sourcePath) {
+            (picture, orientation) = try Heif.decode(spec.sourcePath, name: name)
+        } else {
+            let input = try InputFile(path: spec.sourcePath, name: name, stage: .decode)
+            guard let v = input.videoIndex else { throw MediaError(.decode, .permanent, file: name, "no picture in this file") }
+            let decoder = try Decoder(input: input, stream: v, threads: 1)
+            picture = try firstFrame(input, decoder, stream: v, name: name)
+            orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
+        }
         report.decodeSeconds = now() - t0
         report.framesDecoded = 1
 
-        var orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         if let sd = av_frame_get_side_data(picture.ptr, AV_FRAME_DATA_DISPLAYMATRIX), sd.pointee.size >= 36 {
             let m = sd.pointee.data.withMemoryRebound(to: Int32.self, capacity: 9) { Array(UnsafeBufferPointer(start: $0, count: 9)) }
             orientation = Orientation(displayMatrix: m)

@@ -6,6 +6,7 @@ public enum Probe {
     /// Opens `path` and reports what planning needs. Throws a permanent `MediaError` for input
     /// that is not media, or has no decodable video.
     public static func facts(path: String, name: String? = nil, stage: StageKind = .fetch) throws -> MediaFacts {
+        if Heif.isHeif(path) { return try Heif.facts(path, name: name ?? (path as NSString).lastPathComponent) }
         let input = try InputFile(path: path, name: name ?? (path as NSString).lastPathComponent, stage: stage)
         var facts = MediaFacts(duration: input.duration, width: 0, height: 0, hasVideo: false, hasAudio: input.audioIndex != nil,
                                container: String(cString: input.ctx.pointee.iformat.pointee.name))
@@ -44,6 +45,20 @@ struct Orientation: Equatable {
     var filters: [String]
     var clockwise: Int
     var mirrored: Bool
+
+    /// From an EXIF orientation value (1…8).
+    init(exif: Int) {
+        switch exif {
+        case 2: (filters, clockwise, mirrored) = (["hflip"], 0, true)
+        case 3: (filters, clockwise, mirrored) = (["hflip", "vflip"], 180, false)
+        case 4: (filters, clockwise, mirrored) = (["vflip"], 180, true)
+        case 5: (filters, clockwise, mirrored) = (["transpose=cclock_flip"], 270, true)
+        case 6: (filters, clockwise, mirrored) = (["transpose=clock"], 90, false)
+        case 7: (filters, clockwise, mirrored) = (["transpose=clock_flip"], 90, true)
+        case 8: (filters, clockwise, mirrored) = (["transpose=cclock"], 270, false)
+        default: (filters, clockwise, mirrored) = ([], 0, false)
+        }
+    }
 
     init(displayMatrix m: [Int32]) {
         var theta = -(av_display_rotation_get(m) .rounded())

@@ -70,3 +70,24 @@ import TestSupport
         #expect(p.frames == 90)
     }
 }
+
+extension IncrementalTests {
+    @Test func aDamagedSourceCopyIsRestoredWhereARenderNeedsIt() throws {
+        let dir = temporaryDirectory("srcrepair")
+        for i in 0..<2 { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 1, tone: 300 + Double(i) * 50) }
+        try Self.project(dir, items: 2, seconds: 1)
+        _ = try Self.submit(dir)
+        let db = try LineageStore(path: dir + "/state/lineage.db")
+        let sha0 = try SHA256Hasher.hex(fileAt: dir + "/c0.mp4")
+        let source = try #require(try db.rows("SELECT uri, sha256 FROM artifact WHERE kind = 'source' AND sha256 = ?", [sha0]).first)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: source["uri"]!))
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: source["uri"]!))
+        // Item 0 must render again (its trim changes), so its damaged source copy is caught and restored.
+        try Self.project(dir, items: 2, seconds: 1, trimmed: 0)
+        let second = try Self.submit(dir)
+        #expect(second.run == 2)
+        #expect(try SHA256Hasher.hex(fileAt: source["uri"]!) == source["sha256"]!)
+        #expect(try ffprobe(dir + "/out.mp4", countFrames: true).frames == 45)
+    }
+}

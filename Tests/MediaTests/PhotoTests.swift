@@ -122,3 +122,27 @@ struct PhotoTests {
         #expect(sd < 0.15, "jittery: sd \(sd)")
     }
 }
+
+@Suite(.enabled(if: sharedMedia != nil, "../shared/media is absent: HEIC test skipped"))
+struct HeicTests {
+    @Test func anIPhoneHEICRendersUprightAndAJPEGNamedHEICIsStillAJPEG() throws {
+        let dir = temporaryDirectory("heic")
+        let src = sharedMedia! + "/photoprism/iphone_7.heic"
+        let facts = try Probe.facts(path: src)
+        #expect(facts.isStill && facts.width == 4032 && facts.height == 3024)
+        let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1), fit: .letterbox)
+        let pipeline = Pipeline(name: "h", output: profile, items: [Item(kind: .photo(source: SourceRef(src), duration: 1, kenBurns: nil))])
+        let t = try Planner.timeline(for: pipeline, facts: [src: facts])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: t[0].frameCount)
+        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
+        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: 30, sampleCount: t[0].sampleCount, label: "h")], profile: profile, to: dir + "/out.mp4")
+        // Stored 4032x3024 with a 90° rotation: upright it is portrait, so a 16:9 frame gets side bars.
+        let bars = try frameRGBMeans(dir + "/out.mp4", frame: 15, x0: 0, x1: 0.15)
+        let middle = try frameRGBMeans(dir + "/out.mp4", frame: 15, x0: 0.4, x1: 0.6)
+        #expect(bars.r + bars.g + bars.b < 10, "no side bars: the picture was not turned upright (\(bars))")
+        #expect(middle.r + middle.g + middle.b > 60)
+        // Detected by content, not by name.
+        let wrong = try Probe.facts(path: sharedMedia! + "/photoprism/wrong.heic")
+        #expect(wrong.container != "heif" && wrong.videoCodec == "mjpeg")
+    }
+}
