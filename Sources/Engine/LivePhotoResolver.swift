@@ -15,7 +15,7 @@ public enum LivePhotoResolver {
             let pair = LivePhotoPairing.pair(for: source.uri)
             let folder = (source.uri as NSString).deletingLastPathComponent
             switch use {
-            case .motion, .loop:
+            case .motion, .loop, .bounce:
                 guard let movie = pair.movie else {
                     let how = pair.identifier.map { "no MOV in \(folder) carries its content identifier \($0) or its name" } ?? "no MOV in \(folder) has its name"
                     throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's motion: \(how)", at: item.location,
@@ -23,6 +23,7 @@ public enum LivePhotoResolver {
                 }
                 p.items[i].kind = .video(source: SourceRef(movie), trim: nil)
                 if use == .loop { p.items[i].edits.loop = max(2, p.items[i].edits.loop) }
+                if use == .bounce { p.items[i].edits.bounce = true }
             case .still:
                 guard let photo = pair.photo else {
                     throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's still in \(folder)", at: item.location,

@@ -47,6 +47,13 @@ private final class SegmentJob {
     let orientation: Orientation?
     let fps: Double
     var filter: VideoFilter?
+    /// Bounce: the forward pass's frames, which source frame each slot showed, where the source's
+    /// key frames are, and the forward audio (to play backwards).
+    let forwardCount: Int
+    let audioTarget: Int
+    var slotSource: [Int64] = []
+    var keyPTS: [Int64] = []
+    var forwardPCM: [Int16] = []
     let textFile: OverlayTextFile
     let watermarkFile: WatermarkFile
     var report = SegmentReport()
@@ -99,6 +106,8 @@ private final class SegmentJob {
         tempo = audio != nil && spec.edits.speed != 1 ? try AudioTempo(speed: spec.edits.speed, file: fileName) : nil
         orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         fps = spec.profile.fps.double
+        forwardCount = spec.edits.bounce ? (spec.frameCount + 1) / 2 : spec.frameCount
+        audioTarget = spec.edits.bounce ? Timing.samples(atFrame: forwardCount, fps: spec.profile.fps) : spec.sampleCount
         textFile = OverlayTextFile(spec.edits.text)
         watermarkFile = WatermarkFile(spec.profile.watermark)
 
@@ -135,6 +144,9 @@ private final class SegmentJob {
                 firstVideoPacket = (pts == tl_nopts_value() ? 0 : Double(pts) * av_q2d(video.timeBase) - origin,
                                     (packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) != 0)
             }
+            if spec.edits.bounce, idx == videoIndex, (packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) != 0, packet.ptr.pointee.pts != tl_nopts_value() {
+                keyPTS.append(packet.ptr.pointee.pts)
+            }
             if idx == videoIndex && !videoDone {
                 try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeVideo(frame, origin: origin) }
             } else if let audio, idx == input.audioIndex, !audioDone {
@@ -148,6 +160,7 @@ private final class SegmentJob {
         if !audioDone, let audio { try send(nil, to: audio, frame: frame, started: now()) { audioDone = try self.takeAudio(frame, origin: origin) } }
         try finishVideo()
         try finishAudio()
+        if spec.edits.bounce { try reversePass() }
         let t0 = now()
         try writer.finish()
         report.encodeSeconds += now() - t0
@@ -201,14 +214,14 @@ private final class SegmentJob {
         // The first slot this frame is nearest to: round(r × fps) ≤ slot.
         let first = max(0, Int((r * fps - 0.5).rounded(.down)) + 1)
         if let pending {
-            let end = min(first, spec.frameCount)
+            let end = min(first, forwardCount)
             if end > nextSlot { try emit(pending, slots: nextSlot..<end); nextSlot = end }
         } else if first > 0 && nextSlot == 0 && r >= 0 {
             // The first frame comes after the trim start: it fills the slots before it.
-            try emit(frame, slots: 0..<min(first, spec.frameCount))
-            nextSlot = min(first, spec.frameCount)
+            try emit(frame, slots: 0..<min(first, forwardCount))
+            nextSlot = min(first, forwardCount)
         }
-        if nextSlot >= spec.frameCount { return true }
+        if nextSlot >= forwardCount { return true }
         let keep = pending ?? Frame()
         keep.unref()
         av_frame_ref(keep.ptr, frame.ptr)
@@ -218,18 +231,18 @@ private final class SegmentJob {
     }
 
     func finishVideo() throws {
-        if nextSlot < spec.frameCount {
+        if nextSlot < forwardCount {
             guard let pending else {
                 throw MediaError(.decode, .permanent, file: name, "no video frame could be decoded")
             }
             // A file that stops far before the time asked of it is truncated, not just short.
-            let wanted = spec.trimStart + Double(spec.frameCount) / fps * speed
+            let wanted = spec.trimStart + Double(forwardCount) / fps * speed
             if wanted - pendingTime > max(1.0, 0.25 * (wanted - spec.trimStart)) && input.duration - pendingTime > 1.0 {
                 throw MediaError(.decode, .permanent, file: name,
                                  String(format: "the file is truncated: its video ends at %.3f s but it claims %.3f s", pendingTime, input.duration))
             }
-            try emit(pending, slots: nextSlot..<spec.frameCount)
-            nextSlot = spec.frameCount
+            try emit(pending, slots: nextSlot..<forwardCount)
+            nextSlot = forwardCount
         }
     }
 
@@ -249,6 +262,7 @@ private final class SegmentJob {
                                      description: desc, file: name)
         }
         let perSlot = spec.edits.text?.isWindowed == true
+        if spec.edits.bounce { slotSource += Array(repeating: f.pointee.best_effort_timestamp, count: slots.count) }
         for slot in slots {
             if slot == slots.lowerBound || perSlot {
                 let t0 = now()
@@ -274,7 +288,7 @@ private final class SegmentJob {
             let ts = frame.ptr.pointee.best_effort_timestamp
             let t = ts == tl_nopts_value() ? spec.trimStart : Double(ts) * av_q2d(audio!.timeBase) - origin
             let offset = Int(((t - spec.trimStart) / speed * Double(Timing.sampleRate)).rounded())
-            if offset > 0 { audioBuffer.append(contentsOf: repeatElement(0, count: min(offset, spec.sampleCount) * 2)) }
+            if offset > 0 { audioBuffer.append(contentsOf: repeatElement(0, count: min(offset, audioTarget) * 2)) }
             else { audioSkip = -offset }
         }
         do {
@@ -291,7 +305,7 @@ private final class SegmentJob {
     }
 
     func finishAudio() throws {
-        if let resampler, audioStarted, writer.samplesWritten < spec.sampleCount {
+        if let resampler, audioStarted, writer.samplesWritten < audioTarget {
             if let tempo {
                 scratch.removeAll(keepingCapacity: true)
                 try resampler.convert(nil, into: &scratch)
@@ -312,8 +326,8 @@ private final class SegmentJob {
             audioSkip -= drop
         }
         let available = audioBuffer.count / 2
-        guard available >= 4096 || (final && available > 0) else { return writer.samplesWritten >= spec.sampleCount }
-        let n = min(available, spec.sampleCount - writer.samplesWritten)
+        guard available >= 4096 || (final && available > 0) else { return writer.samplesWritten >= audioTarget }
+        let n = min(available, audioTarget - writer.samplesWritten)
         if n > 0 {
             if spec.edits.volume != 1 {
                 let gain = spec.edits.volume
@@ -322,8 +336,83 @@ private final class SegmentJob {
                 }
             }
             try writer.writePCM(audioBuffer, count: n)
+            if spec.edits.bounce { forwardPCM.append(contentsOf: audioBuffer[0..<(n * 2)]) }
         }
         audioBuffer.removeAll(keepingCapacity: true)
-        return writer.samplesWritten >= spec.sampleCount
+        return writer.samplesWritten >= audioTarget
+    }
+
+    // MARK: bounce
+
+    /// Plays the forward slots back to the first, GOP by GOP from the end of the source: seek to a
+    /// key frame, decode that group, keep (filtered, at output size) only the frames the slots
+    /// showed, emit them backwards. Memory stays at 32 output frames, whatever the source's GOPs.
+    func reversePass() throws {
+        let n = forwardCount
+        guard n > 1, slotSource.count >= n - 1, let filter else { return }
+        let keys = Array(Set(keyPTS)).sorted()
+        func group(_ ts: Int64) -> Int { (keys.lastIndex { $0 <= ts }) ?? 0 }
+        var slotsByGroup: [Int: [Int]] = [:]
+        for s in 0..<(n - 1) { slotsByGroup[group(slotSource[s]), default: []].append(s) }
+        let raw = Frame()
+        var last: Frame? = nil
+        // At most `chunk` output frames are held at once: a long group is decoded once per chunk.
+        let chunk = 32
+        for g in slotsByGroup.keys.sorted(by: >) {
+          let all = slotsByGroup[g]!.sorted(by: >)
+          for c in stride(from: 0, to: all.count, by: chunk) {
+            let t0 = now()
+            let slots = Array(all[c..<min(c + chunk, all.count)])
+            let needed = Set(slots.map { slotSource[$0] })
+            var kept: [Int64: Frame] = [:]
+            av_seek_frame(input.ctx, videoIndex, keys.isEmpty ? Int64.min : keys[g], AVSEEK_FLAG_BACKWARD)
+            avcodec_flush_buffers(video.ctx)
+            let nextKey = g + 1 < keys.count ? keys[g + 1] : Int64.max
+            func take() throws {
+                while avcodec_receive_frame(video.ctx, raw.ptr) >= 0 {
+                    let ts = raw.ptr.pointee.best_effort_timestamp
+                    if needed.contains(ts) && kept[ts] == nil {
+                        let out = Frame()
+                        raw.ptr.pointee.pts = Int64(2 * n - 2 - (slots.first { slotSource[$0] == ts } ?? 0))
+                        try filter.process(raw.ptr, into: out, file: name)
+                        kept[ts] = out
+                    }
+                    raw.unref()
+                }
+            }
+            while kept.count < needed.count {
+                let ret = av_read_frame(input.ctx, packet.ptr)
+                if ret < 0 { break }
+                defer { packet.unref() }
+                guard packet.ptr.pointee.stream_index == videoIndex else { continue }
+                // A closed group ends where the next key frame begins.
+                if packet.ptr.pointee.pts != tl_nopts_value() && packet.ptr.pointee.pts >= nextKey && (packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) != 0 { break }
+                if avcodec_send_packet(video.ctx, packet.ptr) >= 0 { try take() }
+            }
+            avcodec_send_packet(video.ctx, nil)
+            try take()
+            report.decodeSeconds += now() - t0
+            let t1 = now()
+            for s in slots {
+                guard let f = kept[slotSource[s]] ?? last else { continue }
+                try writer.writeVideo(f.ptr, slot: 2 * n - 2 - s)
+                report.framesOut += 1
+                last = f
+            }
+            report.encodeSeconds += now() - t1
+          }
+        }
+        // The forward audio, backwards, for as long as the reverse frames last.
+        if audio != nil {
+            let count = spec.sampleCount - writer.samplesWritten
+            let start = min(forwardPCM.count / 2, Timing.samples(atFrame: n - 1, fps: spec.profile.fps))
+            var reversed = [Int16](repeating: 0, count: count * 2)
+            for k in 0..<min(count, start) {
+                let src = start - 1 - k
+                reversed[2 * k] = forwardPCM[2 * src]; reversed[2 * k + 1] = forwardPCM[2 * src + 1]
+            }
+            try writer.writePCM(reversed, count: count)
+        }
+        forwardPCM = []
     }
 }

@@ -203,6 +203,8 @@ public enum LivePhotoUse: String, Sendable, Hashable, Codable, CaseIterable {
     case still
     /// Its movie, twice in a row.
     case loop
+    /// Its movie forward, then backwards.
+    case bounce
 }
 
 /// A title card: centred text, wrapped to fit, on a background colour.
@@ -277,6 +279,8 @@ public struct Edits: Sendable, Hashable, Codable {
     public var loop: Int = 1
     /// Text drawn over the item.
     public var text: TextOverlay?
+    /// Play forward, then backwards, ending on the first frame.
+    public var bounce: Bool = false
     public init(rotate: Int = 0, flip: Flip? = nil, crop: CropRect? = nil, mute: Bool = false, volume: Double = 1,
                 look: Look? = nil, adjust: Adjust? = nil, fit: OutputProfile.Fit? = nil, speed: Double = 1, loop: Int = 1) {
         self.rotate = rotate; self.flip = flip; self.crop = crop; self.mute = mute; self.volume = volume

@@ -10,7 +10,7 @@ public enum PipelineLoader {
     static let laterKindKeys: [String] = []
     /// Keys only some kinds take.
     static let photoKeys = ["duration", "ken_burns", "use"]
-    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text", "transition"]
+    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text", "transition", "bounce"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
     public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
@@ -303,6 +303,10 @@ public enum PipelineLoader {
             edits.loop = n
         }
         if let t = m.node("text") { edits.text = try parseText(t, ctx) }
+        if let b = try m.bool("bounce") {
+            if b && kindKey != "video" && kindKey != "live_photo" { throw ctx.error("bounce applies to video items", at: m.keyNode("bounce")) }
+            edits.bounce = b
+        }
         let transition = try m.node("transition").map { try parseTransition($0, ctx) }
         edits.look = try m.enumValue("look", Look.self)
         edits.fit = try m.enumValue("fit", OutputProfile.Fit.self)

@@ -206,7 +206,9 @@ public enum Planner {
                                            item.label(index: index), start, facts.duration), at: item.location)
             }
             let end = min(trim?.end ?? facts.duration, facts.duration)
-            return Timing.frames(seconds: (end - start) / item.edits.speed, fps: fps)
+            let forward = Timing.frames(seconds: (end - start) / item.edits.speed, fps: fps)
+            // Bounce: forward, then back to the first frame (the turning frame shows once).
+            return item.edits.bounce ? 2 * forward - 1 : forward
         }
     }
 

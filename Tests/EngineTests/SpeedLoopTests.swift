@@ -179,3 +179,33 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir + "/state"))
     }
 }
+
+@Suite(.serialized) struct BounceTests {
+    @Test func bounceGoesForwardThenBackAndEndsOnTheFirstFrame() throws {
+        let dir = temporaryDirectory("bounce")
+        try Generate.clip(dir + "/c.mp4", width: 640, height: 360, fps: "30", seconds: 2, tone: 440)
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "640x360", clips: ["video: c.mp4\n    bounce: true"])
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        let p = try ffprobe(dir + "/out.mp4", countFrames: true)
+        #expect(p.frames == 119)                              // 60 forward, 59 back
+        #expect(abs((p.videoDuration ?? 0) - (p.audioDuration ?? 0)) <= 1.0 / 30)
+        // Frame 60 + k shows forward frame 58 − k, and the last shows the first: each output frame
+        // is closer to its expected forward frame than to that frame's neighbours.
+        func png(_ n: Int) throws -> String {
+            let path = dir + "/f\(n).png"
+            if !FileManager.default.fileExists(atPath: path) {
+                try extractFrame(dir + "/out.mp4", at: 0, to: path, filter: "select='eq(n\\,\(n))'", seek: false)
+            }
+            return path
+        }
+        for (out, forward) in [(118, 0), (60, 58), (89, 29)] {
+            let match = try ssim(try png(out), try png(forward))
+            for other in [forward - 1, forward + 1] where other >= 0 {
+                let neighbour = try ssim(try png(out), try png(other))
+                #expect(match > neighbour, "frame \(out): forward \(forward) \(match), forward \(other) \(neighbour)")
+            }
+            #expect(match > 0.9)
+        }
+    }
+}
