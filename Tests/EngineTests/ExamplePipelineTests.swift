@@ -115,3 +115,39 @@ extension ExamplePipelineTests {
         #expect(longestSilenceMs(Array(pcm[a..<b]), edge: 0) < 5)
     }
 }
+
+extension ExamplePipelineTests {
+    /// Every example renders to the length its plan says, in its size and rate, with sound.
+    static func checkBasics(_ name: String, width: Int, height: Int, fps: Int = 30) throws -> (String, Plan) {
+        let (out, plan) = try Self.render(name)
+        let p = try ffprobe(out, countFrames: true)
+        let frames = try #require(plan.totalFrames)
+        #expect(p.frames == frames, "\(name)")
+        #expect(abs(p.duration - Double(frames) / Double(fps)) <= 1.0 / Double(fps) + 0.001, "\(name) duration \(p.duration)")
+        #expect(p.frameRate == "\(fps)/1", "\(name) rate")
+        #expect(p.width == width && p.height == height, "\(name) size")
+        #expect(p.audioCodec == "aac" && p.sampleRate == 48000, "\(name) audio")
+        return (out, plan)
+    }
+
+    @Test func photosExample() throws {
+        let (_, plan) = try Self.checkBasics("photos", width: 1080, height: 1350)
+        #expect(plan.totalFrames == 90 + 45 + 45)
+    }
+
+    @Test func motionExample() throws {
+        let (out, plan) = try Self.checkBasics("motion", width: 1080, height: 1080)
+        // speed 2 halves beach (4 s → 60 frames), speed 0.5 doubles 1 s of life, loop 2 of 1 s, bounce of 1.5 s.
+        #expect(plan.totalFrames == 60 + 60 + 60 + (2 * 45 - 1))
+        // Bounce ends on the first frame of its forward pass.
+        let total = try #require(plan.totalFrames)
+        try extractFrame(out, at: 0, to: Self.media + "/m-last.png", filter: "select='eq(n\\,\(total - 1))'", seek: false)
+        try extractFrame(out, at: 0, to: Self.media + "/m-first.png", filter: "select='eq(n\\,\(total - 89))'", seek: false)
+        #expect(try ssim(Self.media + "/m-last.png", Self.media + "/m-first.png") > 0.9)
+    }
+
+    @Test func aspectExamples() throws {
+        _ = try Self.checkBasics("vertical-story", width: 720, height: 1280)
+        _ = try Self.checkBasics("square-recap", width: 1080, height: 1080, fps: 25)
+    }
+}
