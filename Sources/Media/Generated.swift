@@ -72,15 +72,9 @@ enum TitleRenderer {
             let t1 = now()
             guard try generator.next(into: frame) else { throw MediaError(.decode, .permanent, file: name, "the title generator stopped early") }
             report.transformSeconds += now() - t1
-            let t2 = now()
-            try writer.writeVideo(frame.ptr, slot: slot)
-            report.encodeSeconds += now() - t2
-            report.framesOut += 1
+            try writer.write(frame.ptr, slot: slot, report: &report)
         }
-        let t3 = now()
-        try writer.finish()
-        report.encodeSeconds += now() - t3
-        report.samplesOut = writer.samplesWritten
+        try writer.finish(report: &report)
         return report
     }
 

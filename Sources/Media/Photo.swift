@@ -51,15 +51,9 @@ enum PhotoRenderer {
                 try filter.process(picture.ptr, into: filtered, file: name)
                 report.transformSeconds += now() - t1
             }
-            let t2 = now()
-            try writer.writeVideo(filtered.ptr, slot: slot)
-            report.encodeSeconds += now() - t2
-            report.framesOut += 1
+            try writer.write(filtered.ptr, slot: slot, report: &report)
         }
-        let t3 = now()
-        try writer.finish()
-        report.encodeSeconds += now() - t3
-        report.samplesOut = writer.samplesWritten
+        try writer.finish(report: &report)
         return report
     }
 
@@ -165,14 +159,8 @@ enum KenBurnsRenderer {
             scaled.ptr.pointee.pts = Int64(slot)
             try finish.process(scaled.ptr, into: done, file: name)
             report.transformSeconds += now() - t0
-            let t1 = now()
-            try writer.writeVideo(done.ptr, slot: slot)
-            report.encodeSeconds += now() - t1
-            report.framesOut += 1
+            try writer.write(done.ptr, slot: slot, report: &report)
         }
-        let t2 = now()
-        try writer.finish()
-        report.encodeSeconds += now() - t2
-        report.samplesOut = writer.samplesWritten
+        try writer.finish(report: &report)
     }
 }

@@ -161,10 +161,7 @@ private final class SegmentJob {
         try finishVideo()
         try finishAudio()
         if spec.edits.bounce { try reversePass() }
-        let t0 = now()
-        try writer.finish()
-        report.encodeSeconds += now() - t0
-        report.samplesOut = writer.samplesWritten
+        try writer.finish(report: &report)
         return report
     }
 
@@ -270,10 +267,7 @@ private final class SegmentJob {
                 try filter!.process(f, into: filtered, file: name)
                 report.transformSeconds += now() - t0
             }
-            let t1 = now()
-            try writer.writeVideo(filtered.ptr, slot: slot)
-            report.encodeSeconds += now() - t1
-            report.framesOut += 1
+            try writer.write(filtered.ptr, slot: slot, report: &report)
             if audio == nil { try writer.writeSilence(upTo: Timing.samples(atFrame: slot + 1, fps: spec.profile.fps)) }
         }
     }
@@ -392,14 +386,11 @@ private final class SegmentJob {
             avcodec_send_packet(video.ctx, nil)
             try take()
             report.decodeSeconds += now() - t0
-            let t1 = now()
             for s in slots {
                 guard let f = kept[slotSource[s]] ?? last else { continue }
-                try writer.writeVideo(f.ptr, slot: 2 * n - 2 - s)
-                report.framesOut += 1
+                try writer.write(f.ptr, slot: 2 * n - 2 - s, report: &report)
                 last = f
             }
-            report.encodeSeconds += now() - t1
           }
         }
         // The forward audio, backwards, for as long as the reverse frames last.

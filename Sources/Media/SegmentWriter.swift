@@ -92,4 +92,20 @@ final class SegmentWriter {
         try writeSilence(upTo: sampleCount)
         try output.finish()
     }
+
+    /// Encodes `f` at `slot`, counting it and its time in `report`.
+    func write(_ f: UnsafeMutablePointer<AVFrame>, slot: Int, report: inout SegmentReport) throws {
+        let t0 = now()
+        try writeVideo(f, slot: slot)
+        report.encodeSeconds += now() - t0
+        report.framesOut += 1
+    }
+
+    /// Finishes the segment, counting the time and the samples written in `report`.
+    func finish(report: inout SegmentReport) throws {
+        let t0 = now()
+        try finish()
+        report.encodeSeconds += now() - t0
+        report.samplesOut = samplesWritten
+    }
 }

@@ -52,14 +52,10 @@ public enum TransitionRenderer {
         }
         report.transformSeconds = now() - t1
 
-        let t2 = now()
         let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.samples, path: path, name: name)
-        for (slot, f) in out.enumerated() { try writer.writeVideo(f.ptr, slot: slot) }
+        for (slot, f) in out.enumerated() { try writer.write(f.ptr, slot: slot, report: &report) }
         try writer.writePCM(crossfade(pcmA, pcmB, samples: spec.samples, throughSilence: spec.kind == .fade), count: spec.samples)
-        try writer.finish()
-        report.encodeSeconds = now() - t2
-        report.framesOut = out.count
-        report.samplesOut = writer.samplesWritten
+        try writer.finish(report: &report)
         return report
     }
 
