@@ -48,8 +48,7 @@ public enum Fetch {
         if declared > limits.maxBytes {
             throw MediaError(.fetch, .permanent, file: name, "source is \(declared) bytes, over the \(limits.maxBytes)-byte limit")
         }
-        FileManager.default.createFile(atPath: path, contents: nil)
-        guard let out = FileHandle(forWritingAtPath: path) else {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let out = FileHandle(forWritingAtPath: path) else {
             throw MediaError(.fetch, .retryable, file: name, "cannot write \(path)")
         }
         defer { try? out.close() }

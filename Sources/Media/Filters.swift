@@ -261,7 +261,7 @@ final class AudioTempo {
             samples.withUnsafeBytes { raw in f.pointee.data.0!.update(from: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: n * 4) }
             guard av_buffersrc_add_frame(src, f) >= 0 else { throw MediaError(.transform, .permanent, file: "", "tempo filter rejected audio") }
         } else {
-            av_buffersrc_add_frame(src, nil)
+            _ = av_buffersrc_add_frame(src, nil)      // end of stream; errors surface when pulling
         }
         while true {
             frame.unref()

@@ -25,7 +25,7 @@ public struct MediaError: Error, Sendable, CustomStringConvertible {
 func avErrorString(_ code: Int32) -> String {
     var buf = [CChar](repeating: 0, count: 256)
     tl_err2str(code, &buf, buf.count)
-    return String(cString: buf)
+    return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// I/O errors that may pass; everything else about input is permanent.

@@ -155,10 +155,15 @@ final class TwoInputFilter {
 
     /// Feeds both inputs (pts 0…), closes them, and returns `count` output frames.
     func run(_ first: [Frame], _ second: [Frame], count: Int) throws -> [Frame] {
-        for (k, f) in first.enumerated() { f.ptr.pointee.pts = Int64(k); f.ptr.pointee.pict_type = AV_PICTURE_TYPE_NONE; av_buffersrc_add_frame_flags(a, f.ptr, Int32(AV_BUFFERSRC_FLAG_KEEP_REF)) }
-        for (k, f) in second.enumerated() { f.ptr.pointee.pts = Int64(k); f.ptr.pointee.pict_type = AV_PICTURE_TYPE_NONE; av_buffersrc_add_frame_flags(b, f.ptr, Int32(AV_BUFFERSRC_FLAG_KEEP_REF)) }
-        av_buffersrc_add_frame(a, nil)
-        av_buffersrc_add_frame(b, nil)
+        for (src, frames) in [(a, first), (b, second)] {
+            for (k, f) in frames.enumerated() {
+                f.ptr.pointee.pts = Int64(k)
+                f.ptr.pointee.pict_type = AV_PICTURE_TYPE_NONE
+                let ret = av_buffersrc_add_frame_flags(src, f.ptr, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+                if ret < 0 { throw MediaError(.transition, .permanent, file: file, "the transition filter refused a frame: \(avErrorString(ret))") }
+            }
+            _ = av_buffersrc_add_frame(src, nil)     // end of stream
+        }
         var out: [Frame] = []
         while out.count < count {
             let f = Frame()

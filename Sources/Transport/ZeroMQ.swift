@@ -81,7 +81,7 @@ public final class Socket {
         var buf = [CChar](repeating: 0, count: 256)
         var size = buf.count
         zmq_getsockopt(ptr, ZMQ_LAST_ENDPOINT, &buf, &size)
-        return String(cString: buf)
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     public func connect(_ endpoint: String) throws {
