@@ -87,6 +87,9 @@ public enum PipelineLoader {
                                 hint: "one of 16:9, 9:16, 1:1, 4:5")
             }
             let h = try m.int("height") ?? 720
+            guard (16...4320).contains(h) else {
+                throw ctx.error("output.height must be between 16 and 4320, got \(h)", at: m.node("height"))
+            }
             profile.height = h
             profile.width = Int((Double(h * aw) / Double(ah) / 2).rounded()) * 2
         }
@@ -174,8 +177,8 @@ public enum PipelineLoader {
         }
         if let md = m.node("max_duration") {
             let mm = try ctx.map(md, "output.max_duration")
-            guard let seconds = try mm.time("seconds"), seconds > 0 else {
-                throw ctx.error("output.max_duration needs seconds > 0", at: md, hint: "max_duration: { seconds: 30, policy: fail }")
+            guard let seconds = try mm.time("seconds"), seconds > 0, seconds <= 86_400 else {
+                throw ctx.error("output.max_duration needs seconds between 0 and 86400", at: md, hint: "max_duration: { seconds: 30, policy: fail }")
             }
             let policy = try mm.enumValue("policy", MaxDuration.Policy.self) ?? .fail
             try mm.finish(allowed: ["seconds", "policy"])
@@ -483,15 +486,16 @@ public enum PipelineLoader {
             guard p.count == 2, let n = Int(p[0]), let d = Int(p[1]), n > 0, d > 0 else { return nil }
             return Rational(n, d)
         }
-        guard let v = Double(s), v.isFinite, v > 0 else { return nil }
+        // Range first: a huge finite value would overflow the integer conversion.
+        guard let v = Double(s), v.isFinite, v > 0, v <= 1000 else { return nil }
         return Rational.frameRate(v)
     }
 
     public static func parseBitrate(_ s: String) -> Int? {
         let t = s.lowercased()
-        if t.hasSuffix("k"), let v = Double(t.dropLast()) { return Int(v * 1000) }
-        if t.hasSuffix("m"), let v = Double(t.dropLast()) { return Int(v * 1_000_000) }
-        return Int(t)
+        let (number, scale): (Substring, Double) = t.hasSuffix("k") ? (t.dropLast(), 1000) : t.hasSuffix("m") ? (t.dropLast(), 1_000_000) : (Substring(t), 1)
+        guard let v = Double(number), v.isFinite, v >= 0, v * scale < 1e12 else { return nil }
+        return Int(v * scale)
     }
 
     /// "#rrggbb" → (r, g, b).

@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+@testable import ThreadlineCore
+
+/// Seeded mutation fuzzing of the pipeline loader: any input must give a Pipeline or a
+/// PipelineError, never a crash or another error type.
+@Suite struct FuzzTests {
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let seeds: [String] = {
+        var out: [String] = []
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        for name in ["demo", "transitions", "photos", "motion", "soundtrack-and-watermark", "looks-and-titles"] {
+            if let s = try? String(contentsOf: root.appendingPathComponent("pipelines/\(name).yaml"), encoding: .utf8) { out.append(s) }
+        }
+        return out
+    }()
+
+    static let tokens = ["{", "}", "[", "]", ":", "- ", "\n", "  ", "\"", "'", "#", "&a", "*a", "!!int ", "-1", "0", "1e309", "nan",
+                         "video:", "title:", "photo:", "live_photo:", "trim:", "transition:", "ken_burns:", "center: [", "speed:",
+                         "loop:", "fit: blur", "max_duration:", "soundtrack:", "watermark:", "text:", "\u{0}", "💥", "9999999999999999999"]
+
+    func mutate(_ s: String, _ rng: inout SplitMix) -> String {
+        var chars = Array(s)
+        for _ in 0..<Int.random(in: 1...8, using: &rng) {
+            guard !chars.isEmpty else { break }
+            let at = Int.random(in: 0..<chars.count, using: &rng)
+            switch Int.random(in: 0..<4, using: &rng) {
+            case 0: chars.remove(at: at)
+            case 1: chars.insert(contentsOf: Self.tokens.randomElement(using: &rng)!, at: at)
+            case 2: let end = min(chars.count, at + Int.random(in: 1...40, using: &rng)); chars.removeSubrange(at..<end)
+            default: chars[at] = Character(UnicodeScalar(UInt8.random(in: 32...126, using: &rng)))
+            }
+        }
+        return String(chars)
+    }
+
+    @Test func theLoaderNeverCrashesOnMutatedPipelines() throws {
+        #expect(!Self.seeds.isEmpty)
+        var rng = SplitMix(state: 20261121)
+        let iterations = Int(ProcessInfo.processInfo.environment["THREADLINE_FUZZ_RUNS"] ?? "") ?? 20_000
+        var parsed = 0, rejected = 0
+        for _ in 0..<iterations {
+            let input = mutate(Self.seeds.randomElement(using: &rng)!, &rng)
+            do {
+                _ = try PipelineLoader.parse(text: input, file: "fuzz.yaml", baseDirectory: "/nonexistent", checkFiles: false)
+                parsed += 1
+            } catch is PipelineError {
+                rejected += 1
+            } catch {
+                Issue.record("a non-pipeline error escaped for input:\n\(input)\n\(error)")
+                return
+            }
+        }
+        print("fuzz: \(iterations) mutated pipelines, \(parsed) parsed, \(rejected) rejected with a located error")
+        #expect(parsed + rejected == iterations)
+    }
+}
+
+extension FuzzTests {
+    /// Inputs the fuzzer (or reading around its first find) showed would overflow an integer.
+    @Test(arguments: [
+        "output: { path: o.mp4, fps: 9999999999999999999 }",
+        "output: { path: o.mp4, audio: { bitrate: 1e300k } }",
+        "output: { path: o.mp4, aspect: \"16:9\", height: 9223372036854775807 }",
+        "output: { path: o.mp4, max_duration: { seconds: 1e300 } }",
+    ])
+    func hugeNumbersAreLocatedErrors(_ output: String) {
+        #expect(throws: PipelineError.self) {
+            _ = try PipelineLoader.parse(text: output + "\nclips:\n  - title: x\n", file: "p.yaml", baseDirectory: "/", checkFiles: false)
+        }
+    }
+}
