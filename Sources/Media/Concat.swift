@@ -51,13 +51,14 @@ public enum Concat {
         var report = ConcatReport()
         let pkt = Packet()
         let mixer = try profile.soundtrack.map { try SoundtrackMixer($0, totalSamples: inputs.reduce(0) { $0 + $1.sampleCount }) }
-        /// Clip audio goes to the encoder through the soundtrack mix, when there is one.
+        /// The movie's audio (through the soundtrack mix, when there is one), encoded at the end.
+        var pcm: [Int16] = []
+        pcm.reserveCapacity(inputs.reduce(0) { $0 + $1.sampleCount } * 2)
         func feed(_ data: UnsafeRawPointer, _ n: Int) throws {
             if let mixer {
-                let mixed = try mixer.mix(data, samples: n)
-                try mixed.withUnsafeBytes { try aac.append($0.baseAddress!, samples: n, output: output, stream: aOut) }
+                pcm.append(contentsOf: try mixer.mix(data, samples: n))
             } else {
-                try aac.append(data, samples: n, output: output, stream: aOut)
+                pcm.append(contentsOf: UnsafeBufferPointer(start: data.assumingMemoryBound(to: Int16.self), count: n * 2))
             }
         }
         var lastDTS = Int64.min
@@ -116,10 +117,56 @@ public enum Concat {
             report.frames += seg.frameCount
             report.samples += seg.sampleCount
         }
-        try aac.finish(output: output, stream: aOut)
+        try encodeAudio(pcm, bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, output: output, stream: aOut, name: name)
         try output.finish()
         report.seconds = now() - t0
         return report
+    }
+
+    /// Encodes the movie's audio to AAC once. Long audio is encoded as two halves on two threads,
+    /// spliced at an AAC frame boundary M: the first encoder runs a frame past M, the second starts
+    /// two frames before it (pre-roll), and only packets on the right side of M are kept, so the
+    /// decoder's overlap-add at M joins two encodings of the same signal.
+    static func encodeAudio(_ pcm: [Int16], bitrate: Int, globalHeader: Bool, output: OutputFile,
+                            stream: UnsafeMutablePointer<AVStream>, name: String) throws {
+        let total = pcm.count / 2
+        let frame = 1024
+        let halves: [(from: Int, to: Int, keep: Range<Int64>)]
+        if total >= 8 * Timing.sampleRate {
+            let m = (total / 2 / frame) * frame
+            halves = [(0, m + frame, Int64.min..<Int64(m)), (m - 2 * frame, total, Int64(m)..<Int64.max)]
+        } else {
+            halves = [(0, total, Int64.min..<Int64.max)]
+        }
+        final class Results: @unchecked Sendable { var packets: [[CollectedPacket]] = [[], []]; var errors: [Error?] = [nil, nil] }
+        let results = Results()
+        DispatchQueue.concurrentPerform(iterations: halves.count) { k in
+            do {
+                let h = halves[k]
+                let encoder = try AudioEncoder(bitrate: bitrate, globalHeader: globalHeader, file: name, collect: true)
+                try pcm.withUnsafeBytes { raw in
+                    try encoder.append(raw.baseAddress! + h.from * 4, samples: h.to - h.from, output: nil, stream: nil)
+                }
+                try encoder.finish(output: nil, stream: nil)
+                results.packets[k] = encoder.collected.compactMap { p in
+                    var q = p
+                    q.pts += Int64(h.from); q.dts += Int64(h.from)
+                    return h.keep.contains(q.pts) ? q : nil
+                }
+            } catch { results.errors[k] = error }
+        }
+        if let e = results.errors.compactMap({ $0 }).first { throw e }
+        let pkt = Packet()
+        for p in results.packets.joined() {
+            guard av_new_packet(pkt.ptr, Int32(p.data.count)) >= 0 else { throw MediaError(.concat, .retryable, file: name, "out of memory") }
+            p.data.withUnsafeBytes { pkt.ptr.pointee.data.update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: p.data.count) }
+            pkt.ptr.pointee.pts = p.pts; pkt.ptr.pointee.dts = p.dts; pkt.ptr.pointee.duration = p.duration
+            pkt.ptr.pointee.flags = p.flags
+            pkt.ptr.pointee.stream_index = stream.pointee.index
+            av_packet_rescale_ts(pkt.ptr, AVRational(num: 1, den: Int32(Timing.sampleRate)), stream.pointee.time_base)
+            defer { pkt.unref() }
+            try output.write(pkt.ptr)
+        }
     }
 
     static func extradata(_ st: UnsafeMutablePointer<AVStream>) -> [UInt8] {
@@ -140,9 +187,13 @@ final class AudioEncoder {
     private let fifo: OpaquePointer
     var pts: Int64 = 0
     let file: String
+    /// With `collect`, packets are kept here (pts in samples) instead of being written.
+    let collect: Bool
+    var collected: [CollectedPacket] = []
 
-    init(bitrate: Int, globalHeader: Bool, file: String) throws {
+    init(bitrate: Int, globalHeader: Bool, file: String, collect: Bool = false) throws {
         self.file = file
+        self.collect = collect
         guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else {
             throw MediaError(.concat, .permanent, file: file, "no AAC encoder in this FFmpeg build")
         }
@@ -172,7 +223,7 @@ final class AudioEncoder {
         av_audio_fifo_free(fifo)
     }
 
-    func append(_ data: UnsafeRawPointer, samples n: Int, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+    func append(_ data: UnsafeRawPointer, samples n: Int, output: OutputFile?, stream: UnsafeMutablePointer<AVStream>?) throws {
         let p = planar.ptr
         planar.unref()
         p.pointee.nb_samples = Int32(n)
@@ -193,13 +244,13 @@ final class AudioEncoder {
         while av_audio_fifo_size(fifo) >= size { try encodeFrame(count: size, output: output, stream: stream) }
     }
 
-    func finish(output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+    func finish(output: OutputFile?, stream: UnsafeMutablePointer<AVStream>?) throws {
         let left = av_audio_fifo_size(fifo)
         if left > 0 { try encodeFrame(count: left, output: output, stream: stream) }
         try send(nil, output: output, stream: stream)
     }
 
-    private func encodeFrame(count: Int32, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+    private func encodeFrame(count: Int32, output: OutputFile?, stream: UnsafeMutablePointer<AVStream>?) throws {
         let f = frame.ptr
         frame.unref()
         f.pointee.nb_samples = count
@@ -214,7 +265,7 @@ final class AudioEncoder {
         try send(f, output: output, stream: stream)
     }
 
-    private func send(_ f: UnsafeMutablePointer<AVFrame>?, output: OutputFile, stream: UnsafeMutablePointer<AVStream>) throws {
+    private func send(_ f: UnsafeMutablePointer<AVFrame>?, output: OutputFile?, stream: UnsafeMutablePointer<AVStream>?) throws {
         var ret = avcodec_send_frame(ctx, f)
         if ret < 0 && ret != tl_averror_eof() { throw MediaError(.concat, .permanent, file: file, "AAC encoding failed: \(avErrorString(ret))") }
         while true {
@@ -222,9 +273,25 @@ final class AudioEncoder {
             if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
             if ret < 0 { throw MediaError(.concat, .permanent, file: file, "AAC encoding failed: \(avErrorString(ret))") }
             defer { pkt.unref() }
+            if collect {
+                collected.append(CollectedPacket(data: Data(bytes: pkt.ptr.pointee.data, count: Int(pkt.ptr.pointee.size)),
+                                                 pts: pkt.ptr.pointee.pts, dts: pkt.ptr.pointee.dts,
+                                                 duration: pkt.ptr.pointee.duration, flags: pkt.ptr.pointee.flags))
+                continue
+            }
+            guard let output, let stream else { return }
             pkt.ptr.pointee.stream_index = stream.pointee.index
             av_packet_rescale_ts(pkt.ptr, ctx.pointee.time_base, stream.pointee.time_base)
             try output.write(pkt.ptr)
         }
     }
+}
+
+/// An encoded packet held in memory (timestamps in samples).
+struct CollectedPacket: Sendable {
+    var data: Data
+    var pts: Int64
+    var dts: Int64
+    var duration: Int64
+    var flags: Int32
 }
