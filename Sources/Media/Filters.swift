@@ -2,39 +2,62 @@ import Foundation
 import ThreadlineCore
 internal import CFFmpeg
 
+/// Owns a libavfilter graph: named buffer sources, one sink, and `description` between them.
+/// Every graph in Media is built here (video, generated, tempo, two-input).
+final class FilterGraph {
+    let graph: UnsafeMutablePointer<AVFilterGraph>
+    private(set) var sources: [UnsafeMutablePointer<AVFilterContext>] = []
+    private(set) var sink: UnsafeMutablePointer<AVFilterContext>!
+
+    /// `sources`: (label, filter name — "buffer"/"abuffer" —, its arguments); `sink`: "buffersink"/"abuffersink".
+    init(sources specs: [(label: String, filter: String, args: String)], sink sinkFilter: String, description: String,
+         stage: StageKind, file: String, what: String) throws {
+        graph = avfilter_graph_alloc()
+        var ret: Int32 = 0
+        var outputs: UnsafeMutablePointer<AVFilterInOut>? = nil
+        for spec in specs.reversed() where ret >= 0 {
+            var ctx: UnsafeMutablePointer<AVFilterContext>? = nil
+            ret = avfilter_graph_create_filter(&ctx, avfilter_get_by_name(spec.filter), spec.label, spec.args, nil, graph)
+            guard ret >= 0, let ctx else { break }
+            sources.insert(ctx, at: 0)
+            let io = avfilter_inout_alloc()!
+            io.pointee.name = av_strdup(spec.label); io.pointee.filter_ctx = ctx; io.pointee.pad_idx = 0; io.pointee.next = outputs
+            outputs = io
+        }
+        var sinkCtx: UnsafeMutablePointer<AVFilterContext>? = nil
+        if ret >= 0 { ret = avfilter_graph_create_filter(&sinkCtx, avfilter_get_by_name(sinkFilter), "out", nil, nil, graph) }
+        if ret >= 0 {
+            var inputs = avfilter_inout_alloc()
+            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sinkCtx; inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
+            ret = avfilter_graph_parse_ptr(graph, description, &inputs, &outputs, nil)
+            avfilter_inout_free(&inputs)
+        }
+        avfilter_inout_free(&outputs)
+        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
+        if ret < 0 {
+            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
+            avfilter_graph_free(&g)
+            throw MediaError(stage, .permanent, file: file, "cannot build \(what) '\(description)': \(avErrorString(ret))")
+        }
+        sink = sinkCtx
+    }
+    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
+}
+
 /// Owns a video filter graph: buffer → description → buffersink.
 final class VideoFilter {
-    let graph: UnsafeMutablePointer<AVFilterGraph>
-    private var src: UnsafeMutablePointer<AVFilterContext>?
-    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    private let graph: FilterGraph
     let width: Int32, height: Int32, format: Int32
 
     /// Frames pushed carry their output slot as pts in `timeBase` (1/fps), so `t` in filter
     /// expressions is the item's output time.
     init(width: Int32, height: Int32, format: Int32, sar: AVRational, timeBase: AVRational, description: String, file: String) throws {
         self.width = width; self.height = height; self.format = format
-        graph = avfilter_graph_alloc()
         let sarText = sar.num > 0 && sar.den > 0 ? "\(sar.num)/\(sar.den)" : "1/1"
         let args = "video_size=\(width)x\(height):pix_fmt=\(format):time_base=\(timeBase.num)/\(timeBase.den):pixel_aspect=\(sarText)"
-        var ret = avfilter_graph_create_filter(&src, avfilter_get_by_name("buffer"), "in", args, nil, graph)
-        if ret >= 0 { ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("buffersink"), "out", nil, nil, graph) }
-        if ret >= 0 {
-            var outputs = avfilter_inout_alloc(), inputs = avfilter_inout_alloc()
-            outputs!.pointee.name = av_strdup("in"); outputs!.pointee.filter_ctx = src
-            outputs!.pointee.pad_idx = 0; outputs!.pointee.next = nil
-            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sink
-            inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
-            ret = avfilter_graph_parse_ptr(graph, description, &inputs, &outputs, nil)
-            avfilter_inout_free(&inputs); avfilter_inout_free(&outputs)
-        }
-        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
-        if ret < 0 {
-            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-            avfilter_graph_free(&g)
-            throw MediaError(.transform, .permanent, file: file, "cannot build the filter graph '\(description)': \(avErrorString(ret))")
-        }
+        graph = try FilterGraph(sources: [("in", "buffer", args)], sink: "buffersink", description: description,
+                                stage: .transform, file: file, what: "the filter graph")
     }
-    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
 
     func matches(_ f: UnsafeMutablePointer<AVFrame>) -> Bool {
         f.pointee.width == width && f.pointee.height == height && f.pointee.format == format
@@ -42,8 +65,8 @@ final class VideoFilter {
 
     /// Pushes one frame and pulls the one it becomes.
     func process(_ input: UnsafeMutablePointer<AVFrame>, into output: Frame, file: String) throws {
-        var ret = av_buffersrc_add_frame_flags(src, input, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
-        if ret >= 0 { output.unref(); ret = av_buffersink_get_frame(sink, output.ptr) }
+        var ret = av_buffersrc_add_frame_flags(graph.sources[0], input, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+        if ret >= 0 { output.unref(); ret = av_buffersink_get_frame(graph.sink, output.ptr) }
         if ret < 0 { throw MediaError(.transform, .permanent, file: file, "filtering failed: \(avErrorString(ret))") }
     }
 
@@ -211,9 +234,7 @@ final class Resampler {
 
 /// Changes audio tempo without changing pitch (libavfilter atempo), on 48 kHz stereo s16.
 final class AudioTempo {
-    let graph: UnsafeMutablePointer<AVFilterGraph>
-    private var src: UnsafeMutablePointer<AVFilterContext>?
-    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    private let graph: FilterGraph
     private let frame = Frame()
     private var pts: Int64 = 0
 
@@ -223,26 +244,11 @@ final class AudioTempo {
     }
 
     init(speed: Double, file: String) throws {
-        graph = avfilter_graph_alloc()
         let args = "time_base=1/\(Timing.sampleRate):sample_rate=\(Timing.sampleRate):sample_fmt=s16:channel_layout=stereo"
-        var ret = avfilter_graph_create_filter(&src, avfilter_get_by_name("abuffer"), "in", args, nil, graph)
-        if ret >= 0 { ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("abuffersink"), "out", nil, nil, graph) }
-        if ret >= 0 {
-            var outputs = avfilter_inout_alloc(), inputs = avfilter_inout_alloc()
-            outputs!.pointee.name = av_strdup("in"); outputs!.pointee.filter_ctx = src; outputs!.pointee.pad_idx = 0; outputs!.pointee.next = nil
-            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sink; inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
-            let desc = Self.filters(speed: speed) + ",aformat=sample_fmts=s16:sample_rates=\(Timing.sampleRate):channel_layouts=stereo"
-            ret = avfilter_graph_parse_ptr(graph, desc, &inputs, &outputs, nil)
-            avfilter_inout_free(&inputs); avfilter_inout_free(&outputs)
-        }
-        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
-        if ret < 0 {
-            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-            avfilter_graph_free(&g)
-            throw MediaError(.transform, .permanent, file: file, "cannot set up the tempo filter: \(avErrorString(ret))")
-        }
+        let desc = Self.filters(speed: speed) + ",aformat=sample_fmts=s16:sample_rates=\(Timing.sampleRate):channel_layouts=stereo"
+        graph = try FilterGraph(sources: [("in", "abuffer", args)], sink: "abuffersink", description: desc,
+                                stage: .transform, file: file, what: "the tempo filter")
     }
-    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
 
     /// Feeds interleaved samples (or nil to flush) and appends what comes out to `out`.
     func process(_ samples: [Int16]?, into out: inout [Int16]) throws {
@@ -259,13 +265,13 @@ final class AudioTempo {
             pts += Int64(n)
             guard av_frame_get_buffer(f, 0) >= 0 else { throw MediaError(.transform, .retryable, file: "", "out of memory") }
             samples.withUnsafeBytes { raw in f.pointee.data.0!.update(from: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: n * 4) }
-            guard av_buffersrc_add_frame(src, f) >= 0 else { throw MediaError(.transform, .permanent, file: "", "tempo filter rejected audio") }
+            guard av_buffersrc_add_frame(graph.sources[0], f) >= 0 else { throw MediaError(.transform, .permanent, file: "", "tempo filter rejected audio") }
         } else {
-            _ = av_buffersrc_add_frame(src, nil)      // end of stream; errors surface when pulling
+            _ = av_buffersrc_add_frame(graph.sources[0], nil)      // end of stream; errors surface when pulling
         }
         while true {
             frame.unref()
-            let ret = av_buffersink_get_frame(sink, frame.ptr)
+            let ret = av_buffersink_get_frame(graph.sink, frame.ptr)
             if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
             if ret < 0 { throw MediaError(.transform, .permanent, file: "", "tempo filter failed: \(avErrorString(ret))") }
             let count = Int(frame.ptr.pointee.nb_samples) * 2

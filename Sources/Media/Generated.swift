@@ -4,33 +4,16 @@ internal import CFFmpeg
 
 /// A filter graph that makes frames from nothing (a `color` source and what follows it).
 final class GeneratedVideo {
-    let graph: UnsafeMutablePointer<AVFilterGraph>
-    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    private let graph: FilterGraph
 
     init(description: String, file: String) throws {
-        graph = avfilter_graph_alloc()
-        var ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("buffersink"), "out", nil, nil, graph)
-        if ret >= 0 {
-            var inputs = avfilter_inout_alloc()
-            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sink
-            inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
-            var outputs: UnsafeMutablePointer<AVFilterInOut>? = nil
-            ret = avfilter_graph_parse_ptr(graph, description, &inputs, &outputs, nil)
-            avfilter_inout_free(&inputs); avfilter_inout_free(&outputs)
-        }
-        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
-        if ret < 0 {
-            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-            avfilter_graph_free(&g)
-            throw MediaError(.decode, .permanent, file: file, "cannot build the generator '\(description)': \(avErrorString(ret))")
-        }
+        graph = try FilterGraph(sources: [], sink: "buffersink", description: description, stage: .decode, file: file, what: "the generator")
     }
-    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
 
     /// The next frame, or false at the end.
     func next(into frame: Frame) throws -> Bool {
         frame.unref()
-        let ret = av_buffersink_get_frame(sink, frame.ptr)
+        let ret = av_buffersink_get_frame(graph.sink, frame.ptr)
         if ret == tl_averror_eof() { return false }
         if ret < 0 { throw MediaError(.transform, .permanent, file: "", "generating frames failed: \(avErrorString(ret))") }
         return true

@@ -123,39 +123,19 @@ public enum TransitionRenderer {
 
 /// A filter graph with two video inputs ("a", "b") and one output.
 final class TwoInputFilter {
-    let graph: UnsafeMutablePointer<AVFilterGraph>
-    private var a: UnsafeMutablePointer<AVFilterContext>?
-    private var b: UnsafeMutablePointer<AVFilterContext>?
-    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    private let graph: FilterGraph
     let file: String
 
     init(width: Int32, height: Int32, timeBase: AVRational, description: String, file: String) throws {
         self.file = file
-        graph = avfilter_graph_alloc()
         let args = "video_size=\(width)x\(height):pix_fmt=\(AV_PIX_FMT_YUV420P.rawValue):time_base=\(timeBase.num)/\(timeBase.den):pixel_aspect=1/1:frame_rate=\(timeBase.den)/\(timeBase.num)"
-        var ret = avfilter_graph_create_filter(&a, avfilter_get_by_name("buffer"), "a", args, nil, graph)
-        if ret >= 0 { ret = avfilter_graph_create_filter(&b, avfilter_get_by_name("buffer"), "b", args, nil, graph) }
-        if ret >= 0 { ret = avfilter_graph_create_filter(&sink, avfilter_get_by_name("buffersink"), "out", nil, nil, graph) }
-        if ret >= 0 {
-            var outA = avfilter_inout_alloc(), outB = avfilter_inout_alloc(), inputs = avfilter_inout_alloc()
-            outA!.pointee.name = av_strdup("a"); outA!.pointee.filter_ctx = a; outA!.pointee.pad_idx = 0; outA!.pointee.next = outB
-            outB!.pointee.name = av_strdup("b"); outB!.pointee.filter_ctx = b; outB!.pointee.pad_idx = 0; outB!.pointee.next = nil
-            inputs!.pointee.name = av_strdup("out"); inputs!.pointee.filter_ctx = sink; inputs!.pointee.pad_idx = 0; inputs!.pointee.next = nil
-            ret = avfilter_graph_parse_ptr(graph, description + "[out]", &inputs, &outA, nil)
-            avfilter_inout_free(&inputs); avfilter_inout_free(&outA)
-        }
-        if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
-        if ret < 0 {
-            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-            avfilter_graph_free(&g)
-            throw MediaError(.transition, .permanent, file: file, "cannot build '\(description)': \(avErrorString(ret))")
-        }
+        graph = try FilterGraph(sources: [("a", "buffer", args), ("b", "buffer", args)], sink: "buffersink", description: description,
+                                stage: .transition, file: file, what: "the transition")
     }
-    deinit { var g: UnsafeMutablePointer<AVFilterGraph>? = graph; avfilter_graph_free(&g) }
 
     /// Feeds both inputs (pts 0…), closes them, and returns `count` output frames.
     func run(_ first: [Frame], _ second: [Frame], count: Int) throws -> [Frame] {
-        for (src, frames) in [(a, first), (b, second)] {
+        for (src, frames) in [(graph.sources[0], first), (graph.sources[1], second)] {
             for (k, f) in frames.enumerated() {
                 f.ptr.pointee.pts = Int64(k)
                 f.ptr.pointee.pict_type = AV_PICTURE_TYPE_NONE
@@ -167,7 +147,7 @@ final class TwoInputFilter {
         var out: [Frame] = []
         while out.count < count {
             let f = Frame()
-            let ret = av_buffersink_get_frame(sink, f.ptr)
+            let ret = av_buffersink_get_frame(graph.sink, f.ptr)
             if ret < 0 { break }
             out.append(f)
         }

@@ -154,14 +154,7 @@ public enum PipelineLoader {
             guard let imageNode = wm.node("image"), let image = imageNode.string else {
                 throw ctx.error("output.watermark needs an image", at: wn, hint: "watermark: { image: assets/logo.png, position: bottom-left }")
             }
-            let path = ctx.resolve(image)
-            var sha = ""
-            if ctx.checkFiles {
-                guard FileManager.default.isReadableFile(atPath: path), let h = try? SHA256Hasher.hex(fileAt: path) else {
-                    throw ctx.error("watermark image not found: \(path)", at: imageNode, hint: "paths are relative to the pipeline file's folder (\(ctx.base))")
-                }
-                sha = h
-            }
+            let (path, sha) = try ctx.hashedFile(image, at: imageNode, what: "watermark image")
             var w = Watermark(image: path, sha256: sha)
             if let c = try wm.enumValue("position", Watermark.Corner.self) { w.position = c }
             func fraction(_ key: String, _ range: ClosedRange<Double>) throws -> Double? {
@@ -405,14 +398,7 @@ public enum PipelineLoader {
         guard let sourceNode = m.node("source"), let source = sourceNode.string else {
             throw ctx.error("soundtrack needs a source", at: node, hint: "soundtrack: { source: music/song.mp3, volume: 0.8 }")
         }
-        let path = ctx.resolve(source)
-        var sha = ""
-        if ctx.checkFiles {
-            guard FileManager.default.isReadableFile(atPath: path), let h = try? SHA256Hasher.hex(fileAt: path) else {
-                throw ctx.error("soundtrack not found: \(path)", at: sourceNode, hint: "paths are relative to the pipeline file's folder (\(ctx.base))")
-            }
-            sha = h
-        }
+        let (path, sha) = try ctx.hashedFile(source, at: sourceNode, what: "soundtrack")
         var s = Soundtrack(source: path, sha256: sha)
         s.location = ctx.location(of: sourceNode)
         func value(_ key: String, _ range: ClosedRange<Double>, time: Bool = false) throws -> Double? {
@@ -549,6 +535,17 @@ struct Context {
         if p.hasPrefix("~/") { p = NSHomeDirectory() + p.dropFirst(1) }
         let url = p.hasPrefix("/") ? URL(fileURLWithPath: p) : URL(fileURLWithPath: base).appendingPathComponent(p)
         return url.standardizedFileURL.path
+    }
+
+    /// A local file the movie depends on (watermark, soundtrack): resolved, checked readable and
+    /// hashed, so a changed file changes the keys of what it went into.
+    func hashedFile(_ value: String, at node: Node, what: String) throws -> (path: String, sha256: String) {
+        let path = resolve(value)
+        guard checkFiles else { return (path, "") }
+        guard FileManager.default.isReadableFile(atPath: path), let sha = try? SHA256Hasher.hex(fileAt: path) else {
+            throw error("\(what) not found: \(path)", at: node, hint: "paths are relative to the pipeline file's folder (\(base))")
+        }
+        return (path, sha)
     }
 
     func source(_ node: Node) throws -> SourceRef {
