@@ -7,4 +7,7 @@ static inline int tl_zmq_errno(void) { return zmq_errno(); }
 static inline int tl_eagain(void) { return EAGAIN; }
 static inline int tl_eintr(void) { return EINTR; }
 static inline int tl_ehostunreach(void) { return EHOSTUNREACH; }
+static inline int tl_etimedout(void) { return ETIMEDOUT; }
+/* ZAP_ENFORCE_DOMAIN is listed among the draft options, but libzmq 4.3.4 accepts it. */
+static inline int tl_zmq_zap_enforce_domain(void) { return 93; }
 #endif

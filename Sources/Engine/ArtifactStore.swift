@@ -5,12 +5,29 @@ import ThreadlineCore
 /// rename), so a reader never sees a half-written artifact.
 public struct ArtifactStore: Sendable {
     public let root: String
+    /// Names this store: two processes with the same id share one folder and copy nothing.
+    public let id: String
     public init(root: String) throws {
         self.root = root
         for sub in ["artifacts/sha256", "tmp"] {
             try FileManager.default.createDirectory(atPath: "\(root)/\(sub)", withIntermediateDirectories: true)
         }
+        let idFile = "\(root)/store-id"
+        if let existing = try? String(contentsOfFile: idFile, encoding: .utf8), !existing.isEmpty {
+            id = existing.trimmingCharacters(in: .whitespacesAndNewlines)
+        } else {
+            let fresh = UUID().uuidString
+            let tmp = "\(root)/tmp/\(UUID().uuidString)"
+            try Data(fresh.utf8).write(to: URL(fileURLWithPath: tmp))
+            // link, not rename: of two processes creating the store at once, the first id wins.
+            if link(tmp, idFile) != 0 { usleep(1000) }
+            unlink(tmp)
+            id = ((try? String(contentsOfFile: idFile, encoding: .utf8)) ?? fresh).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
     }
+
+    /// The artifact as this store holds it (same content, this store's path).
+    public func local(_ ref: ArtifactRef) -> ArtifactRef { ArtifactRef(sha256: ref.sha256, path: path(sha256: ref.sha256), size: ref.size) }
 
     public func path(sha256: String) -> String {
         "\(root)/artifacts/sha256/\(sha256.prefix(2))/\(sha256)"

@@ -7,7 +7,7 @@ import Lineage
 import Media
 
 /// What observers of a run are told.
-public struct RunProgress: Sendable {
+public struct RunProgress: Sendable, Codable {
     public var runID: Int64
     public var items: Int
     public var itemsDone: Int
@@ -23,7 +23,8 @@ public enum RunOutcome: Sendable {
 }
 
 /// The coordinator: owns a ROUTER socket and all scheduling state on one thread. Other threads
-/// talk to it through `submit`, `workerExited` and `stop`.
+/// talk to it through `submit`, `cancel`, `workerExited` and `stop`. Workers and submitters
+/// (`coord submit --coordinator`) connect to the same socket.
 public final class Coordinator: Sendable {
     public struct Configuration: Sendable {
         public var bind: String
@@ -35,13 +36,47 @@ public final class Coordinator: Sendable {
         /// A stage whose attempts lost this many workers is poison.
         public var poisonAfterLostWorkers: Int = 3
         public var backoffBase: Double = 0.25
+        /// The coordinator's artifact store: it keeps a copy of every artifact workers without a
+        /// shared folder produce, serves inputs to them, and receives submitters' files. Nil: all
+        /// workers share the paths the coordinator names (tests with fake runners).
+        public var store: ArtifactStore? = nil
+        /// Copy each finished movie to the pipeline's output path (the embedded default). A
+        /// service keeps movies in its store; submitters download them.
+        public var publishOutputs = true
+        /// Tell workers to exit when the coordinator stops (the embedded default's own workers).
+        public var shutdownWorkersOnStop = true
+        /// On a graceful stop, how long in-flight attempts may finish before they are handed back.
+        public var drainTimeout: Double = 10
+        /// CURVE: encrypt, and admit only peers whose public keys are in the allow-list folder.
+        public var curve: CurveSettings? = nil
+        /// Resume runs handed to a coordinator service that a stopped coordinator left unfinished.
+        public var resumeInterrupted = false
         public init(bind: String) { self.bind = bind }
     }
 
+    public struct CurveSettings: Sendable {
+        public var keys: CurveKeyPair
+        public var allowDirectory: String
+        public init(keys: CurveKeyPair, allowDirectory: String) { self.keys = keys; self.allowDirectory = allowDirectory }
+    }
+
+    /// Scheduler figures, for benchmarks and logs.
+    public struct Stats: Sendable {
+        public var dispatched = 0
+        public var completed = 0
+        /// Seconds from a unit becoming ready to its attempt starting on a worker (sampled).
+        public var readyToStarted: [Double] = []
+        public var staleResults = 0
+        public var droppedMessages = 0
+        public var bytesIn: Int64 = 0
+        public var bytesOut: Int64 = 0
+    }
+
     enum Command {
-        case submit(Pipeline, @Sendable (Result<Int64, Error>) -> Void)
+        case submit(Pipeline, priority: Int, @Sendable (Result<Int64, Error>) -> Void)
+        case cancel(Int64, @Sendable (Bool) -> Void)
         case workerExited(pid: Int32)
-        case stop
+        case stop(graceful: Bool)
     }
 
     let config: Configuration
@@ -51,7 +86,9 @@ public final class Coordinator: Sendable {
     private let observers = Mutex<[@Sendable (RunProgress?, Int64, RunOutcome?) -> Void]>([])
     private let boundEndpoint = Mutex<String?>(nil)
     private let ready = DispatchSemaphore(value: 0)
+    private let stoppedSignal = DispatchSemaphore(value: 0)
     private let startError = Mutex<Error?>(nil)
+    public let stats = Mutex(Stats())
 
     public init(_ config: Configuration, lineage: LineageStore, logger: Logger) {
         self.config = config; self.lineage = lineage; self.logger = logger
@@ -69,19 +106,27 @@ public final class Coordinator: Sendable {
                 startError.withLock { $0 = error }
                 ready.signal()
             }
+            stoppedSignal.signal()
         }
         thread.name = "coordinator"
+        thread.stackSize = 16 << 20
         thread.start()
         ready.wait()
         if let e = startError.withLock({ $0 }) { throw e }
         return boundEndpoint.withLock { $0! }
     }
 
-    public func submit(_ pipeline: Pipeline, reply: @escaping @Sendable (Result<Int64, Error>) -> Void) {
-        inbox.withLock { $0.append(.submit(pipeline, reply)) }
+    public func submit(_ pipeline: Pipeline, priority: Int = 0, reply: @escaping @Sendable (Result<Int64, Error>) -> Void) {
+        inbox.withLock { $0.append(.submit(pipeline, priority: priority, reply)) }
     }
+    /// Stops a run's attempts on every worker; `reply(false)` when no such run is active.
+    public func cancel(run: Int64, reply: @escaping @Sendable (Bool) -> Void = { _ in }) { inbox.withLock { $0.append(.cancel(run, reply)) } }
     public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) } }
-    public func stop() { inbox.withLock { $0.append(.stop) } }
+    /// Graceful: stop dispatching, let in-flight attempts finish (up to the drain timeout), hand
+    /// the rest back and leave unfinished runs to be resumed. Otherwise stop at once.
+    public func stop(graceful: Bool = false) { inbox.withLock { $0.append(.stop(graceful: graceful)) } }
+    /// Blocks until the coordinator thread has ended.
+    public func waitUntilStopped() { stoppedSignal.wait(); stoppedSignal.signal() }
 
     /// Called on the coordinator thread for every progress change and when runs end.
     public func observe(_ f: @escaping @Sendable (RunProgress?, Int64, RunOutcome?) -> Void) { observers.withLock { $0.append(f) } }
@@ -90,7 +135,7 @@ public final class Coordinator: Sendable {
     func notify(_ p: RunProgress?, _ run: Int64, _ o: RunOutcome?) { for f in observers.withLock({ $0 }) { f(p, run, o) } }
 }
 
-/// A dispatchable unit of work: fetch/i, render/i (decode+transform+encode of item i), concat.
+/// A dispatchable unit of work: fetch/i, render/i (decode+transform+encode of item i), transition/b, concat.
 struct Unit {
     enum State { case waiting, ready, running, done, failed }
     var name: String
@@ -101,6 +146,7 @@ struct Unit {
     var attempts = 0
     var lostWorkers = 0
     var notBefore = 0.0
+    var readyAt = 0.0
     var lease: String?
     var worker: String?
     var attemptIDs: [Int64] = []
@@ -113,36 +159,89 @@ struct Unit {
     var checking = false
 }
 
+/// A FIFO of unit indices; entries that are no longer dispatchable are skipped when popped.
+struct IndexQueue {
+    private var items: [Int] = []
+    private var head = 0
+    var isEmpty: Bool { head >= items.count }
+    var first: Int? { isEmpty ? nil : items[head] }
+    mutating func push(_ i: Int) { items.append(i) }
+    mutating func pop() -> Int? {
+        guard head < items.count else { return nil }
+        let v = items[head]
+        head += 1
+        if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        return v
+    }
+}
+
 final class RunState {
     let id: Int64
     let pipeline: Pipeline
     let stageIDs: [String: Int64]
+    let priority: Int
+    /// Files named by the pipeline on a remote submitter's host → their copies in the coordinator's store.
+    let files: [String: ArtifactRef]
     var units: [Unit]
+    var unitIndex: [String: Int] = [:]
     var facts: [Int: MediaFacts] = [:]
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
     var transitions: [Int: (ArtifactRef, Int64)] = [:]
+    var transitionCount = 0
     var frameCounts: [Int: Int] = [:]
     var timeline: [ItemTiming]?
     var finished = false
+    /// Units waiting for a cache answer, and units ready for a slot (in the order they became ready).
+    var toCheck = IndexQueue()
+    var toDispatch = IndexQueue()
+    /// Retries waiting out their backoff.
+    var delayed: [Int] = []
+    var lastProgress = 0.0
     let startedAt = Date().timeIntervalSince1970
 
-    init(id: Int64, pipeline: Pipeline, stageIDs: [String: Int64]) {
-        self.id = id; self.pipeline = pipeline; self.stageIDs = stageIDs
+    init(id: Int64, pipeline: Pipeline, stageIDs: [String: Int64], priority: Int = 0, files: [String: ArtifactRef] = [:]) {
+        self.id = id; self.pipeline = pipeline; self.stageIDs = stageIDs; self.priority = priority; self.files = files
         var units: [Unit] = []
         for i in pipeline.items.indices {
-            units.append(Unit(name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"], state: .ready))
+            units.append(Unit(name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"]))
             units.append(Unit(name: "render/\(i)", item: i, stages: ["decode/\(i)", "transform/\(i)", "encode/\(i)"]))
         }
         for b in Planner.transitionBoundaries(pipeline) {
             units.append(Unit(name: "transition/\(b)", item: b, stages: ["transition/\(b)"]))
+            transitionCount += 1
         }
         units.append(Unit(name: "concat", item: nil, stages: ["concat"]))
         self.units = units
+        for (k, u) in units.enumerated() { unitIndex[u.name] = k }
     }
 
-    func index(of name: String) -> Int? { units.firstIndex { $0.name == name } }
-    var runningCount: Int { units.reduce(0) { $0 + ($1.state == .running ? 1 : 0) } }
+    func index(of name: String) -> Int? { unitIndex[name] }
+
+    /// The unit becomes ready: first to the cache, then to a slot.
+    func markReady(_ ui: Int, now: Double = Date().timeIntervalSince1970) {
+        units[ui].state = .ready
+        units[ui].readyAt = now
+        if units[ui].checked { toDispatch.push(ui) } else { toCheck.push(ui) }
+    }
+
+    /// Drops stale queue heads and parks retries still in backoff; true when a unit can go now.
+    func hasDispatchable(_ now: Double) -> Bool {
+        while let ui = toDispatch.first {
+            let u = units[ui]
+            if u.state != .ready || !u.checked { _ = toDispatch.pop(); continue }
+            if u.notBefore > now { _ = toDispatch.pop(); delayed.append(ui); continue }
+            return true
+        }
+        return false
+    }
+
+    func releaseDelayed(_ now: Double) {
+        guard !delayed.isEmpty else { return }
+        var still: [Int] = []
+        for ui in delayed { if units[ui].notBefore <= now { toDispatch.push(ui) } else { still.append(ui) } }
+        delayed = still
+    }
 }
 
 struct WorkerInfo {
@@ -153,6 +252,15 @@ struct WorkerInfo {
     var checks: Set<String> = []
     var lastSeen: Double
     var lastSent: Double = 0
+    /// The worker uses the coordinator's own store folder: nothing needs copying.
+    var shared: Bool
+}
+
+/// A remote submission whose files are still on their way.
+struct PendingSubmission {
+    var identity: Data
+    var submission: Submission
+    var waiting: Set<String>
 }
 
 /// All coordinator state; lives on the coordinator thread only.
@@ -160,12 +268,25 @@ final class CoordinatorCore {
     let owner: Coordinator
     let socket: Socket
     let endpoint: String
+    var zap: ZapHandler?
     var runs: [Int64: RunState] = [:]
     var workers: [String: WorkerInfo] = [:]
     /// lease → (run, unit index): the only leases whose results count.
     var leases: [String: (Int64, Int)] = [:]
+    var transfers: Transfers?
+    /// Results whose artifact is being copied from the worker that made it: sha256 → results.
+    var awaitingUpload: [String: [(TaskResult, String)]] = [:]
+    var pendingSubmissions: [PendingSubmission] = []
+    /// Which workers hold which artifacts (by sha256), to send work where its inputs are.
+    var holders: [String: Set<String>] = [:]
+    /// Submitters following a run.
+    var watchers: [Int64: Set<Data>] = [:]
+    var draining = false
+    var drainDeadline = 0.0
     var lastLivenessCheck = 0.0
     var lastCheckpoint = 0.0
+    var lastWatcherTick = 0.0
+    var droppedLogged = 0.0
     var log: Logger { owner.logger }
     var lineage: LineageStore { owner.lineage }
     var config: Coordinator.Configuration { owner.config }
@@ -173,9 +294,26 @@ final class CoordinatorCore {
     init(_ owner: Coordinator, context: MessagingContext) throws {
         self.owner = owner
         socket = try Socket(context, .router)
-        endpoint = try socket.bind(owner.config.bind)
+        if let curve = owner.config.curve {
+            let logger = owner.logger
+            zap = try ZapHandler(context: context, domain: "threadline", allowDirectory: curve.allowDirectory) { why in
+                logger.warning("refused a connection", metadata: ["reason": "\(why)"])
+            }
+            try socket.makeCurveServer(secretKey: curve.keys, domain: "threadline")
+        }
+        try socket.setHeartbeat(intervalMs: Int32(owner.config.heartbeatInterval * 1000), timeoutMs: Int32(owner.config.livenessTimeout * 1000))
+        do { endpoint = try socket.bind(owner.config.bind) } catch { zap?.stop(); throw error }
+        if let store = owner.config.store {
+            let sock = socket
+            transfers = Transfers(store: store) { peer, m, payload in
+                var frames = [peer, Envelope(m).encoded()]
+                if let payload { frames.append(payload) }
+                return (try? sock.send(frames)) == true
+            }
+        }
         let interrupted = try owner.lineage.recoverInterrupted()
         if interrupted > 0 { owner.logger.warning("found runs interrupted by a stopped coordinator", metadata: ["runs": "\(interrupted)"]) }
+        if owner.config.resumeInterrupted { resumeInterrupted() }
     }
 
     func loop() {
@@ -183,15 +321,25 @@ final class CoordinatorCore {
         while !stopping {
             for c in owner.takeCommands() {
                 switch c {
-                case .submit(let p, let reply): reply(Result { try submit(p) })
+                case .submit(let p, let priority, let reply): reply(Result { try submit(p, priority: priority) })
+                case .cancel(let run, let reply): reply(cancel(run: run, reason: "cancelled"))
                 case .workerExited(let pid):
-                    if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) }) { lose(worker: id, reason: "process exited") }
-                case .stop: stopping = true
+                    if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) && $0.value.hello.host == ProcessInfo.processInfo.hostName }) {
+                        lose(worker: id, reason: "process exited")
+                    }
+                case .stop(let graceful):
+                    if graceful && !draining {
+                        draining = true
+                        drainDeadline = Date().timeIntervalSince1970 + config.drainTimeout
+                        log.info("stopping: no new work; waiting for in-flight stages", metadata: ["in_flight": "\(leases.count)"])
+                    } else {
+                        stopping = true
+                    }
                 }
             }
             do {
                 var n = 0
-                while n < 1000, let frames = try socket.receive(timeoutMs: n == 0 ? 10 : 0) {
+                while n < 1000, let frames = try socket.receive(timeoutMs: n == 0 ? 5 : 0) {
                     handle(frames); n += 1
                 }
             } catch {
@@ -200,27 +348,89 @@ final class CoordinatorCore {
             let now = Date().timeIntervalSince1970
             if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
-            dispatch(now)
+            if let transfers {
+                transfers.tick(now: now)
+                for (sha, outcome) in transfers.takeCompleted() { transferDone(sha, outcome) }
+            }
+            if draining {
+                if (leases.isEmpty && awaitingUpload.isEmpty) || now > drainDeadline { handBack(); stopping = true }
+            } else {
+                dispatch(now)
+            }
             heartbeat(now)
+            if now - lastWatcherTick > 1 { lastWatcherTick = now; for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } } }
         }
-        for (_, w) in workers { send(.shutdown, to: w.identity) }
+        if config.shutdownWorkersOnStop { for (_, w) in workers { send(.shutdown, to: w.identity) } }
+        zap?.stop()
         socket.close()
+    }
+
+    /// Graceful stop: attempts still running are cancelled and recorded as handed back; their runs
+    /// stay resumable.
+    func handBack() {
+        for (lease, (runID, ui)) in leases {
+            guard let run = runs[runID], let w = run.units[ui].worker, let info = workers[w] else { continue }
+            send(.cancel(lease: lease), to: info.identity)
+        }
+        for run in runs.values where !run.finished {
+            try? lineage.interruptRun(run.id, reason: "coordinator stopped; the run resumes when a coordinator starts on this state folder")
+            for w in watchers[run.id] ?? [] {
+                send(.ended(RunEnd(run: run.id, state: "interrupted", message: "the coordinator stopped; the run resumes when it starts again",
+                                   output: nil, outputPath: run.pipeline.output.path, seconds: Date().timeIntervalSince1970 - run.startedAt)), to: w)
+            }
+        }
+        log.info("stopped", metadata: ["runs_handed_back": "\(runs.values.filter { !$0.finished }.count)"])
     }
 
     // MARK: submissions
 
-    func submit(_ pipeline: Pipeline) throws -> Int64 {
+    func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
         let stages = Planner.stages(for: pipeline)
         // An interrupted run of the same pipeline continues; its succeeded stages come back as verified cache hits.
-        let (runID, ids) = try lineage.resume(pipeline) ?? lineage.createRun(pipeline, stages: stages)
-        let run = RunState(id: runID, pipeline: pipeline, stageIDs: ids)
+        let (runID, ids) = try lineage.resume(pipeline) ?? lineage.createRun(pipeline, stages: stages, priority: priority)
+        return try start(RunState(id: runID, pipeline: pipeline, stageIDs: ids, priority: priority))
+    }
+
+    /// A remote submission whose files are all in the store now.
+    func submit(_ s: Submission, resuming: (Int64, [String: Int64])? = nil) throws -> Int64 {
+        guard let store = config.store else { throw PipelineError("this coordinator has no artifact store", at: nil) }
+        var files: [String: ArtifactRef] = [:]
+        for f in s.files {
+            let local = store.local(f)
+            guard store.isPresent(local) else { throw PipelineError("the coordinator's copy of \(f.path) is missing (sha256 \(f.sha256.prefix(12))…); submit again", at: nil) }
+            files[f.path] = local
+        }
+        let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
+        let (runID, ids) = try resuming ?? lineage.createRun(s.pipeline, stages: Planner.stages(for: s.pipeline), submitter: s.submitter,
+                                                             priority: s.priority, submission: String(decoding: try enc.encode(s), as: UTF8.self))
+        return try start(RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files))
+    }
+
+    func resumeInterrupted() {
+        guard let list = try? lineage.interruptedSubmissions() else { return }
+        for (runID, json) in list {
+            guard let s = try? JSONDecoder().decode(Submission.self, from: Data(json.utf8)) else { continue }
+            do {
+                guard let ids = try lineage.resume(runID: runID) else { continue }
+                _ = try submit(s, resuming: (runID, ids))
+                log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
+            } catch {
+                log.error("cannot resume run \(runID): \(error)")
+                try? lineage.runFinished(runID, state: "failed", error: "could not resume: \(error)")
+            }
+        }
+    }
+
+    func start(_ run: RunState) throws -> Int64 {
+        let pipeline = run.pipeline, ids = run.stageIDs, runID = run.id
         runs[runID] = run
         // Items without a source (titles) have nothing to fetch: their frames are known now.
         let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
-        for (i, item) in pipeline.items.enumerated() where item.sources.isEmpty {
+        for (i, item) in pipeline.items.enumerated() {
             guard let fi = run.index(of: "fetch/\(i)"), let ri = run.index(of: "render/\(i)") else { continue }
+            guard item.sources.isEmpty else { run.markReady(fi); continue }
             run.units[fi].state = .done
-            if pipeline.output.maxDuration == nil { run.units[ri].state = .ready }
+            if pipeline.output.maxDuration == nil { run.markReady(ri) }
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
             try lineage.stageUpdate(ids["fetch/\(i)"]!, state: "succeeded", params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
                                     finished: Date().timeIntervalSince1970, seconds: 0)
@@ -228,40 +438,100 @@ final class CoordinatorCore {
         try updateTimeline(run)
         for u in run.units where u.state == .ready { for s in u.stages { try? lineage.stageUpdate(ids[s]!, state: "ready") } }
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
-        progress(run)
+        progress(run, force: true)
         return runID
+    }
+
+    /// Stops a run: its attempts are cancelled on their workers (whose slots free as they answer).
+    func cancel(run id: Int64, reason: String) -> Bool {
+        guard let run = runs[id], !run.finished else { return false }
+        run.finished = true
+        let now = Date().timeIntervalSince1970
+        for (k, u) in run.units.enumerated() where u.state == .running || u.state == .ready || u.state == .waiting {
+            if let lease = u.lease {
+                if let w = u.worker, let info = workers[w] { send(.cancel(lease: lease), to: info.identity) }
+                leases[lease] = nil
+                for a in u.attemptIDs { try? lineage.attemptFinished(a, state: "cancelled", started: nil, finished: now) }
+            }
+            run.units[k].state = .failed
+        }
+        try? lineage.runFinished(id, state: "cancelled", error: reason)
+        log.info("run cancelled", metadata: ["run.id": "\(id)"])
+        ended(run, state: "cancelled", message: reason, output: nil)
+        owner.notify(nil, id, .failed(message: "run \(id) was cancelled"))
+        runs[id] = nil
+        return true
     }
 
     // MARK: messages
 
     func handle(_ frames: [Data]) {
-        guard frames.count == 2, let id = String(data: frames[0], encoding: .utf8) else {
-            log.warning("dropped a malformed message", metadata: ["frames": "\(frames.count)"])
+        guard frames.count == 2 || frames.count == 3, !frames[0].isEmpty, let id = String(data: frames[0], encoding: .utf8) else {
+            dropped("malformed message", ["frames": "\(frames.count)"])
             return
         }
         guard let envelope = Envelope.decode(frames[1]) else {
-            log.warning("dropped an undecodable message", metadata: ["worker.id": "\(id)", "bytes": "\(frames[1].count)"])
+            dropped("undecodable message", ["peer": "\(id.prefix(64))", "bytes": "\(frames[1].count)"])
             return
         }
+        let identity = frames[0]
+        let payload = frames.count == 3 ? frames[2] : nil
         let now = Date().timeIntervalSince1970
         switch envelope.message {
         case .hello(let h):
             let known = workers[id]
-            workers[id] = WorkerInfo(identity: frames[0], hello: h, running: known?.running ?? [], lastSeen: now)
+            let shared = config.store == nil || h.storeID == nil || h.storeID == config.store?.id
+            var running = known?.running ?? []
+            for lease in h.running ?? [] {
+                running.insert(lease)   // it holds a slot until the worker reports it
+                if leases[lease] == nil { send(.cancel(lease: lease), to: identity) }
+            }
+            workers[id] = WorkerInfo(identity: identity, hello: h, running: running, checks: known?.checks ?? [], lastSeen: now, shared: shared)
             try? lineage.workerSeen(id: id, host: h.host, pid: h.pid, slots: h.slots, version: h.version)
-            log.info("worker joined", metadata: ["worker.id": "\(id)", "worker.slots": "\(h.slots)", "worker.host": "\(h.host)"])
+            if known == nil {
+                log.info("worker joined", metadata: ["worker.id": "\(id)", "worker.slots": "\(h.slots)", "worker.host": "\(h.host)",
+                                                     "worker.store": "\(shared ? "shared" : "own")"])
+            }
         case .heartbeat(let running):
-            guard workers[id] != nil else { send(.shutdown, to: frames[0]); return }   // unknown: it re-announces with hello
+            guard workers[id] != nil else { send(.reannounce, to: identity); return }   // declared lost, or we restarted
             workers[id]!.lastSeen = now
-            for lease in running where leases[lease] == nil { send(.cancel(lease: lease), to: frames[0]) }
+            for lease in running where leases[lease] == nil { send(.cancel(lease: lease), to: identity) }
         case .result(let r):
-            workers[id]?.lastSeen = now
-            workers[id]?.running.remove(r.lease)
-            workers[id]?.checks.remove(r.lease)
-            finish(r, from: id)
-        case .assign, .cancel, .shutdown:
-            log.warning("unexpected message from a worker", metadata: ["worker.id": "\(id)"])
+            send(.ack(lease: r.lease), to: identity)
+            if workers[id] != nil {
+                workers[id]!.lastSeen = now
+                workers[id]!.running.remove(r.lease)
+                workers[id]!.checks.remove(r.lease)
+            }
+            received(r, from: id, identity: identity)
+        case .pull(let sha, let offset, let length):
+            transfers?.serve(sha256: sha, offset: offset, length: length, to: identity)
+            if workers[id] != nil { workers[id]!.lastSeen = now }
+        case .chunk(let c):
+            transfers?.received(c, payload: payload, now: now)
+            if workers[id] != nil { workers[id]!.lastSeen = now }
+        case .submit(let s):
+            receiveSubmission(s, from: identity)
+        case .watch(let run):
+            watch(run, from: identity)
+        case .cancelRun(let run):
+            if cancel(run: run, reason: "cancelled by \(id.prefix(64))") {
+                send(.ended(RunEnd(run: run, state: "cancelled", message: "cancelled", output: nil, outputPath: "", seconds: 0)), to: identity)
+            } else {
+                watch(run, from: identity, once: true)
+            }
+        case .status(let run):
+            send(.statusReply(status(run)), to: identity)
+        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
+            dropped("message a coordinator does not take", ["peer": "\(id.prefix(64))"])
         }
+    }
+
+    /// Logs dropped messages, at most once a second (a flood must not flood the log).
+    func dropped(_ what: String, _ meta: Logger.Metadata) {
+        owner.stats.withLock { $0.droppedMessages += 1 }
+        let now = Date().timeIntervalSince1970
+        if now - droppedLogged > 1 { droppedLogged = now; log.warning("dropped a \(what)", metadata: meta) }
     }
 
     func send(_ m: WireMessage, to identity: Data) {
@@ -273,6 +543,114 @@ final class CoordinatorCore {
             send(.heartbeat(running: Array(w.running)), to: w.identity)
             workers[id]!.lastSent = now
         }
+    }
+
+    // MARK: submitters
+
+    func receiveSubmission(_ s: Submission, from identity: Data) {
+        guard !draining else { send(.rejected(message: "the coordinator is stopping; submit again when it is back"), to: identity); return }
+        guard let store = config.store, let transfers else { send(.rejected(message: "this coordinator has no artifact store"), to: identity); return }
+        guard !s.pipeline.items.isEmpty, s.files.count <= 100_000,
+              s.files.allSatisfy({ $0.sha256.count == 64 && $0.sha256.allSatisfy(\.isHexDigit) && $0.size >= 0 }) else {
+            send(.rejected(message: "malformed submission"), to: identity); return
+        }
+        var pending = PendingSubmission(identity: identity, submission: s, waiting: [])
+        for f in s.files where !store.isPresent(store.local(f)) && !pending.waiting.contains(f.sha256) {
+            pending.waiting.insert(f.sha256)
+            transfers.fetch(f, from: identity)
+        }
+        log.info("submission received", metadata: ["run.name": "\(s.pipeline.name)", "files": "\(s.files.count)", "to_copy": "\(pending.waiting.count)"])
+        if pending.waiting.isEmpty { startSubmission(pending) } else { pendingSubmissions.append(pending) }
+    }
+
+    func startSubmission(_ p: PendingSubmission) {
+        do {
+            let run = try submit(p.submission)
+            send(.accepted(run: run), to: p.identity)
+        } catch {
+            send(.rejected(message: "\(error)"), to: p.identity)
+        }
+    }
+
+    func watch(_ runID: Int64, from identity: Data, once: Bool = false) {
+        if let run = runs[runID] {
+            if !once { watchers[runID, default: []].insert(identity) }
+            progress(run, force: true)
+            return
+        }
+        guard let rec = try? lineage.runRecord(runID) else {
+            send(.rejected(message: "no run \(runID) on this coordinator"), to: identity); return
+        }
+        let output = rec.movie.map { ArtifactRef(sha256: $0.sha256, path: $0.uri, size: $0.size) }
+        send(.ended(RunEnd(run: runID, state: rec.state, message: rec.error, output: output, outputPath: rec.outputPath, seconds: rec.seconds)),
+             to: identity)
+    }
+
+    func ended(_ run: RunState, state: String, message: String?, output: ArtifactRef?) {
+        let end = RunEnd(run: run.id, state: state, message: message, output: output, outputPath: run.pipeline.output.path,
+                         seconds: Date().timeIntervalSince1970 - run.startedAt)
+        for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
+    }
+
+    func status(_ runID: Int64?) -> StatusReply {
+        guard let runID else {
+            let rows = (try? lineage.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs ORDER BY id")) ?? []
+            return StatusReply(runs: rows, stages: [], failures: [])
+        }
+        let runs = (try? lineage.rows("SELECT * FROM v_runs WHERE id = ?", [runID])) ?? []
+        let stages = (try? lineage.rows("SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])) ?? []
+        let failures = (try? lineage.rows("SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])) ?? []
+        return StatusReply(runs: runs, stages: stages, failures: failures)
+    }
+
+    // MARK: transfers
+
+    /// A result: its artifact is copied here first when the worker keeps its own store.
+    func received(_ r: TaskResult, from wid: String, identity: Data) {
+        guard let (runID, ui) = leases[r.lease], runs[runID]?.units[ui].lease == r.lease else { finish(r, from: wid); return }
+        var r = r
+        if let art = r.artifact {
+            holders[art.sha256, default: []].insert(wid)
+            if let store = config.store, let transfers, !(workers[wid]?.shared ?? true) {
+                let local = store.local(art)
+                if !store.isPresent(local) {
+                    awaitingUpload[art.sha256, default: []].append((r, wid))
+                    transfers.fetch(art, from: identity)
+                    return
+                }
+                r.artifact = local
+            }
+        }
+        finish(r, from: wid)
+    }
+
+    func transferDone(_ sha: String, _ outcome: Result<ArtifactRef, Transfers.TransferError>) {
+        owner.stats.withLock { if let t = transfers { $0.bytesIn = t.bytesReceived; $0.bytesOut = t.bytesSent } }
+        for (r, wid) in awaitingUpload.removeValue(forKey: sha) ?? [] {
+            var r = r
+            switch outcome {
+            case .success(let local): r.artifact = local
+            case .failure(let e):
+                r.artifact = nil
+                let stage: StageKind = r.segment != nil ? .encode : .fetch
+                r.error = WireError(stage: stage, errorClass: .retryable, file: "artifact \(sha.prefix(12))…",
+                                    message: "could not copy it from worker \(wid): \(e)")
+            }
+            finish(r, from: wid)
+        }
+        var still: [PendingSubmission] = []
+        for var p in pendingSubmissions {
+            guard p.waiting.contains(sha) else { still.append(p); continue }
+            switch outcome {
+            case .success:
+                p.waiting.remove(sha)
+                if p.waiting.isEmpty { startSubmission(p) } else { still.append(p) }
+            case .failure(let e):
+                let name = p.submission.files.first { $0.sha256 == sha }?.path ?? sha
+                send(.rejected(message: "could not receive \(name) from the submitter: \(e)"), to: p.identity)
+            }
+        }
+        pendingSubmissions = still
     }
 
     // MARK: liveness
@@ -287,10 +665,13 @@ final class CoordinatorCore {
         guard let w = workers.removeValue(forKey: id) else { return }
         log.warning("worker lost", metadata: ["worker.id": "\(id)", "reason": "\(reason)"])
         try? lineage.workerState(id: id, state: "lost")
+        transfers?.peerLost(w.identity)
+        for sha in Array(holders.keys) where holders[sha]!.contains(id) { holders[sha]!.remove(id) }
         for lease in w.checks {
             guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
             for a in run.units[ui].attemptIDs { try? lineage.attemptFinished(a, state: "lost", started: nil, finished: nil) }
-            run.units[ui].state = .ready; run.units[ui].checking = false; run.units[ui].lease = nil; run.units[ui].worker = nil
+            run.units[ui].checking = false; run.units[ui].lease = nil; run.units[ui].worker = nil
+            run.markReady(ui)
         }
         for lease in w.running {
             guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
@@ -319,27 +700,76 @@ final class CoordinatorCore {
         // Credit-based: a worker never holds more tasks than its slots.
         var free = workers.filter { $0.value.running.count < $0.value.hello.slots }.map(\.key).sorted()
         guard !free.isEmpty else { return }
-        while !free.isEmpty {
-            // Fair share: the run with the fewest running units goes first, then the oldest.
-            // Only units the cache has answered for (miss, or nothing recorded) take a slot.
-            let dispatchable = { (u: Unit) in u.state == .ready && u.checked && u.notBefore <= now }
-            let candidates = runs.values.filter { !$0.finished && $0.units.contains(where: dispatchable) }
-            guard let run = candidates.min(by: { ($0.runningCount, $0.id) < ($1.runningCount, $1.id) }) else { return }
-            guard let ui = run.units.firstIndex(where: dispatchable) else { return }
-            let wid = free.removeFirst()
-            assign(run, ui, to: wid, now: now)
-            if let w = workers[wid], w.running.count < w.hello.slots { free.append(wid) }
+        var active = runs.values.filter { !$0.finished }
+        for r in active { r.releaseDelayed(now) }
+        active = active.filter { $0.hasDispatchable(now) }
+        guard !active.isEmpty else { return }
+        var runningPerRun: [Int64: Int] = [:]
+        for w in workers.values { for l in w.running { if let (r, _) = leases[l] { runningPerRun[r, default: 0] += 1 } } }
+        while !free.isEmpty && !active.isEmpty {
+            // Priority first; then fair share: the run with the fewest running units, then the oldest.
+            let run = active.min { a, b in
+                (-a.priority, runningPerRun[a.id] ?? 0, a.id) < (-b.priority, runningPerRun[b.id] ?? 0, b.id)
+            }!
+            guard let ui = run.toDispatch.pop() else { active.removeAll { $0 === run }; continue }
+            guard let task = makeTask(run, ui) else { continue }
+            let inputs = inputRefs(run, ui, task)
+            // Prefer the free worker already holding the most input bytes.
+            let wid = free.max { a, b in (heldBytes(inputs, a), -(workers[a]?.running.count ?? 0), b) < (heldBytes(inputs, b), -(workers[b]?.running.count ?? 0), a) }!
+            assign(run, ui, task: task, inputs: inputs, to: wid, now: now)
+            runningPerRun[run.id, default: 0] += 1
+            if let w = workers[wid], w.running.count >= w.hello.slots { free.removeAll { $0 == wid } }
+            if !run.hasDispatchable(now) { active.removeAll { $0 === run } }
         }
+    }
+
+    func heldBytes(_ inputs: [ArtifactRef], _ wid: String) -> Int64 {
+        inputs.reduce(0) { $0 + ((holders[$1.sha256]?.contains(wid) ?? false) ? $1.size : 0) }
+    }
+
+    /// Every artifact a task reads, under the path the task names it by.
+    func inputRefs(_ run: RunState, _ ui: Int, _ task: TaskSpec) -> [ArtifactRef] {
+        var refs: [ArtifactRef] = []
+        switch task {
+        case .fetch(let uri, _):
+            if let f = run.files[uri] { refs.append(ArtifactRef(sha256: f.sha256, path: uri, size: f.size)) }
+        case .segment:
+            if let i = run.units[ui].item, let src = run.sources[i] { refs.append(src.0) }
+        case .transition(_, let from, let to, _):
+            let all = Array(run.segments.values.map(\.0))
+            refs += [from, to].compactMap { p in all.first { $0.path == p } }
+        case .concat(let inputs, _):
+            let all = Array(run.segments.values.map(\.0)) + Array(run.transitions.values.map(\.0))
+            var byPath: [String: ArtifactRef] = [:]
+            for a in all { byPath[a.path] = a }
+            refs += inputs.compactMap { byPath[$0.path] }
+        }
+        // Other files the task names (soundtrack, watermark, fonts) from a remote submitter.
+        if !run.files.isEmpty, case .fetch = task {} else if !run.files.isEmpty,
+           let json = (try? JSONEncoder().encode(task)).map({ String(decoding: $0, as: UTF8.self) }) {
+            for (path, f) in run.files {
+                guard let token = (try? JSONEncoder().encode(path)).map({ String(decoding: $0, as: UTF8.self) }), json.contains(token) else { continue }
+                refs.append(ArtifactRef(sha256: f.sha256, path: path, size: f.size))
+            }
+        }
+        return refs
     }
 
     /// Units whose key has a recorded artifact are first offered as cache checks, beside the slots.
     func dispatchCacheChecks(_ now: Double) {
         for run in runs.values.sorted(by: { $0.id < $1.id }) where !run.finished {
-            for ui in run.units.indices where run.units[ui].state == .ready && !run.units[ui].checked {
+            while let ui = run.toCheck.first {
+                guard run.units[ui].state == .ready, !run.units[ui].checked else { _ = run.toCheck.pop(); continue }
                 guard let task = makeTask(run, ui), let key = stageKey(run, task),
-                      let candidate = try? lineage.cachedArtifact(key: key) else { run.units[ui].checked = true; continue }
+                      let candidate = try? lineage.cachedArtifact(key: key) else {
+                    _ = run.toCheck.pop()
+                    run.units[ui].checked = true
+                    run.toDispatch.push(ui)
+                    continue
+                }
                 guard let wid = workers.filter({ $0.value.checks.count < Self.checksPerWorker })
                         .min(by: { ($0.value.checks.count, $0.key) < ($1.value.checks.count, $1.key) })?.key else { return }
+                _ = run.toCheck.pop()
                 var u = run.units[ui]
                 let lease = UUID().uuidString
                 u.lease = lease; u.worker = wid; u.state = .running; u.checking = true; u.task = task; u.key = key; u.reuseID = candidate.id
@@ -349,13 +779,14 @@ final class CoordinatorCore {
                 leases[lease] = (run.id, ui)
                 workers[wid]!.checks.insert(lease)
                 let reuse = ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size)
-                send(.assign(Assignment(lease: lease, task: task, key: key, reuse: reuse, checkOnly: true)), to: workers[wid]!.identity)
+                var a = Assignment(lease: lease, task: task, key: key, reuse: reuse, checkOnly: true)
+                a.inputs = [reuse]
+                send(.assign(a), to: workers[wid]!.identity)
             }
         }
     }
 
-    func assign(_ run: RunState, _ ui: Int, to wid: String, now: Double) {
-        guard let task = makeTask(run, ui) else { return }
+    func assign(_ run: RunState, _ ui: Int, task: TaskSpec, inputs: [ArtifactRef], to wid: String, now: Double) {
         var u = run.units[ui]
         u.attempts += 1
         let lease = UUID().uuidString
@@ -368,15 +799,18 @@ final class CoordinatorCore {
         leases[lease] = (run.id, ui)
         workers[wid]!.running.insert(lease)
         var assignment = Assignment(lease: lease, task: task, key: key)
+        assignment.inputs = inputs.isEmpty ? nil : inputs
         if case .segment = task, let i = u.item, let src = run.sources[i] {
             assignment.source = src.0
-            assignment.origin = run.pipeline.items[i].sources.first?.uri
+            assignment.origin = run.files.isEmpty ? run.pipeline.items[i].sources.first?.uri : nil
         }
         guard (try? socket.send([workers[wid]!.identity, Envelope(.assign(assignment)).encoded()])) == true else {
             lose(worker: wid, reason: "unreachable")
             return
         }
+        for i in inputs { holders[i.sha256, default: []].insert(wid) }
         workers[wid]!.lastSent = now
+        owner.stats.withLock { $0.dispatched += 1 }
         log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
         progress(run)
     }
@@ -417,6 +851,8 @@ final class CoordinatorCore {
     func stageKey(_ run: RunState, _ task: TaskSpec) -> String? {
         switch task {
         case .fetch(let uri, _):
+            // A submitter's file: keyed by its content.
+            if let f = run.files[uri] { return StageKey.compute(kind: .fetch, inputs: [f.sha256], parameters: ["uri": uri]) }
             // Local sources: keyed by path, size and modification time; the reused copy is still
             // verified by hash. Remote sources are always fetched.
             guard uri.hasPrefix("/"), let a = try? FileManager.default.attributesOfItem(atPath: uri),
@@ -464,6 +900,7 @@ final class CoordinatorCore {
     func finish(_ r: TaskResult, from wid: String) {
         guard let (runID, ui) = leases.removeValue(forKey: r.lease), let run = runs[runID], run.units[ui].lease == r.lease else {
             // A stale lease: the stage was reassigned or its run ended. Never counted.
+            owner.stats.withLock { $0.staleResults += 1 }
             try? lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)")
             return
         }
@@ -475,12 +912,18 @@ final class CoordinatorCore {
             if r.cached != true {
                 // A miss (missing or altered artifact): render it for real.
                 for a in u.attemptIDs { try? lineage.attemptFinished(a, state: "missed", started: r.startedAt, finished: r.finishedAt) }
-                u.state = .ready
                 u.reuseID = nil
                 run.units[ui] = u
+                run.markReady(ui)
                 return
             }
             u.attempts += 1
+        } else {
+            let wait = r.startedAt - u.readyAt
+            owner.stats.withLock { s in
+                s.completed += 1
+                if s.readyToStarted.count < 2_000_000 { s.readyToStarted.append(wait) }
+            }
         }
         run.units[ui] = u
         if let e = r.error {
@@ -528,7 +971,7 @@ final class CoordinatorCore {
             run.facts[i] = facts
             run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
             if let ri = run.index(of: "render/\(i)"), p.output.maxDuration == nil {
-                run.units[ri].state = .ready
+                run.markReady(ri)
                 let spec = Planner.segmentSpec(p, index: i, sourcePath: art.path, frameCount: run.frameCounts[i]!)
                 let params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)
                 for s in run.units[ri].stages {
@@ -545,7 +988,7 @@ final class CoordinatorCore {
                 try lineage.stageUpdate(run.stageIDs[s]!, state: "succeeded", finished: done, seconds: seconds[k])
             }
             run.segments[i] = (art, aid)
-            try refreshReadiness(run)
+            try refreshReadiness(run, item: i)
         } else if u.name.hasPrefix("transition/"), let b = u.item, let art = r.artifact {
             let inputs = [run.segments[b]?.1, run.segments[b + 1]?.1].compactMap { $0 }
             let aid = try recordOutput(run, u, r, kind: "transition", facts: nil, inputs: inputs)
@@ -556,19 +999,21 @@ final class CoordinatorCore {
             try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded", params: params, key: u.key, finished: done,
                                     seconds: r.finishedAt - r.startedAt)
             run.transitions[b] = (art, aid)
-            try refreshReadiness(run)
+            try refreshReadiness(run, item: b)
         } else if u.name == "concat", let art = r.artifact {
             let out = p.output.path
-            try FileManager.default.createDirectory(atPath: (out as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            let tmp = out + ".part-\(UUID().uuidString.prefix(8))"
-            try? FileManager.default.removeItem(atPath: tmp)
-            try FileManager.default.copyItem(atPath: art.path, toPath: tmp)
-            guard rename(tmp, out) == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: out]) }
             let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: run.segments.values.map(\.1))
-            // The file at the user's path is the movie's copy: produced by concat from the segments.
-            try lineage.recordArtifact(sha256: art.sha256, uri: out, size: art.size, kind: "output", facts: nil, key: nil,
-                                       attemptID: u.attemptIDs.first, inputs: run.segments.values.map(\.1))
             _ = aid
+            if config.publishOutputs {
+                try FileManager.default.createDirectory(atPath: (out as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                let tmp = out + ".part-\(UUID().uuidString.prefix(8))"
+                try? FileManager.default.removeItem(atPath: tmp)
+                try FileManager.default.copyItem(atPath: art.path, toPath: tmp)
+                guard rename(tmp, out) == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: out]) }
+                // The file at the user's path is the movie's copy: produced by concat from the segments.
+                try lineage.recordArtifact(sha256: art.sha256, uri: out, size: art.size, kind: "output", facts: nil, key: nil,
+                                           attemptID: u.attemptIDs.first, inputs: run.segments.values.map(\.1))
+            }
             try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
             let concatParams: String? = { if case .concat(let inputs, let profile) = u.task {
                     var n = inputs; for k in n.indices { n[k].path = "" }
@@ -579,8 +1024,9 @@ final class CoordinatorCore {
             run.finished = true
             try lineage.runFinished(run.id, state: "succeeded")
             log.info("run succeeded", metadata: ["run.id": "\(run.id)", "output": "\(out)"])
-            progress(run)
-            owner.notify(nil, run.id, .succeeded(output: out, seconds: done - run.startedAt))
+            progress(run, force: true)
+            ended(run, state: "succeeded", message: nil, output: art)
+            owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: done - run.startedAt))
             runs[run.id] = nil
             return
         }
@@ -588,20 +1034,26 @@ final class CoordinatorCore {
     }
 
     /// Transitions wait for both neighbouring segments and the timeline; concat for everything.
-    func refreshReadiness(_ run: RunState) throws {
-        for k in run.units.indices where run.units[k].state == .waiting {
+    /// With `item`, only the units that item's segment or transition can unblock are looked at.
+    func refreshReadiness(_ run: RunState, item: Int? = nil) throws {
+        let candidates: [Int]
+        if let item {
+            candidates = ["transition/\(item - 1)", "transition/\(item)", "concat"].compactMap { run.index(of: $0) }
+        } else {
+            candidates = Array(run.units.indices)
+        }
+        for k in candidates where run.units[k].state == .waiting {
             let u = run.units[k]
             let ready: Bool
             if u.name.hasPrefix("transition/"), let b = u.item {
                 ready = run.timeline != nil && run.segments[b] != nil && run.segments[b + 1] != nil
             } else if u.name == "concat" {
-                ready = run.timeline != nil && run.segments.count == run.pipeline.items.count
-                    && run.units.allSatisfy { !$0.name.hasPrefix("transition/") || $0.state == .done }
+                ready = run.timeline != nil && run.segments.count == run.pipeline.items.count && run.transitions.count == run.transitionCount
             } else {
                 continue
             }
             if ready {
-                run.units[k].state = .ready
+                run.markReady(k)
                 for s in u.stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready") }
             }
         }
@@ -622,7 +1074,7 @@ final class CoordinatorCore {
             for t in timeline {
                 run.frameCounts[t.item] = t.segmentFrames
                 if let ri = run.index(of: "render/\(t.item)"), run.units[ri].state == .waiting {
-                    run.units[ri].state = .ready
+                    run.markReady(ri)
                     for s in run.units[ri].stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready") }
                 }
             }
@@ -631,10 +1083,10 @@ final class CoordinatorCore {
 
     func retry(_ run: RunState, _ ui: Int, error: String) {
         var u = run.units[ui]
-        u.state = .ready
         let jitter = Double.random(in: 0.8...1.2)
         u.notBefore = Date().timeIntervalSince1970 + config.backoffBase * Double(1 << min(u.attempts, 6)) * jitter
         run.units[ui] = u
+        run.markReady(ui)
         for s in u.stages { try? lineage.stageUpdate(run.stageIDs[s]!, state: "ready", error: error) }
         progress(run)
     }
@@ -659,6 +1111,7 @@ final class CoordinatorCore {
         }
         try? lineage.runFinished(run.id, state: "failed", error: message)
         log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
+        ended(run, state: "failed", message: message, output: nil)
         owner.notify(nil, run.id, .failed(message: message))
         runs[run.id] = nil
     }
@@ -670,13 +1123,25 @@ final class CoordinatorCore {
         return "\(item.label(index: i))\(loc)"
     }
 
-    func progress(_ run: RunState) {
+    /// Tells observers and watching submitters how a run stands (at most ~8 times a second unless forced).
+    func progress(_ run: RunState, force: Bool = false) {
+        let now = Date().timeIntervalSince1970
+        guard force || now - run.lastProgress > 0.125 else { return }
+        run.lastProgress = now
         let items = run.pipeline.items.count
         let itemsDone = run.segments.count
-        let done = run.units.filter { $0.state == .done }.reduce(0) { $0 + $1.stages.count }
-        let total = run.units.reduce(0) { $0 + $1.stages.count }
-        let running = run.units.filter { $0.state == .running }.map(\.name)
-        owner.notify(RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
-                                 running: running, elapsed: Date().timeIntervalSince1970 - run.startedAt), run.id, nil)
+        var done = 0, total = 0
+        var running: [String] = []
+        for u in run.units {
+            total += u.stages.count
+            if u.state == .done { done += u.stages.count } else if u.state == .running { running.append(u.name) }
+        }
+        let p = RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
+                            running: running.count > 64 ? Array(running.prefix(64)) : running, elapsed: now - run.startedAt)
+        owner.notify(p, run.id, nil)
+        if let ws = watchers[run.id] {
+            let data = Envelope(.progress(p)).encoded()
+            for w in ws where (try? socket.send([w, data])) != true { watchers[run.id]?.remove(w) }
+        }
     }
 }

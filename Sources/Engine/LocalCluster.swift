@@ -37,6 +37,8 @@ public final class LocalCluster: Sendable {
         lineage = try LineageStore(path: config.stateDirectory + "/lineage.db")
         var cc = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
         cc.livenessTimeout = config.livenessTimeout
+        // The local workers use this same folder: the store is shared and nothing is copied.
+        cc.store = try ArtifactStore(root: config.stateDirectory)
         coordinator = Coordinator(cc, lineage: lineage, logger: logger)
         coordinator.observe { [outcomes] _, run, outcome in
             if let outcome { outcomes.withLock { $0[run] = outcome } }

@@ -17,6 +17,63 @@ public enum WireMessage: Codable, Sendable {
     case cancel(lease: String)
     /// Coordinator → worker: finish and exit.
     case shutdown
+    /// Coordinator → worker: your result for this lease arrived (stop resending it).
+    case ack(lease: String)
+    /// Coordinator → worker: I do not know you (I restarted, or declared you lost); say hello again.
+    case reannounce
+
+    // Artifacts move in chunks: the receiver asks for one chunk at a time, keeping a few
+    // requests in flight (credit-based flow control); each `chunk` carries its bytes in a
+    // second frame. Any peer serves what its store holds.
+    case pull(sha256: String, offset: Int64, length: Int)
+    case chunk(Chunk)
+
+    // Submitters (coord submit/status/wait/cancel) talk to the coordinator on the same port.
+    case submit(Submission)
+    case accepted(run: Int64)
+    case rejected(message: String)
+    case watch(run: Int64)
+    case progress(RunProgress)
+    case ended(RunEnd)
+    case cancelRun(run: Int64)
+    case status(run: Int64?)
+    case statusReply(StatusReply)
+}
+
+public struct Chunk: Codable, Sendable {
+    public var sha256: String
+    public var offset: Int64
+    public var total: Int64
+    /// Set when the sender cannot serve it (it does not hold the artifact).
+    public var error: String?
+}
+
+/// A pipeline handed to a running coordinator, with every local file it names (sources,
+/// soundtrack, watermark, fonts): the coordinator pulls those it lacks from the submitter.
+public struct Submission: Codable, Sendable {
+    public var pipeline: Pipeline
+    /// path on the submitter's host → content.
+    public var files: [ArtifactRef]
+    public var priority: Int
+    public var submitter: String
+    public init(pipeline: Pipeline, files: [ArtifactRef], priority: Int = 0, submitter: String) {
+        self.pipeline = pipeline; self.files = files; self.priority = priority; self.submitter = submitter
+    }
+}
+
+public struct RunEnd: Codable, Sendable {
+    public var run: Int64
+    public var state: String           // succeeded | failed | cancelled
+    public var message: String?
+    public var output: ArtifactRef?    // the movie in the coordinator's store
+    public var outputPath: String      // where the submitter asked for it
+    public var seconds: Double
+}
+
+public struct StatusReply: Codable, Sendable {
+    public var runs: [[String: String]]
+    public var stages: [[String: String]]
+    public var failures: [[String: String]]
 }
 
 public struct Envelope: Codable, Sendable {
@@ -38,6 +95,10 @@ public struct Hello: Codable, Sendable {
     public var pid: Int
     public var slots: Int
     public var version: String
+    /// The worker's artifact store; when it is the coordinator's own (a shared folder), nothing is copied.
+    public var storeID: String?
+    /// Attempts still running in this worker (after a reconnect the coordinator cancels those it no longer knows).
+    public var running: [String]?
 }
 
 /// One attempt of one unit of work. The lease token fences it: a result whose lease is no
@@ -55,6 +116,9 @@ public struct Assignment: Codable, Sendable {
     /// (to restore a damaged copy).
     public var source: ArtifactRef?
     public var origin: String?
+    /// Every artifact the task reads, under the path the task names it by; the worker makes
+    /// sure it holds each (pulling from the coordinator when not) and rewrites the paths.
+    public var inputs: [ArtifactRef]?
     public init(lease: String, task: TaskSpec, key: String? = nil, reuse: ArtifactRef? = nil, checkOnly: Bool? = nil) {
         self.lease = lease; self.task = task; self.key = key; self.reuse = reuse; self.checkOnly = checkOnly
     }

@@ -6,6 +6,11 @@ import Transport
 
 /// A worker: connects a DEALER to the coordinator, announces its slots, runs at most that many
 /// tasks at once (each on its own thread), and reports results with their lease tokens.
+///
+/// Inputs it does not hold are pulled from the coordinator in chunks before a task starts (the
+/// task keeps its slot meanwhile); its outputs stay in its store and are served to whoever pulls
+/// them. After losing the coordinator it keeps running, reconnects with backoff, says hello
+/// again and re-sends the results the coordinator has not acknowledged.
 public final class WorkerRuntime: Sendable {
     public struct Configuration: Sendable {
         public var endpoint: String
@@ -16,6 +21,10 @@ public final class WorkerRuntime: Sendable {
         public var coordinatorTimeout: Double
         /// When set, the worker stops as soon as its parent process is no longer this one.
         public var parentPID: Int32?
+        /// This worker's artifact store; inputs it lacks are pulled into it. Nil: use paths as given.
+        public var store: ArtifactStore?
+        /// CURVE: this worker's keys and the coordinator's public key.
+        public var curve: (keys: CurveKeyPair, serverPublicKey: String)?
         public init(endpoint: String, slots: Int = 1, id: String = WorkerRuntime.defaultID(),
                     heartbeatInterval: Double = 1, coordinatorTimeout: Double = 5) {
             self.endpoint = endpoint; self.slots = slots; self.id = id
@@ -23,7 +32,7 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
-    public static let version = "0.1.0"
+    public static let version = "0.2.0"
     public static func defaultID() -> String { "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(6))" }
 
     let config: Configuration
@@ -39,61 +48,153 @@ public final class WorkerRuntime: Sendable {
 
     public func stop() { stopped.withLock { $0 = true } }
 
+    /// An assignment waiting for inputs to arrive.
+    struct Preparing {
+        var assignment: Assignment
+        var waiting: Set<String>
+        var paths: [String: String]
+    }
+
     /// Runs until stopped or told to shut down.
     public func run(context: MessagingContext) throws {
         let socket = try Socket(context, .dealer)
         try socket.setIdentity(config.id)
+        try socket.setReconnect(initialMs: 100, maximumMs: 5000)
+        try socket.setHeartbeat(intervalMs: Int32(config.heartbeatInterval * 1000), timeoutMs: Int32(config.coordinatorTimeout * 1000))
+        if let curve = config.curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(config.endpoint)
         var running: Set<String> = []
-        let hello = Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()),
-                          slots: config.slots, version: Self.version)
-        func send(_ m: WireMessage) { _ = try? socket.send([Envelope(m).encoded()]) }
-        send(.hello(hello))
+        var preparing: [String: Preparing] = [:]
+        var unacked: [String: TaskResult] = [:]
+        func hello() -> Hello {
+            Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()), slots: config.slots,
+                  version: Self.version, storeID: config.store?.id, running: Array(running))
+        }
+        @discardableResult
+        func send(_ m: WireMessage, _ payload: Data? = nil) -> Bool {
+            (try? socket.send(payload.map { [Envelope(m).encoded(), $0] } ?? [Envelope(m).encoded()])) == true
+        }
+        let transfers = config.store.map { Transfers(store: $0, send: { _, m, p in send(m, p) }) }
+        func announce() {
+            send(.hello(hello()))
+            for r in unacked.values { send(.result(r)) }
+        }
+        send(.hello(hello()))
         var lastSent = Date().timeIntervalSince1970
         var lastHeard = lastSent
+        var coordinatorLost = false
         logger.info("worker started", metadata: ["worker.id": "\(config.id)", "worker.slots": "\(config.slots)", "endpoint": "\(config.endpoint)"])
+
+        func report(_ r: TaskResult) {
+            running.remove(r.lease)
+            cancelled.withLock { _ = $0.remove(r.lease) }
+            unacked[r.lease] = r
+            send(.result(r))
+            lastSent = Date().timeIntervalSince1970
+        }
+        func launch(_ a: Assignment) {
+            if a.checkOnly == true {
+                // Cache checks are not media pipelines: they run beside the slots.
+                let runner = self.runner
+                Thread { [self] in let r = runner.check(a); finished.withLock { $0.append(r) } }.start()
+            } else {
+                start(a)
+            }
+        }
+        func failed(_ a: Assignment, _ why: String) -> TaskResult {
+            let now = Date().timeIntervalSince1970
+            var r = TaskResult(lease: a.lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: now, finishedAt: now,
+                               cpuSeconds: 0, maxRSS: 0)
+            if a.checkOnly == true { r.cached = false } else {
+                let stage: StageKind = { switch a.task { case .fetch: .fetch; case .segment: .decode; case .transition: .transition; case .concat: .concat } }()
+                r.error = WireError(stage: stage, errorClass: .retryable, file: a.task.label, message: why)
+            }
+            return r
+        }
+        /// Makes sure every input is here; starts the task at once or once the pulls complete.
+        func accept(_ a: Assignment) {
+            guard let store = config.store, let transfers, let inputs = a.inputs, !inputs.isEmpty else { launch(a); return }
+            var p = Preparing(assignment: a, waiting: [], paths: [:])
+            for ref in inputs {
+                let local = store.local(ref)
+                if store.isPresent(local) { p.paths[ref.path] = local.path; continue }
+                // The same file on this host (a shared folder, or the submitter's own machine): taken only if its content matches.
+                let attrs = try? FileManager.default.attributesOfItem(atPath: ref.path)
+                if (attrs?[.size] as? NSNumber)?.int64Value == ref.size, let got = try? store.ingest(localFile: ref.path), got.sha256 == ref.sha256 {
+                    p.paths[ref.path] = got.path; continue
+                }
+                p.paths[ref.path] = local.path
+                p.waiting.insert(ref.sha256)
+                transfers.fetch(ref, from: Data())
+            }
+            if p.waiting.isEmpty { launch(Self.rewrite(a, p.paths)) } else { preparing[a.lease] = p }
+        }
 
         while !stopped.withLock({ $0 }) {
             if let frames = try socket.receive(timeoutMs: 10) {
                 lastHeard = Date().timeIntervalSince1970
-                guard let data = frames.last, let envelope = Envelope.decode(data) else {
-                    logger.warning("dropped an undecodable message", metadata: ["bytes": "\(frames.last?.count ?? 0)"])
+                if coordinatorLost {
+                    coordinatorLost = false
+                    logger.info("coordinator is back")
+                    announce()
+                }
+                guard let data = frames.first, let envelope = Envelope.decode(data) else {
+                    logger.warning("dropped an undecodable message", metadata: ["bytes": "\(frames.first?.count ?? 0)"])
                     continue
                 }
                 switch envelope.message {
                 case .assign(let a) where a.checkOnly == true:
-                    // Cache checks are not media pipelines: they run beside the slots.
-                    let runner = self.runner
-                    Thread { [self] in let r = runner.check(a); finished.withLock { $0.append(r) } }.start()
+                    accept(a)
                 case .assign(let a):
                     if running.count >= config.slots {
-                        let now = Date().timeIntervalSince1970
-                        send(.result(TaskResult(lease: a.lease, error: WireError(stage: .fetch, errorClass: .retryable, file: a.task.label,
-                                                                                 message: "worker has no free slot"),
-                                                artifact: nil, facts: nil, segment: nil, startedAt: now, finishedAt: now, cpuSeconds: 0, maxRSS: 0)))
+                        report(failed(a, "worker has no free slot"))
                         continue
                     }
                     running.insert(a.lease)
-                    start(a)
+                    accept(a)
                 case .cancel(let lease):
-                    cancelled.withLock { _ = $0.insert(lease) }
+                    if let p = preparing.removeValue(forKey: lease) {
+                        report(failed(p.assignment, "cancelled"))
+                    } else {
+                        cancelled.withLock { _ = $0.insert(lease) }
+                    }
+                case .ack(let lease):
+                    unacked[lease] = nil
+                case .reannounce:
+                    announce()
+                case .pull(let sha, let offset, let length):
+                    transfers?.serve(sha256: sha, offset: offset, length: length, to: Data())
+                case .chunk(let c):
+                    transfers?.received(c, payload: frames.count > 1 ? frames[1] : nil)
                 case .shutdown:
                     logger.info("coordinator asked this worker to shut down")
                     stop()
-                case .heartbeat, .hello, .result:
+                default:
                     break
                 }
             }
-            for r in finished.withLock({ let r = $0; $0 = []; return r }) {
-                running.remove(r.lease)
-                cancelled.withLock { _ = $0.remove(r.lease) }
-                send(.result(r))
-                lastSent = Date().timeIntervalSince1970
+            if let transfers {
+                transfers.tick()
+                for (sha, outcome) in transfers.takeCompleted() {
+                    for (lease, var p) in preparing where p.waiting.contains(sha) {
+                        switch outcome {
+                        case .success:
+                            p.waiting.remove(sha)
+                            if p.waiting.isEmpty { preparing[lease] = nil; launch(Self.rewrite(p.assignment, p.paths)) } else { preparing[lease] = p }
+                        case .failure(let e):
+                            preparing[lease] = nil
+                            report(failed(p.assignment, "could not get input \(sha.prefix(12))… from the coordinator: \(e)"))
+                        }
+                    }
+                }
             }
+            for r in finished.withLock({ let r = $0; $0 = []; return r }) { report(r) }
             let now = Date().timeIntervalSince1970
             if now - lastHeard > config.coordinatorTimeout {
-                // Lost the coordinator: announce again; libzmq reconnects underneath.
-                send(.hello(hello))
+                // Lost the coordinator: keep working, announce again; libzmq reconnects underneath with backoff.
+                if !coordinatorLost { logger.warning("lost the coordinator; reconnecting") }
+                coordinatorLost = true
+                send(.hello(hello()))
                 lastHeard = now
                 lastSent = now
             } else if now - lastSent >= config.heartbeatInterval {
@@ -106,6 +207,19 @@ public final class WorkerRuntime: Sendable {
             }
         }
         socket.close()
+    }
+
+    /// The assignment with every input path replaced by where this worker holds that input.
+    static func rewrite(_ a: Assignment, _ paths: [String: String]) -> Assignment {
+        let changes = paths.filter { $0.key != $0.value }
+        guard !changes.isEmpty else { return a }
+        let encoder = JSONEncoder()
+        guard var json = (try? encoder.encode(a)).map({ String(decoding: $0, as: UTF8.self) }) else { return a }
+        for (from, to) in changes {
+            guard let f = try? encoder.encode(from), let t = try? encoder.encode(to) else { continue }
+            json = json.replacingOccurrences(of: String(decoding: f, as: UTF8.self), with: String(decoding: t, as: UTF8.self))
+        }
+        return (try? JSONDecoder().decode(Assignment.self, from: Data(json.utf8))) ?? a
     }
 
     private func start(_ a: Assignment) {

@@ -227,6 +227,12 @@ public final class LineageStore: Sendable {
                 WHERE s.kind IN ('fetch', 'encode', 'transition', 'concat') AND a.state NOT IN ('cached', 'missed');
             """)
         }
+        m.registerMigration("v7: cluster submissions") { db in
+            try db.execute(sql: """
+                ALTER TABLE run ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE run ADD COLUMN submission_json TEXT;
+                """)
+        }
         return m
     }
 
@@ -286,7 +292,7 @@ public final class LineageStore: Sendable {
     public func resume(_ pipeline: Pipeline) throws -> (runID: Int64, stageIDs: [String: Int64])? {
         try write { db in
             guard let runID = try Int64.fetchOne(db, sql: """
-                SELECT id FROM run WHERE state = 'interrupted' AND pipeline_sha256 = ? AND pipeline_path = ? ORDER BY id DESC LIMIT 1
+                SELECT id FROM run WHERE state = 'interrupted' AND submission_json IS NULL AND pipeline_sha256 = ? AND pipeline_path = ? ORDER BY id DESC LIMIT 1
                 """, arguments: [SHA256Hasher.hex(pipeline.text), pipeline.file]) else { return nil }
             var ids: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) {
@@ -297,6 +303,64 @@ public final class LineageStore: Sendable {
             try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)",
                            arguments: [now(), runID, "resumed by \(Self.owner)"])
             return (runID, ids)
+        }
+    }
+
+    /// Interrupted runs that were handed to a coordinator service, with what it needs to resume them.
+    public func interruptedSubmissions() throws -> [(runID: Int64, submission: String)] {
+        try write { db in
+            try Row.fetchAll(db, sql: "SELECT id, submission_json FROM run WHERE state = 'interrupted' AND submission_json IS NOT NULL ORDER BY id")
+                .map { ($0["id"], $0["submission_json"]) }
+        }
+    }
+
+    /// An interrupted run handed to a coordinator service, taken over by this process.
+    public func resume(runID: Int64) throws -> [String: Int64]? {
+        try write { db in
+            guard try Int64.fetchOne(db, sql: "SELECT id FROM run WHERE id = ? AND state = 'interrupted'", arguments: [runID]) != nil else { return nil }
+            var ids: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) { ids[row["name"]] = row["id"] }
+            try db.execute(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?", arguments: [Self.owner, runID])
+            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)",
+                           arguments: [now(), runID, "resumed by \(Self.owner)"])
+            return ids
+        }
+    }
+
+    /// A run whose coordinator stops before it ends: in-flight attempts handed back (lost), the run
+    /// left for the next coordinator to resume.
+    public func interruptRun(_ runID: Int64, reason: String) throws {
+        try write { db in
+            try db.execute(sql: """
+                UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = ?
+                WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)
+                """, arguments: [now(), reason, runID])
+            try db.execute(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')", arguments: [runID])
+            try db.execute(sql: "UPDATE run SET state = 'interrupted' WHERE id = ?", arguments: [runID])
+            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.interrupted', ?)", arguments: [now(), runID, reason])
+        }
+    }
+
+    public struct RunRecord: Sendable {
+        public var state: String
+        public var error: String?
+        public var outputPath: String
+        public var seconds: Double
+        /// The movie in the store, when the run succeeded.
+        public var movie: (sha256: String, uri: String, size: Int64)?
+    }
+
+    /// How a run stands, and its movie.
+    public func runRecord(_ runID: Int64) throws -> RunRecord? {
+        try write { db in
+            guard let r = try Row.fetchOne(db, sql: "SELECT state, error, output_path, coalesce(finished_at, ?) - submitted_at AS s FROM run WHERE id = ?",
+                                           arguments: [now(), runID]) else { return nil }
+            let m = try Row.fetchOne(db, sql: """
+                SELECT ar.sha256, ar.uri, ar.size FROM artifact ar JOIN attempt a ON a.id = ar.attempt_id JOIN stage s ON s.id = a.stage_id
+                WHERE s.run_id = ? AND s.name = 'concat' AND ar.kind = 'movie' ORDER BY ar.id DESC LIMIT 1
+                """, arguments: [runID])
+            return RunRecord(state: r["state"], error: r["error"], outputPath: r["output_path"], seconds: r["s"],
+                             movie: m.map { ($0["sha256"], $0["uri"], $0["size"]) })
         }
     }
 
@@ -330,13 +394,17 @@ public final class LineageStore: Sendable {
 
     public func now() -> Double { Date().timeIntervalSince1970 }
 
-    public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
+    /// `submission`: for runs handed to `coord serve`, what it needs to resume them after a restart.
+    public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil, priority: Int = 0,
+                          submission: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
         try write { db in
             try db.execute(sql: """
-                INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state, coordinator)
-                VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)
+                INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state, coordinator,
+                                 priority, submission_json)
+                VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)
                 """, arguments: [pipeline.name, pipeline.file, SHA256Hasher.hex(pipeline.text), pipeline.text,
-                                 pipeline.output.path, submitter ?? ProcessInfo.processInfo.userName, now(), Self.owner])
+                                 pipeline.output.path, submitter ?? ProcessInfo.processInfo.userName, now(), Self.owner,
+                                 priority, submission])
             let runID = db.lastInsertedRowID
             let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
             for (i, item) in pipeline.items.enumerated() {

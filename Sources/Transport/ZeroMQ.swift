@@ -24,9 +24,10 @@ public final class MessagingContext: @unchecked Sendable {
 /// One ZeroMQ socket. Not thread-safe: confine it to one thread.
 public final class Socket {
     public enum Kind: Sendable {
-        case router, dealer, pair, push, pull
+        case router, dealer, pair, push, pull, rep
         var raw: Int32 {
             switch self {
+            case .rep: return ZMQ_REP
             case .router: return ZMQ_ROUTER
             case .dealer: return ZMQ_DEALER
             case .pair: return ZMQ_PAIR
@@ -55,6 +56,9 @@ public final class Socket {
         if let p = ptr { zmq_close(p); ptr = nil }
     }
 
+    func set(_ option: Int32, bytes: [UInt8]) throws {
+        guard zmq_setsockopt(ptr, option, bytes, bytes.count) == 0 else { throw TransportError.last("zmq_setsockopt(\(option))") }
+    }
     func set(_ option: Int32, _ value: Int32) throws {
         var v = value
         guard zmq_setsockopt(ptr, option, &v, MemoryLayout<Int32>.size) == 0 else { throw TransportError.last("zmq_setsockopt(\(option))") }
@@ -82,6 +86,39 @@ public final class Socket {
         var size = buf.count
         zmq_getsockopt(ptr, ZMQ_LAST_ENDPOINT, &buf, &size)
         return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Reconnect after a lost connection, backing off from `initialMs` up to `maximumMs`.
+    public func setReconnect(initialMs: Int32, maximumMs: Int32) throws {
+        try set(ZMQ_RECONNECT_IVL, initialMs)
+        try set(ZMQ_RECONNECT_IVL_MAX, maximumMs)
+    }
+
+    /// ZMTP heartbeats: a connection silent for `timeoutMs` is dropped (and a client reconnects),
+    /// so a half-open TCP connection after a network cut does not linger.
+    public func setHeartbeat(intervalMs: Int32, timeoutMs: Int32) throws {
+        try set(ZMQ_HEARTBEAT_IVL, intervalMs)
+        try set(ZMQ_HEARTBEAT_TIMEOUT, timeoutMs)
+        try set(ZMQ_HEARTBEAT_TTL, timeoutMs)
+    }
+
+    /// Server side of CURVE: encrypt, and ask the ZAP handler of `domain` about every peer.
+    /// ZAP_ENFORCE_DOMAIN makes a missing handler a refusal rather than an open door.
+    public func makeCurveServer(secretKey: CurveKeyPair, domain: String) throws {
+        try set(ZMQ_CURVE_SERVER, Int32(1))
+        try set(ZMQ_CURVE_SECRETKEY, bytes: secretKey.secretBytes)
+        try set(ZMQ_ZAP_DOMAIN, bytes: Array(domain.utf8))
+        try set(tl_zmq_zap_enforce_domain(), Int32(1))
+    }
+
+    /// Client side of CURVE: this peer's key pair and the server's public key.
+    public func makeCurveClient(keys: CurveKeyPair, serverPublicKey: String) throws {
+        guard let server = CurveKeyPair.decode(serverPublicKey) else {
+            throw TransportError(operation: "CURVE", code: 0, message: "the server public key is not a 40-character Z85 key")
+        }
+        try set(ZMQ_CURVE_SERVERKEY, bytes: server)
+        try set(ZMQ_CURVE_PUBLICKEY, bytes: keys.publicBytes)
+        try set(ZMQ_CURVE_SECRETKEY, bytes: keys.secretBytes)
     }
 
     public func connect(_ endpoint: String) throws {

@@ -11,7 +11,15 @@ struct WorkerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker",
         abstract: "Threadline worker: runs media pipelines for a coordinator.",
-        discussion: "Example: worker --connect tcp://coord-host:7400 --pipelines 2 --store /var/lib/threadline")
+        discussion: """
+        Examples:
+          worker --connect tcp://coord-host:7400 --pipelines 2
+          worker --connect tcp://coord-host:7400 --curve-secret-key /etc/threadline/worker.key --coordinator-key /etc/threadline/coordinator.pub
+
+        The worker keeps its own artifact store (--store) and pulls the inputs it lacks from the
+        coordinator; when --store is a folder shared with the coordinator, nothing is copied.
+        After losing the coordinator it keeps running its stages and reconnects with backoff.
+        """)
 
     @Option(name: .long, help: "The coordinator's endpoint, e.g. tcp://127.0.0.1:7400.")
     var connect: String
@@ -19,8 +27,20 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "Media pipelines (slots) this worker runs at once.")
     var pipelines: Int = 1
 
-    @Option(name: .long, help: "State folder holding the artifact store shared with the coordinator.")
-    var store: String
+    @Option(name: .long, help: "Artifact store folder (default: $XDG_DATA_HOME/threadline-worker).")
+    var store: String?
+
+    @Option(name: .long, help: "This worker's CURVE secret key file (made by 'coord keygen').")
+    var curveSecretKey: String?
+
+    @Option(name: .long, help: "The coordinator's CURVE public key file (its .pub from 'coord keygen').")
+    var coordinatorKey: String?
+
+    @Option(name: .long, help: "Seconds between heartbeats.")
+    var heartbeat: Double = 1
+
+    @Option(name: .long, help: "Seconds of coordinator silence before this worker reconnects and says hello again.")
+    var liveness: Double = 5
 
     @Option(name: .long, help: "Worker id (default: host-pid-random).")
     var id: String?
@@ -39,6 +59,10 @@ struct WorkerCommand: ParsableCommand {
         guard connect.hasPrefix("tcp://") || connect.hasPrefix("ipc://") else {
             throw ValidationError("--connect takes tcp://HOST:PORT or ipc://PATH, got '\(connect)'")
         }
+        guard (curveSecretKey == nil) == (coordinatorKey == nil) else {
+            throw ValidationError("--curve-secret-key and --coordinator-key go together")
+        }
+        guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
     }
 
     func run() throws {
@@ -50,9 +74,24 @@ struct WorkerCommand: ParsableCommand {
         }
         var logger = Logger(label: "threadline.worker") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .error : .info
-        let artifacts = try ArtifactStore(root: store)
-        var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID())
+        let env = ProcessInfo.processInfo.environment
+        let storeRoot = store ?? ((env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory() + "/.local/share") + "/threadline-worker")
+        let artifacts = try ArtifactStore(root: storeRoot)
+        var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID(),
+                                                 heartbeatInterval: heartbeat, coordinatorTimeout: liveness)
+        config.store = artifacts
         if exitWithParent, let parentPid { config.parentPID = parentPid }
+        if let curveSecretKey, let coordinatorKey {
+            do {
+                let keys = try CurveKeyPair.load(curveSecretKey)
+                guard keys.secretKey != nil else { throw ValidationError("\(curveSecretKey) holds no secret key; pass the .key file, not the .pub") }
+                let server = try CurveKeyPair.load(coordinatorKey)
+                config.curve = (keys, server.publicKey)
+            } catch let e as TransportError {
+                FileHandle.standardError.write(Data("error: \(e.message)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
         let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts), logger: logger)
         // _exit, not exit: exit runs atexit handlers and destructors while the ZeroMQ thread is live, and hangs.
         let stop: @convention(c) (Int32) -> Void = { _ in Glibc._exit(0) }

@@ -1,0 +1,145 @@
+import Foundation
+import Synchronization
+internal import CZeroMQ
+
+/// A CURVE key pair in Z85 text (40 characters each). Key files look like
+///
+///     # Threadline CURVE key: worker-1
+///     public-key = "…"
+///     secret-key = "…"     (only in the secret file)
+public struct CurveKeyPair: Sendable, Equatable {
+    public var publicKey: String
+    public var secretKey: String?
+
+    public static func generate() throws -> CurveKeyPair {
+        var pub = [CChar](repeating: 0, count: 41), sec = [CChar](repeating: 0, count: 41)
+        guard zmq_curve_keypair(&pub, &sec) == 0 else { throw TransportError.last("zmq_curve_keypair") }
+        return CurveKeyPair(publicKey: String(cString: pub), secretKey: String(cString: sec))
+    }
+
+    /// The 32 raw bytes of a Z85 key, or nil if it is not one.
+    public static func decode(_ z85: String) -> [UInt8]? {
+        guard z85.utf8.count == 40 else { return nil }
+        var out = [UInt8](repeating: 0, count: 32)
+        return zmq_z85_decode(&out, z85) == nil ? nil : out
+    }
+    static func encode(_ raw: [UInt8]) -> String? {
+        guard raw.count == 32 else { return nil }
+        var out = [CChar](repeating: 0, count: 41)
+        return zmq_z85_encode(&out, raw, 32) == nil ? nil : String(cString: out)
+    }
+
+    var publicBytes: [UInt8] { Self.decode(publicKey) ?? [] }
+    var secretBytes: [UInt8] { secretKey.flatMap(Self.decode) ?? [] }
+
+    /// Reads a key file; a secret file holds both keys, a public one only the public key.
+    public static func load(_ path: String) throws -> CurveKeyPair {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw TransportError(operation: "read key", code: 0, message: "cannot read the key file \(path)")
+        }
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2 else { continue }
+            fields[parts[0]] = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }
+        guard let pub = fields["public-key"], decode(pub) != nil else {
+            throw TransportError(operation: "read key", code: 0, message: "\(path) has no valid public-key line (make keys with `coord keygen`)")
+        }
+        if let sec = fields["secret-key"], decode(sec) == nil {
+            throw TransportError(operation: "read key", code: 0, message: "\(path) has a malformed secret-key line")
+        }
+        return CurveKeyPair(publicKey: pub, secretKey: fields["secret-key"])
+    }
+
+    /// Writes `NAME.key` (both keys, mode 0600) and `NAME.pub` (public key only) into `directory`.
+    public func write(directory: String, name: String) throws -> (secret: String, public: String) {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let secretPath = "\(directory)/\(name).key", publicPath = "\(directory)/\(name).pub"
+        for p in [secretPath, publicPath] where FileManager.default.fileExists(atPath: p) {
+            throw TransportError(operation: "keygen", code: 0, message: "\(p) already exists; remove it or choose another name")
+        }
+        let header = "# Threadline CURVE key: \(name)\npublic-key = \"\(publicKey)\"\n"
+        guard FileManager.default.createFile(atPath: secretPath, contents: Data((header + "secret-key = \"\(secretKey ?? "")\"\n").utf8),
+                                             attributes: [.posixPermissions: 0o600]),
+              FileManager.default.createFile(atPath: publicPath, contents: Data(header.utf8), attributes: [.posixPermissions: 0o644]) else {
+            throw TransportError(operation: "keygen", code: 0, message: "cannot write keys into \(directory)")
+        }
+        return (secretPath, publicPath)
+    }
+}
+
+/// A ZAP handler (ZeroMQ RFC 27) for one domain: admits CURVE clients whose public key is in
+/// the allow-list folder (`*.pub` files, re-read on every handshake so keys can be added or
+/// removed while running), refuses everyone else. Runs on its own thread in the server's context.
+public final class ZapHandler: Sendable {
+    public let domain: String
+    public let allowDirectory: String
+    let stopped = Mutex(false)
+    let done = DispatchSemaphore(value: 0)
+    /// (accepted, refused) counts, for tests and logs.
+    public let decisions = Mutex<(Int, Int)>((0, 0))
+    let onRefuse: @Sendable (String) -> Void
+
+    public init(context: MessagingContext, domain: String, allowDirectory: String, onRefuse: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        self.domain = domain; self.allowDirectory = allowDirectory; self.onRefuse = onRefuse
+        let socket = try Socket(context, .rep)
+        try socket.bind("inproc://zeromq.zap.01")
+        let box = UncheckedBox(socket)
+        let thread = Thread { [self] in
+            let socket = box.value
+            while !stopped.withLock({ $0 }) {
+                guard let frames = try? socket.receive(timeoutMs: 100) else { continue }
+                let reply = answer(frames)
+                _ = try? socket.send(reply, dontWait: false)
+            }
+            socket.close()
+            done.signal()
+        }
+        thread.name = "zap"
+        thread.start()
+    }
+
+    public func stop() {
+        stopped.withLock { $0 = true }
+        done.wait()
+    }
+
+    /// The public keys allowed now.
+    public func allowedKeys() -> Set<String> {
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: allowDirectory)) ?? []
+        var keys: Set<String> = []
+        for f in files where f.hasSuffix(".pub") || f.hasSuffix(".key") {
+            if let k = try? CurveKeyPair.load("\(allowDirectory)/\(f)") { keys.insert(k.publicKey) }
+        }
+        return keys
+    }
+
+    func answer(_ frames: [Data]) -> [Data] {
+        // version, request id, domain, address, identity, mechanism, credentials…
+        guard frames.count >= 6 else { return [Data("1.0".utf8), Data(), Data("500".utf8), Data("malformed ZAP request".utf8), Data(), Data()] }
+        let requestID = frames[1]
+        let reqDomain = String(decoding: frames[2], as: UTF8.self)
+        let address = String(decoding: frames[3], as: UTF8.self)
+        let mechanism = String(decoding: frames[5], as: UTF8.self)
+        func reply(_ code: String, _ text: String, user: String = "") -> [Data] {
+            [Data("1.0".utf8), requestID, Data(code.utf8), Data(text.utf8), Data(user.utf8), Data()]
+        }
+        guard reqDomain == domain else { return refuse(reply, "wrong ZAP domain '\(reqDomain)' from \(address)") }
+        guard mechanism == "CURVE", frames.count >= 7, let key = CurveKeyPair.encode(Array(frames[6])) else {
+            return refuse(reply, "\(address) did not use CURVE")
+        }
+        guard allowedKeys().contains(key) else { return refuse(reply, "\(address) presented a public key not in \(allowDirectory): \(key)") }
+        decisions.withLock { $0.0 += 1 }
+        return reply("200", "OK", user: key)
+    }
+
+    private func refuse(_ reply: (String, String, String) -> [Data], _ why: String) -> [Data] {
+        decisions.withLock { $0.1 += 1 }
+        onRefuse(why)
+        return reply("400", why, "")
+    }
+}
+
+/// Moves a non-Sendable value into a thread that becomes its only user.
+struct UncheckedBox<T>: @unchecked Sendable { let value: T; init(_ v: T) { value = v } }
