@@ -41,10 +41,10 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")]),
 
         .executableTarget(name: "coord",
-                          dependencies: ["Engine", "ThreadlineCore", "Media", "Lineage", "CSupport",
+                          dependencies: ["Engine", "ThreadlineCore", "Media", "Lineage", "CSupport", "Transport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "worker",
-                          dependencies: ["Engine",
+                          dependencies: ["Engine", "Transport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Helpers for tests: generated media, ffprobe, running the real binaries.

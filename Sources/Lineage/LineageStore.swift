@@ -356,8 +356,9 @@ public final class LineageStore: Sendable {
             guard let r = try Row.fetchOne(db, sql: "SELECT state, error, output_path, coalesce(finished_at, ?) - submitted_at AS s FROM run WHERE id = ?",
                                            arguments: [now(), runID]) else { return nil }
             let m = try Row.fetchOne(db, sql: """
-                SELECT ar.sha256, ar.uri, ar.size FROM artifact ar JOIN attempt a ON a.id = ar.attempt_id JOIN stage s ON s.id = a.stage_id
-                WHERE s.run_id = ? AND s.name = 'concat' AND ar.kind = 'movie' ORDER BY ar.id DESC LIMIT 1
+                SELECT ar.sha256, ar.uri, ar.size FROM attempt_io io JOIN artifact ar ON ar.id = io.artifact_id
+                JOIN attempt a ON a.id = io.attempt_id JOIN stage s ON s.id = a.stage_id
+                WHERE s.run_id = ? AND s.name = 'concat' AND io.direction = 'out' AND ar.kind = 'movie' ORDER BY a.id DESC LIMIT 1
                 """, arguments: [runID])
             return RunRecord(state: r["state"], error: r["error"], outputPath: r["output_path"], seconds: r["s"],
                              movie: m.map { ($0["sha256"], $0["uri"], $0["size"]) })

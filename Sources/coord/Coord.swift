@@ -6,6 +6,7 @@ import Media
 import Engine
 import Lineage
 import CSupport
+import Transport
 
 @main
 struct Coord: ParsableCommand {
@@ -19,8 +20,14 @@ struct Coord: ParsableCommand {
           coord runs                                list runs recorded in the lineage database
           coord status 3                            one run's stages, attempts and failures
           coord lineage pipelines/out/demo.mp4      how an output came to be (sources, stages, parameters)
+
+        A cluster:
+          coord serve --bind tcp://0.0.0.0:7400 --curve-secret-key keys/coordinator.key --allow keys/allowed
+          worker --connect tcp://HOST:7400 --pipelines 2 --curve-secret-key keys/w1.key --coordinator-key keys/coordinator.pub
+          coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]; coord wait RUN; coord cancel RUN
         """,
-        subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, LineageCommand.self, GC.self, ExportLineage.self],
+        subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
+                      Keygen.self, LineageCommand.self, GC.self, ExportLineage.self],
         defaultSubcommand: nil)
 }
 
@@ -63,13 +70,26 @@ func errorLine(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf
 
 struct Submit: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Render a pipeline into its movie.",
-        discussion: "With no cluster named, starts a local coordinator and local worker processes on loopback.")
+        abstract: "Render pipelines into their movies.",
+        discussion: """
+        With no cluster named, starts a local coordinator and local worker processes on loopback.
+        With --coordinator, hands the pipelines (and the files they name) to a running
+        'coord serve' and follows them, downloading each movie to its output path; with
+        --detach it prints the run ids and returns (then 'coord wait RUN', 'coord status RUN').
+        """)
 
-    @Argument(help: "The pipeline YAML file.")
-    var pipeline: String
+    @Argument(help: "Pipeline YAML files.")
+    var files: [String]
 
     @OptionGroup var stateOptions: StateOptions
+
+    @OptionGroup var cluster: ClusterOptions
+
+    @Flag(name: .long, help: "With --coordinator: return once submitted, printing the run ids.")
+    var detach = false
+
+    @Option(name: .long, help: "With --coordinator: higher runs first (default 0); runs of equal priority share workers fairly.")
+    var priority: Int = 0
 
     @Option(name: .long, help: "Local worker processes (default: number of cores).")
     var workers: Int = ProcessInfo.processInfo.activeProcessorCount
@@ -86,11 +106,43 @@ struct Submit: ParsableCommand {
     func validate() throws {
         guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") }
         guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
+        guard !files.isEmpty else { throw ValidationError("name at least one pipeline file") }
+        if detach && cluster.coordinator == nil { throw ValidationError("--detach needs --coordinator") }
     }
 
     func run() throws {
         tl_unblock_termination_signals()
-        let p = try loadPipeline(pipeline)
+        if cluster.coordinator != nil { return try runRemote() }
+        var failed = false
+        for f in files {
+            do { try render(f) } catch let e as ExitCode where e.rawValue == 1 && files.count > 1 { failed = true }
+        }
+        if failed { throw ExitCode(1) }
+    }
+
+    func runRemote() throws {
+        let loaded = try files.map(loadPipeline)
+        let context = MessagingContext()
+        let client = try cluster.client(context)
+        var ids: [(Int64, Pipeline)] = []
+        for p in loaded {
+            let id = try clusterCall { try client.submit(p, priority: priority) }
+            ids.append((id, p))
+            if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else { errorLine("submitted \(p.name) as run \(id)") }
+        }
+        if detach { return }
+        var failed = false
+        for (id, p) in ids {
+            let display = ProgressDisplay(name: p.name, terminal: isatty(STDERR_FILENO) == 1 && !json)
+            let end = try clusterCall { try client.follow(id) { display.update($0) } }
+            display.finish()
+            do { try finishRun(client, end, output: nil, json: json) } catch let e as ExitCode where e.rawValue == 1 { failed = true }
+        }
+        if failed { throw ExitCode(1) }
+    }
+
+    func render(_ file: String) throws {
+        let p = try loadPipeline(file)
         // Without --verbose the CLI itself reports failures; the log stays quiet.
         let level: Logger.Level = verbose ? .info : .critical
         let logger = { var l = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }; l.logLevel = level; return l }()
@@ -254,18 +306,28 @@ func lineageDatabase(_ state: StateOptions) throws -> String {
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show one run: its state, stages and failures.")
+    static let configuration = CommandConfiguration(abstract: "Show one run: its state, stages and failures (from the state folder, or a running coordinator).")
     @Argument(help: "Run id (see 'coord runs').") var runID: Int64
     @OptionGroup var stateOptions: StateOptions
+    @OptionGroup var cluster: ClusterOptions
     @Flag(name: .long, help: "Print as JSON.") var json = false
 
     func run() throws {
-        let db = try lineageDatabase(stateOptions)
-        guard let r = try LineageStore.readRows(path: db, "SELECT * FROM v_runs WHERE id = ?", [runID]).first else {
-            errorLine("error: no run \(runID) in \(db)"); throw ExitCode(1)
+        let runRows: [[String: String]], stages: [[String: String]], failures: [[String: String]]
+        if cluster.coordinator != nil {
+            let context = MessagingContext()
+            let client = try cluster.client(context)
+            let reply = try clusterCall { try client.status(runID) }
+            (runRows, stages, failures) = (reply.runs, reply.stages, reply.failures)
+        } else {
+            let db = try lineageDatabase(stateOptions)
+            runRows = try LineageStore.readRows(path: db, "SELECT * FROM v_runs WHERE id = ?", [runID])
+            stages = try LineageStore.readRows(path: db, "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
+            failures = try LineageStore.readRows(path: db, "SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])
         }
-        let stages = try LineageStore.readRows(path: db, "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
-        let failures = try LineageStore.readRows(path: db, "SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])
+        guard let r = runRows.first else {
+            errorLine("error: no run \(runID) \(cluster.coordinator.map { "on \($0)" } ?? "in \(stateOptions.directory)")"); throw ExitCode(1)
+        }
         if json {
             let obj: [String: Any] = ["run": r, "stages": stages, "failures": failures]
             print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self))

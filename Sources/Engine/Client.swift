@@ -1,0 +1,134 @@
+import Foundation
+import ThreadlineCore
+import Transport
+
+/// A submitter's connection to a running coordinator (`coord serve`): submits projects (serving
+/// the coordinator the files they name), follows runs, downloads movies, cancels and queries.
+/// One thread uses it.
+public final class ClusterClient {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+        init(_ d: String) { description = d }
+    }
+
+    let endpoint: String
+    let socket: Socket
+    let transfers: Transfers
+    let store: ArtifactStore
+    /// How long the coordinator may stay silent before a request fails.
+    public var silenceTimeout: Double = 15
+
+    public init(endpoint: String, context: MessagingContext, curve: (keys: CurveKeyPair, serverPublicKey: String)? = nil,
+                downloads: String = NSTemporaryDirectory() + "threadline-client-\(getuid())") throws {
+        self.endpoint = endpoint
+        socket = try Socket(context, .dealer)
+        try socket.setIdentity("client-\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(6))")
+        try socket.setReconnect(initialMs: 100, maximumMs: 2000)
+        if let curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
+        try socket.connect(endpoint)
+        store = try ArtifactStore(root: downloads)
+        let sock = socket
+        transfers = Transfers(store: store) { _, m, payload in
+            (try? sock.send(payload.map { [Envelope(m).encoded(), $0] } ?? [Envelope(m).encoded()])) == true
+        }
+    }
+
+    deinit { socket.close() }
+
+    func send(_ m: WireMessage) { _ = try? socket.send([Envelope(m).encoded()]) }
+
+    /// Processes messages (serving pulls, taking chunks) until `until` returns a value.
+    /// `resend` is called each time the coordinator has been silent for `silenceTimeout / 3`.
+    func pump<T>(until: (WireMessage) throws -> T?, resend: () -> Void = {}, idle: () -> T? = { nil }) throws -> T {
+        var lastHeard = Date().timeIntervalSince1970
+        var lastResend = lastHeard
+        while true {
+            if let frames = try socket.receive(timeoutMs: 20) {
+                lastHeard = Date().timeIntervalSince1970
+                guard let e = frames.first.flatMap(Envelope.decode) else { continue }
+                switch e.message {
+                case .pull(let sha, let offset, let length):
+                    transfers.serve(sha256: sha, offset: offset, length: length, to: Data())
+                case .chunk(let c):
+                    transfers.received(c, payload: frames.count > 1 ? frames[1] : nil)
+                case .rejected(let why):
+                    throw Failure("the coordinator refused: \(why)")
+                default:
+                    if let v = try until(e.message) { return v }
+                }
+            }
+            transfers.tick()
+            if let v = idle() { return v }
+            let now = Date().timeIntervalSince1970
+            if now - lastResend > silenceTimeout / 3 && now - lastHeard > silenceTimeout / 3 { resend(); lastResend = now }
+            if now - lastHeard > silenceTimeout {
+                throw Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s — is `coord serve` running there, and do its keys match yours?")
+            }
+        }
+    }
+
+    /// Every local file a pipeline names (sources, soundtrack, watermark, fonts), hashed.
+    public static func files(of pipeline: Pipeline) throws -> [ArtifactRef] {
+        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(pipeline))
+        var paths: Set<String> = []
+        func walk(_ v: Any) {
+            if let s = v as? String, s.hasPrefix("/"), s != pipeline.output.path {
+                var dir: ObjCBool = false
+                if FileManager.default.fileExists(atPath: s, isDirectory: &dir), !dir.boolValue { paths.insert(s) }
+            } else if let a = v as? [Any] { a.forEach(walk) } else if let d = v as? [String: Any] { d.values.forEach(walk) }
+        }
+        walk(json)
+        return try paths.sorted().map { p in
+            let size = (try FileManager.default.attributesOfItem(atPath: p)[.size] as? NSNumber)?.int64Value ?? 0
+            return ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: p), path: p, size: size)
+        }
+    }
+
+    /// Hands a pipeline to the coordinator; returns its run id once the coordinator holds every file.
+    public func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
+        let files = try Self.files(of: pipeline)
+        for f in files { transfers.exported[f.sha256] = f.path }
+        let s = Submission(pipeline: pipeline, files: files, priority: priority,
+                           submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)")
+        send(.submit(s))
+        return try pump(until: { m in if case .accepted(let run) = m { return run }; return nil })
+    }
+
+    /// Follows a run to its end.
+    public func follow(_ run: Int64, progress: (RunProgress) -> Void = { _ in }) throws -> RunEnd {
+        send(.watch(run: run))
+        return try pump(until: { m in
+            switch m {
+            case .progress(let p) where p.runID == run: progress(p); return nil
+            case .ended(let e) where e.run == run: return e
+            default: return nil
+            }
+        }, resend: { send(.watch(run: run)) })
+    }
+
+    /// Copies a finished movie from the coordinator to `path` (verified by sha256).
+    public func download(_ ref: ArtifactRef, to path: String) throws {
+        transfers.fetch(ref, from: Data())
+        let local: ArtifactRef = try pump(until: { _ in nil }, idle: {
+            for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 {
+                return outcome
+            }
+            return nil
+        }).mapError { Failure("download of the movie failed: \($0)") }.get()
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.copyItem(atPath: local.path, toPath: tmp)
+        guard rename(tmp, path) == 0 else { throw Failure("cannot write \(path)") }
+        try? FileManager.default.removeItem(atPath: local.path)
+    }
+
+    public func cancel(_ run: Int64) throws -> RunEnd {
+        send(.cancelRun(run: run))
+        return try pump(until: { m in if case .ended(let e) = m, e.run == run { return e }; return nil })
+    }
+
+    public func status(_ run: Int64?) throws -> StatusReply {
+        send(.status(run: run))
+        return try pump(until: { m in if case .statusReply(let r) = m { return r }; return nil })
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import ArgumentParser
+import Logging
+import ThreadlineCore
+import Engine
+import Lineage
+import Transport
+import CSupport
+
+/// How to reach a running coordinator.
+struct ClusterOptions: ParsableArguments {
+    @Option(name: .long, help: "A running coordinator (`coord serve`), e.g. tcp://render-1:7400.")
+    var coordinator: String?
+
+    @Option(name: .long, help: "Your CURVE secret key file (from 'coord keygen'), when the coordinator uses CURVE.")
+    var curveSecretKey: String?
+
+    @Option(name: .long, help: "The coordinator's CURVE public key file.")
+    var coordinatorKey: String?
+
+    func validate() throws {
+        if let c = coordinator, !(c.hasPrefix("tcp://") || c.hasPrefix("ipc://")) {
+            throw ValidationError("--coordinator takes tcp://HOST:PORT or ipc://PATH, got '\(c)'")
+        }
+        guard (curveSecretKey == nil) == (coordinatorKey == nil) else {
+            throw ValidationError("--curve-secret-key and --coordinator-key go together")
+        }
+    }
+
+    func client(_ context: MessagingContext) throws -> ClusterClient {
+        guard let coordinator else { throw ValidationError("name the coordinator with --coordinator tcp://HOST:PORT") }
+        var curve: (CurveKeyPair, String)? = nil
+        if let curveSecretKey, let coordinatorKey {
+            do {
+                let keys = try CurveKeyPair.load(curveSecretKey)
+                guard keys.secretKey != nil else { throw ValidationError("\(curveSecretKey) holds no secret key; pass the .key file") }
+                curve = (keys, try CurveKeyPair.load(coordinatorKey).publicKey)
+            } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(2) }
+        }
+        return try ClusterClient(endpoint: coordinator, context: context, curve: curve)
+    }
+}
+
+/// Runs a cluster command, turning its failures into one clear line and exit 1.
+func clusterCall<T>(_ body: () throws -> T) throws -> T {
+    do { return try body() } catch let e as ClusterClient.Failure {
+        errorLine("error: \(e.description)"); throw ExitCode(1)
+    } catch let e as TransportError {
+        errorLine("error: \(e.description)"); throw ExitCode(1)
+    }
+}
+
+/// Prints how a run ended and downloads its movie; exit 1 unless it succeeded.
+func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bool) throws {
+    var path = output ?? end.outputPath
+    if end.state == "succeeded" {
+        guard let movie = end.output else {
+            errorLine("error: run \(end.run) succeeded but the coordinator names no movie for it; see 'coord status \(end.run)'")
+            throw ExitCode(1)
+        }
+        path = URL(fileURLWithPath: path).standardizedFileURL.path
+        try clusterCall { try client.download(movie, to: path) }
+    }
+    if json {
+        var obj: [String: Any] = ["run": end.run, "state": end.state, "seconds": end.seconds]
+        if end.state == "succeeded" { obj["output"] = path; obj["bytes"] = end.output?.size ?? 0 }
+        if let m = end.message { obj["error"] = m }
+        print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
+    }
+    switch end.state {
+    case "succeeded":
+        if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%.1f MB)", end.run, end.seconds, path, Double(end.output?.size ?? 0) / 1e6)) }
+    case "interrupted":
+        errorLine("run \(end.run): \(end.message ?? "interrupted"); follow it again with 'coord wait \(end.run)'")
+        throw ExitCode(1)
+    default:
+        errorLine("error: run \(end.run) \(end.state): \(end.message ?? "")")
+        throw ExitCode(1)
+    }
+}
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a long-lived coordinator that workers and submitters connect to.",
+        discussion: """
+        Examples:
+          coord serve --bind tcp://127.0.0.1:7400 --state /var/lib/threadline
+          coord serve --bind tcp://0.0.0.0:7400 --state /var/lib/threadline \\
+                      --curve-secret-key /etc/threadline/coordinator.key --allow /etc/threadline/allowed
+
+        Without CURVE keys it binds only to loopback unless --insecure is given. On SIGTERM or
+        SIGINT it stops taking work, lets in-flight stages finish (--drain-timeout), hands back the
+        rest and exits; runs left unfinished resume when it starts again on the same --state.
+        """)
+
+    @Option(name: .long, help: "Endpoint to listen on, e.g. tcp://0.0.0.0:7400.") var bind: String = "tcp://127.0.0.1:7400"
+    @OptionGroup var stateOptions: StateOptions
+    @Option(name: .long, help: "The coordinator's CURVE secret key file (from 'coord keygen').") var curveSecretKey: String?
+    @Option(name: .long, help: "Folder of allowed public keys (*.pub) for workers and submitters.") var allow: String?
+    @Flag(name: .long, help: "Listen on a non-loopback address without CURVE (anyone who reaches the port can submit or join).")
+    var insecure = false
+    @Option(name: .long, help: "Seconds between heartbeats.") var heartbeat: Double = 1
+    @Option(name: .long, help: "Seconds of silence after which a worker is dead and its stages go back to the queue.") var liveness: Double = 5
+    @Option(name: .long, help: "Attempts per stage for retryable failures.") var retryAttempts: Int = 3
+    @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
+    @Flag(name: .long, help: "Log only warnings and errors.") var quiet = false
+
+    func validate() throws {
+        guard bind.hasPrefix("tcp://") || bind.hasPrefix("ipc://") else { throw ValidationError("--bind takes tcp://ADDR:PORT or ipc://PATH") }
+        guard (curveSecretKey == nil) == (allow == nil) else { throw ValidationError("--curve-secret-key and --allow go together") }
+        guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
+        guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }
+        if curveSecretKey == nil && !insecure && !Serve.isLoopback(bind) {
+            throw ValidationError("""
+                refusing to listen on \(bind) without CURVE: anyone who can reach it could submit work or join as a worker.
+                Make keys with 'coord keygen coordinator' and pass --curve-secret-key and --allow, bind to 127.0.0.1, or pass --insecure.
+                """)
+        }
+    }
+
+    static func isLoopback(_ endpoint: String) -> Bool {
+        if endpoint.hasPrefix("ipc://") { return true }
+        var host = String(endpoint.dropFirst("tcp://".count))
+        if let colon = host.lastIndex(of: ":") { host = String(host[..<colon]) }
+        host = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    func run() throws {
+        tl_unblock_termination_signals()
+        var logger = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = quiet ? .warning : .info
+        let dir = stateOptions.directory
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let lineage = try LineageStore(path: dir + "/lineage.db")
+        var config = Coordinator.Configuration(bind: bind)
+        config.store = try ArtifactStore(root: dir)
+        config.publishOutputs = false
+        config.shutdownWorkersOnStop = false
+        config.resumeInterrupted = true
+        config.heartbeatInterval = heartbeat
+        config.livenessTimeout = liveness
+        config.maxAttempts = retryAttempts
+        config.drainTimeout = drainTimeout
+        if let curveSecretKey, let allow {
+            do {
+                let keys = try CurveKeyPair.load(curveSecretKey)
+                guard keys.secretKey != nil else { throw ValidationError("\(curveSecretKey) holds no secret key; pass the .key file") }
+                guard FileManager.default.fileExists(atPath: allow) else { throw ValidationError("--allow \(allow) does not exist") }
+                config.curve = .init(keys: keys, allowDirectory: allow)
+            } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(2) }
+        }
+        let coordinator = Coordinator(config, lineage: lineage, logger: logger)
+        let context = MessagingContext()
+        let endpoint: String
+        do { endpoint = try coordinator.start(context: context) } catch {
+            errorLine("error: cannot listen on \(bind): \(error)"); throw ExitCode(1)
+        }
+        logger.info("coordinator listening", metadata: ["endpoint": "\(endpoint)", "state": "\(dir)", "curve": "\(config.curve != nil)"])
+        FileHandle.standardOutput.write(Data("listening on \(endpoint)\n".utf8))
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        var sources: [DispatchSourceSignal] = []
+        for sig in [SIGTERM, SIGINT] {
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            s.setEventHandler { coordinator.stop(graceful: true) }
+            s.resume()
+            sources.append(s)
+        }
+        coordinator.waitUntilStopped()
+        _ = sources
+    }
+}
+
+struct Wait: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Follow a run on a running coordinator to its end and download its movie.")
+    @Argument(help: "Run id (printed by 'coord submit --detach').") var runID: Int64
+    @OptionGroup var cluster: ClusterOptions
+    @Option(name: .long, help: "Where to write the movie (default: the pipeline's output path).") var output: String?
+    @Flag(name: .long, help: "Print the result as JSON.") var json = false
+
+    func run() throws {
+        let context = MessagingContext()
+        let client = try cluster.client(context)
+        let display = ProgressDisplay(name: "run \(runID)", terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let end = try clusterCall { try client.follow(runID) { display.update($0) } }
+        display.finish()
+        try finishRun(client, end, output: output, json: json)
+    }
+}
+
+struct Cancel: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Stop a run on a running coordinator: its stages stop on every worker and free their slots.")
+    @Argument(help: "Run id.") var runID: Int64
+    @OptionGroup var cluster: ClusterOptions
+
+    func run() throws {
+        let context = MessagingContext()
+        let client = try cluster.client(context)
+        let end = try clusterCall { try client.cancel(runID) }
+        if end.state == "cancelled" {
+            print("run \(runID) cancelled")
+        } else {
+            errorLine("run \(runID) had already ended: \(end.state)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Keygen: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub (public).",
+        discussion: """
+        Example, for a coordinator, a worker and a submitter:
+          coord keygen coordinator --dir keys      # serve --curve-secret-key keys/coordinator.key
+          coord keygen worker-1 --dir keys         # worker --curve-secret-key keys/worker-1.key --coordinator-key keys/coordinator.pub
+          coord keygen alice --dir keys
+          mkdir allowed && cp keys/worker-1.pub keys/alice.pub allowed/   # serve --allow allowed
+        """)
+    @Argument(help: "Name of the key pair (the file names).") var name: String
+    @Option(name: .long, help: "Folder for the files.") var dir: String = "."
+
+    func run() throws {
+        guard !name.isEmpty, !name.contains("/") else { throw ValidationError("NAME must be a plain file name") }
+        do {
+            let pair = try CurveKeyPair.generate()
+            let (sec, pub) = try pair.write(directory: dir, name: name)
+            print("secret key: \(sec)")
+            print("public key: \(pub)  (\(pair.publicKey))")
+        } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(1) }
+    }
+}
