@@ -23,6 +23,9 @@ public final class WorkerRuntime: Sendable {
         public var parentPID: Int32?
         /// This worker's artifact store; inputs it lacks are pulled into it. Nil: use paths as given.
         public var store: ArtifactStore?
+        /// Folders this worker reads directly (shared with the submitter or coordinator) instead of
+        /// copying: an input under one of them is used where it is, if its content matches.
+        public var sharedDirectories: [String] = []
         /// CURVE: this worker's keys and the coordinator's public key.
         public var curve: (keys: CurveKeyPair, serverPublicKey: String)?
         public init(endpoint: String, slots: Int = 1, id: String = WorkerRuntime.defaultID(),
@@ -118,8 +121,9 @@ public final class WorkerRuntime: Sendable {
             for ref in inputs {
                 let local = store.local(ref)
                 if store.isPresent(local) { p.paths[ref.path] = local.path; continue }
-                // The same file on this host (a shared folder, or the submitter's own machine): taken only if its content matches.
-                let attrs = try? FileManager.default.attributesOfItem(atPath: ref.path)
+                // A file in a configured shared folder: taken where it is, only if its content matches.
+                let attrs = config.sharedDirectories.contains(where: { ref.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") })
+                    ? try? FileManager.default.attributesOfItem(atPath: ref.path) : nil
                 if (attrs?[.size] as? NSNumber)?.int64Value == ref.size, let got = try? store.ingest(localFile: ref.path), got.sha256 == ref.sha256 {
                     p.paths[ref.path] = got.path; continue
                 }

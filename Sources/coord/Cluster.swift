@@ -18,6 +18,9 @@ struct ClusterOptions: ParsableArguments {
     @Option(name: .long, help: "The coordinator's CURVE public key file.")
     var coordinatorKey: String?
 
+    @Option(name: .long, help: "Seconds to wait for a silent coordinator before giving up.")
+    var timeout: Double = 15
+
     func validate() throws {
         if let c = coordinator, !(c.hasPrefix("tcp://") || c.hasPrefix("ipc://")) {
             throw ValidationError("--coordinator takes tcp://HOST:PORT or ipc://PATH, got '\(c)'")
@@ -25,6 +28,7 @@ struct ClusterOptions: ParsableArguments {
         guard (curveSecretKey == nil) == (coordinatorKey == nil) else {
             throw ValidationError("--curve-secret-key and --coordinator-key go together")
         }
+        guard timeout >= 1 else { throw ValidationError("--timeout must be at least 1 second") }
     }
 
     func client(_ context: MessagingContext) throws -> ClusterClient {
@@ -37,7 +41,9 @@ struct ClusterOptions: ParsableArguments {
                 curve = (keys, try CurveKeyPair.load(coordinatorKey).publicKey)
             } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(2) }
         }
-        return try ClusterClient(endpoint: coordinator, context: context, curve: curve)
+        let client = try ClusterClient(endpoint: coordinator, context: context, curve: curve)
+        client.silenceTimeout = timeout
+        return client
     }
 }
 

@@ -30,6 +30,9 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "Artifact store folder (default: $XDG_DATA_HOME/threadline-worker).")
     var store: String?
 
+    @Option(name: .long, help: "A folder shared with submitters or the coordinator (NFS, …): files under it are read in place, not copied. Repeatable.")
+    var sharedDir: [String] = []
+
     @Option(name: .long, help: "This worker's CURVE secret key file (made by 'coord keygen').")
     var curveSecretKey: String?
 
@@ -80,6 +83,7 @@ struct WorkerCommand: ParsableCommand {
         var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID(),
                                                  heartbeatInterval: heartbeat, coordinatorTimeout: liveness)
         config.store = artifacts
+        config.sharedDirectories = sharedDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         if exitWithParent, let parentPid { config.parentPID = parentPid }
         if let curveSecretKey, let coordinatorKey {
             do {

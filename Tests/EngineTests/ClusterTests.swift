@@ -1,0 +1,370 @@
+import Foundation
+import Testing
+import Lineage
+import Transport
+@testable import Engine
+import TestSupport
+
+/// `coord serve` and `worker` processes as a real cluster: on loopback, and across three network
+/// namespaces joined by veth (root only; skipped with a message elsewhere).
+@Suite(.serialized) struct ClusterTests {
+    static let netnsNote: Comment = "needs root to create network namespaces (scripts/netns-cluster check failed)"
+
+    /// An embedded, single-machine render of the same pipeline: the reference output.
+    static func referenceRender(_ pipeline: String, _ dir: String) throws -> [String] {
+        let r = try run(coordPath, ["submit", pipeline, "--state", dir + "/reference-state", "--workers", "2", "--json"], timeout: 300)
+        guard r.status == 0, let out = (try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any])?["output"] as? String else {
+            throw GenerateError(message: "reference render failed: \(r.err)")
+        }
+        let md5 = try frameMD5s(out)
+        try FileManager.default.removeItem(atPath: out)
+        return md5
+    }
+
+    static func rows(_ db: String, _ sql: String, _ args: [Int64] = []) throws -> [[String: String]] {
+        try LineageStore.readRows(path: db, sql, args)
+    }
+
+    /// Every stage of the run has exactly one successful (or cached) attempt.
+    static func expectOneSuccessPerStage(_ db: String, run: Int64) throws {
+        let bad = try rows(db, """
+            SELECT s.name, (SELECT count(*) FROM attempt a WHERE a.stage_id = s.id AND a.state IN ('succeeded', 'cached')) AS ok
+            FROM stage s WHERE s.run_id = ? AND s.state = 'succeeded'
+            """, [run]).filter { $0["ok"] != "1" }
+        #expect(bad.isEmpty, "stages without exactly one success: \(bad)")
+        let stages = try rows(db, "SELECT count(*) AS n FROM stage WHERE run_id = ? AND state != 'succeeded'", [run])
+        #expect(stages.first?["n"] == "0", "every stage succeeds")
+        let running = try rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND a.state = 'running'", [run])
+        #expect(running.first?["n"] == "0", "no attempt left running")
+    }
+
+    static func project(_ dir: String, items: Int, seconds: Double = 1, size: (Int, Int) = (320, 240), output: String = "320x180",
+                        preset: String = "ultrafast", title: Bool = false) throws -> String {
+        var clips: [String] = []
+        for i in 0..<items {
+            if title && i == items - 1 { clips.append("title: { text: \"The end\", duration: 1 }"); continue }
+            let path = dir + "/c\(i).mp4"
+            try Generate.clip(path, width: size.0 + (i % 3) * 16, height: size.1, fps: i % 2 == 0 ? "30" : "25", seconds: seconds,
+                              tone: 220 + Double(i) * 20, rotation: i % 5 == 2 ? 90 : nil)
+            clips.append("video: c\(i).mp4")
+        }
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: output, fps: 30, preset: preset, clips: clips)
+        return dir + "/p.yaml"
+    }
+
+    // MARK: multi-host
+
+    @Test(.enabled(if: NetworkNamespaces.available, netnsNote))
+    func threeHostRenderMatchesTheSingleMachineRender() throws {
+        let dir = temporaryDirectory("multihost")
+        var clips = Array(try EndToEndTests.makeTwelveClips(dir).prefix(11))
+        clips.append("title: { text: \"Three hosts\", duration: 1 }")
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "640x360", fps: 30, clips: clips)
+        let reference = try Self.referenceRender(dir + "/p.yaml", dir)
+
+        let ns = try NetworkNamespaces()
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        // Listening on every address of the coordinator's namespace: not loopback, so --insecure (this test is about transport).
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://0.0.0.0:7400", "--insecure", "--state", dir + "/coord"], namespace: ns.name("coord"))
+        _ = try procs.endpoint(of: "coord")
+        try procs.start("w1", workerPath, ["--connect", "tcp://10.77.1.1:7400", "--pipelines", "2", "--store", dir + "/w1", "--id", "w1"], namespace: ns.name("w1"))
+        try procs.start("w2", workerPath, ["--connect", "tcp://10.77.2.1:7400", "--pipelines", "2", "--store", dir + "/w2", "--id", "w2"], namespace: ns.name("w2"))
+        let r = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "submit", dir + "/p.yaml", "--coordinator", "tcp://127.0.0.1:7400", "--json"], timeout: 300)
+        #expect(r.status == 0, "submit: \(r.err)\ncoordinator: \((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "")")
+        #expect(try frameMD5s(dir + "/out.mp4") == reference, "decoded frames differ from the single-machine render")
+
+        // Both workers worked, each on its own store: sources were copied to them, segments back.
+        let db = dir + "/coord/lineage.db"
+        let perWorker = try Self.rows(db, "SELECT worker_id, count(*) AS n FROM attempt WHERE state = 'succeeded' GROUP BY worker_id")
+        #expect(Set(perWorker.compactMap { $0["worker_id"] }) == ["w1", "w2"], "\(perWorker)")
+        for w in ["w1", "w2"] {
+            let held = (FileManager.default.enumerator(atPath: dir + "/\(w)/artifacts/sha256")?.allObjects.count) ?? 0
+            #expect(held > 0, "\(w) holds no artifacts")
+        }
+        try Self.expectOneSuccessPerStage(db, run: 1)
+    }
+
+    @Test(.enabled(if: NetworkNamespaces.available, netnsNote))
+    func aPartitionedWorkersStagesMoveAndItsLateResultsAreDiscarded() throws {
+        let dir = temporaryDirectory("partition")
+        let pipeline = try Self.project(dir, items: 8, seconds: 3, size: (640, 360), output: "640x360", preset: "medium")
+        let reference = try Self.referenceRender(pipeline, dir)
+        let ns = try NetworkNamespaces()
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://0.0.0.0:7400", "--insecure", "--state", dir + "/coord", "--liveness", "3"],
+                        namespace: ns.name("coord"))
+        _ = try procs.endpoint(of: "coord")
+        try procs.start("w1", workerPath, ["--connect", "tcp://10.77.1.1:7400", "--store", dir + "/w1", "--id", "w1", "--liveness", "3"], namespace: ns.name("w1"))
+        try procs.start("w2", workerPath, ["--connect", "tcp://10.77.2.1:7400", "--store", dir + "/w2", "--id", "w2", "--liveness", "3"], namespace: ns.name("w2"))
+        let sub = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "submit", pipeline, "--coordinator", "tcp://127.0.0.1:7400", "--detach"], timeout: 120)
+        #expect(sub.status == 0, "\(sub.err)")
+        let db = dir + "/coord/lineage.db"
+        // Cut w1 off while it is rendering.
+        let rendering = try waitUntil(timeout: 60) {
+            try Self.rows(db, "SELECT count(*) AS n FROM v_attempts WHERE worker_id = 'w1' AND state = 'running' AND stage LIKE 'decode/%'").first?["n"] != "0"
+        }
+        try #require(rendering, "w1 never got a render")
+        try ns.cut("w1")
+        let cutAt = Date()
+        // Its stages are reassigned after the liveness timeout and the run completes on w2.
+        let moved = try waitUntil(timeout: 15) {
+            try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE worker_id = 'w1' AND state = 'lost'").first?["n"] != "0"
+        }
+        #expect(moved, "w1's attempts were not declared lost")
+        let lostAfter = Date().timeIntervalSince(cutAt)
+        #expect(lostAfter < 8, "lost after \(lostAfter) s with a 3 s liveness timeout")
+        Thread.sleep(until: cutAt.addingTimeInterval(30))
+        try ns.restore("w1")
+        let wait = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "wait", "1", "--coordinator", "tcp://127.0.0.1:7400",
+                                  "--output", dir + "/out.mp4"], timeout: 300)
+        #expect(wait.status == 0, "\(wait.err)")
+        #expect(try frameMD5s(dir + "/out.mp4") == reference)
+        // w1 comes back, re-sends the result it finished while cut off, and it is discarded by lease.
+        let stale = try waitUntil(timeout: 20) {
+            try Self.rows(db, "SELECT count(*) AS n FROM event WHERE kind = 'attempt.stale' AND message LIKE '%worker w1%'").first?["n"] != "0"
+        }
+        #expect(stale, "no late result from w1 was recorded as discarded")
+        try Self.expectOneSuccessPerStage(db, run: 1)
+        let rejoined = try Self.rows(db, "SELECT state FROM worker WHERE id = 'w1'").first?["state"]
+        #expect(rejoined == "up", "w1 rejoined after the partition")
+    }
+
+    // MARK: loopback
+
+    /// A coordinator service and `n` workers with stores of their own, on loopback.
+    static func loopbackCluster(_ dir: String, workers n: Int, pipelines: Int = 1, serveArgs: [String] = []) throws -> (ServiceProcesses, String) {
+        let procs = ServiceProcesses(directory: dir)
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"] + serveArgs)
+        let ep = try procs.endpoint(of: "coord")
+        for i in 1...n {
+            try procs.start("w\(i)", workerPath, ["--connect", ep, "--pipelines", "\(pipelines)", "--store", dir + "/w\(i)", "--id", "w\(i)"])
+        }
+        return (procs, ep)
+    }
+
+    @Test func killingWorkersDuringARenderLosesNothing() throws {
+        let dir = temporaryDirectory("chaos")
+        let pipeline = try Self.project(dir, items: 24, seconds: 1.5, output: "480x270", preset: "fast")
+        let reference = try Self.referenceRender(pipeline, dir)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 3)
+        defer { procs.stopAll() }
+        let done = Locked(false)
+        let kills = Locked(0)
+        // Every ~1.5 s, SIGKILL a random worker and start it again (a new process on the same store).
+        let killer = Thread {
+            var generation = 0
+            while !done.value {
+                Thread.sleep(forTimeInterval: Double.random(in: 1.0...2.0))
+                if done.value { break }
+                let victim = "w\(Int.random(in: 1...3))"
+                procs.signal(victim)
+                kills.withLock { $0 += 1 }
+                generation += 1
+                _ = try? procs.start(victim, workerPath, ["--connect", ep, "--store", dir + "/\(victim)", "--id", "\(victim)-\(generation)"])
+            }
+        }
+        killer.start()
+        let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--json"], timeout: 600)
+        done.withLock { $0 = true }
+        #expect(r.status == 0, "\(r.err)")
+        #expect(kills.value >= 2, "the chaos thread killed \(kills.value) workers")
+        #expect(try frameMD5s(dir + "/out.mp4") == reference, "decoded frames differ from the undisturbed render")
+        let db = dir + "/coord/lineage.db"
+        try Self.expectOneSuccessPerStage(db, run: 1)
+        let lost = try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'").first?["n"] ?? "0"
+        #expect(Int(lost)! >= 1, "killed workers' attempts are recorded as lost")
+        // Every attempt ended in a recorded state.
+        let states = Set(try Self.rows(db, "SELECT DISTINCT state FROM attempt").compactMap { $0["state"] })
+        #expect(states.isSubset(of: ["succeeded", "cached", "lost", "failed", "missed", "cancelled"]), "\(states)")
+    }
+
+    @Test func slotsAreNeverExceededAndASmallRunIsNotStarvedByABigOne() throws {
+        let dir = temporaryDirectory("slots")
+        let big = dir + "/big", small = dir + "/small"
+        for d in [big, small] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        _ = try Self.project(big, items: 40, seconds: 0.6, size: (160, 120), output: "320x180")
+        _ = try Self.project(small, items: 3, seconds: 0.6, size: (160, 120), output: "320x180")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 2, pipelines: 2)
+        defer { procs.stopAll() }
+        let a = try run(coordPath, ["submit", big + "/p.yaml", "--coordinator", ep, "--detach"], timeout: 120)
+        let smallSubmitted = Date().timeIntervalSince1970
+        let b = try run(coordPath, ["submit", small + "/p.yaml", "--coordinator", ep, "--detach"], timeout: 120)
+        #expect(a.status == 0 && b.status == 0, "\(a.err) \(b.err)")
+        for run in ["1", "2"] {
+            let w = try TestSupport.run(coordPath, ["wait", run, "--coordinator", ep], timeout: 300)
+            #expect(w.status == 0, "\(w.err)")
+        }
+        let db = dir + "/coord/lineage.db"
+        // Slots: at no moment does a worker run more than 2 attempts (checks run beside the slots).
+        let attempts = try Self.rows(db, """
+            SELECT worker_id, started_at, finished_at FROM attempt
+            WHERE slot IS NOT NULL AND started_at IS NOT NULL AND finished_at IS NOT NULL AND lease NOT LIKE '%#1' AND lease NOT LIKE '%#2'
+            """)
+        var events: [String: [(Double, Int)]] = [:]
+        for r in attempts {
+            events[r["worker_id"]!, default: []] += [(Double(r["started_at"]!)!, 1), (Double(r["finished_at"]!)!, -1)]
+        }
+        for (w, e) in events {
+            var now = 0, peak = 0
+            for (_, d) in e.sorted(by: { ($0.0, $0.1) < ($1.0, $1.1) }) { now += d; peak = max(peak, now) }
+            #expect(peak <= 2, "\(w) ran \(peak) attempts at once")
+            #expect(peak >= 1)
+        }
+        #expect(events.count == 2, "both workers worked")
+        // Fair share: the 3-item run starts at once and ends long before the 40-item run.
+        let times = try Self.rows(db, "SELECT id, submitted_at, finished_at FROM run ORDER BY id")
+        let firstSmall = try Self.rows(db, "SELECT min(a.dispatched_at) AS t FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = 2").first?["t"]
+        #expect(Double(firstSmall ?? "") ?? .infinity - smallSubmitted < 3, "the small run waited for the big one")
+        #expect(Double(times[1]["finished_at"]!)! < Double(times[0]["finished_at"]!)!, "the small run finished first")
+    }
+
+    @Test func cancelStopsARunWithinTwoSecondsAndFreesItsSlots() throws {
+        let dir = temporaryDirectory("cancel")
+        let slow = dir + "/slow", quick = dir + "/quick"
+        for d in [slow, quick] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        _ = try Self.project(slow, items: 6, seconds: 6, size: (640, 360), output: "1280x720", preset: "slow")
+        _ = try Self.project(quick, items: 1, seconds: 0.5, size: (160, 120), output: "320x180")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 2)
+        defer { procs.stopAll() }
+        #expect(try run(coordPath, ["submit", slow + "/p.yaml", "--coordinator", ep, "--detach"]).status == 0)
+        let db = dir + "/coord/lineage.db"
+        let busy = try waitUntil(timeout: 60) {
+            try Self.rows(db, "SELECT count(DISTINCT worker_id) AS n FROM v_attempts WHERE state = 'running' AND stage LIKE 'decode/%'").first?["n"] == "2"
+        }
+        try #require(busy, "both workers should be rendering")
+        let t0 = Date()
+        let c = try run(coordPath, ["cancel", "1", "--coordinator", ep])
+        #expect(c.status == 0, "\(c.err)")
+        let stopped = try waitUntil(timeout: 2) {
+            try Self.rows(db, "SELECT state FROM run WHERE id = 1").first?["state"] == "cancelled"
+                && Self.rows(db, "SELECT count(*) AS n FROM v_attempts WHERE run_id = 1 AND state = 'running'").first?["n"] == "0"
+        }
+        #expect(stopped, "run 1 still running \(Date().timeIntervalSince(t0)) s after cancel")
+        // Its slots are free: a new run's first stage starts on a worker at once.
+        let q = try run(coordPath, ["submit", quick + "/p.yaml", "--coordinator", ep, "--detach"])
+        #expect(q.status == 0)
+        let started = try waitUntil(timeout: 2) {
+            try Self.rows(db, "SELECT count(*) AS n FROM v_attempts WHERE run_id = 2 AND stage LIKE 'decode/%'").first?["n"] != "0"
+        }
+        #expect(started, "a new run could not get a slot within 2 s of the cancel")
+        #expect(try run(coordPath, ["wait", "2", "--coordinator", ep]).status == 0)
+    }
+
+    @Test func sigtermHandsBackWorkAndARestartedCoordinatorFinishesTheRun() throws {
+        let dir = temporaryDirectory("restart")
+        let pipeline = try Self.project(dir, items: 8, seconds: 2, size: (640, 360), output: "640x360", preset: "medium")
+        let reference = try Self.referenceRender(pipeline, dir)
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord", "--drain-timeout", "1"])
+        let ep = try procs.endpoint(of: "coord")
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        #expect(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"]).status == 0)
+        let db = dir + "/coord/lineage.db"
+        try #require(try waitUntil(timeout: 60) {
+            try Self.rows(db, "SELECT count(*) AS n FROM stage WHERE run_id = 1 AND name LIKE 'encode/%' AND state = 'succeeded'").first?["n"] != "0"
+        })
+        let t0 = Date()
+        procs.signal("coord", SIGTERM)
+        let exited = waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) }
+        #expect(exited, "coord serve did not exit after SIGTERM")
+        #expect(procs.process("coord")?.terminationStatus == 0)
+        #expect(Date().timeIntervalSince(t0) < 5)
+        #expect(try Self.rows(db, "SELECT state FROM run WHERE id = 1").first?["state"] == "interrupted")
+        // Same port, same state: the run resumes by itself; the worker reconnects.
+        let port = ep.split(separator: ":").last!
+        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord2")
+        let w = try run(coordPath, ["wait", "1", "--coordinator", ep, "--output", dir + "/out.mp4"], timeout: 300)
+        #expect(w.status == 0, "\(w.err)")
+        #expect(try frameMD5s(dir + "/out.mp4") == reference)
+        let cached = try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'cached'").first?["n"] ?? "0"
+        #expect(Int(cached)! >= 1, "work done before the restart is reused")
+    }
+
+    // MARK: security
+
+    @Test func curveAdmitsOnlyAllowedKeys() throws {
+        let dir = temporaryDirectory("curve")
+        for name in ["coordinator", "good-worker", "bad-worker", "alice", "mallory"] {
+            #expect(try run(coordPath, ["keygen", name, "--dir", dir + "/keys"]).status == 0)
+        }
+        try FileManager.default.createDirectory(atPath: dir + "/allowed", withIntermediateDirectories: true)
+        for name in ["good-worker", "alice"] { try FileManager.default.copyItem(atPath: dir + "/keys/\(name).pub", toPath: dir + "/allowed/\(name).pub") }
+        let pipeline = try Self.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180", title: true)
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
+                                             "--curve-secret-key", dir + "/keys/coordinator.key", "--allow", dir + "/allowed"])
+        let ep = try procs.endpoint(of: "coord")
+        let server = dir + "/keys/coordinator.pub"
+        try procs.start("bad", workerPath, ["--connect", ep, "--store", dir + "/wb", "--id", "bad-worker",
+                                            "--curve-secret-key", dir + "/keys/bad-worker.key", "--coordinator-key", server])
+        try procs.start("plain", workerPath, ["--connect", ep, "--store", dir + "/wp", "--id", "plain-worker"])
+        try procs.start("good", workerPath, ["--connect", ep, "--store", dir + "/wg", "--id", "good-worker",
+                                             "--curve-secret-key", dir + "/keys/good-worker.key", "--coordinator-key", server])
+        // Unknown key, and no key at all: the submit gets no answer.
+        let m = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--timeout", "3",
+                                    "--curve-secret-key", dir + "/keys/mallory.key", "--coordinator-key", server], timeout: 30)
+        #expect(m.status == 1 && m.err.contains("no answer"), "\(m.err)")
+        let n = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--timeout", "3"], timeout: 30)
+        #expect(n.status == 1, "\(n.err)")
+        // An allowed submitter renders, on the allowed worker only.
+        let a = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--curve-secret-key", dir + "/keys/alice.key", "--coordinator-key", server], timeout: 120)
+        #expect(a.status == 0, "\(a.err)")
+        let workers = Set(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM worker").compactMap { $0["id"] })
+        #expect(workers == ["good-worker"], "\(workers)")
+        let log = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(log.contains("refused a connection"), "refusals are logged")
+        #expect(procs.process("coord")?.isRunning == true)
+    }
+
+    @Test func withoutKeysANonLoopbackBindNeedsInsecure() throws {
+        let r = try run(coordPath, ["serve", "--bind", "tcp://0.0.0.0:7499", "--state", temporaryDirectory("insecure")], timeout: 20)
+        #expect(r.status != 0)
+        #expect(r.err.contains("refusing to listen on tcp://0.0.0.0:7499 without CURVE"), "\(r.err)")
+        #expect(r.err.contains("--insecure"))
+    }
+
+    @Test func randomAndOversizedFramesDoNotCrashTheCoordinator() throws {
+        let dir = temporaryDirectory("junk")
+        let pipeline = try Self.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let port = String(ep.split(separator: ":").last!)
+        // Raw bytes that are not ZMTP at all.
+        for _ in 0..<5 {
+            _ = try run("bash", ["-c", "head -c 200000 /dev/urandom > /dev/tcp/127.0.0.1/\(port)"], timeout: 10)
+        }
+        // Well-formed ZeroMQ carrying nonsense: random frames, too many frames, bad JSON, a future version, wrong types, a huge frame.
+        let context = MessagingContext()
+        do {
+            let s = try Socket(context, .dealer, maxMessageSize: -1)
+            try s.setIdentity("junk")
+            try s.connect(ep)
+            var rng = SystemRandomNumberGenerator()
+            for i in 0..<200 {
+                let n = Int.random(in: 1...6)
+                let frames = (0..<n).map { _ in Data((0..<Int.random(in: 0...512)).map { _ in UInt8.random(in: 0...255, using: &rng) }) }
+                _ = try s.send(frames, dontWait: false)
+                if i % 50 == 0 {
+                    _ = try s.send([Data("{\"v\":1,\"message\":{\"result\":{\"lease\":42}}}".utf8)], dontWait: false)
+                    _ = try s.send([Data("{\"v\":99,\"message\":{\"shutdown\":{}}}".utf8)], dontWait: false)
+                    _ = try s.send([Data("{\"v\":1,\"message\":{\"pull\":{\"sha256\":\"../../etc/passwd\",\"offset\":-1,\"length\":99999999}}}".utf8)], dontWait: false)
+                    _ = try s.send([Data("{\"v\":1,\"message\":{\"heartbeat\":{\"running\":[\"x\"]}}}".utf8)], dontWait: false)
+                }
+            }
+            _ = try s.send([Data(count: 65 << 20)], dontWait: false)   // over MAXMSGSIZE: libzmq drops the connection
+            Thread.sleep(forTimeInterval: 0.5)
+            s.close()
+        }
+        #expect(procs.process("coord")?.isRunning == true, "the coordinator crashed")
+        let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
+        #expect(r.status == 0, "after the junk, a render still works: \(r.err)")
+        let log = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(log.contains("dropped a"), "dropped messages are logged")
+    }
+}
+

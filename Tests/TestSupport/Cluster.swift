@@ -1,0 +1,105 @@
+import Foundation
+
+/// Decoded-frame md5s of every stream (ffmpeg's framemd5), without the header comments.
+public func frameMD5s(_ path: String) throws -> [String] {
+    let r = try run("ffmpeg", ["-v", "error", "-i", path, "-map", "0", "-f", "framemd5", "-"])
+    guard r.status == 0 else { throw GenerateError(message: "framemd5 of \(path) failed: \(r.err)") }
+    return r.out.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+}
+
+/// Long-running processes a test starts (a coordinator service, workers), each logging to a
+/// file; all are killed when the test ends.
+public final class ServiceProcesses: @unchecked Sendable {
+    public let directory: String
+    private let lock = NSLock()
+    private var processes: [String: Process] = [:]
+
+    public init(directory: String) { self.directory = directory }
+
+    /// Starts `program args` (in network namespace `namespace` when given) as `name`.
+    @discardableResult
+    public func start(_ name: String, _ program: String, _ args: [String], namespace: String? = nil) throws -> Process {
+        let p = Process()
+        if let namespace {
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            p.arguments = ["ip", "netns", "exec", namespace, program] + args
+        } else {
+            p.executableURL = URL(fileURLWithPath: program)
+            p.arguments = args
+        }
+        FileManager.default.createFile(atPath: log(name), contents: nil)
+        FileManager.default.createFile(atPath: out(name), contents: nil)
+        p.standardOutput = FileHandle(forWritingAtPath: out(name))
+        p.standardError = FileHandle(forWritingAtPath: log(name))
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        lock.lock(); processes[name] = p; lock.unlock()
+        return p
+    }
+
+    public func log(_ name: String) -> String { "\(directory)/\(name).log" }
+    public func out(_ name: String) -> String { "\(directory)/\(name).out" }
+    public func process(_ name: String) -> Process? { lock.lock(); defer { lock.unlock() }; return processes[name] }
+
+    /// Waits for `coord serve` (started as `name`) to print its endpoint.
+    public func endpoint(of name: String, timeout: Double = 20) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: out(name), encoding: .utf8),
+               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
+                return String(line.dropFirst("listening on ".count))
+            }
+            if let p = process(name), !p.isRunning {
+                throw GenerateError(message: "\(name) exited (\(p.terminationStatus)): \((try? String(contentsOfFile: log(name), encoding: .utf8)) ?? "")")
+            }
+            usleep(50_000)
+        }
+        throw GenerateError(message: "\(name) did not start listening within \(timeout) s")
+    }
+
+    /// SIGKILL (or another signal) to one process, waiting for it to end.
+    public func signal(_ name: String, _ sig: Int32 = SIGKILL) {
+        guard let p = process(name) else { return }
+        kill(p.processIdentifier, sig)
+        if sig == SIGKILL { p.waitUntilExit() }
+    }
+
+    public func stopAll() {
+        lock.lock(); let all = processes; processes = [:]; lock.unlock()
+        for p in all.values where p.isRunning { kill(p.processIdentifier, SIGKILL) }
+        for p in all.values { p.waitUntilExit() }
+    }
+
+    deinit { stopAll() }
+}
+
+/// Three network namespaces joined by veth (scripts/netns-cluster): PREFIX-coord, -w1, -w2.
+public final class NetworkNamespaces: @unchecked Sendable {
+    public static let script = repositoryRoot + "/scripts/netns-cluster"
+    /// True when this machine lets us create namespaces and veth pairs (root or CAP_NET_ADMIN).
+    public static let available: Bool = {
+        (try? run(script, ["check"], timeout: 20).status) == 0
+    }()
+
+    public let prefix: String
+    public init() throws {
+        prefix = "tl" + String(UUID().uuidString.prefix(4)).lowercased()
+        let r = try run(Self.script, ["up", prefix], timeout: 60)
+        guard r.status == 0 else { throw GenerateError(message: "netns-cluster up failed: \(r.err)") }
+    }
+    public func name(_ host: String) -> String { "\(prefix)-\(host)" }
+    public func cut(_ host: String) throws { try run(Self.script, ["cut", prefix, host]) }
+    public func restore(_ host: String) throws { try run(Self.script, ["restore", prefix, host]) }
+    deinit { _ = try? run(Self.script, ["down", prefix], timeout: 60) }
+}
+
+/// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
+@discardableResult
+public func waitUntil(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(50_000)
+    }
+    return try condition()
+}
