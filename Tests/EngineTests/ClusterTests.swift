@@ -28,9 +28,10 @@ import TestSupport
     /// Every stage of the run has exactly one successful (or cached) attempt.
     static func expectOneSuccessPerStage(_ db: String, run: Int64) throws {
         let bad = try rows(db, """
-            SELECT s.name, (SELECT count(*) FROM attempt a WHERE a.stage_id = s.id AND a.state IN ('succeeded', 'cached')) AS ok
+            SELECT s.name, (SELECT count(*) FROM attempt a WHERE a.stage_id = s.id AND a.state IN ('succeeded', 'cached')) AS ok,
+                   (SELECT count(*) FROM attempt a WHERE a.stage_id = s.id) AS tries
             FROM stage s WHERE s.run_id = ? AND s.state = 'succeeded'
-            """, [run]).filter { $0["ok"] != "1" }
+            """, [run]).filter { $0["ok"] != "1" && $0["tries"] != "0" }   // a title's fetch has nothing to do, so no attempt
         #expect(bad.isEmpty, "stages without exactly one success: \(bad)")
         let stages = try rows(db, "SELECT count(*) AS n FROM stage WHERE run_id = ? AND state != 'succeeded'", [run])
         #expect(stages.first?["n"] == "0", "every stage succeeds")
@@ -148,17 +149,19 @@ import TestSupport
         let dir = temporaryDirectory("chaos")
         let pipeline = try Self.project(dir, items: 24, seconds: 1.5, output: "480x270", preset: "fast")
         let reference = try Self.referenceRender(pipeline, dir)
-        let (procs, ep) = try Self.loopbackCluster(dir, workers: 3)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 4)
         defer { procs.stopAll() }
         let done = Locked(false)
         let kills = Locked(0)
-        // Every ~1.5 s, SIGKILL a random worker and start it again (a new process on the same store).
+        // Every 2–3 s, SIGKILL a random worker and start it again (a new process on the same store).
+        // Random kills can hit one stage three times in a row, which is what poison means; with
+        // four workers that is rare enough (about 1 in 2000 runs) for a test.
         let killer = Thread {
             var generation = 0
             while !done.value {
-                Thread.sleep(forTimeInterval: Double.random(in: 1.0...2.0))
+                Thread.sleep(forTimeInterval: Double.random(in: 2.0...3.0))
                 if done.value { break }
-                let victim = "w\(Int.random(in: 1...3))"
+                let victim = "w\(Int.random(in: 1...4))"
                 procs.signal(victim)
                 kills.withLock { $0 += 1 }
                 generation += 1
@@ -170,7 +173,9 @@ import TestSupport
         done.withLock { $0 = true }
         #expect(r.status == 0, "\(r.err)")
         #expect(kills.value >= 2, "the chaos thread killed \(kills.value) workers")
-        #expect(try frameMD5s(dir + "/out.mp4") == reference, "decoded frames differ from the undisturbed render")
+        let got = try frameMD5s(dir + "/out.mp4")
+        let differing = zip(got, reference).enumerated().filter { $0.element.0 != $0.element.1 }.map { "\($0.offset): \($0.element.0) vs \($0.element.1)" }
+        #expect(got == reference, "decoded frames differ from the undisturbed render: \(got.count) vs \(reference.count) lines, \(differing.count) differ, first: \(differing.prefix(3)) in \(dir)")
         let db = dir + "/coord/lineage.db"
         try Self.expectOneSuccessPerStage(db, run: 1)
         let lost = try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'").first?["n"] ?? "0"
@@ -216,7 +221,8 @@ import TestSupport
         // Fair share: the 3-item run starts at once and ends long before the 40-item run.
         let times = try Self.rows(db, "SELECT id, submitted_at, finished_at FROM run ORDER BY id")
         let firstSmall = try Self.rows(db, "SELECT min(a.dispatched_at) AS t FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = 2").first?["t"]
-        #expect(Double(firstSmall ?? "") ?? .infinity - smallSubmitted < 3, "the small run waited for the big one")
+        let smallWaited = (Double(firstSmall ?? "") ?? .infinity) - smallSubmitted
+        #expect(smallWaited < 3, "the small run waited \(smallWaited) s for the big one")
         #expect(Double(times[1]["finished_at"]!)! < Double(times[0]["finished_at"]!)!, "the small run finished first")
     }
 
