@@ -337,25 +337,30 @@ final class CoordinatorCore {
                     }
                 }
             }
-            do {
-                var n = 0
-                while n < 1000, let frames = try socket.receive(timeoutMs: n == 0 ? 5 : 0) {
-                    handle(frames); n += 1
-                }
-            } catch {
-                log.error("receive failed: \(error)")
-            }
+            var waiting = false
+            do { waiting = try Socket.poll([socket], timeoutMs: 5).first == true } catch { log.error("poll failed: \(error)") }
             let now = Date().timeIntervalSince1970
-            if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
-            if let transfers {
-                transfers.tick(now: now)
-                for (sha, outcome) in transfers.takeCompleted() { transferDone(sha, outcome) }
-            }
-            if draining {
-                if (leases.isEmpty && awaitingUpload.isEmpty) || now > drainDeadline { handBack(); stopping = true }
-            } else {
-                dispatch(now)
+            // One lineage transaction for everything this turn of the loop records.
+            _ = try? lineage.batch {
+                if waiting {
+                    do {
+                        var n = 0
+                        while n < 2000, let frames = try socket.receive() { handle(frames); n += 1 }
+                    } catch {
+                        log.error("receive failed: \(error)")
+                    }
+                }
+                if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
+                if let transfers {
+                    transfers.tick(now: now)
+                    for (sha, outcome) in transfers.takeCompleted() { transferDone(sha, outcome) }
+                }
+                if draining {
+                    if (leases.isEmpty && awaitingUpload.isEmpty) || now > drainDeadline { handBack(); stopping = true }
+                } else {
+                    dispatch(now)
+                }
             }
             heartbeat(now)
             if now - lastWatcherTick > 1 { lastWatcherTick = now; for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } } }
@@ -712,7 +717,7 @@ final class CoordinatorCore {
                 (-a.priority, runningPerRun[a.id] ?? 0, a.id) < (-b.priority, runningPerRun[b.id] ?? 0, b.id)
             }!
             guard let ui = run.toDispatch.pop() else { active.removeAll { $0 === run }; continue }
-            guard let task = makeTask(run, ui) else { continue }
+            guard let task = run.units[ui].task ?? makeTask(run, ui) else { continue }
             let inputs = inputRefs(run, ui, task)
             // Prefer the free worker already holding the most input bytes.
             let wid = free.max { a, b in (heldBytes(inputs, a), -(workers[a]?.running.count ?? 0), b) < (heldBytes(inputs, b), -(workers[b]?.running.count ?? 0), a) }!
@@ -760,10 +765,14 @@ final class CoordinatorCore {
         for run in runs.values.sorted(by: { $0.id < $1.id }) where !run.finished {
             while let ui = run.toCheck.first {
                 guard run.units[ui].state == .ready, !run.units[ui].checked else { _ = run.toCheck.pop(); continue }
-                guard let task = makeTask(run, ui), let key = stageKey(run, task),
-                      let candidate = try? lineage.cachedArtifact(key: key) else {
+                let task = makeTask(run, ui)
+                let key = task.flatMap { stageKey(run, $0) }
+                guard let task, let key, let candidate = try? lineage.cachedArtifact(key: key) else {
                     _ = run.toCheck.pop()
                     run.units[ui].checked = true
+                    // Remember what was worked out: the dispatch needs the same task and key.
+                    run.units[ui].task = task
+                    run.units[ui].key = key
                     run.toDispatch.push(ui)
                     continue
                 }
@@ -790,7 +799,7 @@ final class CoordinatorCore {
         var u = run.units[ui]
         u.attempts += 1
         let lease = UUID().uuidString
-        let key = stageKey(run, task)
+        let key = u.key ?? stageKey(run, task)
         u.lease = lease; u.worker = wid; u.state = .running; u.task = task; u.key = key; u.reuseID = nil
         let stageIDs = u.stages.map { run.stageIDs[$0]! }
         u.attemptIDs = (try? lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: u.attempts, worker: wid,

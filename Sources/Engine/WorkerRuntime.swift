@@ -43,6 +43,8 @@ public final class WorkerRuntime: Sendable {
     let logger: Logger
     let stopped = Mutex(false)
     private let finished = Mutex<[TaskResult]>([])
+    /// Rings when a task thread finishes, so its result goes out at once.
+    private let wakeup = Wakeup()
     private let cancelled = Mutex<Set<String>>([])
 
     public init(_ config: Configuration, runner: any TaskRunner, logger: Logger) {
@@ -99,7 +101,7 @@ public final class WorkerRuntime: Sendable {
             if a.checkOnly == true {
                 // Cache checks are not media pipelines: they run beside the slots.
                 let runner = self.runner
-                Thread { [self] in let r = runner.check(a); finished.withLock { $0.append(r) } }.start()
+                Thread { [self] in let r = runner.check(a); finished.withLock { $0.append(r) }; wakeup.signal() }.start()
             } else {
                 start(a)
             }
@@ -135,7 +137,8 @@ public final class WorkerRuntime: Sendable {
         }
 
         while !stopped.withLock({ $0 }) {
-            if let frames = try socket.receive(timeoutMs: 10) {
+            let waiting = try socket.wait(timeoutMs: 50, wakeup: wakeup)
+            if waiting, let frames = try socket.receive() {
                 lastHeard = Date().timeIntervalSince1970
                 if coordinatorLost {
                     coordinatorLost = false
@@ -234,6 +237,7 @@ public final class WorkerRuntime: Sendable {
                 self.cancelled.withLock { $0.contains(lease) } || self.stopped.withLock { $0 }
             })
             finished.withLock { $0.append(result) }
+            wakeup.signal()
         }
         thread.stackSize = 8 << 20
         thread.start()

@@ -240,7 +240,28 @@ public final class LineageStore: Sendable {
     public static let owner = "\(ProcessInfo.processInfo.hostName):\(getpid())"
 
     /// Every write goes through here: one writer connection, each write timed.
+    private var batchKey: String { "threadline.lineage.batch.\(path)" }
+    /// The transaction `batch` holds open on this thread, if any.
+    private var openBatch: Database? { Thread.current.threadDictionary[batchKey] as? Database }
+
+    /// Runs `body` as one transaction: every write it makes (on this thread) joins it, so a burst
+    /// of small writes costs one commit. Readers see all of it or none of it.
+    public func batch<T>(_ body: () throws -> T) throws -> T {
+        if openBatch != nil { return try body() }
+        return try write { db in
+            Thread.current.threadDictionary[batchKey] = db
+            defer { Thread.current.threadDictionary[batchKey] = nil }
+            return try body()
+        }
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if let open = openBatch { return try body(open) }
+        return try db.read(body)
+    }
+
     func write<T>(_ body: (Database) throws -> T) throws -> T {
+        if let open = openBatch { return try body(open) }
         let t0 = DispatchTime.now().uptimeNanoseconds
         defer {
             let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
@@ -536,7 +557,7 @@ public final class LineageStore: Sendable {
 
     /// Rows of a query as dictionaries of strings, for CLI output and tests.
     public func rows(_ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> [[String: String]] {
-        try db.read { db in try Self.stringRows(db, sql, arguments) }
+        try read { db in try Self.stringRows(db, sql, arguments) }
     }
 }
 
@@ -553,7 +574,7 @@ public struct CachedArtifact: Sendable {
 extension LineageStore {
     /// The newest artifact recorded under `key`, if any (its file is verified by whoever reuses it).
     public func cachedArtifact(key: String) throws -> CachedArtifact? {
-        try db.read { db in
+        try read { db in
             try Row.fetchOne(db, sql: """
                 SELECT id, sha256, uri, size FROM artifact WHERE key = ? AND kind IN ('source', 'segment', 'movie')
                 ORDER BY id DESC LIMIT 1
@@ -573,7 +594,7 @@ extension LineageStore {
 
     /// The media facts recorded with a source artifact.
     public func artifactFacts(_ id: Int64) throws -> MediaFacts? {
-        let json: String? = try db.read { db in try String.fetchOne(db, sql: "SELECT facts_json FROM artifact WHERE id = ?", arguments: [id]) }
+        let json: String? = try read { db in try String.fetchOne(db, sql: "SELECT facts_json FROM artifact WHERE id = ?", arguments: [id]) }
         return try json.map { try JSONDecoder().decode(MediaFacts.self, from: Data($0.utf8)) }
     }
 

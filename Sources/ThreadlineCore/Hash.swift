@@ -14,7 +14,10 @@ public struct SHA256Hasher: ~Copyable {
     public consuming func finalize() -> String {
         var out = [UInt8](repeating: 0, count: 32)
         tl_sha256_final(&ctx, &out)
-        return out.map { String(format: "%02x", $0) }.joined()
+        let digits = Array("0123456789abcdef".utf8)
+        var hex = [UInt8](repeating: 0, count: out.count * 2)
+        for (i, b) in out.enumerated() { hex[2 * i] = digits[Int(b >> 4)]; hex[2 * i + 1] = digits[Int(b & 15)] }
+        return String(decoding: hex, as: UTF8.self)
     }
 
     public static func hex(_ data: Data) -> String { var h = SHA256Hasher(); h.update(data); return h.finalize() }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 internal import CZeroMQ
 
 /// A ZeroMQ failure: which call, and libzmq's reason.
@@ -164,6 +165,20 @@ public final class Socket {
         return frames
     }
 
+    /// Waits up to `timeoutMs` for a message on this socket or a signal on `wakeup`; true when a
+    /// message is waiting.
+    public func wait(timeoutMs: Int32, wakeup: Wakeup) throws -> Bool {
+        var items = [zmq_pollitem_t(socket: ptr, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0),
+                     zmq_pollitem_t(socket: nil, fd: wakeup.fd, events: Int16(ZMQ_POLLIN), revents: 0)]
+        let rc = zmq_poll(&items, 2, Int(timeoutMs))
+        if rc < 0 {
+            if tl_zmq_errno() == tl_eintr() { return false }
+            throw TransportError.last("zmq_poll")
+        }
+        if items[1].revents != 0 { wakeup.drain() }
+        return (items[0].revents & Int16(ZMQ_POLLIN)) != 0
+    }
+
     /// Which of `sockets` have a message waiting, after at most `timeoutMs`.
     public static func poll(_ sockets: [Socket], timeoutMs: Int32) throws -> [Bool] {
         var items = sockets.map { zmq_pollitem_t(socket: $0.ptr, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
@@ -174,4 +189,13 @@ public final class Socket {
         }
         return items.map { ($0.revents & Int16(ZMQ_POLLIN)) != 0 }
     }
+}
+
+/// Wakes a thread blocked in `Socket.wait` from another thread (an eventfd).
+public final class Wakeup: Sendable {
+    let fd: Int32
+    public init() { fd = tl_eventfd() }
+    deinit { Glibc.close(fd) }
+    public func signal() { tl_eventfd_signal(fd) }
+    func drain() { tl_eventfd_drain(fd) }
 }

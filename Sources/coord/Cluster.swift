@@ -238,3 +238,22 @@ struct Keygen: ParsableCommand {
         } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(1) }
     }
 }
+
+struct BenchScheduler: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-scheduler",
+        abstract: "Measure the scheduler alone: no-op stages, simulated workers over ZeroMQ on loopback (see scripts/bench-scheduler).",
+        shouldDisplay: false)
+    @Option(name: .long, help: "Simulated workers (one slot each).") var workers: Int = 64
+    @Option(name: .long, help: "Items in the throughput run (two attempts each, plus a concat).") var items: Int = 10_000
+    @Option(name: .long, help: "Queued units for the memory figure.") var queued: Int = 100_000
+    @Option(name: .long, help: "Scratch folder (default: a temporary one).") var dir: String?
+
+    func run() throws {
+        let d = dir ?? NSTemporaryDirectory() + "threadline-bench-\(UUID().uuidString.prefix(8))"
+        defer { if dir == nil { try? FileManager.default.removeItem(atPath: d) } }
+        let f = try SchedulerBenchmark.run(workers: workers, items: items, queued: queued, directory: d) { errorLine($0) }
+        let enc = JSONEncoder(); enc.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try enc.encode(f), as: UTF8.self))
+    }
+}

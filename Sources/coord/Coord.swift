@@ -27,7 +27,7 @@ struct Coord: ParsableCommand {
           coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]; coord wait RUN; coord cancel RUN
         """,
         subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
-                      Keygen.self, LineageCommand.self, GC.self, ExportLineage.self],
+                      Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self],
         defaultSubcommand: nil)
 }
 

@@ -1,0 +1,133 @@
+import Foundation
+import Logging
+import ThreadlineCore
+import Transport
+import Lineage
+import Media
+
+/// A runner that does no media work, for measuring the scheduler alone: fetch reports fixed
+/// facts, everything else an empty artifact, at once.
+public struct NoopTaskRunner: TaskRunner {
+    public init() {}
+    public func check(_ a: Assignment) -> TaskResult { .miss(a) }
+    public func run(_ a: Assignment, isCancelled: @Sendable () -> Bool) -> TaskResult {
+        let now = Date().timeIntervalSince1970
+        var r = TaskResult(lease: a.lease, error: nil, artifact: ArtifactRef(sha256: SHA256Hasher.hex(a.lease), path: "/dev/null", size: 0),
+                           facts: nil, segment: nil, startedAt: now, finishedAt: now, cpuSeconds: 0, maxRSS: 0)
+        switch a.task {
+        case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
+        case .segment, .transition: r.segment = SegmentReport()
+        case .concat: break
+        }
+        return r
+    }
+}
+
+/// Scheduler figures: dispatch throughput with simulated workers over real ZeroMQ on loopback,
+/// ready→started latency, and coordinator memory with many queued stages.
+public enum SchedulerBenchmark {
+    public struct Figures: Codable, Sendable {
+        public var workers: Int
+        public var items: Int
+        public var attempts: Int
+        public var seconds: Double
+        public var attemptsPerSecond: Double
+        public var lineageStagesPerSecond: Double
+        public var lightLoadLatencyMedianMs: Double
+        public var lightLoadLatencyP99Ms: Double
+        public var queuedStages: Int
+        public var rssBeforeMB: Double
+        public var rssQueuedMB: Double
+        public var submitSeconds: Double
+    }
+
+    static func rssMB() -> Double {
+        guard let s = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = s.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+    }
+
+    static func pipeline(items: Int, name: String) -> Pipeline {
+        Pipeline(name: name, output: OutputProfile(path: "/dev/null"),
+                 items: (0..<items).map { Item(kind: .video(source: SourceRef("/bench/\(name)-\($0).mov"), trim: nil)) })
+    }
+
+    final class Cluster {
+        let context = MessagingContext()
+        let coordinator: Coordinator
+        var workers: [WorkerRuntime] = []
+        let outcomes = Locked<[Int64: RunOutcome]>([:])
+        init(dir: String, workers n: Int) throws {
+            var logger = Logger(label: "bench"); logger.logLevel = .critical
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let lineage = try LineageStore(path: dir + "/lineage.db")
+            var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
+            config.publishOutputs = false
+            config.livenessTimeout = 30
+            coordinator = Coordinator(config, lineage: lineage, logger: logger)
+            coordinator.observe { [outcomes] _, run, o in if let o { outcomes.withLock { $0[run] = o } } }
+            let ep = try coordinator.start(context: context)
+            for i in 0..<n {
+                let w = WorkerRuntime(.init(endpoint: ep, slots: 1, id: "sim\(i)"), runner: NoopTaskRunner(), logger: logger)
+                workers.append(w)
+                let ctx = context
+                let t = Thread { try? w.run(context: ctx) }
+                t.stackSize = 1 << 20
+                t.start()
+            }
+        }
+        func submit(_ p: Pipeline) -> Int64 {
+            let sem = DispatchSemaphore(value: 0)
+            let box = Locked<Int64>(0)
+            coordinator.submit(p) { r in box.withLock { $0 = (try? r.get()) ?? -1 }; sem.signal() }
+            sem.wait()
+            return box.value
+        }
+        func wait(_ run: Int64) {
+            while outcomes.value[run] == nil { usleep(1000) }
+        }
+        func stop() {
+            for w in workers { w.stop() }
+            coordinator.stop()
+            coordinator.waitUntilStopped()
+        }
+    }
+
+    public static func run(workers: Int, items: Int, queued: Int, directory: String, log: (String) -> Void) throws -> Figures {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // 1. Throughput: one run of `items` items (a fetch and a render each, then a concat).
+        let c = try Cluster(dir: directory + "/throughput", workers: workers)
+        while (try? LineageStore.readRows(path: directory + "/throughput/lineage.db", "SELECT count(*) AS n FROM worker"))?.first?["n"] != "\(workers)" {
+            usleep(10_000)
+        }
+        log("\(workers) simulated workers connected; dispatching \(items * 2 + 1) no-op attempts")
+        let t0 = Date()
+        let run = c.submit(pipeline(items: items, name: "throughput"))
+        c.wait(run)
+        let seconds = Date().timeIntervalSince(t0)
+        let attempts = c.coordinator.stats.withLock { $0.dispatched }
+        // 2. Latency at light load: small runs one after another, so slots are free when stages become ready.
+        c.coordinator.stats.withLock { $0.readyToStarted = [] }
+        for k in 0..<40 {
+            let r = c.submit(pipeline(items: 8, name: "light\(k)"))
+            c.wait(r)
+        }
+        let lat = c.coordinator.stats.withLock { $0.readyToStarted }.sorted()
+        c.stop()
+        log(String(format: "throughput: %d attempts in %.2f s; light-load latency over %d attempts", attempts, seconds, lat.count))
+        // 3. Memory: a coordinator with `queued` stages waiting and no workers.
+        let rss0 = rssMB()
+        let q = try Cluster(dir: directory + "/queued", workers: 0)
+        let itemsQueued = queued / 2
+        let t1 = Date()
+        _ = q.submit(pipeline(items: itemsQueued, name: "queued"))
+        let submitSeconds = Date().timeIntervalSince(t1)
+        usleep(500_000)
+        let rss1 = rssMB()
+        q.stop()
+        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] * 1000 }
+        return Figures(workers: workers, items: items, attempts: attempts, seconds: seconds, attemptsPerSecond: Double(attempts) / seconds,
+                       lineageStagesPerSecond: Double(items * 4 + 1) / seconds, lightLoadLatencyMedianMs: pct(0.5), lightLoadLatencyP99Ms: pct(0.99),
+                       queuedStages: itemsQueued * 2, rssBeforeMB: rss0, rssQueuedMB: rss1, submitSeconds: submitSeconds)
+    }
+}
