@@ -814,6 +814,17 @@ final class CoordinatorCore {
             assignment.origin = run.files.isEmpty ? run.pipeline.items[i].sources.first?.uri : nil
         }
         guard (try? socket.send([workers[wid]!.identity, Envelope(.assign(assignment)).encoded()])) == true else {
+            // Never delivered (the worker's connection is gone): not this stage's fault, so it
+            // does not count towards poison; it goes straight back to the queue.
+            workers[wid]!.running.remove(lease)
+            leases[lease] = nil
+            for a in u.attemptIDs {
+                try? lineage.attemptFinished(a, state: "lost", started: nil, finished: now, errorClass: "retryable",
+                                             errorMessage: "not delivered: worker \(wid) is unreachable")
+            }
+            run.units[ui].lease = nil
+            run.units[ui].worker = nil
+            run.markReady(ui, now: now)
             lose(worker: wid, reason: "unreachable")
             return
         }
@@ -942,7 +953,7 @@ final class CoordinatorCore {
                                              errorClass: e.errorClass.rawValue, errorMessage: e.message, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
             }
             guard !run.finished else { return }
-            if e.errorClass == .retryable && u.attempts < config.maxAttempts {
+            if e.errorClass == .retryable && u.attempts < (run.pipeline.retryAttempts ?? config.maxAttempts) {
                 log.warning("attempt failed, retrying", metadata: ["stage.id": "\(u.name)", "error": "\(e)"])
                 retry(run, ui, error: e.description)
             } else {

@@ -8,6 +8,8 @@ public struct Pipeline: Sendable, Hashable, Codable {
     public var items: [Item]
     /// The transition between items unless an item names its own.
     public var transition: Transition?
+    /// `retry: { attempts: N }`: tries per stage for retryable failures (nil: the coordinator's default, 3).
+    public var retryAttempts: Int?
     /// The pipeline file this came from, and its folder (relative paths resolve against it).
     public var file: String
     public var text: String

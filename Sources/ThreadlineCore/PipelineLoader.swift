@@ -3,7 +3,7 @@ import Yams
 
 /// Reads a pipeline file into a `Pipeline`, reporting every problem with file:line:column.
 public enum PipelineLoader {
-    public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack", "transition"]
+    public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack", "transition", "retry"]
     public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration", "watermark"]
     public static let itemKindKeys = ["video", "title", "photo", "live_photo"]
     /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
@@ -63,6 +63,16 @@ public enum PipelineLoader {
         try top.finish(allowed: topLevelKeys)
         var pipeline = Pipeline(version: version, name: name, output: profile, items: items, file: file, text: text)
         if let t = top.node("transition") { pipeline.transition = try parseTransition(t, ctx) }
+        if let r = top.node("retry") {
+            let rm = try ctx.map(r, "retry")
+            if let n = try rm.int("attempts") {
+                guard (1...20).contains(n) else {
+                    throw ctx.error("retry.attempts must be between 1 and 20, got \(n)", at: rm.node("attempts"), hint: "the default is 3")
+                }
+                pipeline.retryAttempts = n
+            }
+            try rm.finish(allowed: ["attempts"])
+        }
         return pipeline
     }
 

@@ -59,6 +59,13 @@ import Testing
         #expect(p.output.width == 720 && p.output.height == 1280)
     }
 
+    @Test func retryAttemptsAreReadAndBounded() throws {
+        #expect(try parse("output: { path: o.mp4 }\nclips: [ { video: media/a.mov } ]").retryAttempts == nil)
+        #expect(try parse("retry: { attempts: 5 }\noutput: { path: o.mp4 }\nclips: [ { video: media/a.mov } ]").retryAttempts == 5)
+        let e = try #require(error("retry: { attempts: 0 }\noutput: { path: o.mp4 }\nclips: [ { video: media/a.mov } ]"))
+        #expect(e.location?.line == 1 && e.message.contains("retry.attempts"))
+    }
+
     @Test func unknownKeySuggestsTheRightOne() throws {
         let e = try #require(error("""
         output: { path: o.mp4 }

@@ -145,6 +145,18 @@ final class Harness {
         #expect(runner.calls.filter { $0 == "fetch p-0.mov" }.count == 3)
     }
 
+    @Test func thePipelinesRetryAttemptsOverrideTheDefault() throws {
+        let runner = FakeRunner()
+        runner.failures["fetch p-0.mov"] = (.retryable, 10)
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        var p = h.pipeline(2)
+        p.retryAttempts = 5
+        let run = try h.submit(p)
+        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        #expect(message.contains("after 5 attempts"))
+        #expect(runner.calls.filter { $0 == "fetch p-0.mov" }.count == 5)
+    }
+
     @Test func permanentFailureFailsThatRunAloneAndAtOnce() throws {
         let runner = FakeRunner()
         runner.failures["render bad-1.mov"] = (.permanent, 10)
