@@ -42,7 +42,7 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
             return r
         }
         let sha = SHA256Hasher.hex(task.label + lease)
-        r.artifact = ArtifactRef(sha256: sha, path: "/dev/null", size: 0)
+        r.artifact = ArtifactRef(sha256: sha, path: "/dev/null", size: 1000)
         switch task {
         case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
         case .segment, .transition: r.segment = SegmentReport()
@@ -82,10 +82,10 @@ final class Harness {
                  items: (0..<items).map { Item(kind: .video(source: SourceRef("/media/\(name)-\($0).mov"), trim: nil)) })
     }
 
-    func submit(_ p: Pipeline) throws -> Int64 {
+    func submit(_ p: Pipeline, priority: Int = 0) throws -> Int64 {
         let sem = DispatchSemaphore(value: 0)
         let box = Locked<Result<Int64, Error>?>(nil)
-        coordinator.submit(p) { r in box.withLock { $0 = r }; sem.signal() }
+        coordinator.submit(p, priority: priority) { r in box.withLock { $0 = r }; sem.signal() }
         sem.wait()
         return try box.value!.get()
     }
@@ -155,6 +155,32 @@ final class Harness {
         guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         #expect(message.contains("after 5 attempts"))
         #expect(runner.calls.filter { $0 == "fetch p-0.mov" }.count == 5)
+    }
+
+    @Test func aHigherPriorityRunGoesFirst() throws {
+        let runner = FakeRunner(delay: 0.02)
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        let low = try h.submit(h.pipeline(12, name: "low"))
+        let high = try h.submit(h.pipeline(2, name: "high"), priority: 5)
+        guard case .succeeded = try #require(h.wait(high)), case .succeeded = try #require(h.wait(low)) else { Issue.record("runs failed"); return }
+        let rows = try h.lineage.rows("SELECT id, finished_at FROM run ORDER BY id")
+        #expect(Double(rows[1]["finished_at"]!)! < Double(rows[0]["finished_at"]!)!, "the priority run finished first")
+        // Once submitted, nothing of the low run started until the high run was done.
+        let afterHigh = runner.calls.firstIndex { $0.contains("high") }.map { runner.calls[$0...].prefix(5) } ?? []
+        #expect(afterHigh.count == 5 && afterHigh.allSatisfy { $0.contains("high") || $0 == "concat" }, "\(afterHigh)")
+    }
+
+    @Test func aRenderGoesToTheWorkerHoldingItsSource() throws {
+        let runner = FakeRunner(delay: 0.05)
+        let h = try Harness(workers: 4, slots: 1, runner: runner)
+        let run = try h.submit(h.pipeline(4, name: "local"))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        let rows = try h.lineage.rows("""
+            SELECT s.item_idx AS item, group_concat(DISTINCT a.worker_id) AS workers FROM attempt a JOIN stage s ON s.id = a.stage_id
+            WHERE s.run_id = ? AND s.item_idx IS NOT NULL GROUP BY s.item_idx
+            """, [run])
+        #expect(rows.count == 4)
+        for r in rows { #expect(!(r["workers"] ?? "").contains(","), "item \(r["item"]!) moved between workers: \(r["workers"]!)") }
     }
 
     @Test func permanentFailureFailsThatRunAloneAndAtOnce() throws {
