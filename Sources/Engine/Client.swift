@@ -12,6 +12,8 @@ public final class ClusterClient {
     }
 
     let endpoint: String
+    /// Held so the context outlives the socket: zmq_ctx_term blocks while a socket is open.
+    let context: MessagingContext
     let socket: Socket
     let transfers: Transfers
     let store: ArtifactStore
@@ -21,6 +23,7 @@ public final class ClusterClient {
     public init(endpoint: String, context: MessagingContext, curve: (keys: CurveKeyPair, serverPublicKey: String)? = nil,
                 downloads: String = NSTemporaryDirectory() + "threadline-client-\(getuid())") throws {
         self.endpoint = endpoint
+        self.context = context
         socket = try Socket(context, .dealer)
         try socket.setIdentity("client-\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(6))")
         try socket.setReconnect(initialMs: 100, maximumMs: 2000)
