@@ -276,15 +276,22 @@ struct PlanCommand: ParsableCommand {
 }
 
 struct Runs: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List runs recorded in the lineage database.")
+    static let configuration = CommandConfiguration(abstract: "List runs recorded in the lineage database (or on a running coordinator).")
     @OptionGroup var stateOptions: StateOptions
+    @OptionGroup var cluster: ClusterOptions
     @Flag(name: .long, help: "Print as JSON.") var json = false
 
     func run() throws {
-        let path = stateOptions.directory + "/lineage.db"
-        guard FileManager.default.fileExists(atPath: path) else { errorLine("no lineage database at \(path)"); throw ExitCode(1) }
-        let store = try LineageStore(path: path)
-        let rows = try store.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path FROM v_runs ORDER BY id")
+        let rows: [[String: String]]
+        if cluster.coordinator != nil {
+            let context = MessagingContext()
+            let client = try cluster.client(context)
+            rows = try clusterCall { try client.status(nil) }.runs
+        } else {
+            let path = stateOptions.directory + "/lineage.db"
+            guard FileManager.default.fileExists(atPath: path) else { errorLine("no lineage database at \(path)"); throw ExitCode(1) }
+            rows = try LineageStore.readRows(path: path, "SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path FROM v_runs ORDER BY id")
+        }
         if json {
             print(String(decoding: try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys]), as: UTF8.self))
             return

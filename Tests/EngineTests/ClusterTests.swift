@@ -262,6 +262,8 @@ import TestSupport
         }
         #expect(started, "a new run could not get a slot within 2 s of the cancel")
         #expect(try run(coordPath, ["wait", "2", "--coordinator", ep]).status == 0)
+        let runs = try run(coordPath, ["runs", "--coordinator", ep])
+        #expect(runs.out.contains("1\tcancelled") && runs.out.contains("2\tsucceeded"), "\(runs.out)")
     }
 
     @Test func sigtermHandsBackWorkAndARestartedCoordinatorFinishesTheRun() throws {
