@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .executable(name: "coord", targets: ["coord"]),
         .executable(name: "worker", targets: ["worker"]),
+        .executable(name: "fuzz-pipeline", targets: ["fuzz-pipeline"]),
+        .executable(name: "fuzz-wire", targets: ["fuzz-wire"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -46,6 +48,10 @@ let package = Package(
         .executableTarget(name: "worker",
                           dependencies: ["Engine", "Transport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+
+        // Fuzz targets (libFuzzer with scripts/fuzz; plain builds replay inputs).
+        .executableTarget(name: "fuzz-pipeline", dependencies: ["ThreadlineCore"]),
+        .executableTarget(name: "fuzz-wire", dependencies: ["Engine"]),
 
         // Helpers for tests: generated media, ffprobe, running the real binaries.
         .target(name: "TestSupport", dependencies: ["ThreadlineCore"], path: "Tests/TestSupport"),

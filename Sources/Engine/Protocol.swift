@@ -176,3 +176,34 @@ public struct TaskResult: Codable, Sendable {
     /// The output was a verified artifact reused from an earlier attempt, not rendered again.
     public var cached: Bool? = nil
 }
+
+extension WireMessage {
+    /// One message of each kind, as the fuzzer's starting corpus (in step with the schema).
+    public static var examples: [WireMessage] {
+        let ref = ArtifactRef(sha256: String(repeating: "ab", count: 32), path: "/s/a.mov", size: 1234)
+        let item = Item(kind: .video(source: SourceRef("/m/a.mov"), trim: nil))
+        let pipeline = Pipeline(name: "p", output: OutputProfile(path: "/o/p.mp4"), items: [item])
+        var a = Assignment(lease: "L1", task: .fetch(uri: "/m/a.mov", name: "a.mov"), key: "k")
+        a.inputs = [ref]
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "/s/a.mov", frameCount: 30)
+        return [
+            .hello(Hello(worker: "w1", host: "h", pid: 1, slots: 2, version: "0.2.0", storeID: "S", running: ["L0"])),
+            .heartbeat(running: ["L1", "L2"]),
+            .assign(a),
+            .assign(Assignment(lease: "L2", task: .segment(spec), key: "k2", reuse: ref, checkOnly: true)),
+            .assign(Assignment(lease: "L3", task: .concat([ConcatInput(path: "/s/b.mov", frameCount: 30, sampleCount: 48000, label: "b")],
+                                                          profile: pipeline.output))),
+            .result(TaskResult(lease: "L1", error: WireError(stage: .decode, errorClass: .permanent, file: "a.mov", message: "bad"),
+                               artifact: ref, facts: MediaFacts(duration: 1, width: 2, height: 2, hasVideo: true, hasAudio: false),
+                               segment: nil, startedAt: 1, finishedAt: 2, cpuSeconds: 0.5, maxRSS: 10)),
+            .cancel(lease: "L1"), .shutdown, .ack(lease: "L1"), .reannounce,
+            .pull(sha256: ref.sha256, offset: 0, length: 1 << 20),
+            .chunk(Chunk(sha256: ref.sha256, offset: 0, total: 10, error: nil)),
+            .submit(Submission(pipeline: pipeline, files: [ref], priority: 1, submitter: "me")),
+            .accepted(run: 3), .rejected(message: "no"), .watch(run: 3), .cancelRun(run: 3), .status(run: nil),
+            .progress(RunProgress(runID: 3, items: 1, itemsDone: 0, stagesTotal: 5, stagesDone: 1, running: ["fetch/0"], elapsed: 1)),
+            .ended(RunEnd(run: 3, state: "succeeded", message: nil, output: ref, outputPath: "/o/p.mp4", seconds: 2)),
+            .statusReply(StatusReply(runs: [["id": "1"]], stages: [], failures: [])),
+        ]
+    }
+}

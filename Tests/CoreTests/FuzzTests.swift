@@ -67,16 +67,23 @@ import Testing
 }
 
 extension FuzzTests {
-    /// Inputs the fuzzer (or reading around its first find) showed would overflow an integer.
-    @Test(arguments: [
-        "output: { path: o.mp4, fps: 9999999999999999999 }",
-        "output: { path: o.mp4, audio: { bitrate: 1e300k } }",
-        "output: { path: o.mp4, aspect: \"16:9\", height: 9223372036854775807 }",
-        "output: { path: o.mp4, max_duration: { seconds: 1e300 } }",
-    ])
-    func hugeNumbersAreLocatedErrors(_ output: String) {
-        #expect(throws: PipelineError.self) {
-            _ = try PipelineLoader.parse(text: output + "\nclips:\n  - title: x\n", file: "p.yaml", baseDirectory: "/", checkFiles: false)
+    /// Inputs kept from fuzzing (scripts/fuzz writes what it finds into Tests/Fuzz/pipeline/regressions).
+    static let regressions: [String] = {
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz/pipeline/regressions")
+        return ((try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted().map { dir.path + "/" + $0 }
+    }()
+
+    @Test func regressionInputsGiveAPipelineOrALocatedError() throws {
+        #expect(Self.regressions.count >= 4)
+        for path in Self.regressions {
+            let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
+            do {
+                _ = try PipelineLoader.parse(text: text, file: "p.yaml", baseDirectory: "/", checkFiles: false)
+                #expect(!path.contains("overflow"), "\(path) should be refused")
+            } catch is PipelineError {
+            } catch {
+                Issue.record("\(path): a non-pipeline error escaped: \(error)")
+            }
         }
     }
 }

@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""The render benchmark (run it through scripts/bench, which sets up its environment).
+
+  scripts/bench [small|medium|all] [--reps N] [--no-moviepy]
+
+Workload (generated deterministically with the ffmpeg CLI into .bench/media/SIZE):
+  small = 12 clips, medium = 48 clips: 1920x1080 landscape, and portrait stored as 1920x1080 with
+  a 90-degree display matrix as iPhones do; 30 and 60 fps; 3 s and 10 s; H.264 and HEVC; AAC.
+  Plus 2 JPEG stills (4032x3024) and a music track.
+Job: every clip trimmed (the first 0.5 s dropped), auto-rotated, fitted to 1280x720 at 30 fps,
+  a colour adjustment, a date text overlay, 0.25 s fades through black between items; the stills
+  as 3 s Ken Burns items; the music mixed under the clip audio; x264 veryfast crf 23 + AAC 160k.
+Contenders, interleaved round by round: Threadline (embedded default, workers = cores), the same
+  job as ONE ffmpeg -filter_complex command, the decode floor (ffmpeg -f null of all sources), the
+  encode floor (x264 of the output's duration of 1280x720 frames at the same settings), and for
+  `small` MoviePy 2 (its own venv, its own ffmpeg binary).
+"""
+import argparse, datetime, json, os, platform, shlex, statistics, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, ".bench")
+COORD = os.path.join(ROOT, ".build", "release", "coord")
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+CORES = os.cpu_count() or 1
+SIZES = {"small": 12, "medium": 48}
+W, H, FPS, FADE, TRIM = 1280, 720, 30, 0.25, 0.5
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+# ---------------------------------------------------------------- workload
+
+def set_rotation(path, degrees):
+    """A display matrix in the first tkhd, as phones write it (ffmpeg 5.1's CLI cannot)."""
+    data = bytearray(open(path, "rb").read())
+    at = data.find(b"tkhd")
+    version = data[at + 4]
+    off = at + 4 + 4 + (32 if version == 1 else 20) + 8 + 8
+    one, minus, w = 0x00010000, 0xFFFF0000, 0x40000000
+    m = {90: [0, one, 0, minus, 0, 0, 0, 0, w], 270: [0, minus, 0, one, 0, 0, 0, 0, w]}[degrees]
+    for i, v in enumerate(m):
+        data[off + 4 * i: off + 4 * i + 4] = v.to_bytes(4, "big")
+    open(path, "wb").write(data)
+
+
+def clip_specs(n):
+    for k in range(n):
+        yield dict(name=f"clip{k:02d}.mp4", portrait=(k % 3 == 1), fps=60 if k % 4 == 3 else 30,
+                   seconds=3 if k % 2 == 0 else 10, hevc=(k % 5 == 4), tone=220 + 15 * k)
+
+
+def generate(size):
+    d = os.path.join(BENCH, "media", size)
+    os.makedirs(d, exist_ok=True)
+    for s in clip_specs(SIZES[size]):
+        path = os.path.join(d, s["name"])
+        if os.path.exists(path):
+            continue
+        tmp = path + ".tmp.mp4"
+        video = (["-c:v", "libx265", "-preset", "ultrafast", "-crf", "26", "-tag:v", "hvc1", "-x265-params", "log-level=error"]
+                 if s["hevc"] else ["-c:v", "libx264", "-preset", "veryfast", "-crf", "20"])
+        run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size=1920x1080:rate={s['fps']}:duration={s['seconds']}",
+             "-f", "lavfi", "-i", f"sine=frequency={s['tone']}:sample_rate=48000:duration={s['seconds']}",
+             *video, "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "128k", "-ac", "2", "-movflags", "+faststart", tmp])
+        if s["portrait"]:
+            set_rotation(tmp, 90)
+        os.replace(tmp, path)
+    for k in range(2):
+        path = os.path.join(d, f"still{k}.jpg")
+        if not os.path.exists(path):
+            run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size=4032x3024:rate=1:duration=1",
+                 "-vf", f"hue=h={90 * k}", "-frames:v", "1", "-q:v", "3", path])
+    music = os.path.join(d, "music.m4a")
+    if not os.path.exists(music):
+        run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+             "aevalsrc=0.2*sin(2*PI*196*t)*(0.6+0.4*sin(2*PI*0.5*t))|0.2*sin(2*PI*247*t)*(0.6+0.4*cos(2*PI*0.5*t)):s=48000:d=400",
+             "-c:a", "aac", "-b:a", "160k", music])
+    return d
+
+
+def items(size):
+    """Clips with the two stills at a third and two thirds of the way."""
+    clips = list(clip_specs(SIZES[size]))
+    out = [("clip", c) for c in clips]
+    n = len(out)
+    out.insert(2 * n // 3, ("still", {"name": "still1.jpg"}))
+    out.insert(n // 3, ("still", {"name": "still0.jpg"}))
+    return out
+
+
+def write_pipeline(size, media, output):
+    lines = [f"# scripts/bench: the {size} job", "version: 1", f"name: bench-{size}", "output:",
+             f"  path: {output}", f"  size: {W}x{H}", f"  fps: {FPS}", "  fit: letterbox",
+             "  video: { codec: h264, crf: 23, preset: veryfast }", "  audio: { codec: aac, bitrate: 160k }",
+             f"transition: {{ type: fade, duration: {FADE} }}",
+             "soundtrack: { source: music.m4a, volume: 0.3, clip_audio: 1 }", "clips:"]
+    for k, (kind, s) in enumerate(items(size)):
+        if kind == "clip":
+            lines += [f"  - video: {s['name']}", f"    trim: {{ start: {TRIM} }}",
+                      "    adjust: { contrast: 1.05, saturation: 1.1 }",
+                      f"    text: {{ value: \"2026-06-{k % 28 + 1:02d}\", position: bottom-left }}"]
+        else:
+            lines += [f"  - photo: {s['name']}", "    duration: 3",
+                      "    ken_burns: { from: { zoom: 1.0 }, to: { zoom: 1.2 } }"]
+    path = os.path.join(media, "pipeline.yaml")
+    open(path, "w").write("\n".join(lines) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------- the expert ffmpeg command
+
+def ffmpeg_command(size, media, pipeline, output):
+    """ONE ffmpeg -filter_complex command for the same job, frame counts taken from Threadline's plan."""
+    plan = json.loads(subprocess.check_output([COORD, "plan", pipeline, "--json"]))
+    timeline = plan["timeline"]
+    inputs, f = [], []
+    for idx, ((kind, s), t) in enumerate(zip(items(size), timeline)):
+        frames, samples = t["frameCount"], t["sampleCount"]
+        src = os.path.join(media, s["name"])
+        if kind == "clip":
+            inputs += ["-ss", f"{TRIM}", "-i", src]
+            f.append(f"[{idx}:v]scale={W}:{H}:force_original_aspect_ratio=decrease:force_divisible_by=2,"
+                     f"pad={W}:{H}:(ow-iw)/2:(oh-ih)/2,setsar=1,fps={FPS},"
+                     f"eq=contrast=1.05:saturation=1.1,"
+                     f"drawtext=fontfile={FONT}:text='2026-06-{idx % 28 + 1:02d}':fontsize={H // 18}:fontcolor=white:"
+                     f"shadowx=2:shadowy=2:shadowcolor=black@0.6:x=h*0.05:y=h-text_h-h*0.05,"
+                     f"format=yuv420p,tpad=stop_mode=clone:stop=-1,trim=end_frame={frames},setpts=PTS-STARTPTS[v{idx}]")
+            f.append(f"[{idx}:a]aresample=48000,aformat=sample_fmts=fltp:channel_layouts=stereo,apad,"
+                     f"atrim=end_sample={samples},asetpts=PTS-STARTPTS[a{idx}]")
+        else:
+            inputs += ["-i", src]
+            # Ken Burns: scale the still once to twice the output, then zoompan 1.0 → 1.2 around the centre.
+            f.append(f"[{idx}:v]scale={2 * W}:{2 * H}:force_original_aspect_ratio=increase,crop={2 * W}:{2 * H},"
+                     f"zoompan=z='1+0.2*on/{frames - 1}':x='iw/2-iw/zoom/2':y='ih/2-ih/zoom/2':d={frames}:s={W}x{H}:fps={FPS},"
+                     f"setsar=1,format=yuv420p,trim=end_frame={frames},setpts=PTS-STARTPTS[v{idx}]")
+            f.append(f"anullsrc=r=48000:cl=stereo,atrim=end_sample={samples},aformat=sample_fmts=fltp[a{idx}]")
+    # Fades through black between items, overlapping them as the plan does.
+    v, a = "[v0]", "[a0]"
+    for k in range(1, len(timeline)):
+        fade = timeline[k]["headFrames"] / FPS
+        offset = timeline[k]["startFrame"] / FPS
+        f.append(f"{v}[v{k}]xfade=transition=fadeblack:duration={fade:.6f}:offset={offset:.6f}[x{k}]")
+        f.append(f"{a}[a{k}]acrossfade=d={fade:.6f}:c1=tri:c2=tri[y{k}]")
+        v, a = f"[x{k}]", f"[y{k}]"
+    total = (timeline[-1]["startFrame"] + timeline[-1]["frameCount"]) / FPS
+    music = len(timeline)
+    inputs += ["-i", os.path.join(media, "music.m4a")]
+    f.append(f"[{music}:a]aresample=48000,aformat=sample_fmts=fltp:channel_layouts=stereo,atrim=0:{total:.6f},volume=0.3[m]")
+    f.append(f"{a}[m]amix=inputs=2:duration=first:normalize=0[aout]")
+    return ["ffmpeg", "-v", "error", "-y", *inputs, "-filter_complex", ";".join(f), "-map", v, "-map", "[aout]",
+            "-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p",
+            "-c:a", "aac", "-b:a", "160k", "-movflags", "+faststart", output], total
+
+
+def decode_floor(size, media):
+    srcs = [os.path.join(media, s["name"]) for _, s in items(size)]
+    cmd = ["ffmpeg", "-v", "error"]
+    for s in srcs:
+        cmd += ["-i", s]
+    for k in range(len(srcs)):
+        cmd += ["-map", f"{k}:v"]
+    return cmd + ["-f", "null", "-"]
+
+
+def encode_floor(total):
+    return ["ffmpeg", "-v", "error", "-f", "lavfi", "-i", f"testsrc2=size={W}x{H}:rate={FPS}:duration={total:.3f}",
+            "-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p", "-f", "null", "-"]
+
+
+MOVIEPY = r'''
+import sys, json
+from moviepy import VideoFileClip, ImageClip, TextClip, AudioFileClip, CompositeVideoClip, CompositeAudioClip, concatenate_videoclips, vfx, afx
+job = json.load(open(sys.argv[1]))
+W, H, FADE = job["w"], job["h"], job["fade"]
+parts = []
+for it in job["items"]:
+    if it["kind"] == "clip":
+        c = VideoFileClip(it["path"]).subclipped(job["trim"])
+        c = c.resized(height=H) if c.w / c.h < W / H else c.resized(width=W)
+        c = c.with_effects([vfx.MultiplyColor(1.0), vfx.LumContrast(0, 5, 128)])
+        t = TextClip(font=job["font"], text=it["date"], font_size=H // 18, color="white").with_duration(c.duration).with_position((int(H * 0.05), int(H * 0.9)))
+        c = CompositeVideoClip([c.with_position("center"), t], size=(W, H))
+    else:
+        img = ImageClip(it["path"]).resized(height=H).with_duration(3)
+        img = img.resized(lambda t: 1 + 0.2 * t / 3).with_position("center")
+        c = CompositeVideoClip([img], size=(W, H)).with_duration(3)
+    parts.append(c.with_effects([vfx.FadeIn(FADE / 2), vfx.FadeOut(FADE / 2)]))
+movie = concatenate_videoclips(parts, method="compose")
+music = AudioFileClip(job["music"]).subclipped(0, movie.duration).with_volume_scaled(0.3)
+movie = movie.with_audio(CompositeAudioClip([movie.audio, music]))
+movie.write_videofile(job["out"], fps=30, codec="libx264", preset="veryfast", ffmpeg_params=["-crf", "23"],
+                      audio_codec="aac", audio_bitrate="160k", threads=job["threads"], logger=None)
+'''
+
+
+def moviepy_command(size, media, output):
+    job = {"w": W, "h": H, "fade": FADE, "trim": TRIM, "font": FONT, "threads": CORES, "out": output,
+           "music": os.path.join(media, "music.m4a"), "items": []}
+    for k, (kind, s) in enumerate(items(size)):
+        job["items"].append({"kind": kind, "path": os.path.join(media, s["name"]), "date": f"2026-06-{k % 28 + 1:02d}"})
+    jp = os.path.join(media, "moviepy-job.json")
+    json.dump(job, open(jp, "w"))
+    sp = os.path.join(BENCH, "moviepy_job.py")
+    open(sp, "w").write(MOVIEPY)
+    return [sys.executable, sp, jp]
+
+
+# ---------------------------------------------------------------- measuring
+
+def timed(cmd, env=None):
+    """Wall seconds, CPU seconds of the command and all its descendants, peak RSS (MB) of the biggest."""
+    before = os.times()
+    t0 = time.monotonic()
+    r = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", os.path.join(BENCH, "time.out"), *cmd],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    wall = time.monotonic() - t0
+    after = os.times()
+    if r.returncode != 0:
+        raise RuntimeError(f"{shlex.join(cmd[:6])} … failed ({r.returncode}): {r.stderr.decode()[-2000:]}")
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    rss = int(open(os.path.join(BENCH, "time.out")).read().split()[-1]) / 1024
+    return {"wall": wall, "cpu": cpu, "rss_mb": rss, "stdout": r.stdout.decode()}
+
+
+def threadline(pipeline, state):
+    if os.path.isdir(state):
+        subprocess.run(["rm", "-rf", state], check=True)     # a cold render every round: nothing cached
+    m = timed([COORD, "submit", pipeline, "--state", state, "--workers", str(CORES), "--json"])
+    j = json.loads(m["stdout"].strip().splitlines()[-1])
+    m["coordinator_rss_mb"] = j["coordinator_peak_rss"] / 1048576
+    m["worker_rss_mb"] = j["worker_peak_rss"] / 1048576
+    return m
+
+
+def probe(path):
+    out = subprocess.check_output(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                                   "stream=nb_read_frames:format=duration", "-of", "json", path])
+    j = json.loads(out)
+    return {"frames": int(j["streams"][0]["nb_read_frames"]), "duration": float(j["format"]["duration"])}
+
+
+def bench(size, reps, moviepy):
+    media = generate(size)
+    out_dir = os.path.join(BENCH, "out", size)
+    os.makedirs(out_dir, exist_ok=True)
+    tl_out, ff_out, mp_out = (os.path.join(out_dir, n) for n in ("threadline.mp4", "ffmpeg.mp4", "moviepy.mp4"))
+    pipeline = write_pipeline(size, media, tl_out)
+    ff, total = ffmpeg_command(size, media, pipeline, ff_out)
+    open(os.path.join(out_dir, "ffmpeg-command.sh"), "w").write(shlex.join(ff) + "\n")
+    contenders = {
+        "threadline": lambda: threadline(pipeline, os.path.join(BENCH, "state", size)),
+        "ffmpeg": lambda: timed(ff),
+        "decode floor": lambda: timed(decode_floor(size, media)),
+        "encode floor": lambda: timed(encode_floor(total)),
+    }
+    if moviepy and size == "small":
+        contenders["moviepy"] = lambda: timed(moviepy_command(size, media, mp_out))
+    results = {k: [] for k in contenders}
+    for r in range(reps):
+        for name, fn in contenders.items():
+            m = fn()
+            results[name].append(m)
+            print(f"  {size} round {r + 1}/{reps}: {name:13s} {m['wall']:7.2f} s wall, {m['cpu']:7.2f} s CPU", file=sys.stderr, flush=True)
+    summary = {}
+    for name, ms in results.items():
+        walls = [m["wall"] for m in ms]
+        cpus = [m["cpu"] for m in ms]
+        s = {"wall_min": min(walls), "wall_median": statistics.median(walls), "walls": walls,
+             "cpu_median": statistics.median(cpus), "busy": statistics.median(cpus) / (statistics.median(walls) * CORES),
+             "peak_rss_mb": max(m["rss_mb"] for m in ms)}
+        if name == "threadline":
+            s["coordinator_rss_mb"] = max(m["coordinator_rss_mb"] for m in ms)
+            s["worker_rss_mb"] = max(m["worker_rss_mb"] for m in ms)
+        summary[name] = s
+    ffw = summary["ffmpeg"]["wall_median"]
+    floor = summary["decode floor"]["wall_median"] + summary["encode floor"]["wall_median"]
+    for s in summary.values():
+        s["vs_ffmpeg"] = s["wall_median"] / ffw
+        s["vs_floor"] = s["wall_median"] / floor
+    outputs = {"threadline": probe(tl_out), "ffmpeg": probe(ff_out)}
+    if "moviepy" in summary:
+        outputs["moviepy"] = probe(mp_out)
+        summary["threadline"]["vs_moviepy"] = summary["threadline"]["wall_median"] / summary["moviepy"]["wall_median"]
+    return {"size": size, "clips": SIZES[size], "stills": 2, "output_seconds": total, "reps": reps,
+            "results": summary, "outputs": outputs, "ffmpeg_command": os.path.relpath(os.path.join(out_dir, "ffmpeg-command.sh"), ROOT)}
+
+
+def table(r):
+    rows = [f"### {r['size']}: {r['clips']} clips + {r['stills']} stills → {r['output_seconds']:.1f} s of output, {r['reps']} rounds", "",
+            "| contender | wall min (s) | wall median (s) | × ffmpeg | × floor | CPU s | cores busy | peak RSS (MB) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, s in r["results"].items():
+        rss = f"{s['peak_rss_mb']:.0f}"
+        if name == "threadline":
+            rss = f"coordinator {s['coordinator_rss_mb']:.0f}, worker {s['worker_rss_mb']:.0f}"
+        rows.append(f"| {name} | {s['wall_min']:.2f} | {s['wall_median']:.2f} | {s['vs_ffmpeg']:.2f} | {s['vs_floor']:.2f} | "
+                    f"{s['cpu_median']:.1f} | {100 * s['busy']:.0f} % | {rss} |")
+    if "vs_moviepy" in r["results"]["threadline"]:
+        rows += ["", f"Threadline / MoviePy wall: {r['results']['threadline']['vs_moviepy']:.2f}"]
+    o = r["outputs"]
+    rows += ["", "Outputs: " + ", ".join(f"{k} {v['frames']} frames / {v['duration']:.2f} s" for k, v in o.items()), ""]
+    return "\n".join(rows)
+
+
+def machine():
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    mem = next((int(l.split()[1]) // 1024 // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
+    ff = subprocess.check_output(["ffmpeg", "-version"]).decode().splitlines()[0]
+    return f"{model}, {CORES} cores, {mem} GiB RAM, {platform.platform()}; {ff}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("size", nargs="?", default="all", choices=["small", "medium", "all"])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-moviepy", action="store_true")
+    a = ap.parse_args()
+    sizes = ["small", "medium"] if a.size == "all" else [a.size]
+    results = [bench(s, a.reps, not a.no_moviepy) for s in sizes]
+    doc = {"machine": machine(), "date": datetime.date.today().isoformat(), "command": "scripts/bench " + " ".join(sys.argv[1:]),
+           "benchmarks": results}
+    json.dump(doc, open(os.path.join(BENCH, "results.json"), "w"), indent=2)
+    text = "\n".join(table(r) for r in results)
+    print(text)
+    md = ["# Benchmarks", "", "Generated by `scripts/bench` — do not edit by hand; run it again.", "",
+          f"- Machine: {doc['machine']}", f"- Date: {doc['date']}", f"- Command: `{doc['command']}`",
+          "- Wall times are min and median of the rounds, contenders interleaved round by round; ratios use medians.",
+          "- × floor: wall ÷ (decode floor + encode floor). Cores busy: CPU seconds ÷ (wall × cores).",
+          "- The ffmpeg command is written to `.bench/out/SIZE/ffmpeg-command.sh`; the job is described in `scripts/bench.py`.", "",
+          text]
+    open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), "w").write("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
