@@ -52,6 +52,16 @@ public struct CurveKeyPair: Sendable, Equatable {
         return CurveKeyPair(publicKey: pub, secretKey: fields["secret-key"])
     }
 
+    /// A client's side of CURVE from files: its own secret key file and the server's public key
+    /// file (what `worker` and `coord` take on their command lines).
+    public static func client(secretKeyFile: String, serverKeyFile: String) throws -> (keys: CurveKeyPair, serverPublicKey: String) {
+        let keys = try load(secretKeyFile)
+        guard keys.secretKey != nil else {
+            throw TransportError(operation: "read key", code: 0, message: "\(secretKeyFile) holds no secret key; pass the .key file, not the .pub")
+        }
+        return (keys, try load(serverKeyFile).publicKey)
+    }
+
     /// Writes `NAME.key` (both keys, mode 0600) and `NAME.pub` (public key only) into `directory`.
     public func write(directory: String, name: String) throws -> (secret: String, public: String) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -33,13 +33,11 @@ struct ClusterOptions: ParsableArguments {
 
     func client(_ context: MessagingContext) throws -> ClusterClient {
         guard let coordinator else { throw ValidationError("name the coordinator with --coordinator tcp://HOST:PORT") }
-        var curve: (CurveKeyPair, String)? = nil
+        var curve: (keys: CurveKeyPair, serverPublicKey: String)? = nil
         if let curveSecretKey, let coordinatorKey {
-            do {
-                let keys = try CurveKeyPair.load(curveSecretKey)
-                guard keys.secretKey != nil else { throw ValidationError("\(curveSecretKey) holds no secret key; pass the .key file") }
-                curve = (keys, try CurveKeyPair.load(coordinatorKey).publicKey)
-            } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(2) }
+            do { curve = try CurveKeyPair.client(secretKeyFile: curveSecretKey, serverKeyFile: coordinatorKey) } catch let e as TransportError {
+                errorLine("error: \(e.message)"); throw ExitCode(2)
+            }
         }
         let client = try ClusterClient(endpoint: coordinator, context: context, curve: curve)
         client.silenceTimeout = timeout

@@ -87,10 +87,7 @@ struct WorkerCommand: ParsableCommand {
         if exitWithParent, let parentPid { config.parentPID = parentPid }
         if let curveSecretKey, let coordinatorKey {
             do {
-                let keys = try CurveKeyPair.load(curveSecretKey)
-                guard keys.secretKey != nil else { throw ValidationError("\(curveSecretKey) holds no secret key; pass the .key file, not the .pub") }
-                let server = try CurveKeyPair.load(coordinatorKey)
-                config.curve = (keys, server.publicKey)
+                config.curve = try CurveKeyPair.client(secretKeyFile: curveSecretKey, serverKeyFile: coordinatorKey)
             } catch let e as TransportError {
                 FileHandle.standardError.write(Data("error: \(e.message)\n".utf8))
                 throw ExitCode(2)
