@@ -63,18 +63,12 @@ public final class Coordinator: Sendable {
     /// Scheduler figures, for benchmarks and logs.
     public struct Stats: Sendable {
         public var dispatched = 0
-        public var completed = 0
         /// Seconds from a unit becoming ready to its attempt starting on a worker (sampled).
         public var readyToStarted: [Double] = []
-        public var staleResults = 0
-        public var droppedMessages = 0
-        public var bytesIn: Int64 = 0
-        public var bytesOut: Int64 = 0
     }
 
     enum Command {
         case submit(Pipeline, priority: Int, @Sendable (Result<Int64, Error>) -> Void)
-        case cancel(Int64, @Sendable (Bool) -> Void)
         case workerExited(pid: Int32)
         case stop(graceful: Bool)
     }
@@ -119,8 +113,6 @@ public final class Coordinator: Sendable {
     public func submit(_ pipeline: Pipeline, priority: Int = 0, reply: @escaping @Sendable (Result<Int64, Error>) -> Void) {
         inbox.withLock { $0.append(.submit(pipeline, priority: priority, reply)) }
     }
-    /// Stops a run's attempts on every worker; `reply(false)` when no such run is active.
-    public func cancel(run: Int64, reply: @escaping @Sendable (Bool) -> Void = { _ in }) { inbox.withLock { $0.append(.cancel(run, reply)) } }
     public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) } }
     /// Graceful: stop dispatching, let in-flight attempts finish (up to the drain timeout), hand
     /// the rest back and leave unfinished runs to be resumed. Otherwise stop at once.
@@ -322,7 +314,6 @@ final class CoordinatorCore {
             for c in owner.takeCommands() {
                 switch c {
                 case .submit(let p, let priority, let reply): reply(Result { try submit(p, priority: priority) })
-                case .cancel(let run, let reply): reply(cancel(run: run, reason: "cancelled"))
                 case .workerExited(let pid):
                     if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) && $0.value.hello.host == ProcessInfo.processInfo.hostName }) {
                         lose(worker: id, reason: "process exited")
@@ -534,7 +525,6 @@ final class CoordinatorCore {
 
     /// Logs dropped messages, at most once a second (a flood must not flood the log).
     func dropped(_ what: String, _ meta: Logger.Metadata) {
-        owner.stats.withLock { $0.droppedMessages += 1 }
         let now = Date().timeIntervalSince1970
         if now - droppedLogged > 1 { droppedLogged = now; log.warning("dropped a \(what)", metadata: meta) }
     }
@@ -630,7 +620,6 @@ final class CoordinatorCore {
     }
 
     func transferDone(_ sha: String, _ outcome: Result<ArtifactRef, Transfers.TransferError>) {
-        owner.stats.withLock { if let t = transfers { $0.bytesIn = t.bytesReceived; $0.bytesOut = t.bytesSent } }
         for (r, wid) in awaitingUpload.removeValue(forKey: sha) ?? [] {
             var r = r
             switch outcome {
@@ -737,7 +726,8 @@ final class CoordinatorCore {
         var refs: [ArtifactRef] = []
         switch task {
         case .fetch(let uri, _):
-            if let f = run.files[uri] { refs.append(ArtifactRef(sha256: f.sha256, path: uri, size: f.size)) }
+            // A fetch reads nothing but its source.
+            return run.files[uri].map { [ArtifactRef(sha256: $0.sha256, path: uri, size: $0.size)] } ?? []
         case .segment:
             if let i = run.units[ui].item, let src = run.sources[i] { refs.append(src.0) }
         case .transition(_, let from, let to, _):
@@ -750,8 +740,7 @@ final class CoordinatorCore {
             refs += inputs.compactMap { byPath[$0.path] }
         }
         // Other files the task names (soundtrack, watermark, fonts) from a remote submitter.
-        if !run.files.isEmpty, case .fetch = task {} else if !run.files.isEmpty,
-           let json = (try? JSONEncoder().encode(task)).map({ String(decoding: $0, as: UTF8.self) }) {
+        if !run.files.isEmpty, let json = (try? JSONEncoder().encode(task)).map({ String(decoding: $0, as: UTF8.self) }) {
             for (path, f) in run.files {
                 guard let token = (try? JSONEncoder().encode(path)).map({ String(decoding: $0, as: UTF8.self) }), json.contains(token) else { continue }
                 refs.append(ArtifactRef(sha256: f.sha256, path: path, size: f.size))
@@ -920,7 +909,6 @@ final class CoordinatorCore {
     func finish(_ r: TaskResult, from wid: String) {
         guard let (runID, ui) = leases.removeValue(forKey: r.lease), let run = runs[runID], run.units[ui].lease == r.lease else {
             // A stale lease: the stage was reassigned or its run ended. Never counted.
-            owner.stats.withLock { $0.staleResults += 1 }
             try? lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)")
             return
         }
@@ -940,10 +928,7 @@ final class CoordinatorCore {
             u.attempts += 1
         } else {
             let wait = r.startedAt - u.readyAt
-            owner.stats.withLock { s in
-                s.completed += 1
-                if s.readyToStarted.count < 2_000_000 { s.readyToStarted.append(wait) }
-            }
+            owner.stats.withLock { if $0.readyToStarted.count < 2_000_000 { $0.readyToStarted.append(wait) } }
         }
         run.units[ui] = u
         if let e = r.error {

@@ -29,8 +29,6 @@ final class Transfers {
     let send: (Data, WireMessage, Data?) -> Bool
     private(set) var incoming: [String: Incoming] = [:]
     private var completed: [(String, Result<ArtifactRef, TransferError>)] = []
-    private(set) var bytesReceived: Int64 = 0
-    private(set) var bytesSent: Int64 = 0
     /// Extra files this peer serves besides its store (a submitter's sources): sha256 → path.
     var exported: [String: String] = [:]
 
@@ -82,7 +80,6 @@ final class Transfers {
         t.outstanding.remove(c.offset)
         t.lastProgress = now
         t.retries = 0
-        bytesReceived += Int64(payload.count)
         incoming[c.sha256] = t
         if !finishIfComplete(c.sha256) { requestMore(c.sha256) }
     }
@@ -151,8 +148,6 @@ final class Transfers {
         guard let total = try? handle.seekToEnd(), offset <= Int64(total) else { refuse("offset past the end"); return }
         try? handle.seek(toOffset: UInt64(offset))
         let data = (try? handle.read(upToCount: length)) ?? Data()
-        if send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: Int64(total), error: nil)), data) {
-            bytesSent += Int64(data.count)
-        }
+        _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: Int64(total), error: nil)), data)
     }
 }

@@ -66,6 +66,20 @@ func loadPipeline(_ path: String) throws -> Pipeline {
     }
 }
 
+/// Media facts of every local source, or exit 1 naming the item (and its pipeline line) that cannot be read.
+func probeLocalSources(_ p: Pipeline) throws -> [String: MediaFacts] {
+    var facts: [String: MediaFacts] = [:]
+    for (i, item) in p.items.enumerated() {
+        for s in item.sources where !s.isRemote && facts[s.uri] == nil {
+            do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
+                errorLine("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
+                throw ExitCode(1)
+            }
+        }
+    }
+    return facts
+}
+
 func errorLine(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
 
 struct Submit: ParsableCommand {
@@ -235,15 +249,7 @@ struct PlanCommand: ParsableCommand {
 
     func run() throws {
         let p = try loadPipeline(pipeline)
-        var facts: [String: MediaFacts] = [:]
-        for (i, item) in p.items.enumerated() {
-            for s in item.sources where !s.isRemote && facts[s.uri] == nil {
-                do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
-                    errorLine("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
-                    throw ExitCode(1)
-                }
-            }
-        }
+        let facts = try probeLocalSources(p)
         let remote = p.items.contains { $0.sources.contains(where: \.isRemote) }
         let plan: Plan
         do { plan = try Planner.plan(p, facts: remote ? nil : facts) } catch let e as PipelineError {
@@ -438,14 +444,7 @@ struct ThumbnailsCommand: ParsableCommand {
 
     func run() throws {
         let p = try loadPipeline(pipeline)
-        var facts: [String: MediaFacts] = [:]
-        for (i, item) in p.items.enumerated() {
-            for s in item.sources where !s.isRemote && facts[s.uri] == nil {
-                do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
-                    errorLine("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)"); throw ExitCode(1)
-                }
-            }
-        }
+        let facts = try probeLocalSources(p)
         let timeline: [ItemTiming]
         do { timeline = try Planner.timeline(for: p, facts: facts) } catch let e as PipelineError { errorLine(e.description); throw ExitCode(2) }
         let folder = out.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
