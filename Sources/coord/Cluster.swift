@@ -106,6 +106,8 @@ struct Serve: ParsableCommand {
     @Option(name: .long, help: "Seconds between heartbeats.") var heartbeat: Double = 1
     @Option(name: .long, help: "Seconds of silence after which a worker is dead and its stages go back to the queue.") var liveness: Double = 5
     @Option(name: .long, help: "Attempts per stage for retryable failures.") var retryAttempts: Int = 3
+    @Option(name: .long, help: ArgumentHelp("A stage whose attempts lost this many workers (killed or silent) is poison: its run fails instead of taking down more workers.",
+                                            valueName: "N")) var poisonAfter: Int = 3
     @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
     @Flag(name: .long, help: "Log only warnings and errors.") var quiet = false
 
@@ -114,6 +116,7 @@ struct Serve: ParsableCommand {
         guard (curveSecretKey == nil) == (allow == nil) else { throw ValidationError("--curve-secret-key and --allow go together") }
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
         guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }
+        guard (1...100).contains(poisonAfter) else { throw ValidationError("--poison-after must be 1…100") }
         if curveSecretKey == nil && !insecure && !Serve.isLoopback(bind) {
             throw ValidationError("""
                 refusing to listen on \(bind) without CURVE: anyone who can reach it could submit work or join as a worker.
@@ -145,6 +148,7 @@ struct Serve: ParsableCommand {
         config.heartbeatInterval = heartbeat
         config.livenessTimeout = liveness
         config.maxAttempts = retryAttempts
+        config.poisonAfterLostWorkers = poisonAfter
         config.drainTimeout = drainTimeout
         if let curveSecretKey, let allow {
             do {

@@ -152,13 +152,15 @@ import TestSupport
         let reference = try Self.referenceRender(pipeline, dir)
         // A killed worker is noticed by its silence: heartbeats every 0.5 s, dead after 2 s.
         let liveness = ["--heartbeat", "0.5", "--liveness", "2"]
-        let (procs, ep) = try Self.loopbackCluster(dir, workers: 4, serveArgs: liveness, workerArgs: liveness)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 4, serveArgs: liveness + ["--poison-after", "10"], workerArgs: liveness)
         defer { procs.stopAll() }
         let done = Locked(false)
         let kills = Locked(0)
         // Every 3–4 s, SIGKILL a random worker and start it again (a new process on the same store).
-        // Random kills could hit one stage three times in a row — which is what poison means —
-        // but with four workers and ~1 s stages that is rare (well under 1 run in 100).
+        // Random kills can hit one stage three times in a row, which is exactly what poison means
+        // (a stage whose attempts lost 3 workers is not retried): on a slow or loaded machine stages
+        // last longer and that happened (CI, and here with both cores busy). These kills come from
+        // outside, so the service allows 10 lost workers a stage (CoordinatorTests covers poison).
         let killer = Thread {
             var generation = 0
             var pause = 1.5

@@ -16,6 +16,8 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     var maxConcurrent = 0
     var calls: [String] = []
     var failures: [String: (MediaError.Class, Int)] = [:]   // task label → class, times to fail
+    /// Called as each task starts, with its label (a test can kill the worker here).
+    var onStart: ((String) -> Void)?
     let delay: Double
 
     init(delay: Double = 0.05) { self.delay = delay }
@@ -31,8 +33,10 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
         lock.lock(); concurrent += 1; maxConcurrent = max(maxConcurrent, concurrent); calls.append(task.label)
         var fail: MediaError.Class? = nil
         if let (cls, n) = failures[task.label], n > 0 { failures[task.label] = (cls, n - 1); fail = cls }
+        let onStart = self.onStart
         lock.unlock()
         defer { lock.lock(); concurrent -= 1; lock.unlock() }
+        onStart?(task.label)
         let t0 = Date().timeIntervalSince1970
         Thread.sleep(forTimeInterval: delay)
         var r = TaskResult(lease: lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: t0,
@@ -60,7 +64,8 @@ final class Harness {
     var workers: [WorkerRuntime] = []
     let outcomes = Locked<[Int64: RunOutcome]>([:])
 
-    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2) throws {
+    /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
+    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil) throws {
         lineage = try LineageStore(path: dir + "/lineage.db")
         var logger = Logger(label: "test"); logger.logLevel = .critical
         var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
@@ -70,7 +75,7 @@ final class Harness {
         coordinator.observe { [outcomes] _, run, o in if let o { outcomes.withLock { $0[run] = o } } }
         let endpoint = try coordinator.start(context: context)
         for i in 0..<n {
-            let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: "w\(i)"), runner: runner, logger: logger)
+            let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: "w\(i)"), runner: runners?[i] ?? runner, logger: logger)
             workers.append(w)
             let ctx = context
             Thread { try? w.run(context: ctx) }.start()
@@ -220,5 +225,21 @@ final class Harness {
         guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
         let lost = try h.lineage.rows("SELECT state FROM worker WHERE id = 'w0'")
         #expect(lost.first?["state"] == "lost")
+    }
+
+    @Test func aStageWhoseAttemptsLoseThreeWorkersIsPoison() throws {
+        // Whichever worker starts rendering p-2 goes silent at once, as if that clip crashed it.
+        let runners = (0..<4).map { _ in FakeRunner(delay: 0.05) }
+        let h = try Harness(workers: 4, slots: 1, runner: runners[0], livenessTimeout: 1, runners: runners)
+        for (i, r) in runners.enumerated() {
+            r.onStart = { [weak h] label in if label == "render p-2.mov" { h?.workers[i].stop() } }
+        }
+        let run = try h.submit(h.pipeline(5))
+        guard case .failed(let message) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run should fail"); return }
+        #expect(message.contains("poison") && message.contains("lost 3 workers"), "\(message)")
+        let lost = try h.lineage.rows("SELECT count(*) AS n FROM worker WHERE state = 'lost'")
+        #expect(lost.first?["n"] == "3", "exactly three workers were taken down; the fourth was spared")
+        let tries = try h.lineage.rows("SELECT count(*) AS n FROM v_attempts WHERE stage = 'decode/2' AND state = 'lost'")
+        #expect(tries.first?["n"] == "3")
     }
 }
