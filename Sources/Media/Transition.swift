@@ -75,15 +75,31 @@ public enum TransitionRenderer {
     }
 
     /// Decodes frames [firstFrame, +frames) and samples [firstSample, +samples) of a segment.
+    /// A segment has a key frame where a transition begins (the planner asks for one there), so
+    /// the read seeks to it rather than decoding the whole segment; should the audio after the
+    /// seek begin late, it reads again from the start.
     static func read(_ path: String, firstFrame: Int, frames: Int, firstSample: Int, samples: Int, fps: Rational) throws -> ([Frame], [Int16]) {
+        if firstFrame > 0, let r = try read(path, firstFrame: firstFrame, frames: frames, firstSample: firstSample, samples: samples, fps: fps, seek: true) {
+            return r
+        }
+        return try read(path, firstFrame: firstFrame, frames: frames, firstSample: firstSample, samples: samples, fps: fps, seek: false)!
+    }
+
+    private static func read(_ path: String, firstFrame: Int, frames: Int, firstSample: Int, samples: Int, fps: Rational,
+                             seek: Bool) throws -> ([Frame], [Int16])? {
         let name = (path as NSString).lastPathComponent
         let input = try InputFile(path: path, name: name, stage: .transition, findStreamInfo: false)
         guard let v = input.videoIndex else { throw MediaError(.transition, .permanent, file: name, "segment has no video") }
         let decoder = try Decoder(input: input, stream: v, threads: 1)
         let vTB = input.stream(v).pointee.time_base
+        if seek {
+            let ts = av_rescale_q(Int64(firstFrame), AVRational(num: Int32(fps.den), den: Int32(fps.num)), vTB)
+            guard av_seek_frame(input.ctx, v, ts, AVSEEK_FLAG_BACKWARD) >= 0 else { return nil }
+        }
+        let aTB = input.audioIndex.map { input.stream($0).pointee.time_base } ?? AVRational(num: 1, den: Int32(Timing.sampleRate))
         var pictures: [Frame] = []
         var pcm: [Int16] = []
-        var skipped = 0
+        var nextSample = 0          // where the next audio packet starts, when it has no timestamp
         let packet = Packet()
         var frame = Frame()
         func take() {
@@ -106,8 +122,15 @@ public enum TransitionRenderer {
                 if pictures.count < frames, avcodec_send_packet(decoder.ctx, packet.ptr) >= 0 { take() }
             } else if packet.ptr.pointee.stream_index == input.audioIndex {
                 let count = Int(packet.ptr.pointee.size) / 4
-                let skip = min(count, max(0, firstSample - skipped))
-                skipped += skip
+                let pts = packet.ptr.pointee.pts
+                let start = pts == tl_nopts_value() ? nextSample : Int((Double(pts) * av_q2d(aTB) * Double(Timing.sampleRate)).rounded())
+                nextSample = start + count
+                let want = firstSample + pcm.count / 2           // the next sample we need
+                if start > want && pcm.count / 2 < samples {
+                    if seek { return nil }                       // the seek overshot the audio
+                    pcm.append(contentsOf: repeatElement(0, count: 2 * min(start - want, samples - pcm.count / 2)))
+                }
+                let skip = min(count, max(0, firstSample + pcm.count / 2 - start))
                 let n = min(count - skip, samples - pcm.count / 2)
                 if n > 0 {
                     let data = UnsafeRawPointer(packet.ptr.pointee.data!).advanced(by: skip * 4).assumingMemoryBound(to: Int16.self)
