@@ -139,6 +139,8 @@ struct Unit {
     var lostWorkers = 0
     var notBefore = 0.0
     var readyAt = 0.0
+    /// Estimated work (renders: output frames × source pixels × frame-rate ratio), longest first.
+    var cost = 0.0
     var lease: String?
     var worker: String?
     var attemptIDs: [Int64] = []
@@ -167,6 +169,55 @@ struct IndexQueue {
     }
 }
 
+/// Ready units in two lanes: short joining work (fetches, transitions, the concat) first, in the
+/// order it became ready, so a transition runs as soon as its two segments exist and the run does
+/// not end on a queue of transitions; then renders, the costliest first, so the run does not end
+/// with one long render on one core and the others idle.
+struct ReadyQueue {
+    private var short = IndexQueue()
+    private var long = CostHeap()
+    var isEmpty: Bool { short.isEmpty && long.isEmpty }
+    var first: Int? { short.first ?? long.first }
+    mutating func push(_ i: Int, short isShort: Bool, cost: Double) { if isShort { short.push(i) } else { long.push(i, cost: cost) } }
+    mutating func pop() -> Int? { short.isEmpty ? long.pop() : short.pop() }
+}
+
+/// A binary max-heap of unit indices by cost; equal costs come out in index order.
+struct CostHeap {
+    private var items: [(cost: Double, index: Int)] = []
+    var isEmpty: Bool { items.isEmpty }
+    var first: Int? { items.first?.index }
+    private func above(_ a: Int, _ b: Int) -> Bool {
+        items[a].cost != items[b].cost ? items[a].cost > items[b].cost : items[a].index < items[b].index
+    }
+    mutating func push(_ i: Int, cost: Double) {
+        items.append((cost, i))
+        var k = items.count - 1
+        while k > 0 {
+            let parent = (k - 1) / 2
+            guard above(k, parent) else { break }
+            items.swapAt(k, parent); k = parent
+        }
+    }
+    mutating func pop() -> Int? {
+        guard let top = items.first else { return nil }
+        let last = items.removeLast()
+        if !items.isEmpty {
+            items[0] = last
+            var k = 0
+            while true {
+                let l = 2 * k + 1, r = l + 1
+                var best = k
+                if l < items.count && above(l, best) { best = l }
+                if r < items.count && above(r, best) { best = r }
+                if best == k { break }
+                items.swapAt(k, best); k = best
+            }
+        }
+        return top.index
+    }
+}
+
 final class RunState {
     let id: Int64
     let pipeline: Pipeline
@@ -186,7 +237,7 @@ final class RunState {
     var finished = false
     /// Units waiting for a cache answer, and units ready for a slot (in the order they became ready).
     var toCheck = IndexQueue()
-    var toDispatch = IndexQueue()
+    var toDispatch = ReadyQueue()
     /// Retries waiting out their backoff.
     var delayed: [Int] = []
     var lastProgress = 0.0
@@ -210,11 +261,14 @@ final class RunState {
 
     func index(of name: String) -> Int? { unitIndex[name] }
 
+    /// Everything but an item's render is short work that others wait on.
+    func isShort(_ ui: Int) -> Bool { !units[ui].name.hasPrefix("render/") }
+
     /// The unit becomes ready: first to the cache, then to a slot.
     func markReady(_ ui: Int, now: Double = Date().timeIntervalSince1970) {
         units[ui].state = .ready
         units[ui].readyAt = now
-        if units[ui].checked { toDispatch.push(ui) } else { toCheck.push(ui) }
+        if units[ui].checked { toDispatch.push(ui, short: isShort(ui), cost: units[ui].cost) } else { toCheck.push(ui) }
     }
 
     /// Drops stale queue heads and parks retries still in backoff; true when a unit can go now.
@@ -231,7 +285,7 @@ final class RunState {
     func releaseDelayed(_ now: Double) {
         guard !delayed.isEmpty else { return }
         var still: [Int] = []
-        for ui in delayed { if units[ui].notBefore <= now { toDispatch.push(ui) } else { still.append(ui) } }
+        for ui in delayed { if units[ui].notBefore <= now { toDispatch.push(ui, short: isShort(ui), cost: units[ui].cost) } else { still.append(ui) } }
         delayed = still
     }
 }
@@ -712,7 +766,8 @@ final class CoordinatorCore {
             let wid = free.max { a, b in (heldBytes(inputs, a), -(workers[a]?.running.count ?? 0), b) < (heldBytes(inputs, b), -(workers[b]?.running.count ?? 0), a) }!
             assign(run, ui, task: task, inputs: inputs, to: wid, now: now)
             runningPerRun[run.id, default: 0] += 1
-            if let w = workers[wid], w.running.count >= w.hello.slots { free.removeAll { $0 == wid } }
+            // Full, or gone: an assignment that could not be delivered loses its worker.
+            if workers[wid].map({ $0.running.count >= $0.hello.slots }) ?? true { free.removeAll { $0 == wid } }
             if !run.hasDispatchable(now) { active.removeAll { $0 === run } }
         }
     }
@@ -762,7 +817,7 @@ final class CoordinatorCore {
                     // Remember what was worked out: the dispatch needs the same task and key.
                     run.units[ui].task = task
                     run.units[ui].key = key
-                    run.toDispatch.push(ui)
+                    run.toDispatch.push(ui, short: run.isShort(ui), cost: run.units[ui].cost)
                     continue
                 }
                 guard let wid = workers.filter({ $0.value.checks.count < Self.checksPerWorker })
@@ -975,6 +1030,9 @@ final class CoordinatorCore {
             run.sources[i] = (art, aid)
             run.facts[i] = facts
             run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
+            if let ri = run.index(of: "render/\(i)") {
+                run.units[ri].cost = Self.renderCost(facts, frames: run.frameCounts[i]!, fps: p.output.fps.double)
+            }
             if let ri = run.index(of: "render/\(i)"), p.output.maxDuration == nil {
                 run.markReady(ri)
                 let spec = Planner.segmentSpec(p, index: i, sourcePath: art.path, frameCount: run.frameCounts[i]!)
@@ -1062,6 +1120,16 @@ final class CoordinatorCore {
                 for s in u.stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready") }
             }
         }
+    }
+
+    /// A render's relative cost: frames out, times source pixels, times how many source frames
+    /// are decoded per frame out; HEVC decodes at about half H.264's speed.
+    static func renderCost(_ f: MediaFacts, frames: Int, fps: Double) -> Double {
+        if f.isStill { return Double(frames) * 1.5 }     // Ken Burns scales a large picture every frame
+        let rate = max(1, (f.frameRate ?? fps) / fps)
+        let pixels = Double(max(1, f.width * f.height)) / 2_073_600
+        let codec = ["hevc", "h265"].contains(f.videoCodec?.lowercased() ?? "") ? 2.0 : 1.0
+        return Double(frames) * rate * max(0.25, pixels) * codec
     }
 
     /// Once every item's length is known, the frame-exact timeline.

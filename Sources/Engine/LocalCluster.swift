@@ -14,6 +14,8 @@ public final class LocalCluster: Sendable {
         public var pipelinesPerWorker: Int
         public var workerExecutable: String
         public var livenessTimeout: Double = 3
+        /// Codec threads per pipeline (worker --threads): 1 keeps encoded bits the same on every host.
+        public var threadsPerPipeline = 1
         public init(stateDirectory: String, workers: Int, pipelinesPerWorker: Int, workerExecutable: String) {
             self.stateDirectory = stateDirectory; self.workers = workers
             self.pipelinesPerWorker = pipelinesPerWorker; self.workerExecutable = workerExecutable
@@ -61,7 +63,7 @@ public final class LocalCluster: Sendable {
     private func spawnWorker() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: config.workerExecutable)
-        p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)",
+        p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)", "--threads", "\(config.threadsPerPipeline)",
                        "--store", config.stateDirectory, "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
         p.standardInput = FileHandle.nullDevice
         try p.run()

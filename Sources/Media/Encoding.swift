@@ -20,6 +20,7 @@ final class VideoEncoder {
         ctx.pointee.color_range = AVCOL_RANGE_MPEG
         if profile.video.keyint > 0 { ctx.pointee.gop_size = Int32(profile.video.keyint) }
         if globalHeader { ctx.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
+        ctx.pointee.thread_count = MediaThreads.perPipeline
         av_opt_set(ctx.pointee.priv_data, "preset", profile.video.preset, 0)
         av_opt_set(ctx.pointee.priv_data, "crf", "\(profile.video.crf)", 0)
         // A forced key frame is an IDR: the segment can be cut there and stream-copied.

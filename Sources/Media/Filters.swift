@@ -72,10 +72,49 @@ final class VideoFilter {
 
     /// The filter chain for an item: upright (display matrix), the user's rotate/flip/crop,
     /// square pixels, fit into the output size, output pixel format.
+    /// With `source` (the decoded picture's size), a chain that only turns, flips and fits scales
+    /// first: the turn, the colour and the text then work on output-sized pictures.
     static func description(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile,
-                            textFile: String = "TEXT", watermarkFile: String = "WATERMARK") -> String {
-        watermarked(body(orientation: orientation, sar: sar, edits: edits, profile: profile, textFile: textFile),
-                    profile: profile, file: watermarkFile)
+                            textFile: String = "TEXT", watermarkFile: String = "WATERMARK", source: (width: Int, height: Int)? = nil) -> String {
+        let chain = source.flatMap { scaledFirst(orientation: orientation, sar: sar, edits: edits, profile: profile, textFile: textFile, source: $0) }
+            ?? body(orientation: orientation, sar: sar, edits: edits, profile: profile, textFile: textFile)
+        return watermarked(chain, profile: profile, file: watermarkFile)
+    }
+
+    /// The same picture as `body`, scaling before turning and colouring — or nil when the chain
+    /// does more than turn, flip and fit (a crop, non-square pixels, an odd angle, blur fit).
+    static func scaledFirst(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile, textFile: String,
+                            source: (width: Int, height: Int)) -> String? {
+        let turns = orientation?.filters ?? []
+        guard turns.allSatisfy({ $0.hasPrefix("transpose=") || $0 == "hflip" || $0 == "vflip" }),
+              edits.crop == nil || edits.crop == CropRect(x: 0, y: 0, width: 1, height: 1),
+              sar.num <= 0 || sar.den <= 0 || sar.num == sar.den,
+              source.width > 0, source.height > 0 else { return nil }
+        let fit = edits.fit ?? profile.fit
+        guard fit == .letterbox || fit == .crop else { return nil }
+        let sideways = ((orientation?.clockwise ?? 0) + edits.rotate) % 180 == 90
+        let (uw, uh) = sideways ? (source.height, source.width) : (source.width, source.height)
+        // The size libavfilter's scale picks for force_original_aspect_ratio (av_rescale rounds to nearest).
+        let W = profile.width, H = profile.height
+        let tw = (H * uw + uh / 2) / uh, th = (W * uh + uw / 2) / uw
+        var (w, h) = fit == .letterbox ? (min(tw, W), min(th, H)) : (max(tw, W), max(th, H))
+        if fit == .letterbox { w = max(2, w / 2 * 2); h = max(2, h / 2 * 2) }
+        var chain = ["scale=\(sideways ? h : w):\(sideways ? w : h)"] + turns
+        switch edits.rotate {
+        case 90: chain.append("transpose=clock")
+        case 180: chain += ["hflip", "vflip"]
+        case 270: chain.append("transpose=cclock")
+        default: break
+        }
+        switch edits.flip {
+        case .horizontal: chain.append("hflip")
+        case .vertical: chain.append("vflip")
+        case .both: chain += ["hflip", "vflip"]
+        case nil: break
+        }
+        chain += colour(edits)
+        chain.append(fit == .letterbox ? "pad=\(W):\(H):(ow-iw)/2:(oh-ih)/2:color=\(filterColor(profile.background))" : "crop=\(W):\(H)")
+        return (chain + ["setsar=1"] + textOverlay(edits.text, file: textFile, profile: profile)).joined(separator: ",")
     }
 
     /// Ends a chain: the watermark (if any) over the finished frame, then the output pixel format.

@@ -104,12 +104,20 @@ final class InputFile {
     }
 }
 
+/// Threads each media pipeline uses in libavcodec and libx264. One by default: libx264's output
+/// depends on its thread count, so with one thread every host encodes the same bits for the same
+/// stage key (a cluster's segments match a single machine's), and one pipeline per core spends the
+/// least CPU on each frame. 0 lets the codecs choose (about one per core).
+public enum MediaThreads {
+    nonisolated(unsafe) public static var perPipeline: Int32 = 1
+}
+
 /// Owns a decoder for one stream.
 final class Decoder {
     let ctx: UnsafeMutablePointer<AVCodecContext>
     let timeBase: AVRational
 
-    init(input: InputFile, stream index: Int32, threads: Int32 = 0) throws {
+    init(input: InputFile, stream index: Int32, threads: Int32 = MediaThreads.perPipeline) throws {
         let st = input.stream(index)
         let par = st.pointee.codecpar!
         guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {

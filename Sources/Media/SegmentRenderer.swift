@@ -21,6 +21,8 @@ public enum SegmentRenderer {
     /// segment's cache key.
     public static func fingerprint(_ spec: SegmentSpec) -> String {
         VideoFilter.description(orientation: nil, sar: AVRational(num: 1, den: 1), edits: spec.edits, profile: spec.profile)
+            + (VideoFilter.scaledFirst(orientation: nil, sar: AVRational(num: 1, den: 1), edits: spec.edits, profile: spec.profile,
+                                       textFile: "TEXT", source: (1920, 1080)) == nil ? "" : " (scaled first)")
     }
 
     public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
@@ -253,7 +255,8 @@ private final class SegmentJob {
             var sar = f.pointee.sample_aspect_ratio
             if sar.num == 0 { sar = input.stream(videoIndex).pointee.codecpar.pointee.sample_aspect_ratio }
             let desc = VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile,
-                                               textFile: try textFile.path(), watermarkFile: try watermarkFile.path())
+                                               textFile: try textFile.path(), watermarkFile: try watermarkFile.path(),
+                                               source: (Int(f.pointee.width), Int(f.pointee.height)))
             filter = try VideoFilter(width: f.pointee.width, height: f.pointee.height, format: f.pointee.format, sar: sar,
                                      timeBase: AVRational(num: Int32(spec.profile.fps.den), den: Int32(spec.profile.fps.num)),
                                      description: desc, file: name)

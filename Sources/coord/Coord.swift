@@ -111,6 +111,9 @@ struct Submit: ParsableCommand {
     @Option(name: .long, help: "Media pipelines each worker runs at once.")
     var pipelines: Int = 1
 
+    @Option(name: .long, help: "Codec threads per pipeline (default 1: identical bits on every host; 0: the codecs choose).")
+    var threads: Int = 1
+
     @Flag(name: .long, help: "Print the result as JSON on standard output.")
     var json = false
 
@@ -120,6 +123,7 @@ struct Submit: ParsableCommand {
     func validate() throws {
         guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") }
         guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
+        guard (0...64).contains(threads) else { throw ValidationError("--threads must be between 0 and 64") }
         guard !files.isEmpty else { throw ValidationError("name at least one pipeline file") }
         if detach && cluster.coordinator == nil { throw ValidationError("--detach needs --coordinator") }
     }
@@ -169,8 +173,10 @@ struct Submit: ParsableCommand {
             errorLine("error: cannot find the 'worker' executable next to coord (\(workerExe)); build it with 'swift build'")
             throw ExitCode(1)
         }
-        let cluster = try LocalCluster(.init(stateDirectory: stateOptions.directory, workers: workers, pipelinesPerWorker: pipelines,
-                                             workerExecutable: exe), logger: logger)
+        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateOptions.directory, workers: workers, pipelinesPerWorker: pipelines,
+                                                       workerExecutable: exe)
+        clusterConfig.threadsPerPipeline = threads
+        let cluster = try LocalCluster(clusterConfig, logger: logger)
         try cluster.start()
         defer { cluster.shutdown() }
         let display = ProgressDisplay(name: p.name, terminal: isatty(STDERR_FILENO) == 1 && !json)

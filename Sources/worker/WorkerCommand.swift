@@ -1,4 +1,5 @@
 import Foundation
+import Media
 import ArgumentParser
 import Logging
 import Engine
@@ -24,8 +25,11 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "The coordinator's endpoint, e.g. tcp://127.0.0.1:7400.")
     var connect: String
 
-    @Option(name: .long, help: "Media pipelines (slots) this worker runs at once.")
-    var pipelines: Int = 1
+    @Option(name: .long, help: "Media pipelines (slots) this worker runs at once (default: number of cores).")
+    var pipelines: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(name: .long, help: ArgumentHelp("Codec threads each pipeline uses. 1 (default): every host encodes identical bits, and one pipeline per core is the cheapest way to fill a machine; 0: libavcodec and libx264 choose (a lone pipeline finishes sooner, but the encoded bits then depend on the host).", valueName: "N"))
+    var threads: Int = 1
 
     @Option(name: .long, help: "Artifact store folder (default: $XDG_DATA_HOME/threadline-worker).")
     var store: String?
@@ -59,6 +63,7 @@ struct WorkerCommand: ParsableCommand {
 
     func validate() throws {
         guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
+        guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be between 0 and 64") }
         guard connect.hasPrefix("tcp://") || connect.hasPrefix("ipc://") else {
             throw ValidationError("--connect takes tcp://HOST:PORT or ipc://PATH, got '\(connect)'")
         }
@@ -75,6 +80,7 @@ struct WorkerCommand: ParsableCommand {
             // prctl cannot fire for a parent that died before it was called.
             if let parentPid, getppid() != parentPid { Glibc._exit(0) }
         }
+        MediaThreads.perPipeline = Int32(threads)
         var logger = Logger(label: "threadline.worker") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .error : .info
         let env = ProcessInfo.processInfo.environment

@@ -232,7 +232,11 @@ final class Harness {
         let runners = (0..<4).map { _ in FakeRunner(delay: 0.05) }
         let h = try Harness(workers: 4, slots: 1, runner: runners[0], livenessTimeout: 1, runners: runners)
         for (i, r) in runners.enumerated() {
-            r.onStart = { [weak h] label in if label == "render p-2.mov" { h?.workers[i].stop() } }
+            r.onStart = { [weak h] label in
+                guard label == "render p-2.mov" else { return }
+                h?.workers[i].stop()
+                Thread.sleep(forTimeInterval: 3)     // the task never finishes while its worker lives
+            }
         }
         let run = try h.submit(h.pipeline(5))
         guard case .failed(let message) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run should fail"); return }
