@@ -100,18 +100,7 @@ final class VideoFilter {
         var (w, h) = fit == .letterbox ? (min(tw, W), min(th, H)) : (max(tw, W), max(th, H))
         if fit == .letterbox { w = max(2, w / 2 * 2); h = max(2, h / 2 * 2) }
         var chain = ["scale=\(sideways ? h : w):\(sideways ? w : h)"] + turns
-        switch edits.rotate {
-        case 90: chain.append("transpose=clock")
-        case 180: chain += ["hflip", "vflip"]
-        case 270: chain.append("transpose=cclock")
-        default: break
-        }
-        switch edits.flip {
-        case .horizontal: chain.append("hflip")
-        case .vertical: chain.append("vflip")
-        case .both: chain += ["hflip", "vflip"]
-        case nil: break
-        }
+        chain += userTurns(edits)
         chain += colour(edits)
         chain.append(fit == .letterbox ? "pad=\(W):\(H):(ow-iw)/2:(oh-ih)/2:color=\(filterColor(profile.background))" : "crop=\(W):\(H)")
         return (chain + ["setsar=1"] + textOverlay(edits.text, file: textFile, profile: profile)).joined(separator: ",")
@@ -133,9 +122,9 @@ final class VideoFilter {
             + ";[main][wm]overlay=x=\(x):y=\(y):eof_action=repeat,format=yuv420p"
     }
 
-    /// Everything up to the finished frame, without the final pixel format.
-    static func body(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile, textFile: String) -> String {
-        var chain = orientation?.filters ?? []
+    /// The user's rotate and flip, in that order.
+    static func userTurns(_ edits: Edits) -> [String] {
+        var chain: [String] = []
         switch edits.rotate {
         case 90: chain.append("transpose=clock")
         case 180: chain += ["hflip", "vflip"]
@@ -148,6 +137,13 @@ final class VideoFilter {
         case .both: chain += ["hflip", "vflip"]
         case nil: break
         }
+        return chain
+    }
+
+    /// Everything up to the finished frame, without the final pixel format.
+    static func body(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile, textFile: String) -> String {
+        var chain = orientation?.filters ?? []
+        chain += userTurns(edits)
         if let c = edits.crop, c != CropRect(x: 0, y: 0, width: 1, height: 1) {
             chain.append(String(format: "crop=w='max(2,iw*%.6f)':h='max(2,ih*%.6f)':x='iw*%.6f':y='ih*%.6f'", c.width, c.height, c.x, c.y))
         }
