@@ -261,14 +261,17 @@ final class RunState {
 
     func index(of name: String) -> Int? { unitIndex[name] }
 
-    /// Everything but an item's render is short work that others wait on.
-    func isShort(_ ui: Int) -> Bool { !units[ui].name.hasPrefix("render/") }
+    /// Queues a checked unit for a slot: an item's render by its cost, anything else (short work
+    /// that others wait on) ahead of renders.
+    func enqueue(_ ui: Int) {
+        toDispatch.push(ui, short: !units[ui].name.hasPrefix("render/"), cost: units[ui].cost)
+    }
 
     /// The unit becomes ready: first to the cache, then to a slot.
     func markReady(_ ui: Int, now: Double = Date().timeIntervalSince1970) {
         units[ui].state = .ready
         units[ui].readyAt = now
-        if units[ui].checked { toDispatch.push(ui, short: isShort(ui), cost: units[ui].cost) } else { toCheck.push(ui) }
+        if units[ui].checked { enqueue(ui) } else { toCheck.push(ui) }
     }
 
     /// Drops stale queue heads and parks retries still in backoff; true when a unit can go now.
@@ -285,7 +288,7 @@ final class RunState {
     func releaseDelayed(_ now: Double) {
         guard !delayed.isEmpty else { return }
         var still: [Int] = []
-        for ui in delayed { if units[ui].notBefore <= now { toDispatch.push(ui, short: isShort(ui), cost: units[ui].cost) } else { still.append(ui) } }
+        for ui in delayed { if units[ui].notBefore <= now { enqueue(ui) } else { still.append(ui) } }
         delayed = still
     }
 }
@@ -817,7 +820,7 @@ final class CoordinatorCore {
                     // Remember what was worked out: the dispatch needs the same task and key.
                     run.units[ui].task = task
                     run.units[ui].key = key
-                    run.toDispatch.push(ui, short: run.isShort(ui), cost: run.units[ui].cost)
+                    run.enqueue(ui)
                     continue
                 }
                 guard let wid = workers.filter({ $0.value.checks.count < Self.checksPerWorker })
@@ -1033,7 +1036,8 @@ final class CoordinatorCore {
             if let ri = run.index(of: "render/\(i)") {
                 run.units[ri].cost = Self.renderCost(facts, frames: run.frameCounts[i]!, fps: p.output.fps.double)
             }
-            if let ri = run.index(of: "render/\(i)"), p.output.maxDuration == nil {
+            // With a length cap, renders wait for the whole timeline (updateTimeline).
+            if p.output.maxDuration == nil, let ri = run.index(of: "render/\(i)") {
                 run.markReady(ri)
                 let spec = Planner.segmentSpec(p, index: i, sourcePath: art.path, frameCount: run.frameCounts[i]!)
                 let params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)

@@ -86,12 +86,11 @@ final class VideoFilter {
     static func scaledFirst(orientation: Orientation?, sar: AVRational, edits: Edits, profile: OutputProfile, textFile: String,
                             source: (width: Int, height: Int)) -> String? {
         let turns = orientation?.filters ?? []
-        guard turns.allSatisfy({ $0.hasPrefix("transpose=") || $0 == "hflip" || $0 == "vflip" }),
-              edits.crop == nil || edits.crop == CropRect(x: 0, y: 0, width: 1, height: 1),
+        guard scalesFirst(edits, profile: profile),
+              turns.allSatisfy({ $0.hasPrefix("transpose=") || $0 == "hflip" || $0 == "vflip" }),
               sar.num <= 0 || sar.den <= 0 || sar.num == sar.den,
               source.width > 0, source.height > 0 else { return nil }
         let fit = edits.fit ?? profile.fit
-        guard fit == .letterbox || fit == .crop else { return nil }
         let sideways = ((orientation?.clockwise ?? 0) + edits.rotate) % 180 == 90
         let (uw, uh) = sideways ? (source.height, source.width) : (source.width, source.height)
         // The size libavfilter's scale picks for force_original_aspect_ratio (av_rescale rounds to nearest).
@@ -120,6 +119,13 @@ final class VideoFilter {
         }
         return body + "[main];movie=filename='\(file)',format=rgba,scale=-2:\(h),colorchannelmixer=aa=\(String(format: "%.4f", w.opacity))[wm]"
             + ";[main][wm]overlay=x=\(x):y=\(y):eof_action=repeat,format=yuv420p"
+    }
+
+    /// Whether the edits allow scaling first on an upright, square-pixel source: no crop, and a
+    /// letterbox or crop fit (blur fit needs the whole picture twice).
+    static func scalesFirst(_ edits: Edits, profile: OutputProfile) -> Bool {
+        let fit = edits.fit ?? profile.fit
+        return (edits.crop == nil || edits.crop == CropRect(x: 0, y: 0, width: 1, height: 1)) && (fit == .letterbox || fit == .crop)
     }
 
     /// The user's rotate and flip, in that order.

@@ -21,8 +21,7 @@ public enum SegmentRenderer {
     /// segment's cache key.
     public static func fingerprint(_ spec: SegmentSpec) -> String {
         VideoFilter.description(orientation: nil, sar: AVRational(num: 1, den: 1), edits: spec.edits, profile: spec.profile)
-            + (VideoFilter.scaledFirst(orientation: nil, sar: AVRational(num: 1, den: 1), edits: spec.edits, profile: spec.profile,
-                                       textFile: "TEXT", source: (1920, 1080)) == nil ? "" : " (scaled first)")
+            + (VideoFilter.scalesFirst(spec.edits, profile: spec.profile) ? " (scaled first)" : "")
     }
 
     public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
