@@ -250,7 +250,7 @@ final class RunState {
             units.append(Unit(name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"]))
             units.append(Unit(name: "render/\(i)", item: i, stages: ["decode/\(i)", "transform/\(i)", "encode/\(i)"]))
         }
-        for b in Planner.transitionBoundaries(pipeline) {
+        for b in Planner.transitionStageBoundaries(pipeline) {
             units.append(Unit(name: "transition/\(b)", item: b, stages: ["transition/\(b)"]))
             transitionCount += 1
         }

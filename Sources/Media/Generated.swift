@@ -47,7 +47,8 @@ enum TitleRenderer {
         let description = VideoFilter.watermarked(chain.joined(separator: ","), profile: p, file: try watermark.path())
         let t0 = now()
         let generator = try GeneratedVideo(description: description, file: name)
-        let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes)
+        let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes,
+                                   cut: spec.cut, frameCount: spec.frameCount)
         var report = SegmentReport()
         let frame = Frame()
         report.decodeSeconds = now() - t0

@@ -41,11 +41,12 @@ enum PhotoRenderer {
                                      description: VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile,
                                                                           textFile: try textFile.path(), watermarkFile: try watermarkFile.path()),
                                      file: name)
-        let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes)
+        let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes,
+                                   cut: spec.cut, frameCount: spec.frameCount)
         let filtered = Frame()
         let perSlot = spec.edits.text?.isWindowed == true
-        for slot in 0..<spec.frameCount {
-            if slot == 0 || perSlot {
+        for slot in 0..<spec.frameCount where writer.wants(slot) {
+            if slot == 0 || slot == spec.cut?.first || perSlot {
                 let t1 = now()
                 picture.ptr.pointee.pts = Int64(slot)
                 try filter.process(picture.ptr, into: filtered, file: name)
@@ -122,7 +123,8 @@ enum KenBurnsRenderer {
                                                                           profile: p, file: try watermarkFile.path()),
                                      file: name)
         report.transformSeconds += now() - t0
-        let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes)
+        let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes,
+                                   cut: spec.cut, frameCount: spec.frameCount)
         let scaled = Frame(), done = Frame()
         scaled.ptr.pointee.width = Int32(W); scaled.ptr.pointee.height = Int32(H); scaled.ptr.pointee.format = AV_PIX_FMT_YUV420P.rawValue
         guard av_frame_get_buffer(scaled.ptr, 0) >= 0 else { throw MediaError(.transform, .retryable, file: name, "out of memory") }
@@ -131,7 +133,7 @@ enum KenBurnsRenderer {
         let n = max(1, spec.frameCount - 1)
         // The window at zoom 1 is the largest W:H rectangle inside the base.
         let fullW = min(Double(bw), Double(bh) * Double(W) / Double(H)), fullH = fullW * Double(H) / Double(W)
-        for slot in 0..<spec.frameCount {
+        for slot in 0..<spec.frameCount where writer.wants(slot) {
             t0 = now()
             let u = Double(slot) / Double(n)
             let zoom = kb.from.zoom * pow(kb.to.zoom / kb.from.zoom, u)         // constant perceived zoom speed

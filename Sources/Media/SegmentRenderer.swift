@@ -51,6 +51,8 @@ private final class SegmentJob {
     /// Bounce: the forward pass's frames, which source frame each slot showed, where the source's
     /// key frames are, and the forward audio (to play backwards).
     let forwardCount: Int
+    /// The slot decoding stops before: the forward count, or where a baked fade-out ends the segment.
+    let videoEnd: Int
     let audioTarget: Int
     var slotSource: [Int64] = []
     var keyPTS: [Int64] = []
@@ -108,11 +110,18 @@ private final class SegmentJob {
         orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         fps = spec.profile.fps.double
         forwardCount = spec.edits.bounce ? (spec.frameCount + 1) / 2 : spec.frameCount
-        audioTarget = spec.edits.bounce ? Timing.samples(atFrame: forwardCount, fps: spec.profile.fps) : spec.sampleCount
+        if !spec.edits.bounce, let cut = spec.cut, cut.end < spec.frameCount {
+            videoEnd = cut.end
+            audioTarget = min(spec.sampleCount, Timing.samples(atFrame: cut.end, fps: spec.profile.fps))
+        } else {
+            videoEnd = forwardCount
+            audioTarget = spec.edits.bounce ? Timing.samples(atFrame: forwardCount, fps: spec.profile.fps) : spec.sampleCount
+        }
         textFile = OverlayTextFile(spec.edits.text)
         watermarkFile = WatermarkFile(spec.profile.watermark)
 
-        writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName, keyframes: spec.keyframes)
+        writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName, keyframes: spec.keyframes,
+                                   cut: spec.cut, frameCount: spec.frameCount)
     }
 
     func run(isCancelled: () -> Bool) throws -> SegmentReport {
@@ -212,14 +221,14 @@ private final class SegmentJob {
         // The first slot this frame is nearest to: round(r × fps) ≤ slot.
         let first = max(0, Int((r * fps - 0.5).rounded(.down)) + 1)
         if let pending {
-            let end = min(first, forwardCount)
+            let end = min(first, videoEnd)
             if end > nextSlot { try emit(pending, slots: nextSlot..<end); nextSlot = end }
         } else if first > 0 && nextSlot == 0 && r >= 0 {
             // The first frame comes after the trim start: it fills the slots before it.
-            try emit(frame, slots: 0..<min(first, forwardCount))
-            nextSlot = min(first, forwardCount)
+            try emit(frame, slots: 0..<min(first, videoEnd))
+            nextSlot = min(first, videoEnd)
         }
-        if nextSlot >= forwardCount { return true }
+        if nextSlot >= videoEnd { return true }
         let keep = pending ?? Frame()
         keep.unref()
         av_frame_ref(keep.ptr, frame.ptr)
@@ -229,18 +238,18 @@ private final class SegmentJob {
     }
 
     func finishVideo() throws {
-        if nextSlot < forwardCount {
+        if nextSlot < videoEnd {
             guard let pending else {
                 throw MediaError(.decode, .permanent, file: name, "no video frame could be decoded")
             }
             // A file that stops far before the time asked of it is truncated, not just short.
-            let wanted = spec.trimStart + Double(forwardCount) / fps * speed
+            let wanted = spec.trimStart + Double(videoEnd) / fps * speed
             if wanted - pendingTime > max(1.0, 0.25 * (wanted - spec.trimStart)) && input.duration - pendingTime > 1.0 {
                 throw MediaError(.decode, .permanent, file: name,
                                  String(format: "the file is truncated: its video ends at %.3f s but it claims %.3f s", pendingTime, input.duration))
             }
-            try emit(pending, slots: nextSlot..<forwardCount)
-            nextSlot = forwardCount
+            try emit(pending, slots: nextSlot..<videoEnd)
+            nextSlot = videoEnd
         }
     }
 
@@ -262,8 +271,15 @@ private final class SegmentJob {
         }
         let perSlot = spec.edits.text?.isWindowed == true
         if spec.edits.bounce { slotSource += Array(repeating: f.pointee.best_effort_timestamp, count: slots.count) }
+        var filteredOnce = false
         for slot in slots {
-            if slot == slots.lowerBound || perSlot {
+            // Frames a baked fade cuts away are neither filtered nor encoded.
+            guard writer.wants(slot) else {
+                if audio == nil { try writer.writeSilence(upTo: Timing.samples(atFrame: slot + 1, fps: spec.profile.fps)) }
+                continue
+            }
+            if !filteredOnce || perSlot {
+                filteredOnce = true
                 let t0 = now()
                 f.pointee.pts = Int64(slot)
                 try filter!.process(f, into: filtered, file: name)

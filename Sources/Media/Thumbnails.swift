@@ -8,6 +8,8 @@ public enum Thumbnails {
     public static func poster(_ spec: SegmentSpec, to png: String) throws {
         var one = spec
         one.frameCount = 1
+        one.cut = nil           // the poster is the item's frame, unfaded
+        one.keyframes = nil
         one.sampleCount = Timing.segmentSamples(frames: 1, fps: spec.profile.fps)
         let tmp = NSTemporaryDirectory() + "threadline-poster-\(UUID().uuidString).mov"
         defer { try? FileManager.default.removeItem(atPath: tmp) }

@@ -62,6 +62,10 @@ public struct ItemTiming: Sendable, Hashable, Codable {
     /// Frames shared with the previous item (its transition in) and the next (its transition out).
     public var headFrames: Int = 0
     public var tailFrames: Int = 0
+    /// Whether the fade through black at its start (end) is baked into the item's own segment
+    /// rather than rendered as a transition segment (see `Planner.bakesFade`).
+    public var headBaked: Bool = false
+    public var tailBaked: Bool = false
     public var start: Double
     public var duration: Double
     /// Exact audio samples this item occupies in the movie (48 kHz).
@@ -103,6 +107,24 @@ public struct TransitionSpec: Sendable, Hashable, Codable {
     public var profile: OutputProfile
 }
 
+/// Where an item's segment starts and ends among the item's frames, and the fades through black
+/// baked into it. A fade through black mixes nothing of two items: the outgoing one fades out over
+/// the first half of the shared frames and the incoming one fades in over the rest, so each item
+/// can render its own half, and neither renders the frames the other shows.
+public struct SegmentCut: Sendable, Hashable, Codable {
+    /// The first item frame the segment holds, and the item frame it stops before.
+    public var first: Int
+    public var end: Int
+    /// Frames from `first` rising from black, and frames before `end` falling to black.
+    public var fadeIn: Int
+    public var fadeOut: Int
+    public init(first: Int, end: Int, fadeIn: Int, fadeOut: Int) {
+        self.first = first; self.end = end; self.fadeIn = fadeIn; self.fadeOut = fadeOut
+    }
+    /// The item's audio sample where the segment's audio starts.
+    public func firstSample(fps: Rational) -> Int { Timing.samples(atFrame: first, fps: fps) }
+}
+
 /// What a worker needs to render one item's segment (decode → transform → encode).
 public struct SegmentSpec: Sendable, Hashable, Codable {
     /// Local path of the fetched source.
@@ -123,6 +145,9 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
     public var kenBurns: KenBurns?
     /// Frames that must be key frames (where transitions cut the segment into parts).
     public var keyframes: [Int]?
+    /// Set when fades through black are baked into the segment: which of the item's frames it
+    /// holds (`frameCount` stays the item's whole length; frame numbers are the item's).
+    public var cut: SegmentCut?
 
     public init(sourcePath: String, sourceName: String, trimStart: Double, frameCount: Int, sampleCount: Int, edits: Edits, profile: OutputProfile) {
         self.sourcePath = sourcePath; self.sourceName = sourceName; self.trimStart = trimStart
@@ -146,7 +171,7 @@ public enum Planner {
             stages.append(PlannedStage(id: encode, kind: .encode, item: i, dependencies: [transform]))
         }
         var concatDeps = pipeline.items.indices.map { PlannedStage.id(.encode, item: $0) }
-        for b in transitionBoundaries(pipeline) {
+        for b in transitionStageBoundaries(pipeline) {
             let id = PlannedStage.id(.transition, item: b)
             stages.append(PlannedStage(id: id, kind: .transition, item: b,
                                        dependencies: [PlannedStage.id(.encode, item: b), PlannedStage.id(.encode, item: b + 1)]))
@@ -166,6 +191,33 @@ public enum Planner {
     /// Boundaries (item index before them) that have a transition.
     public static func transitionBoundaries(_ pipeline: Pipeline) -> [Int] {
         pipeline.items.indices.dropLast().filter { transition(after: $0, in: pipeline) != nil }
+    }
+
+    /// Whether the transition after item `b` is a fade through black that the two items' own
+    /// segments carry (each fading its half), so no transition stage renders it and no frame is
+    /// encoded only to be cut away. Not where an item loops (its segment repeats, fades and all),
+    /// nor under a watermark (it must stay steady while the picture fades, and it is drawn into
+    /// the segments' frames).
+    public static func bakesFade(after b: Int, in pipeline: Pipeline) -> Bool {
+        guard let t = transition(after: b, in: pipeline), t.kind == .fade else { return false }
+        return pipeline.items[b].edits.loop == 1 && pipeline.items[b + 1].edits.loop == 1 && pipeline.output.watermark == nil
+    }
+
+    /// Boundaries whose transition is a stage of its own (every one but the baked fades).
+    public static func transitionStageBoundaries(_ pipeline: Pipeline) -> [Int] {
+        transitionBoundaries(pipeline).filter { !bakesFade(after: $0, in: pipeline) }
+    }
+
+    /// How item `index`'s segment of `frameCount` frames is cut and faded, or nil when it is whole.
+    public static func cut(_ pipeline: Pipeline, index: Int, frameCount: Int) -> SegmentCut? {
+        let overlap = overlaps(pipeline)
+        let headBaked = index > 0 && bakesFade(after: index - 1, in: pipeline)
+        let tailBaked = index < overlap.count && bakesFade(after: index, in: pipeline)
+        guard headBaked || tailBaked else { return nil }
+        // Out over the first half of the shared frames (h = d/2), in over the rest.
+        let head = headBaked ? overlap[index - 1] : 0, tail = tailBaked ? overlap[index] : 0
+        let first = head / 2
+        return SegmentCut(first: first, end: frameCount - tail + tail / 2, fadeIn: head - first, fadeOut: tail / 2)
     }
 
     /// Overlap frames at each boundary (0 where there is no transition).
@@ -240,6 +292,8 @@ public enum Planner {
                                     duration: Timing.seconds(frames: n, fps: fps), sampleStart: s0, sampleCount: s1 - s0)
             timing.headFrames = head
             timing.tailFrames = tail
+            timing.headBaked = i > 0 && bakesFade(after: i - 1, in: pipeline)
+            timing.tailBaked = i < overlap.count && bakesFade(after: i, in: pipeline)
             out.append(timing)
             frame += n - tail
         }
@@ -294,23 +348,33 @@ public enum Planner {
         }
     }
 
+    /// Item frames [first, end) of `t`'s segment file: where its baked fades cut it.
+    static func segmentRange(_ t: ItemTiming) -> (first: Int, end: Int) {
+        (t.headBaked ? t.headFrames / 2 : 0, t.tailBaked ? t.segmentFrames - t.tailFrames + t.tailFrames / 2 : t.segmentFrames)
+    }
+
     /// What concat joins, in order: each item's body (its segment without the frames it shares with
     /// its neighbours, once per repetition) and each transition segment, with exact frames and samples.
+    /// Where a fade is baked, the outgoing item's body runs to the fade's middle and the incoming
+    /// one's starts there, and no transition segment lies between them.
     public static func concatParts(_ timeline: [ItemTiming], fps: Rational) -> [ConcatPart] {
         var parts: [ConcatPart] = []
         func A(_ f: Int) -> Int { Timing.samples(atFrame: f, fps: fps) }
         for t in timeline {
             let n = t.segmentFrames
+            let range = segmentRange(t)
+            // The segment file starts at item frame `range.first`, its audio at that frame's sample.
+            let skew = A(range.first)
             for k in 0..<t.repeats {
-                let a = k == 0 ? t.headFrames : 0
-                let b = k == t.repeats - 1 ? n - t.tailFrames : n
+                let a = k == 0 ? (t.headBaked ? range.first : t.headFrames) : 0
+                let b = k == t.repeats - 1 ? (t.tailBaked ? range.end : n - t.tailFrames) : n
                 let base = t.startFrame + k * n
                 if b > a {
-                    parts.append(ConcatPart(source: .item(t.item), firstFrame: a, frames: b - a,
-                                            firstSample: A(base + a) - A(base), samples: A(base + b) - A(base + a)))
+                    parts.append(ConcatPart(source: .item(t.item), firstFrame: a - range.first, frames: b - a,
+                                            firstSample: max(0, A(base + a) - A(base) - skew), samples: A(base + b) - A(base + a)))
                 }
             }
-            if t.tailFrames > 0 {
+            if t.tailFrames > 0 && !t.tailBaked {
                 let end = t.startFrame + t.frameCount
                 parts.append(ConcatPart(source: .transition(t.item), firstFrame: 0, frames: t.tailFrames,
                                         firstSample: 0, samples: A(end) - A(end - t.tailFrames)))
@@ -326,10 +390,13 @@ public enum Planner {
         let d = from.tailFrames
         let end = from.startFrame + from.frameCount
         let lastRep = from.startFrame + (from.repeats - 1) * from.segmentFrames
+        // The outgoing segment file may start after its item's first frame (a fade baked at its head).
+        let first = segmentRange(from).first
         return TransitionSpec(kind: t.kind, frames: d,
                               samples: Timing.samples(atFrame: end, fps: fps) - Timing.samples(atFrame: end - d, fps: fps),
-                              fromFrame: from.segmentFrames - d,
-                              fromSample: Timing.samples(atFrame: end - d, fps: fps) - Timing.samples(atFrame: lastRep, fps: fps),
+                              fromFrame: from.segmentFrames - d - first,
+                              fromSample: max(0, Timing.samples(atFrame: end - d, fps: fps) - Timing.samples(atFrame: lastRep, fps: fps)
+                                                 - Timing.samples(atFrame: first, fps: fps)),
                               profile: pipeline.output.segmentProfile)
     }
 
@@ -344,11 +411,14 @@ public enum Planner {
                                trimStart: 0, frameCount: frameCount,
                                sampleCount: Timing.segmentSamples(frames: frameCount, fps: pipeline.output.fps),
                                edits: item.edits, profile: pipeline.output.segmentProfile)
-        // Key frames where transitions cut the segment: after the shared head, before the shared tail.
+        // Key frames where transition segments cut the segment: after the shared head, before the
+        // shared tail. A baked fade cuts nothing: the segment ends (or starts) there instead.
         let overlap = overlaps(pipeline)
-        let head = index > 0 ? overlap[index - 1] : 0, tail = index < overlap.count ? overlap[index] : 0
+        let head = index > 0 && !bakesFade(after: index - 1, in: pipeline) ? overlap[index - 1] : 0
+        let tail = index < overlap.count && !bakesFade(after: index, in: pipeline) ? overlap[index] : 0
         let cuts = Set([head, frameCount - tail]).filter { $0 > 0 && $0 < frameCount }.sorted()
         spec.keyframes = cuts.isEmpty ? nil : cuts
+        spec.cut = cut(pipeline, index: index, frameCount: frameCount)
         switch item.kind {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t

@@ -355,19 +355,53 @@ extension EditingSetLoaderTests {
         let overlaps = Planner.overlaps(p)                   // 15, 30, 0
         #expect(overlaps == [15, 30, 0])
         #expect(plan.totalFrames == frames.reduce(0, +) - overlaps.reduce(0, +))
-        #expect(plan.stages.filter { $0.kind == .transition }.map(\.id) == ["transition/0", "transition/1"])
+        // The dissolve is a stage; the fade through black (1 → 2) is baked into the two segments.
+        #expect(plan.stages.filter { $0.kind == .transition }.map(\.id) == ["transition/0"])
         let parts = Planner.concatParts(t, fps: p.output.fps)
         #expect(parts.reduce(0) { $0 + $1.frames } == plan.totalFrames)
         #expect(parts.reduce(0) { $0 + $1.samples } == Timing.samples(atFrame: plan.totalFrames!, fps: p.output.fps))
         // Bodies start where the incoming overlap ends; transitions take the shared frames.
         #expect(parts[0] == ConcatPart(source: .item(0), firstFrame: 0, frames: 45, firstSample: 0, samples: Timing.samples(atFrame: 45, fps: p.output.fps)))
         #expect(parts[1].source == .transition(0) && parts[1].frames == 15)
-        #expect(parts[2].source == .item(1) && parts[2].firstFrame == 15 && parts[2].frames == 90 - 15 - 30)
-        // Key frames where the segment is cut.
+        // Item 1 runs to the fade's middle (15 of its 30 shared frames), item 2's segment starts there.
+        #expect(parts[2].source == .item(1) && parts[2].firstFrame == 15 && parts[2].frames == 90 - 15 - 30 + 15)
+        #expect(parts[3].source == .item(2) && parts[3].firstFrame == 0 && parts[3].frames == 75 - 15)
+        #expect(parts.count == 6)     // item 3 plays twice
+        // Key frames where a transition segment cuts the segment; the fade cuts it short instead.
         let spec = Planner.segmentSpec(p, index: 1, sourcePath: "/x", frameCount: 90)
-        #expect(spec.keyframes == [15, 60])
+        #expect(spec.keyframes == [15])
+        #expect(spec.cut == SegmentCut(first: 0, end: 75, fadeIn: 0, fadeOut: 15))
+        let next = Planner.segmentSpec(p, index: 2, sourcePath: "/x", frameCount: 75)
+        #expect(next.keyframes == nil && next.cut == SegmentCut(first: 15, end: 75, fadeIn: 15, fadeOut: 0))
+        let ts = try #require(Planner.transitionSpec(p, after: 0, timeline: t))
+        #expect(ts.kind == .dissolve && ts.frames == 15 && ts.fromFrame == 45)
+    }
+
+    @Test func bakedFadesTileTheMovieAndStayStagesWhereTheyCannotBake() throws {
+        // Fades everywhere; item 2 loops, so the fades around it stay transition stages.
+        let (p, facts) = pipeline([2, 3, 1, 2.5], default: Transition(kind: .fade, duration: 0.25), loops: [2: 2])
+        let t = try Planner.timeline(for: p, facts: facts)
+        let plan = try Planner.plan(p, facts: facts)
+        #expect(plan.stages.filter { $0.kind == .transition }.map(\.id) == ["transition/1", "transition/2"])
+        #expect(t.map(\.headBaked) == [false, true, false, false] && t.map(\.tailBaked) == [true, false, false, false])
+        let parts = Planner.concatParts(t, fps: p.output.fps)
+        #expect(parts.reduce(0) { $0 + $1.frames } == plan.totalFrames)
+        #expect(parts.reduce(0) { $0 + $1.samples } == Timing.samples(atFrame: plan.totalFrames!, fps: p.output.fps))
+        // 0.25 s at 29.97 is 7 frames: item 0 shows 3 of them fading out, item 1 the other 4 fading in.
+        #expect(Planner.overlaps(p) == [7, 7, 7])
+        #expect(parts[0] == ConcatPart(source: .item(0), firstFrame: 0, frames: 60 - 7 + 3, firstSample: 0,
+                                       samples: Timing.samples(atFrame: 56, fps: p.output.fps)))
+        #expect(parts[1].source == .item(1) && parts[1].firstFrame == 0 && parts[1].frames == 90 - 3 - 7)
+        #expect(parts[2].source == .transition(1))
+        // Item 1's file starts at its frame 3, so its transition out reads from its frame 83 there.
         let ts = try #require(Planner.transitionSpec(p, after: 1, timeline: t))
-        #expect(ts.kind == .fade && ts.frames == 30 && ts.fromFrame == 60)
+        #expect(ts.fromFrame == 90 - 7 - 3)
+        #expect(Planner.segmentSpec(p, index: 1, sourcePath: "/x", frameCount: 90).keyframes == [83])
+        // A watermark must stay steady through the fade: no fade is baked under one.
+        var marked = p
+        marked.output.watermark = Watermark(image: "/logo.png", sha256: "")
+        #expect(Planner.transitionStageBoundaries(marked) == [0, 1, 2])
+        #expect(Planner.segmentSpec(marked, index: 1, sourcePath: "/x", frameCount: 90).cut == nil)
     }
 
     @Test func aTransitionLongerThanItsItemIsALocatedError() {

@@ -130,15 +130,43 @@ extension ExamplePipelineTests {
         return (out, plan)
     }
 
+    /// Frame brightness (R+G+B means over the middle of the picture) at `frame`.
+    static func brightness(_ out: String, _ frame: Int) throws -> Double {
+        let m = try frameRGBMeans(out, frame: frame, x0: 0.2, x1: 0.8)
+        return m.r + m.g + m.b
+    }
+
     @Test func photosExample() throws {
-        let (_, plan) = try Self.checkBasics("photos", width: 1080, height: 1350)
-        #expect(plan.totalFrames == 90 + 45 + 45)
+        let (out, plan) = try Self.checkBasics("photos", width: 1080, height: 1350)
+        // Two 0.5 s fades through black, baked into the items' segments: no transition stage.
+        #expect(plan.totalFrames == 90 + 45 + 45 - 15 - 15)
+        #expect(plan.stages.filter { $0.kind == .transition }.isEmpty)
+        let timeline = try #require(plan.timeline)
+        for t in timeline.dropFirst() {
+            // Black where the incoming item starts to show (the fade's middle), bright either side.
+            let middle = t.startFrame + t.headFrames / 2
+            #expect(try Self.brightness(out, middle) < 15, "item \(t.item + 1): not black at the fade's middle")
+            #expect(try Self.brightness(out, middle - 3) > 50 && (try Self.brightness(out, middle + 3)) > 50,
+                    "item \(t.item + 1): the fade is not half out, half in")
+            #expect(try Self.brightness(out, t.startFrame + t.headFrames + 2) > 100, "item \(t.item + 1): dim after its fade")
+        }
     }
 
     @Test func motionExample() throws {
         let (out, plan) = try Self.checkBasics("motion", width: 1080, height: 1080)
-        // speed 2 halves beach (4 s → 60 frames), speed 0.5 doubles 1 s of life, loop 2 of 1 s, bounce of 1.5 s.
-        #expect(plan.totalFrames == 60 + 60 + 60 + (2 * 45 - 1))
+        // speed 2 halves beach (4 s → 60 frames), speed 0.5 doubles 1 s of life, loop 2 of 1 s, bounce of 1.5 s;
+        // a 0.5 s fade joins the first two.
+        #expect(plan.totalFrames == 60 + 60 + 60 + (2 * 45 - 1) - 15)
+        // The fade's sound: out to silence at its middle and back, with no gap outside it.
+        let timeline = try #require(plan.timeline)
+        let middle = (timeline[1].startFrame + 7) * 1600
+        let pcm = try decodeAudio(out)
+        func rms(_ r: Range<Int>) -> Double {
+            (pcm[r].reduce(0.0) { $0 + Double($1) * Double($1) } / Double(r.count)).squareRoot()
+        }
+        let quiet = rms((middle - 240)..<(middle + 240)), before = rms((middle - 19200)..<(middle - 9600)), after = rms((middle + 9600)..<(middle + 19200))
+        #expect(quiet < 0.15 * min(before, after), "fade middle \(quiet), before \(before), after \(after)")
+        #expect(longestSilenceMs(Array(pcm[(middle - 19200)..<(middle - 1600)]), edge: 0) < 5)
         // Bounce ends on the first frame of its forward pass.
         let total = try #require(plan.totalFrames)
         try extractFrame(out, at: 0, to: Self.media + "/m-last.png", filter: "select='eq(n\\,\(total - 1))'", seek: false)
