@@ -36,6 +36,84 @@ static void compress(uint32_t s[8], const uint8_t block[64]) {
     s[0] += a; s[1] += b; s[2] += c; s[3] += d; s[4] += e; s[5] += f; s[6] += g; s[7] += h;
 }
 
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+#include <immintrin.h>
+#define TL_HAVE_SHA_NI 1
+
+/* The same compression with the CPU's SHA extensions (x86 SHA-NI): the state lives as ABEF and
+   CDGH in two registers, sha256rnds2 does two rounds, msg1/msg2 extend the message schedule. */
+__attribute__((target("sha,sse4.1,ssse3")))
+static void compress_ni(uint32_t s[8], const uint8_t *p, size_t blocks) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)&s[0]);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)&s[4]);
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    for (; blocks > 0; blocks--, p += 64) {
+        const __m128i abef0 = abef, cdgh0 = cdgh;
+        __m128i w[16];
+        for (int j = 0; j < 4; j++) w[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), bswap);
+        for (int j = 4; j < 16; j++) {
+            __m128i t = _mm_sha256msg1_epu32(w[j - 4], w[j - 3]);      /* W[i-16] + s0(W[i-15]) */
+            t = _mm_add_epi32(t, _mm_alignr_epi8(w[j - 1], w[j - 2], 4)); /* + W[i-7] */
+            w[j] = _mm_sha256msg2_epu32(t, w[j - 1]);                  /* + s1(W[i-2]) */
+        }
+        for (int j = 0; j < 16; j++) {
+            __m128i wk = _mm_add_epi32(w[j], _mm_loadu_si128((const __m128i *)&K[4 * j]));
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+            wk = _mm_shuffle_epi32(wk, 0x0E);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, wk);
+        }
+        abef = _mm_add_epi32(abef, abef0);
+        cdgh = _mm_add_epi32(cdgh, cdgh0);
+    }
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)&s[0], _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)&s[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+
+/* Whether to use them where the CPU has them (tests turn it off to check the portable code). */
+static _Atomic int use_ni = 1;
+
+static int has_sha_ni(void) {
+    static _Atomic int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
+    }
+    return known && use_ni;
+}
+#endif
+
+/* Compresses `blocks` consecutive 64-byte blocks. */
+static void compress_blocks(uint32_t s[8], const uint8_t *p, size_t blocks) {
+#ifdef TL_HAVE_SHA_NI
+    if (has_sha_ni()) { compress_ni(s, p, blocks); return; }
+#endif
+    for (; blocks > 0; blocks--, p += 64) compress(s, p);
+}
+
+int tl_sha256_accelerated(void) {
+#ifdef TL_HAVE_SHA_NI
+    return has_sha_ni();
+#else
+    return 0;
+#endif
+}
+
+int tl_sha256_use_acceleration(int on) {
+#ifdef TL_HAVE_SHA_NI
+    use_ni = on != 0;
+    return has_sha_ni();
+#else
+    (void)on;
+    return 0;
+#endif
+}
+
 void tl_sha256_init(tl_sha256_ctx *ctx) {
     static const uint32_t iv[8] = {0x6a09e667,0xbb67ae85,0x3c6ef372,0xa54ff53a,
                                    0x510e527f,0x9b05688c,0x1f83d9ab,0x5be0cd19};
@@ -52,10 +130,10 @@ void tl_sha256_update(tl_sha256_ctx *ctx, const void *data, size_t len) {
         memcpy(ctx->buffer + ctx->buffered, p, take);
         ctx->buffered += take; p += take; len -= take;
         if (ctx->buffered < 64) return;
-        compress(ctx->state, ctx->buffer);
+        compress_blocks(ctx->state, ctx->buffer, 1);
         ctx->buffered = 0;
     }
-    while (len >= 64) { compress(ctx->state, p); p += 64; len -= 64; }
+    if (len >= 64) { compress_blocks(ctx->state, p, len / 64); p += len / 64 * 64; len %= 64; }
     memcpy(ctx->buffer, p, len);
     ctx->buffered = len;
 }

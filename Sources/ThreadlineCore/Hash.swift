@@ -20,6 +20,14 @@ public struct SHA256Hasher: ~Copyable {
         return String(decoding: hex, as: UTF8.self)
     }
 
+    /// Whether the CPU's SHA extensions do the hashing here (x86 SHA-NI), else portable C.
+    public static var accelerated: Bool { tl_sha256_accelerated() != 0 }
+
+    /// Uses the CPU's SHA extensions where it has them (the default), or the portable code only;
+    /// returns whether they are in use now. The digests are the same either way.
+    @discardableResult
+    public static func useAcceleration(_ on: Bool) -> Bool { tl_sha256_use_acceleration(on ? 1 : 0) != 0 }
+
     public static func hex(_ data: Data) -> String { var h = SHA256Hasher(); h.update(data); return h.finalize() }
     public static func hex(_ string: String) -> String { hex(Data(string.utf8)) }
 

@@ -14,6 +14,9 @@ typedef struct {
 void tl_sha256_init(tl_sha256_ctx *ctx);
 void tl_sha256_update(tl_sha256_ctx *ctx, const void *data, size_t len);
 void tl_sha256_final(tl_sha256_ctx *ctx, uint8_t out[32]);
+int tl_sha256_accelerated(void);  /* 1 when the CPU's SHA extensions do the work */
+/* Turns their use off (0) or back on; returns whether they are used now. */
+int tl_sha256_use_acceleration(int on);
 
 /// Peak resident set size of this process, in bytes (getrusage).
 int64_t tl_peak_rss_self(void);
