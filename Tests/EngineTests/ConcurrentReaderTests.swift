@@ -49,7 +49,9 @@ import TestSupport
         let baseline = max(alone1.seconds, alone2.seconds)
         print(String(format: "reader: alone %.2f s / %.2f s, with a 30 s read transaction %.2f s (%.1f %% of the slower), WAL peak %d bytes, longest write %.1f ms",
                      alone1.seconds, alone2.seconds, withReader.seconds, 100 * withReader.seconds / baseline, withReader.maxWAL, withReader.maxWriteMs))
-        #expect(withReader.seconds <= 1.10 * baseline)
+        // Renders of the same job vary by up to ~15 % from run to run on a 2-core machine (seen here:
+        // 10.8 s to 13.2 s alone); a writer blocked behind the 30 s read would add tens of seconds.
+        #expect(withReader.seconds <= 1.25 * baseline)
         #expect(withReader.maxWriteMs >= 0 && withReader.maxWriteMs < 1000)
         #expect(withReader.maxWAL < 64 << 20)
     }
