@@ -214,10 +214,16 @@ public enum Planner {
         let headBaked = index > 0 && bakesFade(after: index - 1, in: pipeline)
         let tailBaked = index < overlap.count && bakesFade(after: index, in: pipeline)
         guard headBaked || tailBaked else { return nil }
-        // Out over the first half of the shared frames (h = d/2), in over the rest.
         let head = headBaked ? overlap[index - 1] : 0, tail = tailBaked ? overlap[index] : 0
-        let first = head / 2
-        return SegmentCut(first: first, end: frameCount - tail + tail / 2, fadeIn: head - first, fadeOut: tail / 2)
+        let range = bakedRange(frames: frameCount, bakedHead: head, bakedTail: tail)
+        return SegmentCut(first: range.first, end: range.end, fadeIn: head - range.first, fadeOut: tail / 2)
+    }
+
+    /// The item frames a segment keeps around fades baked at its head and tail (0: none): the
+    /// outgoing item fades out over the first half of the shared frames (d/2, rounded down) and
+    /// ends there; the incoming one starts there and fades in over the rest.
+    static func bakedRange(frames: Int, bakedHead head: Int, bakedTail tail: Int) -> (first: Int, end: Int) {
+        (head / 2, frames - tail + tail / 2)
     }
 
     /// Overlap frames at each boundary (0 where there is no transition).
@@ -350,7 +356,7 @@ public enum Planner {
 
     /// Item frames [first, end) of `t`'s segment file: where its baked fades cut it.
     static func segmentRange(_ t: ItemTiming) -> (first: Int, end: Int) {
-        (t.headBaked ? t.headFrames / 2 : 0, t.tailBaked ? t.segmentFrames - t.tailFrames + t.tailFrames / 2 : t.segmentFrames)
+        bakedRange(frames: t.segmentFrames, bakedHead: t.headBaked ? t.headFrames : 0, bakedTail: t.tailBaked ? t.tailFrames : 0)
     }
 
     /// What concat joins, in order: each item's body (its segment without the frames it shares with
