@@ -36,7 +36,9 @@ public enum Concat {
         guard let fv = firstInput.videoIndex else { throw MediaError(.concat, .permanent, file: first.label, "segment has no video") }
         let vOut = output.addStream()
         avcodec_parameters_copy(vOut.pointee.codecpar, firstInput.stream(fv).pointee.codecpar)
-        vOut.pointee.codecpar.pointee.codec_tag = 0
+        // hvc1 (parameter sets in the sample description, as Apple's players require); 0 lets
+        // the muxer pick avc1 for H.264.
+        vOut.pointee.codecpar.pointee.codec_tag = vOut.pointee.codecpar.pointee.codec_id == AV_CODEC_ID_HEVC ? fourCC("hvc1") : 0
         let fpsTB = AVRational(num: Int32(profile.fps.den), den: Int32(profile.fps.num))
         vOut.pointee.time_base = fpsTB
         vOut.pointee.avg_frame_rate = AVRational(num: Int32(profile.fps.num), den: Int32(profile.fps.den))
@@ -294,4 +296,9 @@ struct CollectedPacket: Sendable {
     var dts: Int64
     var duration: Int64
     var flags: Int32
+}
+
+/// A four-character code as libavformat stores it (MKTAG does not import into Swift).
+func fourCC(_ s: String) -> UInt32 {
+    s.utf8.prefix(4).enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
 }

@@ -2,13 +2,16 @@ import Foundation
 import ThreadlineCore
 internal import CFFmpeg
 
-/// Owns a libx264 encoder set to the project's output profile.
+/// Owns the video encoder set to the project's output profile: libx264 (h264) or libx265 (hevc),
+/// always BT.709 limited range in the bitstream's VUI, so players show the colours we made.
 final class VideoEncoder {
     let ctx: UnsafeMutablePointer<AVCodecContext>
 
     init(profile: OutputProfile, globalHeader: Bool, file: String) throws {
-        guard let codec = avcodec_find_encoder_by_name("libx264") else {
-            throw MediaError(.encode, .permanent, file: file, "libx264 is not available in this FFmpeg build")
+        let hevc = profile.video.codec == "hevc"
+        let encoderName = hevc ? "libx265" : "libx264"
+        guard let codec = avcodec_find_encoder_by_name(encoderName) else {
+            throw MediaError(.encode, .permanent, file: file, "\(encoderName) is not available in this FFmpeg build")
         }
         ctx = avcodec_alloc_context3(codec)
         ctx.pointee.width = Int32(profile.width)
@@ -18,6 +21,9 @@ final class VideoEncoder {
         ctx.pointee.framerate = AVRational(num: Int32(profile.fps.num), den: Int32(profile.fps.den))
         ctx.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
         ctx.pointee.color_range = AVCOL_RANGE_MPEG
+        ctx.pointee.color_primaries = AVCOL_PRI_BT709
+        ctx.pointee.color_trc = AVCOL_TRC_BT709
+        ctx.pointee.colorspace = AVCOL_SPC_BT709
         if profile.video.keyint > 0 { ctx.pointee.gop_size = Int32(profile.video.keyint) }
         if globalHeader { ctx.pointee.flags |= Int32(AV_CODEC_FLAG_GLOBAL_HEADER) }
         ctx.pointee.thread_count = MediaThreads.perPipeline
@@ -25,8 +31,14 @@ final class VideoEncoder {
         av_opt_set(ctx.pointee.priv_data, "crf", "\(profile.video.crf)", 0)
         // A forced key frame is an IDR: the segment can be cut there and stream-copied.
         av_opt_set(ctx.pointee.priv_data, "forced-idr", "1", 0)
+        if hevc {
+            // Closed GOPs (every cut point decodable alone); one frame thread and no pool unless
+            // asked for, so every host encodes the same bits for the same stage, as with x264.
+            let threads = MediaThreads.perPipeline <= 1 ? ":pools=none:frame-threads=1" : ""
+            av_opt_set(ctx.pointee.priv_data, "x265-params", "log-level=error:open-gop=0\(threads)", 0)
+        }
         let ret = avcodec_open2(ctx, codec, nil)
-        if ret < 0 { throw MediaError(.encode, .permanent, file: file, "cannot open libx264: \(avErrorString(ret))") }
+        if ret < 0 { throw MediaError(.encode, .permanent, file: file, "cannot open \(encoderName): \(avErrorString(ret))") }
     }
     deinit { var p: UnsafeMutablePointer<AVCodecContext>? = ctx; avcodec_free_context(&p) }
 }

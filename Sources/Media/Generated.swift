@@ -34,17 +34,21 @@ enum TitleRenderer {
         let lines = wrap(title.text, maxCharacters: max(6, Int(0.86 * Double(p.width) / (0.55 * Double(size)))))
         let lineHeight = Int((Double(size) * 1.3).rounded())
         let top = (p.height - lineHeight * lines.count) / 2
-        var chain = ["color=c=\(filterColor(title.background)):s=\(p.width)x\(p.height):r=\(p.fps.num)/\(p.fps.den)"]
+        // Generated and lettered in RGB (the colours the user wrote), then converted to BT.709 once
+        // by the edit chain like any RGB picture; drawing on Y'CbCr would use BT.601's matrix.
+        var chain = ["color=c=\(filterColor(title.background)):s=\(p.width)x\(p.height):r=\(p.fps.num)/\(p.fps.den)", "format=rgb24"]
         for (k, line) in lines.enumerated() {
             let file = "\(dir)/line\(k).txt"
             try line.write(toFile: file, atomically: true, encoding: .utf8)
             chain.append("drawtext=fontfile='\(title.font)':textfile='\(file)':expansion=none:fontsize=\(size)"
                          + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(top + k * lineHeight)")
         }
-        let overlay = OverlayTextFile(spec.edits.text)
-        chain += VideoFilter.colour(spec.edits) + VideoFilter.textOverlay(spec.edits.text, file: try overlay.path(), profile: p)
-        let watermark = WatermarkFile(p.watermark)
-        let description = VideoFilter.watermarked(chain.joined(separator: ","), profile: p, file: try watermark.path())
+        let files = try OverlayFiles(edits: spec.edits, profile: p, name: name)
+        let edit = EditChain(edits: spec.edits, profile: p, files: files.paths)
+        let rgb = SourceColour(format: AV_PIX_FMT_RGB24.rawValue, width: p.width, height: p.height, matrix: AVCOL_SPC_RGB,
+                               primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_IEC61966_2_1, range: AVCOL_RANGE_JPEG)
+        chain += rgb.toOutput + edit.look + ["setsar=1"]
+        let description = edit.finish(chain.joined(separator: ","))
         let t0 = now()
         let generator = try GeneratedVideo(description: description, file: name)
         let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes,
@@ -52,10 +56,14 @@ enum TitleRenderer {
         var report = SegmentReport()
         let frame = Frame()
         report.decodeSeconds = now() - t0
-        for slot in 0..<spec.frameCount {
-            let t1 = now()
-            guard try generator.next(into: frame) else { throw MediaError(.decode, .permanent, file: name, "the title generator stopped early") }
-            report.transformSeconds += now() - t1
+        // A card that does not change is made once and encoded for every slot.
+        let perSlot = edit.variesPerSlot
+        for slot in 0..<spec.frameCount where writer.wants(slot) || perSlot {
+            if slot == 0 || perSlot || report.framesOut == 0 {
+                let t1 = now()
+                guard try generator.next(into: frame) else { throw MediaError(.decode, .permanent, file: name, "the title generator stopped early") }
+                report.transformSeconds += now() - t1
+            }
             try writer.write(frame.ptr, slot: slot, report: &report)
         }
         try writer.finish(report: &report)
@@ -76,39 +84,4 @@ enum TitleRenderer {
         }
         return lines
     }
-}
-
-/// A text overlay's words in a temporary file for drawtext (removed with this object).
-final class OverlayTextFile {
-    let text: TextOverlay?
-    private var written: String?
-    init(_ text: TextOverlay?) { self.text = text }
-    func path() throws -> String {
-        guard let text else { return "" }
-        if let written { return written }
-        let p = NSTemporaryDirectory() + "threadline-text-\(UUID().uuidString).txt"
-        try text.value.write(toFile: p, atomically: true, encoding: .utf8)
-        written = p
-        return p
-    }
-    deinit { if let written { try? FileManager.default.removeItem(atPath: written) } }
-}
-
-/// The watermark image under a name that needs no escaping in a filter graph (removed with this object).
-final class WatermarkFile {
-    let watermark: Watermark?
-    private var copied: String?
-    init(_ watermark: Watermark?) { self.watermark = watermark }
-    func path() throws -> String {
-        guard let watermark else { return "" }
-        if let copied { return copied }
-        let ext = (watermark.image as NSString).pathExtension
-        let p = NSTemporaryDirectory() + "threadline-wm-\(UUID().uuidString).\(ext.isEmpty ? "png" : ext)"
-        do { try FileManager.default.copyItem(atPath: watermark.image, toPath: p) } catch {
-            throw MediaError(.transform, .permanent, file: (watermark.image as NSString).lastPathComponent, "cannot read the watermark image: \(error.localizedDescription)")
-        }
-        copied = p
-        return p
-    }
-    deinit { if let copied { try? FileManager.default.removeItem(atPath: copied) } }
 }

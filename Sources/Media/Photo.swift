@@ -32,19 +32,18 @@ enum PhotoRenderer {
             try KenBurnsRenderer.render(spec, kenBurns: kb, picture: picture, orientation: orientation, to: path, report: &report)
             return report
         }
-        let textFile = OverlayTextFile(spec.edits.text)
-        let watermarkFile = WatermarkFile(spec.profile.watermark)
+        let overlays = try OverlayFiles(edits: spec.edits, profile: spec.profile, name: name)
+        let chain = EditChain(edits: spec.edits, profile: spec.profile, files: overlays.paths)
         var sar = picture.ptr.pointee.sample_aspect_ratio
         if sar.num == 0 { sar = AVRational(num: 1, den: 1) }
         let filter = try VideoFilter(width: picture.ptr.pointee.width, height: picture.ptr.pointee.height, format: picture.ptr.pointee.format,
                                      sar: sar, timeBase: AVRational(num: Int32(spec.profile.fps.den), den: Int32(spec.profile.fps.num)),
-                                     description: VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile,
-                                                                          textFile: try textFile.path(), watermarkFile: try watermarkFile.path()),
+                                     description: chain.description(for: .init(orientation: orientation, sar: sar, colour: SourceColour(frame: picture.ptr))),
                                      file: name)
         let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes,
                                    cut: spec.cut, frameCount: spec.frameCount)
         let filtered = Frame()
-        let perSlot = spec.edits.text?.isWindowed == true
+        let perSlot = chain.variesPerSlot
         for slot in 0..<spec.frameCount where writer.wants(slot) {
             if slot == 0 || slot == spec.cut?.first || perSlot {
                 let t1 = now()
@@ -99,29 +98,25 @@ enum KenBurnsRenderer {
         let p = spec.profile
         let W = p.width, H = p.height
         let tb = AVRational(num: Int32(p.fps.den), den: Int32(p.fps.num))
-        // 1. The base: upright, coloured, covering (W×H)·oversampling, whole picture kept.
+        // 1. The base: in BT.709, upright, coloured, covering (W×H)·oversampling, whole picture kept.
         var t0 = now()
-        var chain = orientation?.filters ?? []
-        chain += VideoFilter.colour(spec.edits)
+        let overlays = try OverlayFiles(edits: spec.edits, profile: p, name: name)
+        let edit = EditChain(edits: spec.edits, profile: p, files: overlays.paths)
+        var sar = picture.ptr.pointee.sample_aspect_ratio
+        if sar.num == 0 { sar = AVRational(num: 1, den: 1) }
+        var chain = edit.picture(.init(orientation: orientation, sar: sar, colour: SourceColour(frame: picture.ptr)))
         // 4:4:4, so the window can start on any pixel (4:2:0 would force even ones).
         let f = oversampling(width: W)
         chain += ["scale=\(W * f):\(H * f):force_original_aspect_ratio=increase:flags=lanczos", "setsar=1", "format=yuv444p"]
-        var sar = picture.ptr.pointee.sample_aspect_ratio
-        if sar.num == 0 { sar = AVRational(num: 1, den: 1) }
         let baseFilter = try VideoFilter(width: picture.ptr.pointee.width, height: picture.ptr.pointee.height, format: picture.ptr.pointee.format,
                                          sar: sar, timeBase: tb, description: chain.joined(separator: ","), file: name)
         let base = Frame()
         picture.ptr.pointee.pts = 0
         try baseFilter.process(picture.ptr, into: base, file: name)
         let bw = Int(base.ptr.pointee.width), bh = Int(base.ptr.pointee.height)
-        // 2. What goes on the finished frame: text and watermark.
-        let textFile = OverlayTextFile(spec.edits.text)
-        let watermarkFile = WatermarkFile(p.watermark)
+        // 2. What goes on the finished frame: text, stickers and watermark.
         let finish = try VideoFilter(width: Int32(W), height: Int32(H), format: AV_PIX_FMT_YUV420P.rawValue, sar: AVRational(num: 1, den: 1),
-                                     timeBase: tb,
-                                     description: VideoFilter.watermarked((["setsar=1"] + VideoFilter.textOverlay(spec.edits.text, file: try textFile.path(), profile: p)).joined(separator: ","),
-                                                                          profile: p, file: try watermarkFile.path()),
-                                     file: name)
+                                     timeBase: tb, description: edit.finish("setsar=1"), file: name)
         report.transformSeconds += now() - t0
         let writer = try SegmentWriter(profile: p, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes,
                                    cut: spec.cut, frameCount: spec.frameCount)

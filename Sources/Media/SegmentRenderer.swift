@@ -20,8 +20,9 @@ public enum SegmentRenderer {
     /// What the renderer would do to an upright, square-pixel source for this spec: part of the
     /// segment's cache key.
     public static func fingerprint(_ spec: SegmentSpec) -> String {
-        VideoFilter.description(orientation: nil, sar: AVRational(num: 1, den: 1), edits: spec.edits, profile: spec.profile)
-            + (VideoFilter.scalesFirst(spec.edits, profile: spec.profile) ? " (scaled first)" : "")
+        let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
+        return chain.description(for: .init(orientation: nil, sar: AVRational(num: 1, den: 1), colour: .output))
+            + (chain.scalesFirst ? " (scaled first)" : "")
     }
 
     public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
@@ -48,6 +49,8 @@ private final class SegmentJob {
     let orientation: Orientation?
     let fps: Double
     var filter: VideoFilter?
+    /// The colour the filter was built for (a stream may change its tags).
+    var filterColour: SourceColour?
     /// Bounce: the forward pass's frames, which source frame each slot showed, where the source's
     /// key frames are, and the forward audio (to play backwards).
     let forwardCount: Int
@@ -57,8 +60,8 @@ private final class SegmentJob {
     var slotSource: [Int64] = []
     var keyPTS: [Int64] = []
     var forwardPCM: [Int16] = []
-    let textFile: OverlayTextFile
-    let watermarkFile: WatermarkFile
+    let overlays: OverlayFiles
+    let chain: EditChain
     var report = SegmentReport()
 
     // Video timing state: the last decoded frame not yet placed, and the next output slot.
@@ -117,8 +120,8 @@ private final class SegmentJob {
             videoEnd = forwardCount
             audioTarget = spec.edits.bounce ? Timing.samples(atFrame: forwardCount, fps: spec.profile.fps) : spec.sampleCount
         }
-        textFile = OverlayTextFile(spec.edits.text)
-        watermarkFile = WatermarkFile(spec.profile.watermark)
+        overlays = try OverlayFiles(edits: spec.edits, profile: spec.profile, name: spec.sourceName)
+        chain = EditChain(edits: spec.edits, profile: spec.profile, files: overlays.paths)
 
         writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName, keyframes: spec.keyframes,
                                    cut: spec.cut, frameCount: spec.frameCount)
@@ -259,17 +262,18 @@ private final class SegmentJob {
     func emit(_ frame: Frame, slots: Range<Int>) throws {
         guard !slots.isEmpty else { return }
         let f = frame.ptr
-        if filter == nil || !filter!.matches(f) {
+        let colour = SourceColour(frame: f)
+        if filter == nil || !filter!.matches(f) || colour != filterColour {
+            filterColour = colour
             var sar = f.pointee.sample_aspect_ratio
             if sar.num == 0 { sar = input.stream(videoIndex).pointee.codecpar.pointee.sample_aspect_ratio }
-            let desc = VideoFilter.description(orientation: orientation, sar: sar, edits: spec.edits, profile: spec.profile,
-                                               textFile: try textFile.path(), watermarkFile: try watermarkFile.path(),
-                                               source: (Int(f.pointee.width), Int(f.pointee.height)))
+            let desc = chain.description(for: .init(orientation: orientation, sar: sar, colour: colour,
+                                                    size: (Int(f.pointee.width), Int(f.pointee.height))))
             filter = try VideoFilter(width: f.pointee.width, height: f.pointee.height, format: f.pointee.format, sar: sar,
                                      timeBase: AVRational(num: Int32(spec.profile.fps.den), den: Int32(spec.profile.fps.num)),
                                      description: desc, file: name)
         }
-        let perSlot = spec.edits.text?.isWindowed == true
+        let perSlot = chain.variesPerSlot
         if spec.edits.bounce { slotSource += Array(repeating: f.pointee.best_effort_timestamp, count: slots.count) }
         var filteredOnce = false
         for slot in slots {

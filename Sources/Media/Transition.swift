@@ -38,11 +38,11 @@ public enum TransitionRenderer {
         var out = try graph.run(framesA, framesB, count: spec.frames)
         // Through black the segments' own watermark fades too: put it back on top, so it stays steady.
         if spec.kind == .fade, spec.profile.watermark != nil {
-            let file = WatermarkFile(spec.profile.watermark)
+            let files = try OverlayFiles(edits: Edits(), profile: spec.profile, name: name)
             let tb = AVRational(num: Int32(fps.den), den: Int32(fps.num))
             let overlay = try VideoFilter(width: out[0].ptr.pointee.width, height: out[0].ptr.pointee.height, format: AV_PIX_FMT_YUV420P.rawValue,
                                           sar: AVRational(num: 1, den: 1), timeBase: tb,
-                                          description: VideoFilter.watermarked("setsar=1", profile: spec.profile, file: try file.path()), file: name)
+                                          description: EditChain(edits: Edits(), profile: spec.profile, files: files.paths).finish("setsar=1"), file: name)
             out = try out.enumerated().map { k, f in
                 let o = Frame()
                 f.ptr.pointee.pts = Int64(k)

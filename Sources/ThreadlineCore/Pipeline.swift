@@ -121,6 +121,8 @@ public struct MaxDuration: Sendable, Hashable, Codable {
 }
 
 public struct VideoSettings: Sendable, Hashable, Codable {
+    /// h264 (libx264) or hevc (libx265, tagged hvc1).
+    public static let codecs = ["h264", "hevc"]
     public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"]
     public var codec: String
     public var crf: Int
@@ -283,6 +285,8 @@ public struct Edits: Sendable, Hashable, Codable {
     public var text: TextOverlay?
     /// Play forward, then backwards, ending on the first frame.
     public var bounce: Bool = false
+    /// Images (with alpha) placed over the item, each optionally only part of the time.
+    public var stickers: [Sticker] = []
     public init(rotate: Int = 0, flip: Flip? = nil, crop: CropRect? = nil, mute: Bool = false, volume: Double = 1,
                 look: Look? = nil, adjust: Adjust? = nil, fit: OutputProfile.Fit? = nil, speed: Double = 1, loop: Int = 1) {
         self.rotate = rotate; self.flip = flip; self.crop = crop; self.mute = mute; self.volume = volume
@@ -310,6 +314,28 @@ public struct TextOverlay: Sendable, Hashable, Codable {
         self.start = start; self.end = end; self.font = font
     }
     /// True when the text shows only part of the time.
+    public var isWindowed: Bool { start != nil || end != nil }
+}
+
+/// An image with alpha over an item: centred at (`x`, `y`) (fractions of the output frame),
+/// `size` its width as a fraction of the output width, turned `rotate` degrees clockwise, shown
+/// from `start` to `end` (seconds of the item; nil: from the beginning, to the end).
+public struct Sticker: Sendable, Hashable, Codable {
+    public var image: String
+    /// Content hash, so a changed image re-renders what shows it.
+    public var sha256: String
+    public var x: Double = 0.5
+    public var y: Double = 0.5
+    public var size: Double = 0.15
+    public var rotate: Double = 0
+    public var start: Double?
+    public var end: Double?
+    public init(image: String, sha256: String, x: Double = 0.5, y: Double = 0.5, size: Double = 0.15, rotate: Double = 0,
+                start: Double? = nil, end: Double? = nil) {
+        self.image = image; self.sha256 = sha256; self.x = x; self.y = y; self.size = size; self.rotate = rotate
+        self.start = start; self.end = end
+    }
+    /// True when the sticker shows only part of the time.
     public var isWindowed: Bool { start != nil || end != nil }
 }
 

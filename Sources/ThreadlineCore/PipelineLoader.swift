@@ -124,8 +124,13 @@ public enum PipelineLoader {
         }
         if let v = m.node("video") {
             let vm = try ctx.map(v, "output.video")
-            if let codecNode = vm.node("codec"), codecNode.string != "h264" {
-                throw ctx.error("unsupported video codec '\(codecNode.string ?? "?")'", at: codecNode, hint: "this version encodes h264")
+            if let codecNode = vm.node("codec") {
+                guard let c = codecNode.string, VideoSettings.codecs.contains(c) else {
+                    let s = codecNode.string.flatMap { suggestion(for: $0, among: VideoSettings.codecs) }
+                    throw ctx.error("unsupported video codec '\(codecNode.string ?? "?")'", at: codecNode,
+                                    hint: s.map { "did you mean '\($0)'?" } ?? "one of \(VideoSettings.codecs.joined(separator: ", "))")
+                }
+                profile.video.codec = c
             }
             if let crf = try vm.int("crf") {
                 guard (0...51).contains(crf) else { throw ctx.error("output.video.crf must be 0…51, got \(crf)", at: vm.node("crf")) }

@@ -158,7 +158,7 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
 /// Pure planning: a pipeline (and, for timing, its sources' facts) in, a plan out.
 public enum Planner {
     /// Bumped whenever rendering changes what a stage outputs, so old cache entries stop matching.
-    public static let engineVersion = "threadline-engine-2"
+    public static let engineVersion = "threadline-engine-3"
 
     public static func stages(for pipeline: Pipeline) -> [PlannedStage] {
         var stages: [PlannedStage] = []

@@ -1,0 +1,139 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// What a decoded picture's colour tags say, read the way players read them, and the filters that
+/// bring it to the movie's colour space: BT.709 primaries, transfer and matrix, limited range,
+/// 8-bit 4:2:0. Every item's picture goes through `toOutput` once, before looks and overlays
+/// (which are defined on display-referred BT.709 pictures).
+struct SourceColour: Equatable, CustomStringConvertible {
+    enum Family: Equatable {
+        /// RGB pixels (PNG, decoded HEIC, generated titles): sRGB, whose primaries are BT.709's.
+        case rgb
+        /// Greyscale: no matrix to convert.
+        case gray
+        /// Y'CbCr with a standard-dynamic-range transfer.
+        case yuv
+        /// Y'CbCr with PQ (SMPTE ST 2084) or HLG (ARIB STD-B67): tone-mapped to SDR.
+        case hdr
+    }
+    var family: Family
+    /// Effective matrix (untagged decided by size, as players do), primaries, transfer and range.
+    var matrix: AVColorSpace
+    var primaries: AVColorPrimaries
+    var transfer: AVColorTransferCharacteristic
+    var fullRange: Bool
+
+    /// The tone-mapping operator for HDR sources. Mobius is linear up to a knee and rolls off
+    /// only the highlights above it, so SDR-range content (most of a phone's HLG picture) keeps
+    /// its saturation and brightness; hable compresses everything and darkens mid-tones
+    /// (measured on the corpus's HLG files and a generated PQ clip: see docs/COLOUR.md).
+    static let toneMap = "mobius"
+
+    init(frame f: UnsafePointer<AVFrame>) {
+        self.init(format: f.pointee.format, width: Int(f.pointee.width), height: Int(f.pointee.height),
+                  matrix: f.pointee.colorspace, primaries: f.pointee.color_primaries,
+                  transfer: f.pointee.color_trc, range: f.pointee.color_range)
+    }
+
+    init(format: Int32, width: Int, height: Int, matrix: AVColorSpace, primaries: AVColorPrimaries,
+         transfer: AVColorTransferCharacteristic, range: AVColorRange) {
+        let pix = AVPixelFormat(rawValue: format)
+        let desc = av_pix_fmt_desc_get(pix)
+        let flags = desc?.pointee.flags ?? 0
+        let components = Int(desc?.pointee.nb_components ?? 3)
+        let isRGB = (flags & UInt64(AV_PIX_FMT_FLAG_RGB)) != 0 || (flags & UInt64(AV_PIX_FMT_FLAG_PAL)) != 0
+        let isGray = !isRGB && components <= 2
+        let jpegFormats: Set<AVPixelFormat> = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
+        fullRange = range == AVCOL_RANGE_JPEG || (range == AVCOL_RANGE_UNSPECIFIED && jpegFormats.contains(pix))
+        // Untagged: what mpv and browsers assume — BT.709 for HD, BT.601 (SMPTE 170M) for SD.
+        let hd = width >= 1280 || height > 576
+        self.matrix = matrix == AVCOL_SPC_UNSPECIFIED || matrix == AVCOL_SPC_RESERVED ? (hd ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M) : matrix
+        self.primaries = primaries == AVCOL_PRI_UNSPECIFIED || primaries == AVCOL_PRI_RESERVED ? AVCOL_PRI_BT709 : primaries
+        self.transfer = transfer
+        if isRGB { family = .rgb }
+        else if isGray { family = .gray }
+        else if transfer == AVCOL_TRC_SMPTE2084 || transfer == AVCOL_TRC_ARIB_STD_B67 { family = .hdr }
+        else { family = .yuv }
+    }
+
+    /// The movie's colour space.
+    static let output = SourceColour(format: AV_PIX_FMT_YUV420P.rawValue, width: 1280, height: 720, matrix: AVCOL_SPC_BT709,
+                                     primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_BT709, range: AVCOL_RANGE_MPEG)
+
+    var isHDR: Bool { family == .hdr }
+
+    /// Filters from this picture to BT.709 limited-range 8-bit 4:2:0; empty when it already is.
+    var toOutput: [String] {
+        switch family {
+        case .rgb:
+            // sRGB shares BT.709's primaries: only the matrix and range to apply.
+            return ["scale=out_color_matrix=bt709:out_range=tv", "format=yuv420p"]
+        case .gray:
+            return fullRange ? ["scale=in_range=pc:out_range=tv", "format=yuv420p"] : []
+        case .hdr:
+            // To linear light (zimg applies the HLG system gamma / PQ EOTF), BT.2020 → BT.709
+            // primaries, tone-map the highlights, then BT.709's transfer and matrix.
+            return ["zscale=t=linear:npl=100", "format=gbrpf32le", "zscale=p=bt709",
+                    "tonemap=tonemap=\(Self.toneMap):desat=0", "zscale=t=bt709:m=bt709:r=tv", "format=yuv420p"]
+        case .yuv:
+            if primaries == AVCOL_PRI_BT2020 {
+                // Wide-gamut SDR: zimg converts primaries through linear light.
+                let tin = transfer == AVCOL_TRC_UNSPECIFIED ? ":tin=2020_10" : ""
+                return ["zscale=p=bt709:t=bt709:m=bt709:r=tv\(tin)", "format=yuv420p"]
+            }
+            if matrix == AVCOL_SPC_BT709 && !fullRange { return [] }
+            guard let space = Self.colorspaceFilterName(matrix) else {
+                return ["zscale=m=bt709:r=tv", "format=yuv420p"]
+            }
+            // Matrix and range only, as players do for SDR: BT.601's primaries are close enough to
+            // BT.709's that no player converts them, and the tests judge pictures as players show them.
+            return ["colorspace=ispace=\(space):irange=\(fullRange ? "pc" : "tv"):iprimaries=bt709:itrc=bt709"
+                    + ":all=bt709:range=tv:fast=1:format=yuv420p"]
+        }
+    }
+
+    /// The `colorspace` filter's name for a matrix, or nil where it has none.
+    static func colorspaceFilterName(_ m: AVColorSpace) -> String? {
+        switch m {
+        case AVCOL_SPC_BT709: return "bt709"
+        case AVCOL_SPC_BT470BG: return "bt470bg"
+        case AVCOL_SPC_SMPTE170M: return "smpte170m"
+        case AVCOL_SPC_SMPTE240M: return "smpte240m"
+        case AVCOL_SPC_FCC: return "fcc"
+        case AVCOL_SPC_YCGCO: return "ycgco"
+        case AVCOL_SPC_BT2020_NCL: return "bt2020ncl"
+        default: return nil
+        }
+    }
+
+    var description: String {
+        func n(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "?" }
+        return "\(family) matrix=\(n(av_color_space_name(matrix))) primaries=\(n(av_color_primaries_name(primaries)))"
+            + " transfer=\(n(av_color_transfer_name(transfer))) range=\(fullRange ? "full" : "limited")"
+    }
+
+    /// Tags a frame as the movie's colour space (what the filters above produce).
+    static func tagOutput(_ f: UnsafeMutablePointer<AVFrame>) {
+        f.pointee.colorspace = AVCOL_SPC_BT709
+        f.pointee.color_primaries = AVCOL_PRI_BT709
+        f.pointee.color_trc = AVCOL_TRC_BT709
+        f.pointee.color_range = AVCOL_RANGE_MPEG
+    }
+}
+
+/// Colours for filters that draw straight onto the movie's BT.709 Y'CbCr pictures (drawtext, pad).
+/// FFmpeg 5.1's drawing code converts RGB to Y'CbCr with BT.601's coefficients whatever the
+/// picture is, so a `#00c000` text would show as (0,160,0). This gives the RGB that BT.601 turns
+/// into the Y'CbCr BT.709 gives the intended colour; exact for colours inside both gamuts
+/// (white, black and greys are the same either way), clamped otherwise.
+func drawColour(_ hex: String) -> String {
+    guard let (r8, g8, b8) = PipelineLoader.parseColor(hex), r8 != g8 || g8 != b8 else { return filterColor(hex) }
+    // Y'CbCr (Y in 0…1, Cb/Cr in -0.5…0.5) by BT.709, then back to RGB by BT.601.
+    let r = Double(r8) / 255, g = Double(g8) / 255, b = Double(b8) / 255
+    let y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    let cb = (b - y) / 1.8556, cr = (r - y) / 1.5748
+    let r2 = y + 1.402 * cr, g2 = y - 0.344136 * cb - 0.714136 * cr, b2 = y + 1.772 * cb
+    func byte(_ v: Double) -> Int { Int((min(1, max(0, v)) * 255).rounded()) }
+    return String(format: "0x%02X%02X%02X", byte(r2), byte(g2), byte(b2))
+}

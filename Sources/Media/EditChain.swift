@@ -1,0 +1,281 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// The one edit chain: how any item's picture — a video frame, a photo, a Ken Burns window, a
+/// generated title — becomes a finished frame of the movie. Every renderer builds its libavfilter
+/// graph here, so an edit is added once and colour is converted once, at one point:
+///
+///   source colour → BT.709 · upright (display matrix / EXIF) · the user's rotate, flip, crop ·
+///   square pixels · look and adjustments · fit (letterbox, crop, blur) · text · stickers ·
+///   watermark · yuv420p
+///
+/// Looks are defined on display-referred BT.709 pictures, so they come after the conversion;
+/// everything drawn on top (text, stickers, watermark) is converted to BT.709 itself.
+struct EditChain {
+    let edits: Edits
+    let profile: OutputProfile
+    /// Where the text, watermark and sticker images are for this render (placeholders for fingerprints).
+    let files: OverlayFiles.Paths
+
+    /// A decoded picture as the chain receives it.
+    struct Source {
+        var orientation: Orientation?
+        var sar: AVRational
+        var colour: SourceColour
+        /// The decoded size; with it, a chain that only turns, flips and fits scales first.
+        var size: (width: Int, height: Int)?
+    }
+
+    /// Whether the picture depends on the output slot (a windowed text or sticker): renderers
+    /// that reuse one filtered picture must filter per slot then.
+    var variesPerSlot: Bool { edits.text?.isWindowed == true || edits.stickers.contains { $0.isWindowed } }
+
+    // MARK: whole chains
+
+    /// The chain for a decoded picture, from the buffer source to the finished frame.
+    func description(for source: Source) -> String {
+        let body = scaledFirst(source) ?? self.body(source)
+        return finish(body)
+    }
+
+    /// The same picture as `body`, scaling before turning and colouring — or nil when the chain
+    /// does more than turn, flip and fit (a crop, non-square pixels, an odd angle, blur fit).
+    func scaledFirst(_ source: Source) -> String? {
+        let turns = source.orientation?.filters ?? []
+        guard let size = source.size, scalesFirst,
+              turns.allSatisfy({ $0.hasPrefix("transpose=") || $0 == "hflip" || $0 == "vflip" }),
+              source.sar.num <= 0 || source.sar.den <= 0 || source.sar.num == source.sar.den,
+              size.width > 0, size.height > 0 else { return nil }
+        let fit = edits.fit ?? profile.fit
+        let sideways = ((source.orientation?.clockwise ?? 0) + edits.rotate) % 180 == 90
+        let (uw, uh) = sideways ? (size.height, size.width) : (size.width, size.height)
+        // The size libavfilter's scale picks for force_original_aspect_ratio (av_rescale rounds to nearest).
+        let W = profile.width, H = profile.height
+        let tw = (H * uw + uh / 2) / uh, th = (W * uh + uw / 2) / uw
+        var (w, h) = fit == .letterbox ? (min(tw, W), min(th, H)) : (max(tw, W), max(th, H))
+        if fit == .letterbox { w = max(2, w / 2 * 2); h = max(2, h / 2 * 2) }
+        var chain = ["scale=\(sideways ? h : w):\(sideways ? w : h)"] + source.colour.toOutput + turns
+        chain += Self.userTurns(edits)
+        chain += look
+        chain.append(fit == .letterbox ? "pad=\(W):\(H):(ow-iw)/2:(oh-ih)/2:color=\(drawColour(profile.background))" : "crop=\(W):\(H)")
+        return (chain + ["setsar=1"]).joined(separator: ",")
+    }
+
+    /// Whether the edits allow scaling first on an upright, square-pixel source: no crop, and a
+    /// letterbox or crop fit (blur fit needs the whole picture twice).
+    var scalesFirst: Bool {
+        let fit = edits.fit ?? profile.fit
+        return (edits.crop == nil || edits.crop == CropRect(x: 0, y: 0, width: 1, height: 1)) && (fit == .letterbox || fit == .crop)
+    }
+
+    /// Everything up to the fitted frame: the picture (`picture`), then the fit.
+    func body(_ source: Source) -> String {
+        var chain = picture(source)
+        let w = profile.width, h = profile.height
+        switch edits.fit ?? profile.fit {
+        case .letterbox:
+            chain.append("scale=\(w):\(h):force_original_aspect_ratio=decrease:force_divisible_by=2")
+            chain.append("pad=\(w):\(h):(ow-iw)/2:(oh-ih)/2:color=\(drawColour(profile.background))")
+        case .crop:
+            chain.append("scale=\(w):\(h):force_original_aspect_ratio=increase")
+            chain.append("crop=\(w):\(h)")
+        case .blur:
+            // The picture fitted inside, over a blurred copy that fills the frame.
+            let radius = max(4, min(w, h) / 30)
+            let head = (chain + ["split[fg][bg]"]).joined(separator: ",")
+            return head + ";[bg]scale=\(w):\(h):force_original_aspect_ratio=increase,crop=\(w):\(h),boxblur=\(radius):2[blurred]"
+                + ";[fg]scale=\(w):\(h):force_original_aspect_ratio=decrease:force_divisible_by=2[inner]"
+                + ";[blurred][inner]overlay=(W-w)/2:(H-h)/2,setsar=1"
+        }
+        return (chain + ["setsar=1"]).joined(separator: ",")
+    }
+
+    /// The picture before fitting: in BT.709, upright, turned, cropped, square pixels, coloured.
+    /// Ken Burns builds its oversampled base from this.
+    func picture(_ source: Source) -> [String] {
+        var chain = source.colour.toOutput
+        chain += source.orientation?.filters ?? []
+        chain += Self.userTurns(edits)
+        if let c = edits.crop, c != CropRect(x: 0, y: 0, width: 1, height: 1) {
+            chain.append(String(format: "crop=w='max(2,iw*%.6f)':h='max(2,ih*%.6f)':x='iw*%.6f':y='ih*%.6f'", c.width, c.height, c.x, c.y))
+        }
+        if source.sar.num > 0 && source.sar.den > 0 && source.sar.num != source.sar.den {
+            chain.append("scale=w='max(2,trunc(iw*sar/2)*2)':h=ih")
+            chain.append("setsar=1")
+        }
+        // Colour belongs to the picture, before fitting: bars keep the background colour.
+        return chain + look
+    }
+
+    /// Ends a chain whose frames are output-sized BT.709: text, stickers, watermark, yuv420p.
+    func finish(_ body: String) -> String {
+        var graph = ([body] + textOverlay).joined(separator: ",")
+        var label = 0
+        func overlay(_ source: String, x: String, y: String, enable: String?) {
+            let main = "v\(label)", layer = "o\(label)"
+            label += 1
+            graph += "[\(main)];\(source)[\(layer)];[\(main)][\(layer)]overlay=x=\(x):y=\(y):eof_action=repeat"
+                + (enable.map { ":enable='\($0)'" } ?? "")
+        }
+        for (k, s) in edits.stickers.enumerated() {
+            let w = max(2, Int((Double(profile.width) * s.size).rounded()))
+            var image = "movie=filename='\(files.stickers[k])',format=rgba,scale=\(w):-1:flags=lanczos"
+            if s.rotate != 0 {
+                let a = String(format: "%.6f*PI/180", s.rotate)
+                image += ",rotate=\(a):c=none:ow=rotw(\(a)):oh=roth(\(a))"
+            }
+            image += "," + Self.overlayImageToOutput
+            overlay(image, x: String(format: "%.6f*W-w/2", s.x), y: String(format: "%.6f*H-h/2", s.y), enable: window(s.start, s.end))
+        }
+        if let w = profile.watermark {
+            let h = max(2, Int(Double(profile.height) * w.size))
+            let m = Int(Double(profile.height) * w.margin)
+            let (x, y): (String, String)
+            switch w.position {
+            case .topLeft: (x, y) = ("\(m)", "\(m)")
+            case .topRight: (x, y) = ("W-w-\(m)", "\(m)")
+            case .bottomLeft: (x, y) = ("\(m)", "H-h-\(m)")
+            case .bottomRight: (x, y) = ("W-w-\(m)", "H-h-\(m)")
+            }
+            overlay("movie=filename='\(files.watermark)',format=rgba,scale=-2:\(h),colorchannelmixer=aa=\(String(format: "%.4f", w.opacity)),"
+                    + Self.overlayImageToOutput, x: x, y: y, enable: nil)
+        }
+        return graph + ",format=yuv420p"
+    }
+
+    /// An RGBA image (sRGB) to Y'CbCr with alpha in the movie's BT.709, for overlay. Left to
+    /// libavfilter, the conversion would use BT.601 and shift every logo's colours.
+    static let overlayImageToOutput = "scale=out_color_matrix=bt709:out_range=tv,format=yuva420p"
+
+    /// A timeline expression true for the output slots whose time lies in [start, end): frames
+    /// are pushed with their slot as pts in 1/fps, and the bounds sit half a frame early so
+    /// rounding cannot move them.
+    func window(_ start: Double?, _ end: Double?) -> String? {
+        guard start != nil || end != nil else { return nil }
+        let fps = profile.fps.double
+        func edge(_ seconds: Double) -> String {
+            let frame = (seconds * fps - 1e-9).rounded(.up)          // the first slot at or after `seconds`
+            return String(format: "%.9f", (frame - 0.5) / fps)
+        }
+        var terms: [String] = []
+        if let start { terms.append("gte(t,\(edge(start)))") }
+        if let end { terms.append("lt(t,\(edge(end)))") }
+        return terms.joined(separator: "*")
+    }
+
+    // MARK: pieces
+
+    /// The user's rotate and flip, in that order.
+    static func userTurns(_ edits: Edits) -> [String] {
+        var chain: [String] = []
+        switch edits.rotate {
+        case 90: chain.append("transpose=clock")
+        case 180: chain += ["hflip", "vflip"]
+        case 270: chain.append("transpose=cclock")
+        default: break
+        }
+        switch edits.flip {
+        case .horizontal: chain.append("hflip")
+        case .vertical: chain.append("vflip")
+        case .both: chain += ["hflip", "vflip"]
+        case nil: break
+        }
+        return chain
+    }
+
+    /// drawtext for the text overlay on the fitted frame; the text itself comes from a file.
+    var textOverlay: [String] {
+        guard let text = edits.text else { return [] }
+        let size = text.size ?? max(10, profile.height / 18)
+        let m = "h*0.05"
+        let (x, y): (String, String)
+        switch text.position {
+        case .top: (x, y) = ("(w-text_w)/2", m)
+        case .center: (x, y) = ("(w-text_w)/2", "(h-text_h)/2")
+        case .bottom: (x, y) = ("(w-text_w)/2", "h-text_h-\(m)")
+        case .topLeft: (x, y) = (m, m)
+        case .topRight: (x, y) = ("w-text_w-\(m)", m)
+        case .bottomLeft: (x, y) = (m, "h-text_h-\(m)")
+        case .bottomRight: (x, y) = ("w-text_w-\(m)", "h-text_h-\(m)")
+        }
+        var f = "drawtext=fontfile='\(text.font)':textfile='\(files.text)':expansion=none:fontsize=\(size):fontcolor=\(drawColour(text.color))"
+            + ":shadowx=2:shadowy=2:shadowcolor=black@0.6:x=\(x):y=\(y)"
+        if let w = window(text.start, text.end) { f += ":enable='\(w)'" }
+        return [f]
+    }
+
+    /// The look, then the adjustments, on BT.709 Y'CbCr. Filters that work on RGB get explicit
+    /// BT.709 conversions around them (libavfilter's own would use BT.601).
+    var look: [String] {
+        var f: [String] = []
+        switch edits.look {
+        case .mono: f.append("hue=s=0")
+        case .silvertone: f += ["hue=s=0"] + Self.inRGB(["colorbalance=rs=0.06:gs=0.02:bs=-0.06:rm=0.05:gm=0.01:bm=-0.05"]) + ["eq=contrast=0.9:brightness=0.02"]
+        case .sepia: f += Self.inRGB(["colorchannelmixer=.393:.769:.189:0:.349:.686:.168:0:.272:.534:.131"])
+        case .vivid: f.append("eq=saturation=1.5:contrast=1.1")
+        case .fade: f.append("eq=contrast=0.8:brightness=0.06:saturation=0.7")
+        case .noir: f += ["hue=s=0", "eq=contrast=1.4:brightness=-0.05"]
+        case .warm: f += Self.inRGB(["colortemperature=temperature=4500"])
+        case .cool: f += Self.inRGB(["colortemperature=temperature=9000"])
+        case nil: break
+        }
+        if let a = edits.adjust, a != Adjust() {
+            if a.brightness != 0 || a.contrast != 1 || a.saturation != 1 || a.gamma != 1 {
+                f.append(String(format: "eq=brightness=%.4f:contrast=%.4f:saturation=%.4f:gamma=%.4f", a.brightness, a.contrast, a.saturation, a.gamma))
+            }
+            if a.warmth != 0 { f += Self.inRGB([String(format: "colortemperature=temperature=%.0f", 6500 - 2500 * a.warmth)]) }
+        }
+        return f
+    }
+
+    /// RGB-only filters between explicit BT.709 conversions.
+    static func inRGB(_ filters: [String]) -> [String] {
+        ["scale=in_color_matrix=bt709:in_range=tv", "format=gbrp"] + filters + ["scale=out_color_matrix=bt709:out_range=tv", "format=yuv420p"]
+    }
+}
+
+/// The files a chain reads besides the picture: the text overlay's words and the watermark and
+/// sticker images, copied under names that need no escaping in a filter graph (removed with this object).
+final class OverlayFiles {
+    struct Paths {
+        var text = "TEXT"
+        var watermark = "WATERMARK"
+        var stickers: [String] = []
+        /// Placeholder names, for fingerprints.
+        static func placeholders(_ edits: Edits) -> Paths { Paths(stickers: edits.stickers.indices.map { "STICKER\($0)" }) }
+    }
+    let paths: Paths
+    private let made: [String]
+
+    init(edits: Edits, profile: OutputProfile, name: String) throws {
+        var paths = Paths()
+        var made: [String] = []
+        let dir = NSTemporaryDirectory()
+        func copy(_ image: String, what: String) throws -> String {
+            let ext = (image as NSString).pathExtension
+            let p = dir + "threadline-img-\(UUID().uuidString).\(ext.isEmpty ? "png" : ext)"
+            do { try FileManager.default.copyItem(atPath: image, toPath: p) } catch {
+                throw MediaError(.transform, .permanent, file: (image as NSString).lastPathComponent,
+                                 "cannot read the \(what): \(error.localizedDescription)")
+            }
+            made.append(p)
+            return p
+        }
+        do {
+            if let text = edits.text {
+                let p = dir + "threadline-text-\(UUID().uuidString).txt"
+                try text.value.write(toFile: p, atomically: true, encoding: .utf8)
+                made.append(p); paths.text = p
+            }
+            if let w = profile.watermark { paths.watermark = try copy(w.image, what: "watermark image") }
+            paths.stickers = try edits.stickers.map { try copy($0.image, what: "sticker image") }
+        } catch {
+            for p in made { try? FileManager.default.removeItem(atPath: p) }
+            throw error
+        }
+        self.paths = paths
+        self.made = made
+    }
+    deinit { for p in made { try? FileManager.default.removeItem(atPath: p) } }
+}
