@@ -25,13 +25,14 @@ let package = Package(
                        providers: [.apt(["libzmq3-dev"])]),
         // Hashing verifies every reused artifact: keep it optimised even in debug builds.
         .systemLibrary(name: "CHeif", path: "Sources/CHeif", pkgConfig: "libheif", providers: [.apt(["libheif-dev"])]),
+        .systemLibrary(name: "CLCMS", path: "Sources/CLCMS", pkgConfig: "lcms2", providers: [.apt(["liblcms2-dev"])]),
         .target(name: "CSupport", path: "Sources/CSupport", cSettings: [.unsafeFlags(["-O2"])]),
 
         // Pure: pipeline model, YAML loading with locations, planning, stage keys.
         .target(name: "ThreadlineCore",
                 dependencies: ["CSupport", .product(name: "Yams", package: "Yams")]),
         // Owns FFmpeg.
-        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "ThreadlineCore", "CSupport"]),
+        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "ThreadlineCore", "CSupport"]),
         // Owns ZeroMQ.
         .target(name: "Transport", dependencies: ["CZeroMQ"]),
         // Owns SQLite.

@@ -17,7 +17,7 @@ enum Heif {
 
     /// The primary image as an RGB24 frame, and the EXIF orientation still to apply: libheif applies
     /// the file's irot/imir itself; when it applied no rotation, the Exif block's orientation counts.
-    static func decode(_ path: String, name: String) throws -> (Frame, Orientation?) {
+    static func decode(_ path: String, name: String) throws -> (Frame, Orientation?, icc: [UInt8]?) {
         guard let ctx = heif_context_alloc() else { throw MediaError(.decode, .retryable, file: name, "out of memory") }
         defer { heif_context_free(ctx) }
         var err = heif_context_read_from_file(ctx, path, nil)
@@ -41,6 +41,12 @@ enum Heif {
                 }
             }
         }
+        var icc: [UInt8]? = nil
+        let iccSize = heif_image_handle_get_raw_color_profile_size(handle)
+        if iccSize > 0 && iccSize < 1 << 22 {
+            var bytes = [UInt8](repeating: 0, count: iccSize)
+            if heif_image_handle_get_raw_color_profile(handle, &bytes).code == heif_error_Ok { icc = bytes }
+        }
         var image: OpaquePointer? = nil
         err = heif_decode_image(handle, &image, heif_colorspace_RGB, heif_chroma_interleaved_RGB, nil)
         guard err.code == heif_error_Ok, let image else { throw MediaError(.decode, .permanent, file: name, "cannot decode: \(String(cString: err.message))") }
@@ -56,7 +62,7 @@ enum Heif {
         let dst = frame.ptr.pointee.data.0!, dstStride = Int(frame.ptr.pointee.linesize.0)
         for y in 0..<Int(h) { (dst + y * dstStride).update(from: src + y * Int(stride), count: Int(w) * 3) }
         frame.ptr.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
-        return (frame, orientation)
+        return (frame, orientation, icc)
     }
 
     /// What planning needs to know about a HEIF still.

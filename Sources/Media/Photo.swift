@@ -10,24 +10,31 @@ enum PhotoRenderer {
         let name = spec.sourceName
         var report = SegmentReport()
         let t0 = now()
-        let picture: Frame
+        var picture: Frame
         var orientation: Orientation? = nil
+        var icc: [UInt8]? = nil
         if Heif.isHeif(spec.sourcePath) {
-            (picture, orientation) = try Heif.decode(spec.sourcePath, name: name)
+            (picture, orientation, icc) = try Heif.decode(spec.sourcePath, name: name)
         } else {
             let input = try InputFile(path: spec.sourcePath, name: name, stage: .decode)
             guard let v = input.videoIndex else { throw MediaError(.decode, .permanent, file: name, "no picture in this file") }
             let decoder = try Decoder(input: input, stream: v, threads: 1)
             picture = try firstFrame(input, decoder, stream: v, name: name)
             orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
+            icc = ICC.profile(of: picture)
         }
-        report.decodeSeconds = now() - t0
-        report.framesDecoded = 1
-
         if let sd = av_frame_get_side_data(picture.ptr, AV_FRAME_DATA_DISPLAYMATRIX), sd.pointee.size >= 36 {
             let m = sd.pointee.data.withMemoryRebound(to: Int32.self, capacity: 9) { Array(UnsafeBufferPointer(start: $0, count: 9)) }
             orientation = Orientation(displayMatrix: m)
         }
+        // A profile other than sRGB (iPhones' Display P3): to sRGB first, then the edit chain.
+        if let icc, !ICC.isSRGB(icc), let converted = try ICC.toSRGB(picture, profile: icc, name: name) {
+            converted.ptr.pointee.sample_aspect_ratio = picture.ptr.pointee.sample_aspect_ratio
+            picture = converted
+        }
+        report.decodeSeconds = now() - t0
+        report.framesDecoded = 1
+
         if let kb = spec.kenBurns {
             try KenBurnsRenderer.render(spec, kenBurns: kb, picture: picture, orientation: orientation, to: path, report: &report)
             return report

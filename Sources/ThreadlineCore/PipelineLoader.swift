@@ -10,7 +10,7 @@ public enum PipelineLoader {
     static let laterKindKeys: [String] = []
     /// Keys only some kinds take.
     static let photoKeys = ["duration", "ken_burns", "use"]
-    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text", "transition", "bounce"]
+    public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text", "transition", "bounce", "stickers"]
 
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
     public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
@@ -314,6 +314,7 @@ public enum PipelineLoader {
             edits.loop = n
         }
         if let t = m.node("text") { edits.text = try parseText(t, ctx) }
+        if let st = m.node("stickers") { edits.stickers = try parseStickers(st, ctx) }
         if let b = try m.bool("bounce") {
             if b && kindKey != "video" && kindKey != "live_photo" { throw ctx.error("bounce applies to video items", at: m.keyNode("bounce")) }
             edits.bounce = b
@@ -464,6 +465,41 @@ public enum PipelineLoader {
         else { try checkFont(t.font, at: node, ctx) }
         try m.finish(allowed: ["value", "position", "size", "color", "start", "end", "font"])
         return t
+    }
+
+    /// `stickers: [ { image, x, y, size, rotate, start, end } ]`.
+    static func parseStickers(_ node: Node, _ ctx: Context) throws -> [Sticker] {
+        guard case .sequence(let seq) = node else {
+            throw ctx.error("stickers must be a list", at: node, hint: "stickers: [ { image: star.png, x: 0.25, y: 0.25, size: 0.1 } ]")
+        }
+        guard seq.count <= 32 else { throw ctx.error("at most 32 stickers on one item, got \(seq.count)", at: node) }
+        return try seq.map { n in
+            let m = try ctx.map(n, "a sticker")
+            guard let imageNode = m.node("image"), let image = imageNode.string else {
+                throw ctx.error("a sticker needs an image", at: n, hint: "{ image: star.png, x: 0.25, y: 0.25, size: 0.1 }")
+            }
+            let (path, sha) = try ctx.hashedFile(image, at: imageNode, what: "sticker image")
+            var s = Sticker(image: path, sha256: sha)
+            func value(_ key: String, _ range: ClosedRange<Double>, _ meaning: String) throws -> Double? {
+                guard let v = try m.double(key) else { return nil }
+                guard range.contains(v) else {
+                    throw ctx.error("sticker \(key) must be between \(range.lowerBound) and \(range.upperBound), got \(v)", at: m.node(key), hint: meaning)
+                }
+                return v
+            }
+            s.x = try value("x", 0...1, "the sticker's centre, as a fraction of the frame's width (0 left, 1 right)") ?? s.x
+            s.y = try value("y", 0...1, "the sticker's centre, as a fraction of the frame's height (0 top, 1 bottom)") ?? s.y
+            s.size = try value("size", 0.01...1, "the sticker's width as a fraction of the frame's width") ?? s.size
+            s.rotate = try value("rotate", -360...360, "degrees clockwise") ?? s.rotate
+            s.start = try m.time("start")
+            s.end = try m.time("end")
+            if let start = s.start, start < 0 { throw ctx.error("sticker start must not be negative, got \(start)", at: m.node("start")) }
+            if let start = s.start, let end = s.end, end <= start {
+                throw ctx.error("sticker end (\(end)) must be after its start (\(start))", at: m.node("end"))
+            }
+            try m.finish(allowed: ["image", "x", "y", "size", "rotate", "start", "end"])
+            return s
+        }
     }
 
     static func checkFont(_ path: String, at node: Node, _ ctx: Context) throws {

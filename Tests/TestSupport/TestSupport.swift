@@ -197,28 +197,81 @@ public func writePipeline(_ path: String, output: String, size: String = "640x36
     try y.write(toFile: path, atomically: true, encoding: .utf8)
 }
 
-/// Mean R, G, B (0…255) of frame `index` of a video, over columns [x0, x1) as fractions of the width.
-public func frameRGBMeans(_ video: String, frame index: Int, x0: Double = 0, x1: Double = 1) throws -> (r: Double, g: Double, b: Double) {
+/// The colour tags of a file's first video stream, as ffprobe reads them ("unknown" when untagged).
+public struct ColourTags: Sendable, Equatable {
+    public var space: String, primaries: String, transfer: String, range: String, pixelFormat: String, height: Int
+    /// BT.709 limited range in every tag: what the movie must say.
+    public var isBT709Limited: Bool { space == "bt709" && primaries == "bt709" && transfer == "bt709" && range == "tv" }
+}
+
+public func colourTags(_ path: String) throws -> ColourTags {
+    let r = try run("ffprobe", ["-v", "error", "-select_streams", "v:0", "-print_format", "json", "-show_entries",
+                                "stream=color_space,color_primaries,color_transfer,color_range,pix_fmt,height", path])
+    guard r.status == 0, let json = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any],
+          let s = (json["streams"] as? [[String: Any]])?.first else { throw GenerateError(message: "ffprobe failed on \(path): \(r.err)") }
+    func v(_ k: String) -> String { s[k] as? String ?? "unknown" }
+    return ColourTags(space: v("color_space"), primaries: v("color_primaries"), transfer: v("color_transfer"), range: v("color_range"),
+                      pixelFormat: v("pix_fmt"), height: s["height"] as? Int ?? 0)
+}
+
+/// The scale filter that turns a file's Y'CbCr into RGB as a player does: by its own matrix and
+/// range tags, and where untagged, BT.709 for HD (≥ 720 lines) and BT.601 below — not ffmpeg's
+/// default (always BT.601), which hides wrong colours.
+public func playerRGBFilter(_ path: String) throws -> String {
+    let t = try colourTags(path)
+    let matrix: String
+    switch t.space {
+    case "bt709": matrix = "bt709"
+    case "bt470bg", "smpte170m": matrix = "bt601"
+    case "bt2020nc", "bt2020c": matrix = "bt2020"
+    case "fcc": matrix = "fcc"
+    case "smpte240m": matrix = "smpte240m"
+    default: matrix = t.height >= 720 ? "bt709" : "bt601"
+    }
+    let full = t.range == "pc" || (t.range == "unknown" && t.pixelFormat.hasPrefix("yuvj"))
+    return "scale=in_color_matrix=\(matrix):in_range=\(full ? "pc" : "tv"),format=rgb24"
+}
+
+/// Frame `index` of a video as RGB24 bytes, decoded as a player does.
+public func playerFrame(_ video: String, frame index: Int) throws -> (width: Int, height: Int, rgb: [UInt8]) {
     let probe = try ffprobe(video)
     let w = probe.width, h = probe.height
-    let dir = temporaryDirectory("rgb")
-    let raw = dir + "/f.rgb"
-    let r = try run("ffmpeg", ["-v", "error", "-y", "-i", video, "-vf", "select='eq(n\\,\(index))'", "-frames:v", "1",
-                               "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", raw])
+    let raw = temporaryDirectory("rgb") + "/f.rgb"
+    let r = try run("ffmpeg", ["-v", "error", "-y", "-i", video, "-vf", "select='eq(n\\,\(index))'," + (try playerRGBFilter(video)),
+                               "-frames:v", "1", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", raw])
     guard r.status == 0, let data = FileManager.default.contents(atPath: raw), data.count == w * h * 3 else {
         throw GenerateError(message: "cannot read frame \(index) of \(video): \(r.err)")
     }
+    return (w, h, [UInt8](data))
+}
+
+/// Mean R, G, B (0…255) of frame `index` of a video, decoded as a player does, over columns
+/// [x0, x1) and rows [y0, y1) as fractions of the picture.
+public func frameRGBMeans(_ video: String, frame index: Int, x0: Double = 0, x1: Double = 1, y0: Double = 0, y1: Double = 1) throws -> (r: Double, g: Double, b: Double) {
+    let (w, h, data) = try playerFrame(video, frame: index)
     var sum = (0.0, 0.0, 0.0), n = 0.0
-    let c0 = Int(Double(w) * x0), c1 = Int(Double(w) * x1)
-    data.withUnsafeBytes { (p: UnsafeRawBufferPointer) in
-        for y in stride(from: 0, to: h, by: 2) {
-            for x in stride(from: c0, to: c1, by: 2) {
-                let o = (y * w + x) * 3
-                sum.0 += Double(p[o]); sum.1 += Double(p[o + 1]); sum.2 += Double(p[o + 2]); n += 1
-            }
+    let c0 = Int(Double(w) * x0), c1 = Int(Double(w) * x1), r0 = Int(Double(h) * y0), r1 = Int(Double(h) * y1)
+    for y in stride(from: r0, to: r1, by: 2) {
+        for x in stride(from: c0, to: c1, by: 2) {
+            let o = (y * w + x) * 3
+            sum.0 += Double(data[o]); sum.1 += Double(data[o + 1]); sum.2 += Double(data[o + 2]); n += 1
         }
     }
     return (sum.0 / n, sum.1 / n, sum.2 / n)
+}
+
+/// Mean saturation and luma of a video's frames (ffmpeg signalstats on Y'CbCr, 8-bit scale).
+public func saturationAndLuma(_ video: String, filter: String? = nil) throws -> (saturation: Double, luma: Double) {
+    let vf = (filter.map { $0 + "," } ?? "") + "format=yuv420p,signalstats,metadata=print:file=-"
+    let r = try run("ffmpeg", ["-v", "error", "-i", video, "-vf", vf, "-f", "null", "-"])
+    func mean(_ key: String) -> Double? {
+        let v = r.out.split(separator: "\n").compactMap { $0.components(separatedBy: "\(key)=").dropFirst().first.flatMap(Double.init) }
+        return v.isEmpty ? nil : v.reduce(0, +) / Double(v.count)
+    }
+    guard let s = mean("lavfi.signalstats.SATAVG"), let y = mean("lavfi.signalstats.YAVG") else {
+        throw GenerateError(message: "no signalstats for \(video): \(r.err)")
+    }
+    return (s, y)
 }
 
 /// Average saturation of a video's frames, from ffmpeg's signalstats (0 for black and white).
