@@ -27,6 +27,18 @@ public struct ConcatReport: Sendable, Hashable, Codable {
 /// encoded to AAC once (no priming gaps at joins), MP4 with faststart.
 public enum Concat {
     public static func run(_ inputs: [ConcatInput], profile: OutputProfile, to path: String) throws -> ConcatReport {
+        guard profile.isGIF else { return try movie(inputs, profile: profile, to: path) }
+        // A GIF is made from the finished movie, which is made exactly as for MP4 first.
+        let movie = path + ".movie.mp4"
+        defer { try? FileManager.default.removeItem(atPath: movie) }
+        let t0 = now()
+        var report = try self.movie(inputs, profile: profile, to: movie)
+        try GIF.write(movie: movie, to: path, profile: profile, name: (profile.path as NSString).lastPathComponent)
+        report.seconds = now() - t0
+        return report
+    }
+
+    static func movie(_ inputs: [ConcatInput], profile: OutputProfile, to path: String) throws -> ConcatReport {
         _ = configureLogging
         let t0 = now()
         let name = (profile.path as NSString).lastPathComponent

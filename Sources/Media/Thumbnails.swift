@@ -61,6 +61,12 @@ public enum Thumbnails {
         guard av_frame_get_buffer(rgb.ptr, 0) >= 0 else { throw MediaError(.encode, .retryable, file: name, "out of memory") }
         let sws = sws_getContext(w, h, AVPixelFormat(rawValue: f.pointee.format), w, h, AV_PIX_FMT_RGB24, SWS_BICUBIC, nil, nil, nil)
         defer { sws_freeContext(sws) }
+        // Our frames are BT.709 (swscale would read Y'CbCr as BT.601); RGB sources need no matrix.
+        let isYUV = (av_pix_fmt_desc_get(AVPixelFormat(rawValue: f.pointee.format))?.pointee.flags ?? 0) & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL) == 0
+        if isYUV {
+            let bt709 = sws_getCoefficients(SWS_CS_ITU709)
+            sws_setColorspaceDetails(sws, bt709, f.pointee.color_range == AVCOL_RANGE_JPEG ? 1 : 0, bt709, 1, 0, 1 << 16, 1 << 16)
+        }
         let srcData = UnsafeRawPointer(f).advanced(by: MemoryLayout<AVFrame>.offset(of: \AVFrame.data)!)
             .assumingMemoryBound(to: UnsafePointer<UInt8>?.self)
         let srcStride = UnsafeRawPointer(f).advanced(by: MemoryLayout<AVFrame>.offset(of: \AVFrame.linesize)!).assumingMemoryBound(to: Int32.self)

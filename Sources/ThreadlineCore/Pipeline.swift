@@ -48,6 +48,9 @@ public struct OutputProfile: Sendable, Hashable, Codable {
     public var watermark: Watermark?
     /// Music mixed under (or over) the clips' own sound, at concat.
     public var soundtrack: Soundtrack?
+    /// "gif" for an animated GIF (a `.gif` path); nil: an MP4 movie.
+    public var container: String?
+    public var isGIF: Bool { container == "gif" }
 
     public init(path: String, width: Int = 1280, height: Int = 720, fps: Rational = Rational(30, 1),
                 fit: Fit = .letterbox, background: String = "#000000",

@@ -82,6 +82,11 @@ public enum PipelineLoader {
             throw ctx.error("output.path is required", at: node, hint: "for example path: out/movie.mp4")
         }
         var profile = OutputProfile(path: ctx.resolve(p))
+        if p.lowercased().hasSuffix(".gif") {
+            // An animated GIF: 15 fps unless fps says otherwise; no sound.
+            profile.container = "gif"
+            profile.fps = Rational(15, 1)
+        }
         if let size = m.node("size") {
             guard let s = size.string, let (w, h) = parseSize(s) else {
                 throw ctx.error("output.size must be WIDTHxHEIGHT, got '\(size.string ?? "?")'", at: size, hint: "for example size: 1280x720")

@@ -267,7 +267,9 @@ struct PlanCommand: ParsableCommand {
             return
         }
         print("\(p.name): \(p.items.count) items → \(p.output.path)")
-        print("output \(p.output.width)x\(p.output.height) @ \(p.output.fps) fps, \(p.output.fit.rawValue), h264 crf \(p.output.video.crf) \(p.output.video.preset), aac \(p.output.audio.bitrate / 1000)k")
+        let encoding = p.output.isGIF ? "animated GIF (one palette, no sound)"
+            : "\(p.output.video.codec) crf \(p.output.video.crf) \(p.output.video.preset), aac \(p.output.audio.bitrate / 1000)k, BT.709"
+        print("output \(p.output.width)x\(p.output.height) @ \(p.output.fps) fps, \(p.output.fit.rawValue), \(encoding)")
         if let timeline = plan.timeline {
             print("")
             print("  #  start      duration  frames  item")

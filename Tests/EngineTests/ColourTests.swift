@@ -205,3 +205,57 @@ import TestSupport
         }
     }
 }
+
+/// Output formats beside H.264 MP4: HEVC (Apple-playable hvc1) and animated GIF.
+@Suite(.serialized) struct OutputFormatTests {
+    static let body = """
+    transition: { type: fade, duration: 0.4 }
+    clips:
+      - title: { text: "June 2026", duration: 1, background: "#1c1c1e" }
+      - video: clip.mp4
+        trim: { start: 0.2, end: 1.7 }
+      - photo: bars.png
+        duration: 1
+    """
+
+    static func render(_ output: String) throws -> (path: String, plannedFrames: Int) {
+        let d = temporaryDirectory("formats")
+        try Generate.clip(d + "/clip.mp4", width: 640, height: 360, fps: "25", seconds: 2)
+        try FileManager.default.copyItem(atPath: ColourTests.dir + "/bars.png", toPath: d + "/bars.png")
+        try "version: 1\nname: f\noutput: \(output)\n\(body)\n".write(toFile: d + "/p.yaml", atomically: true, encoding: .utf8)
+        let plan = try run(coordPath, ["plan", d + "/p.yaml", "--json"], timeout: 60)
+        #expect(plan.status == 0, "\(plan.err)")
+        let frames = try #require(try JSONDecoder().decode(Plan.self, from: Data(plan.out.utf8)).totalFrames)
+        let r = try run(coordPath, ["submit", d + "/p.yaml", "--state", d + "/state", "--workers", "2"], timeout: 300)
+        #expect(r.status == 0, "\(r.err)")
+        let path = try #require(r.out.split(separator: "\n").last.flatMap { $0.components(separatedBy: "→ ").last?.components(separatedBy: " (").first })
+        return (path, frames)
+    }
+
+    @Test func hevcIsHvc1WithExactFramesAndNoDrift() throws {
+        let (out, frames) = try Self.render("{ path: movie.mp4, size: 640x360, fps: 30, video: { codec: hevc, preset: ultrafast } }")
+        let p = try ffprobe(out, countFrames: true)
+        #expect(p.videoCodec == "hevc" && p.frames == frames, "codec \(p.videoCodec ?? "-"), \(p.frames ?? -1) frames, planned \(frames)")
+        let tag = try run("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_tag_string", "-of", "csv=p=0", out])
+        #expect(tag.out.trimmingCharacters(in: .whitespacesAndNewlines) == "hvc1")
+        #expect(abs((p.videoDuration ?? 0) - Double(frames) / 30) <= 1.0 / 30)
+        #expect(abs((p.videoDuration ?? 0) - (p.audioDuration ?? 0)) <= 1.0 / 30, "video \(p.videoDuration ?? 0) s, audio \(p.audioDuration ?? 0) s")
+        #expect(try colourTags(out).isBT709Limited)
+        // Every frame decodes (segments joined by stream copy at IDR frames).
+        let decode = try run("ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"])
+        #expect(decode.status == 0 && decode.err.isEmpty, "\(decode.err)")
+    }
+
+    @Test func gifHasThePlannedFramesAtFifteenFPS() throws {
+        let (out, frames) = try Self.render("{ path: movie.gif, size: 320x180 }")
+        #expect(out.hasSuffix("movie.gif"))
+        let p = try ffprobe(out, countFrames: true)
+        // 1 + 1.5 + 1 s at 15 fps, less two 0.4 s fades.
+        #expect(frames == 15 + 23 + 15 - 6 - 6 || frames == 15 + 22 + 15 - 6 - 6, "planned \(frames)")
+        #expect(p.videoCodec == "gif" && p.frames == frames && p.audioCodec == nil, "\(p)")
+        #expect(abs(p.duration - Double(frames) / 15) <= 0.02, "duration \(p.duration) for \(frames) frames")
+        // One palette: the title's dark background keeps its colour through the movie's frames.
+        let title = try frameRGBMeans(out, frame: 3, x0: 0, x1: 0.1)
+        #expect(ColourTests.close(title, (0x1c, 0x1c, 0x1e)), "title \(title)")
+    }
+}

@@ -53,7 +53,10 @@ struct CorpusTests {
         let k = timeline[0].frameCount / 2
         let pick = "select='eq(n\\,\(k))'"
         try extractFrame(dir + "/out.mp4", at: 0, to: dir + "/ours.png", filter: pick, seek: false)
-        let fit = "scale='trunc(iw*max(1,sar))':'trunc(ih*max(1,1/sar))',setsar=1,scale=1280:720:force_original_aspect_ratio=decrease,pad=1280:720:(ow-iw)/2:(oh-ih)/2,format=yuv420p"
+        // HDR sources are tone-mapped in the movie: the reference is too (the same standard chain).
+        let hdr = ["arib-std-b67", "smpte2084"].contains(try colourTags(src).transfer)
+        let toneMap = hdr ? "zscale=t=linear:npl=100,format=gbrpf32le,zscale=p=bt709,tonemap=tonemap=mobius:desat=0,zscale=t=bt709:m=bt709:r=tv," : ""
+        let fit = toneMap + "scale='trunc(iw*max(1,sar))':'trunc(ih*max(1,1/sar))',setsar=1,scale=1280:720:force_original_aspect_ratio=decrease,pad=1280:720:(ow-iw)/2:(oh-ih)/2,format=yuv420p"
         let map = facts.videoStream.map { ["-map", "0:\($0)"] } ?? []
         try extractFrame(src, at: 0, to: dir + "/ref.png", filter: "fps=30," + fit + "," + pick, seek: false, extra: map)
         let score = try ssim(dir + "/ours.png", dir + "/ref.png")
@@ -62,5 +65,23 @@ struct CorpusTests {
         let wrongScore = try ssim(dir + "/ours.png", dir + "/wrong.png")
         print("corpus \(entry.path): ssim \(score) (flipped \(wrongScore)), duration \(probe.duration) vs \(entry.duration ?? -1)")
         #expect(score >= 0.9, "SSIM \(score) for \(entry.path)")
+        // Upright must beat upside down, except where the picture is uniform (three corpus clips are
+        // black test patterns, whose flipped picture is the same picture).
+        try extractFrame(src, at: 0, to: dir + "/source.png", filter: "fps=30," + pick, seek: false, extra: map)
+        if try lumaSpread(dir + "/source.png") >= 3 {
+            #expect(score > wrongScore, "\(entry.path): upright SSIM \(score) does not beat flipped \(wrongScore)")
+        } else {
+            print("corpus \(entry.path): uniform picture, upright vs flipped not compared")
+        }
     }
+}
+
+/// The standard deviation of an image's luma (0…255): near 0 for a uniform picture.
+func lumaSpread(_ image: String) throws -> Double {
+    let raw = temporaryDirectory("luma") + "/y.raw"
+    let r = try run("ffmpeg", ["-v", "error", "-y", "-i", image, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "gray", raw])
+    let bytes = [UInt8](FileManager.default.contents(atPath: raw) ?? Data())
+    guard !bytes.isEmpty else { throw GenerateError(message: "cannot read \(image): \(r.err)") }
+    let mean = bytes.reduce(0.0) { $0 + Double($1) } / Double(bytes.count)
+    return (bytes.reduce(0.0) { $0 + (Double($1) - mean) * (Double($1) - mean) } / Double(bytes.count)).squareRoot()
 }
