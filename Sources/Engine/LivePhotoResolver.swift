@@ -25,6 +25,12 @@ public enum LivePhotoResolver {
                 if use == .loop { p.items[i].edits.loop = max(2, p.items[i].edits.loop) }
                 if use == .bounce { p.items[i].edits.bounce = true }
             case .still:
+                // The frame Photos shows: the movie's still-image-time, else the photo itself.
+                if let movie = pair.movie, let t = LivePhotoPairing.stillImageTime(movie) {
+                    p.items[i].kind = .photo(source: SourceRef(movie), duration: duration, kenBurns: nil)
+                    p.items[i].frameAt = t
+                    continue
+                }
                 guard let photo = pair.photo else {
                     throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's still in \(folder)", at: item.location,
                                         hint: "put the photo beside the .MOV, or use: motion")

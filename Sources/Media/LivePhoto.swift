@@ -46,11 +46,74 @@ public enum LivePhotoPairing {
         return String(cString: e.pointee.value)
     }
 
+    /// Where in a Live Photo's movie the still was taken (seconds on the movie's timeline): the
+    /// one sample of its `com.apple.quicktime.still-image-time` timed-metadata track — the frame
+    /// Photos shows. Nil when the movie has no such track.
+    public static func stillImageTime(_ movie: String) -> Double? {
+        guard let track = QuickTimeBoxes.trackIndex(in: movie, containing: "com.apple.quicktime.still-image-time") else { return nil }
+        _ = configureLogging
+        guard let input = try? InputFile(path: movie, name: (movie as NSString).lastPathComponent, stage: .fetch),
+              track < Int(input.ctx.pointee.nb_streams) else { return nil }
+        let st = input.stream(Int32(track))
+        for i in 0..<Int(input.ctx.pointee.nb_streams) { input.stream(Int32(i)).pointee.discard = i == track ? AVDISCARD_DEFAULT : AVDISCARD_ALL }
+        let packet = Packet()
+        while av_read_frame(input.ctx, packet.ptr) >= 0 {
+            defer { packet.unref() }
+            guard packet.ptr.pointee.stream_index == Int32(track), packet.ptr.pointee.pts != tl_nopts_value() else { continue }
+            return max(0, Double(packet.ptr.pointee.pts) * av_q2d(st.pointee.time_base) - input.origin)
+        }
+        return nil
+    }
+
     /// The content identifier in a JPEG's Apple MakerNote (tag 0x0011).
     public static func photoIdentifier(_ path: String) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path), let head = try? handle.read(upToCount: 256 * 1024) else { return nil }
         try? handle.close()
         return EXIF.appleContentIdentifier(jpeg: [UInt8](head))
+    }
+}
+
+/// Just enough of the QuickTime box structure to tell which track a timed-metadata key belongs to
+/// (libavformat exposes `mebx` tracks but not their keys). Tracks are numbered as libavformat
+/// numbers streams: in the order of the `trak` boxes.
+enum QuickTimeBoxes {
+    static func trackIndex(in path: String, containing key: String) -> Int? {
+        guard let h = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? h.close() }
+        // The top level, by box headers only: find moov (at the start or, in Live Photos, the end).
+        var offset: UInt64 = 0
+        let end = (try? h.seekToEnd()) ?? 0
+        var moov: Data?
+        while offset + 8 <= end {
+            try? h.seek(toOffset: offset)
+            guard let head = try? h.read(upToCount: 16), head.count >= 8 else { return nil }
+            var size = UInt64(head.prefix(4).reduce(0) { $0 << 8 | UInt32($1) })
+            var header: UInt64 = 8
+            if size == 1, head.count >= 16 { size = head[8..<16].reduce(0) { $0 << 8 | UInt64($1) }; header = 16 }
+            if size == 0 { size = end - offset }
+            guard size >= header, size <= end - offset else { return nil }
+            if head[4..<8] == Data("moov".utf8) {
+                guard size < 64 << 20 else { return nil }
+                try? h.seek(toOffset: offset + header)
+                moov = try? h.read(upToCount: Int(size - header))
+                break
+            }
+            offset += size
+        }
+        guard let moov else { return nil }
+        let needle = Data(key.utf8)
+        var k = 0, track = 0
+        let bytes = [UInt8](moov)
+        while k + 8 <= bytes.count {
+            let size = Int(bytes[k..<k + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+            guard size >= 8, k + size <= bytes.count else { return nil }
+            if bytes[k + 4..<k + 8].elementsEqual("trak".utf8) {
+                if moov[(moov.startIndex + k)..<(moov.startIndex + k + size)].range(of: needle) != nil { return track }
+                track += 1
+            }
+            k += size
+        }
+        return nil
     }
 }
 

@@ -19,7 +19,8 @@ enum PhotoRenderer {
             let input = try InputFile(path: spec.sourcePath, name: name, stage: .decode)
             guard let v = input.videoIndex else { throw MediaError(.decode, .permanent, file: name, "no picture in this file") }
             let decoder = try Decoder(input: input, stream: v, threads: 1)
-            picture = try firstFrame(input, decoder, stream: v, name: name)
+            picture = spec.trimStart > 0 ? try frame(input, decoder, stream: v, at: spec.trimStart, name: name)
+                : try firstFrame(input, decoder, stream: v, name: name)
             orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
             icc = ICC.profile(of: picture)
         }
@@ -62,6 +63,43 @@ enum PhotoRenderer {
         }
         try writer.finish(report: &report)
         return report
+    }
+
+    /// Decodes the frame showing at `time` (seconds on the file's timeline) of a movie.
+    static func frame(_ input: InputFile, _ decoder: Decoder, stream: Int32, at time: Double, name: String) throws -> Frame {
+        let ts = Int64(((input.origin + time) * Double(AV_TIME_BASE)).rounded(.down))
+        if av_seek_frame(input.ctx, -1, ts, AVSEEK_FLAG_BACKWARD) < 0 { av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD) }
+        let packet = Packet()
+        var frame = Frame(), last: Frame? = nil
+        var sentEOF = false
+        while true {
+            if !sentEOF {
+                if av_read_frame(input.ctx, packet.ptr) < 0 {
+                    avcodec_send_packet(decoder.ctx, nil); sentEOF = true
+                } else {
+                    defer { packet.unref() }
+                    guard packet.ptr.pointee.stream_index == stream else { continue }
+                    let sent = avcodec_send_packet(decoder.ctx, packet.ptr)
+                    if sent < 0 && sent != tl_averror_eagain() { throw MediaError(.decode, .permanent, file: name, "the movie cannot be decoded: \(avErrorString(sent))") }
+                }
+            }
+            while true {
+                let ret = avcodec_receive_frame(decoder.ctx, frame.ptr)
+                if ret == tl_averror_eagain() { break }
+                if ret == tl_averror_eof() {
+                    guard let last else { throw MediaError(.decode, .permanent, file: name, "no frame could be decoded") }
+                    return last
+                }
+                if ret < 0 { throw MediaError(.decode, .permanent, file: name, "the movie cannot be decoded: \(avErrorString(ret))") }
+                let pts = frame.ptr.pointee.best_effort_timestamp
+                let t = pts == tl_nopts_value() ? time : Double(pts) * av_q2d(decoder.timeBase) - input.origin
+                // The first frame at (or within a millisecond before) the time: it is on screen then.
+                if t >= time - 0.001 { return frame }
+                last = frame
+                frame = Frame()
+            }
+            if sentEOF && last == nil { throw MediaError(.decode, .permanent, file: name, "no frame could be decoded") }
+        }
     }
 
     /// Decodes the first picture of the file.

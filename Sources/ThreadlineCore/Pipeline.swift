@@ -175,6 +175,9 @@ public struct Item: Sendable, Hashable, Codable {
     public var transition: Transition?
     /// Where the item is written in the pipeline file.
     public var location: SourceLocation?
+    /// For a photo item whose source is a movie (a Live Photo's still taken from its motion):
+    /// the time of the frame it shows.
+    public var frameAt: Double?
 
     public init(kind: Kind, edits: Edits = .init(), location: SourceLocation? = nil) {
         self.kind = kind; self.edits = edits; self.location = location

@@ -428,7 +428,7 @@ public enum Planner {
         switch item.kind {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t
-        case .photo(_, _, let kb): spec.still = true; spec.kenBurns = kb
+        case .photo(_, _, let kb): spec.still = true; spec.kenBurns = kb; spec.trimStart = item.frameAt ?? 0
         case .livePhoto: break
         }
         return spec

@@ -57,4 +57,30 @@ import TestSupport
         #expect(ok.status == 0, "\(ok.err)")
         #expect(try ffprobe(dir + "/out.mp4", countFrames: true).frames == 90)
     }
+
+    /// `use: still` shows the frame at the movie's still-image-time (the one Photos shows).
+    @Test(.enabled(if: sharedMedia != nil, "../shared/media is absent: Live Photo still-image-time skipped"))
+    func theStillIsTheMoviesFrameAtItsStillImageTime() throws {
+        let mov = sharedMedia! + "/lychee/train.mov"
+        // The iPhone 6s movie marks its still at 288/600 s in its own timed-metadata track.
+        let t = try #require(LivePhotoPairing.stillImageTime(mov))
+        #expect(abs(t - 0.48) < 0.001, "still-image-time \(t)")
+        // A movie without that track has none (ours have no metadata tracks).
+        let dir = temporaryDirectory("still-time")
+        try Generate.clip(dir + "/plain.mov", seconds: 0.5)
+        #expect(LivePhotoPairing.stillImageTime(dir + "/plain.mov") == nil)
+
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "640x360",
+                          clips: ["live_photo: \(sharedMedia! + "/lychee/train.jpg")\n    use: still\n    duration: 1"])
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        try extractFrame(dir + "/out.mp4", at: 0, to: dir + "/ours.png", seek: false)
+        var scores: [Double: Double] = [:]
+        for at in [0.0, 0.48, 1.0] {
+            try extractFrame(mov, at: at, to: dir + "/ref.png",
+                             filter: "scale=640:360:force_original_aspect_ratio=decrease,pad=640:360:(ow-iw)/2:(oh-ih)/2")
+            scores[at] = try ssim(dir + "/ours.png", dir + "/ref.png")
+        }
+        #expect(scores[0.48]! > 0.95 && scores[0.48]! > scores[0.0]! + 0.1 && scores[0.48]! > scores[1.0]! + 0.1, "SSIM by time: \(scores)")
+    }
 }
