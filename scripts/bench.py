@@ -150,11 +150,18 @@ def ffmpeg_command(size, media, pipeline, output):
         af = ",".join(afades + ["anull"])
         src = os.path.join(media, s["name"])
         if kind == "clip":
-            inputs += ["-ss", f"{TRIM}", "-i", src]
+            # As an expert writes it: portrait clips are scaled in their stored orientation and turned
+            # after (no autorotation of full-size frames), and the colour adjustment touches only the
+            # picture, before the letterbox bars are added.
+            if s["portrait"]:
+                inputs += ["-noautorotate", "-ss", f"{TRIM}", "-i", src]
+                fit = f"scale={H}:{W}:force_original_aspect_ratio=decrease:force_divisible_by=2,transpose=clock,"
+            else:
+                inputs += ["-ss", f"{TRIM}", "-i", src]
+                fit = f"scale={W}:{H}:force_original_aspect_ratio=decrease:force_divisible_by=2,"
             f.append(f"[{idx}:v]fps={FPS},tpad=stop_mode=clone:stop=-1,trim=start_frame={first}:end_frame={last},setpts=PTS-STARTPTS,"
-                     f"scale={W}:{H}:force_original_aspect_ratio=decrease:force_divisible_by=2,"
+                     f"{fit}eq=contrast=1.05:saturation=1.1,"
                      f"pad={W}:{H}:(ow-iw)/2:(oh-ih)/2,setsar=1,"
-                     f"eq=contrast=1.05:saturation=1.1,"
                      f"drawtext=fontfile={FONT}:text='2026-06-{idx % 28 + 1:02d}':fontsize={H // 18}:fontcolor=white:"
                      f"shadowx=2:shadowy=2:shadowcolor=black@0.6:x=h*0.05:y=h-text_h-h*0.05,{vf}[v{idx}]")
             f.append(f"[{idx}:a]aresample=48000,aformat=sample_fmts=fltp:channel_layouts=stereo,apad,"
@@ -260,9 +267,10 @@ def threadline(pipeline, state):
 
 def probe(path):
     out = subprocess.check_output(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
-                                   "stream=nb_read_frames:format=duration", "-of", "json", path])
+                                   "stream=nb_read_frames:format=duration,size,bit_rate", "-of", "json", path])
     j = json.loads(out)
-    return {"frames": int(j["streams"][0]["nb_read_frames"]), "duration": float(j["format"]["duration"])}
+    return {"frames": int(j["streams"][0]["nb_read_frames"]), "duration": float(j["format"]["duration"]),
+            "size_mb": int(j["format"]["size"]) / 1e6, "kbps": int(j["format"]["bit_rate"]) / 1000}
 
 
 def x264_settings(path):
@@ -380,7 +388,8 @@ def table(r):
     if "vs_moviepy" in r["results"]["threadline"]:
         rows += ["", f"Threadline / MoviePy wall: {r['results']['threadline']['vs_moviepy']:.2f}"]
     o = r["outputs"]
-    rows += ["", "Outputs: " + ", ".join(f"{k} {v['frames']} frames / {v['duration']:.2f} s" for k, v in o.items())]
+    rows += ["", "Outputs: " + ", ".join(f"{k} {v['frames']} frames / {v['duration']:.2f} s"
+                                     + (f" / {v['size_mb']:.1f} MB / {v['kbps']:.0f} kb/s" if "size_mb" in v else "") for k, v in o.items())]
     if "quality" in r:
         q = r["quality"]
         rows += ["", f"Quality over the first {q['frames']} frames (three items and their fades), each output against a lossless "

@@ -161,6 +161,8 @@ private final class SegmentJob {
                 keyPTS.append(packet.ptr.pointee.pts)
             }
             if idx == videoIndex && !videoDone {
+                // A frame the movie will not show needs decoding only if others refer to it.
+                video.ctx.pointee.skip_frame = mayShow(packet.ptr, origin: origin) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF
                 try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeVideo(frame, origin: origin) }
             } else if let audio, idx == input.audioIndex, !audioDone {
                 try send(packet.ptr, to: audio, frame: frame, started: t0) { audioDone = try self.takeAudio(frame, origin: origin) }
@@ -208,6 +210,34 @@ private final class SegmentJob {
 
     // MARK: video
 
+    /// For a constant-rate source decoded on one thread, each packet's own time and the next
+    /// frame's (its pts plus its duration) tell whether the frame will fill any output slot: the
+    /// same arithmetic as `takeVideo`, which shows a frame for the slots from its own first slot
+    /// to the next frame's. Frames that fill none (60 fps shown at 30, what precedes the trim)
+    /// may be skipped when nothing refers to them — x264's non-reference B-frames, typically —
+    /// and the movie is the same. Anything uncertain counts as shown.
+    lazy var constantRate: Bool = {
+        let st = input.stream(videoIndex).pointee
+        let r = st.r_frame_rate, a = st.avg_frame_rate
+        guard !spec.edits.bounce, video.ctx.pointee.thread_count <= 1, r.num > 0, r.den > 0, a.num > 0, a.den > 0 else { return false }
+        return abs(av_q2d(r) / av_q2d(a) - 1) < 0.001
+    }()
+
+    func mayShow(_ pkt: UnsafeMutablePointer<AVPacket>, origin: Double) -> Bool {
+        guard constantRate, pkt.pointee.pts != tl_nopts_value(), pkt.pointee.duration > 0 else { return true }
+        let tb = av_q2d(video.timeBase)
+        let t = Double(pkt.pointee.pts) * tb - origin
+        let next = Double(pkt.pointee.pts + pkt.pointee.duration) * tb - origin
+        // Near the end of the file the last frame may fill the remaining slots.
+        guard next + 2 * Double(pkt.pointee.duration) * tb < input.duration else { return true }
+        return firstSlot(next) > firstSlot(t) && firstSlot(t) < videoEnd
+    }
+
+    /// The first output slot a frame at source time `t` is nearest to (as `takeVideo` decides).
+    /// A frame exactly halfway between two slots (every other frame of 60 fps shown at 30) is a
+    /// tie the earlier frame wins; the tolerance keeps rounding noise in `t` from deciding it.
+    func firstSlot(_ t: Double) -> Int { max(0, Int(((t - spec.trimStart) / speed * fps - 0.5 + 1e-6).rounded(.down)) + 1) }
+
     /// Places a decoded frame on the output's constant-rate grid. Returns true once all slots are filled.
     func takeVideo(_ frame: Frame, origin: Double) throws -> Bool {
         report.framesDecoded += 1
@@ -222,7 +252,7 @@ private final class SegmentJob {
         lastFrameTime = t
         let r = (t - spec.trimStart) / speed
         // The first slot this frame is nearest to: round(r × fps) ≤ slot.
-        let first = max(0, Int((r * fps - 0.5).rounded(.down)) + 1)
+        let first = firstSlot(t)
         if let pending {
             let end = min(first, videoEnd)
             if end > nextSlot { try emit(pending, slots: nextSlot..<end); nextSlot = end }

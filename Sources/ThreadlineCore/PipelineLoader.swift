@@ -129,26 +129,12 @@ public enum PipelineLoader {
         }
         if let v = m.node("video") {
             let vm = try ctx.map(v, "output.video")
-            if let codecNode = vm.node("codec") {
-                guard let c = codecNode.string, VideoSettings.codecs.contains(c) else {
-                    let s = codecNode.string.flatMap { suggestion(for: $0, among: VideoSettings.codecs) }
-                    throw ctx.error("unsupported video codec '\(codecNode.string ?? "?")'", at: codecNode,
-                                    hint: s.map { "did you mean '\($0)'?" } ?? "one of \(VideoSettings.codecs.joined(separator: ", "))")
-                }
-                profile.video.codec = c
-            }
+            if let c = try vm.choice("codec", among: VideoSettings.codecs, error: "unsupported video codec") { profile.video.codec = c }
             if let crf = try vm.int("crf") {
                 guard (0...51).contains(crf) else { throw ctx.error("output.video.crf must be 0…51, got \(crf)", at: vm.node("crf")) }
                 profile.video.crf = crf
             }
-            if let presetNode = vm.node("preset") {
-                guard let p = presetNode.string, VideoSettings.presets.contains(p) else {
-                    let s = presetNode.string.flatMap { suggestion(for: $0, among: VideoSettings.presets) }
-                    throw ctx.error("unknown x264 preset '\(presetNode.string ?? "?")'", at: presetNode,
-                                    hint: s.map { "did you mean '\($0)'?" } ?? "one of \(VideoSettings.presets.joined(separator: ", "))")
-                }
-                profile.video.preset = p
-            }
+            if let p = try vm.choice("preset", among: VideoSettings.presets, error: "unknown x264 preset") { profile.video.preset = p }
             if let k = try vm.int("keyint") {
                 guard k >= 0 && k <= 1000 else { throw ctx.error("output.video.keyint must be 0…1000", at: vm.node("keyint")) }
                 profile.video.keyint = k
@@ -688,14 +674,18 @@ struct MapReader {
         return t
     }
 
-    func enumValue<E: RawRepresentable & CaseIterable>(_ key: String, _ type: E.Type) throws -> E? where E.RawValue == String {
+    /// A name from `allowed`; anything else is `error 'value'` with a did-you-mean or the list.
+    func choice(_ key: String, among allowed: [String], error message: String) throws -> String? {
         guard let v = try scalar(key, "a name") else { return nil }
-        let all = E.allCases.map(\.rawValue)
-        guard let s = v.string, let e = E(rawValue: s) else {
-            let hint = v.string.flatMap { suggestion(for: $0, among: all) }.map { "did you mean '\($0)'?" }
-                ?? "one of \(all.joined(separator: ", "))"
-            throw ctx.error("unknown \(key) '\(v.string ?? "?")'", at: v, hint: hint)
+        guard let s = v.string, allowed.contains(s) else {
+            let hint = v.string.flatMap { suggestion(for: $0, among: allowed) }.map { "did you mean '\($0)'?" }
+                ?? "one of \(allowed.joined(separator: ", "))"
+            throw ctx.error("\(message) '\(v.string ?? "?")'", at: v, hint: hint)
         }
-        return e
+        return s
+    }
+
+    func enumValue<E: RawRepresentable & CaseIterable>(_ key: String, _ type: E.Type) throws -> E? where E.RawValue == String {
+        try choice(key, among: E.allCases.map(\.rawValue), error: "unknown \(key)").flatMap(E.init(rawValue:))
     }
 }
