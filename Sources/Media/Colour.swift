@@ -23,6 +23,8 @@ struct SourceColour: Equatable, CustomStringConvertible {
     var primaries: AVColorPrimaries
     var transfer: AVColorTransferCharacteristic
     var fullRange: Bool
+    /// An odd width or height: the colorspace filter and zimg refuse 4:2:0 pictures of that size.
+    var oddSize: Bool
 
     /// The tone-mapping operator for HDR sources. Mobius is linear up to a knee and rolls off
     /// only the highlights above it, so SDR-range content (most of a phone's HLG picture) keeps
@@ -47,6 +49,7 @@ struct SourceColour: Equatable, CustomStringConvertible {
         let jpegFormats: Set<AVPixelFormat> = [AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUVJ422P, AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ440P, AV_PIX_FMT_YUVJ411P]
         fullRange = range == AVCOL_RANGE_JPEG || (range == AVCOL_RANGE_UNSPECIFIED && jpegFormats.contains(pix))
         // Untagged: what mpv and browsers assume — BT.709 for HD, BT.601 (SMPTE 170M) for SD.
+        oddSize = width % 2 != 0 || height % 2 != 0
         let hd = width >= 1280 || height > 576
         self.matrix = matrix == AVCOL_SPC_UNSPECIFIED || matrix == AVCOL_SPC_RESERVED ? (hd ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M) : matrix
         self.primaries = primaries == AVCOL_PRI_UNSPECIFIED || primaries == AVCOL_PRI_RESERVED ? AVCOL_PRI_BT709 : primaries
@@ -72,17 +75,23 @@ struct SourceColour: Equatable, CustomStringConvertible {
         case .gray:
             return fullRange ? ["scale=in_range=pc:out_range=tv", "format=yuv420p"] : []
         case .hdr:
+            let even = oddSize ? ["scale=w=trunc(iw/2)*2:h=trunc(ih/2)*2"] : []
             // To linear light (zimg applies the HLG system gamma / PQ EOTF), BT.2020 → BT.709
             // primaries, tone-map the highlights, then BT.709's transfer and matrix.
-            return ["zscale=t=linear:npl=100", "format=gbrpf32le", "zscale=p=bt709",
+            return even + ["zscale=t=linear:npl=100", "format=gbrpf32le", "zscale=p=bt709",
                     "tonemap=tonemap=\(Self.toneMap):desat=0", "zscale=t=bt709:m=bt709:r=tv", "format=yuv420p"]
         case .yuv:
             if primaries == AVCOL_PRI_BT2020 {
                 // Wide-gamut SDR: zimg converts primaries through linear light.
                 let tin = transfer == AVCOL_TRC_UNSPECIFIED ? ":tin=2020_10" : ""
-                return ["zscale=p=bt709:t=bt709:m=bt709:r=tv\(tin)", "format=yuv420p"]
+                return (oddSize ? ["scale=w=trunc(iw/2)*2:h=trunc(ih/2)*2"] : []) + ["zscale=p=bt709:t=bt709:m=bt709:r=tv\(tin)", "format=yuv420p"]
             }
             if matrix == AVCOL_SPC_BT709 && !fullRange { return [] }
+            if oddSize {
+                // Through RGB with libswscale, which takes any size.
+                return ["scale=in_color_matrix=\(Self.swscaleName(matrix)):in_range=\(fullRange ? "pc" : "tv")", "format=gbrp",
+                        "scale=out_color_matrix=bt709:out_range=tv", "format=yuv420p"]
+            }
             guard let space = Self.colorspaceFilterName(matrix) else {
                 return ["zscale=m=bt709:r=tv", "format=yuv420p"]
             }
@@ -90,6 +99,17 @@ struct SourceColour: Equatable, CustomStringConvertible {
             // BT.709's that no player converts them, and the tests judge pictures as players show them.
             return ["colorspace=ispace=\(space):irange=\(fullRange ? "pc" : "tv"):iprimaries=bt709:itrc=bt709"
                     + ":all=bt709:range=tv:fast=1:format=yuv420p"]
+        }
+    }
+
+    /// libswscale's name for a matrix (its BT.601 covers bt470bg and smpte170m).
+    static func swscaleName(_ m: AVColorSpace) -> String {
+        switch m {
+        case AVCOL_SPC_BT709: return "bt709"
+        case AVCOL_SPC_FCC: return "fcc"
+        case AVCOL_SPC_SMPTE240M: return "smpte240m"
+        case AVCOL_SPC_BT2020_NCL, AVCOL_SPC_BT2020_CL: return "bt2020"
+        default: return "bt601"
         }
     }
 

@@ -35,8 +35,7 @@ final class FilterGraph {
         avfilter_inout_free(&outputs)
         if ret >= 0 { ret = avfilter_graph_config(graph, nil) }
         if ret < 0 {
-            var g: UnsafeMutablePointer<AVFilterGraph>? = graph
-            avfilter_graph_free(&g)
+            // Every stored property is set, so deinit runs after this throw and frees the graph.
             throw MediaError(stage, .permanent, file: file, "cannot build \(what) '\(description)': \(avErrorString(ret))")
         }
         sink = sinkCtx

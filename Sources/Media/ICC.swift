@@ -50,7 +50,7 @@ enum ICC {
             return copy
         }
         let colour = SourceColour(frame: picture.ptr)
-        let matrix = SourceColour.colorspaceFilterName(colour.matrix).map { $0 == "bt470bg" || $0 == "smpte170m" ? "bt601" : $0 } ?? "bt601"
+        let matrix = SourceColour.swscaleName(colour.matrix)
         let filter = try VideoFilter(width: p.width, height: p.height, format: p.format,
                                      sar: p.sample_aspect_ratio.num > 0 ? p.sample_aspect_ratio : AVRational(num: 1, den: 1),
                                      timeBase: AVRational(num: 1, den: 1),

@@ -17,6 +17,8 @@ import TestSupport
         _ = try? run("ffmpeg", ["-v", "error", "-y", "-loop", "1", "-i", d + "/bars.png", "-t", "1", "-r", "30",
                                 "-vf", "scale=640:360:out_color_matrix=bt601:out_range=tv,format=yuv420p", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "10",
                                 d + "/bars-sd-untagged.mp4"])
+        // The bars as an odd-sized JPEG (BT.601 full range; the colorspace filter refuses odd 4:2:0 sizes).
+        _ = try? run("ffmpeg", ["-v", "error", "-y", "-i", d + "/bars.png", "-vf", "scale=501:281", "-q:v", "1", d + "/bars-odd.jpg"])
         // A grey clip for overlays, a solid logo and a sticker (an opaque red square in a transparent border).
         _ = try? run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=0x808080:s=640x360:r=30:d=2", "-c:v", "libx264", "-preset", "ultrafast",
                                 "-pix_fmt", "yuv420p", d + "/grey.mp4"])
@@ -54,6 +56,8 @@ import TestSupport
             duration: 1
           - video: bars601.mp4
           - video: bars-sd-untagged.mp4
+          - photo: bars-odd.jpg
+            duration: 1
         """)
         let tags = try colourTags(out)
         #expect(tags.isBT709Limited, "output tags \(tags)")
@@ -64,7 +68,7 @@ import TestSupport
         }
         // The bars as the PNG holds them, against the photo, the BT.601 clip and the untagged SD clip.
         let png = Self.dir + "/bars.png"
-        for (item, name) in [(3, "PNG of bars"), (4, "BT.601-tagged bars"), (5, "untagged SD bars")] {
+        for (item, name) in [(3, "PNG of bars"), (4, "BT.601-tagged bars"), (5, "untagged SD bars"), (6, "odd-sized JPEG of bars")] {
             for x in Self.barCentres {
                 let want = try frameRGBMeans(png, frame: 0, x0: x - 0.03, x1: x + 0.03, y0: 0.1, y1: 0.5)
                 let got = try frameRGBMeans(out, frame: 30 * item + 15, x0: x - 0.03, x1: x + 0.03, y0: 0.1, y1: 0.5)
