@@ -6,7 +6,7 @@ internal import CFFmpeg
 /// bring it to the movie's colour space: BT.709 primaries, transfer and matrix, limited range,
 /// 8-bit 4:2:0. Every item's picture goes through `toOutput` once, before looks and overlays
 /// (which are defined on display-referred BT.709 pictures).
-struct SourceColour: Equatable, CustomStringConvertible {
+struct SourceColour: Equatable {
     enum Family: Equatable {
         /// RGB pixels (PNG, decoded HEIC, generated titles): sRGB, whose primaries are BT.709's.
         case rgb
@@ -63,8 +63,6 @@ struct SourceColour: Equatable, CustomStringConvertible {
     /// The movie's colour space.
     static let output = SourceColour(format: AV_PIX_FMT_YUV420P.rawValue, width: 1280, height: 720, matrix: AVCOL_SPC_BT709,
                                      primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_BT709, range: AVCOL_RANGE_MPEG)
-
-    var isHDR: Bool { family == .hdr }
 
     /// Filters from this picture to BT.709 limited-range 8-bit 4:2:0; empty when it already is.
     var toOutput: [String] {
@@ -125,20 +123,6 @@ struct SourceColour: Equatable, CustomStringConvertible {
         case AVCOL_SPC_BT2020_NCL: return "bt2020ncl"
         default: return nil
         }
-    }
-
-    var description: String {
-        func n(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "?" }
-        return "\(family) matrix=\(n(av_color_space_name(matrix))) primaries=\(n(av_color_primaries_name(primaries)))"
-            + " transfer=\(n(av_color_transfer_name(transfer))) range=\(fullRange ? "full" : "limited")"
-    }
-
-    /// Tags a frame as the movie's colour space (what the filters above produce).
-    static func tagOutput(_ f: UnsafeMutablePointer<AVFrame>) {
-        f.pointee.colorspace = AVCOL_SPC_BT709
-        f.pointee.color_primaries = AVCOL_PRI_BT709
-        f.pointee.color_trc = AVCOL_TRC_BT709
-        f.pointee.color_range = AVCOL_RANGE_MPEG
     }
 }
 

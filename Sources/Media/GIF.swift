@@ -12,7 +12,12 @@ enum GIF {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let source = dir + "/movie.mp4", palette = dir + "/palette.png"
-        try FileManager.default.linkItem(atPath: movie, toPath: source)
+        // Under a name that needs no escaping in a filter graph: a hard link, or a copy across filesystems.
+        do { try FileManager.default.linkItem(atPath: movie, toPath: source) } catch {
+            do { try FileManager.default.copyItem(atPath: movie, toPath: source) } catch {
+                throw MediaError(.concat, .retryable, file: name, "cannot stage the movie for GIF encoding: \(error.localizedDescription)")
+            }
+        }
         // The movie is BT.709: say so to the RGB conversion (libavfilter's default is BT.601).
         let rgb = "scale=in_color_matrix=bt709:in_range=tv,format=rgb24"
 

@@ -16,7 +16,7 @@ enum ICC {
         return n > 0 ? String(cString: buffer) : ""
     }
 
-    /// Whether converting through this profile can be skipped: it is sRGB already.
+    /// Whether converting through this profile can be skipped: it is sRGB already (or unreadable).
     static func isSRGB(_ profile: [UInt8]) -> Bool { describe(profile)?.lowercased().contains("srgb") ?? true }
 
     /// `picture` (any pixel format) as RGB24 in sRGB, converted from `profile` with relative
