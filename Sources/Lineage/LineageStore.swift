@@ -21,6 +21,12 @@ public final class LineageStore: Sendable {
             // After a checkpoint resets it, the WAL file shrinks back to at most this size.
             try db.execute(sql: "PRAGMA journal_size_limit = 16777216")
         }
+        // Processes that open a new state folder at the same moment (two `coord submit`s) would
+        // each see no migrations applied and race to create the tables: they migrate one at a time,
+        // under an advisory lock beside the database.
+        let lock = open(path + ".lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+        if lock >= 0 { _ = flock(lock, LOCK_EX) }
+        defer { if lock >= 0 { _ = flock(lock, LOCK_UN); close(lock) } }
         db = try DatabaseQueue(path: path, configuration: config)
         try Self.migrator.migrate(db)
     }
