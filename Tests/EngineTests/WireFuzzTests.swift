@@ -21,9 +21,35 @@ import Testing
         }
     }
 
+    /// Inputs kept from fuzzing, and hand-made malformed envelopes (`reject-*`: a wrong or missing
+    /// version, a wrong type, an unknown message, truncated JSON, bytes that are not UTF-8) that a
+    /// decoder must refuse. Whatever does decode must survive re-encoding.
     @Test func regressionInputsDecodeOrAreRejected() throws {
-        for url in Self.files("regressions") {
-            if let e = Envelope.decode(try Data(contentsOf: url)) { #expect(Envelope.decode(e.encoded()) != nil, "\(url.lastPathComponent)") }
+        let files = Self.files("regressions")
+        #expect(files.filter { $0.lastPathComponent.hasPrefix("reject-") }.count >= 6)
+        for url in files {
+            let decoded = Envelope.decode(try Data(contentsOf: url))
+            if url.lastPathComponent.hasPrefix("reject-") {
+                #expect(decoded == nil, "\(url.lastPathComponent) was accepted")
+            } else if let e = decoded {
+                #expect(Envelope.decode(e.encoded()) != nil, "\(url.lastPathComponent)")
+            }
+        }
+    }
+
+    /// Every strict prefix of every seed is refused (a decoder that accepts half a message would
+    /// act on garbage), and single flipped bytes never crash it.
+    @Test func truncatedAndFlippedSeedsNeverDecodeToGarbage() throws {
+        for url in Self.files("seeds") {
+            let data = try Data(contentsOf: url)
+            for cut in stride(from: 0, to: data.count - 1, by: max(1, data.count / 40)) {
+                #expect(Envelope.decode(data.prefix(cut)) == nil, "\(url.lastPathComponent) cut at \(cut) decoded")
+            }
+            for at in stride(from: 0, to: data.count, by: max(1, data.count / 40)) {
+                var flipped = data
+                flipped[flipped.startIndex + at] ^= 0x20
+                if let e = Envelope.decode(flipped) { #expect(Envelope.decode(e.encoded()) != nil) }
+            }
         }
     }
 }
