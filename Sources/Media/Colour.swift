@@ -60,6 +60,10 @@ struct SourceColour: Equatable {
         else { family = .yuv }
     }
 
+    /// An sRGB picture (generated titles).
+    static let sRGB = SourceColour(format: AV_PIX_FMT_RGB24.rawValue, width: 2, height: 2, matrix: AVCOL_SPC_RGB,
+                                   primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_IEC61966_2_1, range: AVCOL_RANGE_JPEG)
+
     /// The movie's colour space.
     static let output = SourceColour(format: AV_PIX_FMT_YUV420P.rawValue, width: 1280, height: 720, matrix: AVCOL_SPC_BT709,
                                      primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_BT709, range: AVCOL_RANGE_MPEG)

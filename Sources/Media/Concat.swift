@@ -56,19 +56,24 @@ public enum Concat {
         vOut.pointee.avg_frame_rate = AVRational(num: Int32(profile.fps.num), den: Int32(profile.fps.den))
         let reference = extradata(firstInput.stream(fv))
 
-        let aac = try AudioEncoder(bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, file: name)
-        let aOut = output.addStream()
-        avcodec_parameters_from_context(aOut.pointee.codecpar, aac.ctx)
-        aOut.pointee.time_base = aac.ctx.pointee.time_base
+        // A GIF has no sound: its intermediate movie skips mixing and encoding the audio.
+        var aOut: UnsafeMutablePointer<AVStream>? = nil
+        if !profile.isGIF {
+            let aac = try AudioEncoder(bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, file: name)
+            aOut = output.addStream()
+            avcodec_parameters_from_context(aOut!.pointee.codecpar, aac.ctx)
+            aOut!.pointee.time_base = aac.ctx.pointee.time_base
+        }
         try output.open(options: ["movflags": "+faststart"])
 
         var report = ConcatReport()
         let pkt = Packet()
-        let mixer = try profile.soundtrack.map { try SoundtrackMixer($0, totalSamples: inputs.reduce(0) { $0 + $1.sampleCount }) }
+        let mixer = profile.isGIF ? nil : try profile.soundtrack.map { try SoundtrackMixer($0, totalSamples: inputs.reduce(0) { $0 + $1.sampleCount }) }
         /// The movie's audio (through the soundtrack mix, when there is one), encoded at the end.
         var pcm: [Int16] = []
-        pcm.reserveCapacity(inputs.reduce(0) { $0 + $1.sampleCount } * 2)
+        if aOut != nil { pcm.reserveCapacity(inputs.reduce(0) { $0 + $1.sampleCount } * 2) }
         func feed(_ data: UnsafeRawPointer, _ n: Int) throws {
+            guard aOut != nil else { return }
             if let mixer {
                 pcm.append(contentsOf: try mixer.mix(data, samples: n))
             } else {
@@ -131,7 +136,9 @@ public enum Concat {
             report.frames += seg.frameCount
             report.samples += seg.sampleCount
         }
-        try encodeAudio(pcm, bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, output: output, stream: aOut, name: name)
+        if let aOut {
+            try encodeAudio(pcm, bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, output: output, stream: aOut, name: name)
+        }
         try output.finish()
         report.seconds = now() - t0
         return report

@@ -45,9 +45,7 @@ enum TitleRenderer {
         }
         let files = try OverlayFiles(edits: spec.edits, profile: p, name: name)
         let edit = EditChain(edits: spec.edits, profile: p, files: files.paths)
-        let rgb = SourceColour(format: AV_PIX_FMT_RGB24.rawValue, width: p.width, height: p.height, matrix: AVCOL_SPC_RGB,
-                               primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_IEC61966_2_1, range: AVCOL_RANGE_JPEG)
-        chain += rgb.toOutput + edit.look + ["setsar=1"]
+        chain += SourceColour.sRGB.toOutput + edit.look + ["setsar=1"]
         let description = edit.finish(chain.joined(separator: ","))
         let t0 = now()
         let generator = try GeneratedVideo(description: description, file: name)
@@ -59,7 +57,7 @@ enum TitleRenderer {
         // A card that does not change is made once and encoded for every slot.
         let perSlot = edit.variesPerSlot
         for slot in 0..<spec.frameCount where writer.wants(slot) || perSlot {
-            if slot == 0 || perSlot || report.framesOut == 0 {
+            if perSlot || report.framesOut == 0 {
                 let t1 = now()
                 guard try generator.next(into: frame) else { throw MediaError(.decode, .permanent, file: name, "the title generator stopped early") }
                 report.transformSeconds += now() - t1

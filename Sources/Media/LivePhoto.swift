@@ -52,7 +52,8 @@ public enum LivePhotoPairing {
     public static func stillImageTime(_ movie: String) -> Double? {
         guard let track = QuickTimeBoxes.trackIndex(in: movie, containing: "com.apple.quicktime.still-image-time") else { return nil }
         _ = configureLogging
-        guard let input = try? InputFile(path: movie, name: (movie as NSString).lastPathComponent, stage: .fetch),
+        // Only a packet's timestamp is needed: the container header says enough (no probing decode).
+        guard let input = try? InputFile(path: movie, name: (movie as NSString).lastPathComponent, stage: .fetch, findStreamInfo: false),
               track < Int(input.ctx.pointee.nb_streams) else { return nil }
         let st = input.stream(Int32(track))
         for i in 0..<Int(input.ctx.pointee.nb_streams) { input.stream(Int32(i)).pointee.discard = i == track ? AVDISCARD_DEFAULT : AVDISCARD_ALL }
