@@ -109,6 +109,25 @@ public final class ClusterClient {
         }, resend: { send(.watch(run: run)) })
     }
 
+    /// Follows many runs at once until every one has ended.
+    public func followAll(_ runs: [Int64], progress: (RunProgress) -> Void = { _ in }, ended: (RunEnd) -> Void = { _ in }) throws -> [Int64: RunEnd] {
+        let wanted = Set(runs)
+        var ends: [Int64: RunEnd] = [:]
+        for r in runs { send(.watch(run: r)) }
+        guard !runs.isEmpty else { return [:] }
+        return try pump(until: { m in
+            switch m {
+            case .progress(let p) where wanted.contains(p.runID) && ends[p.runID] == nil: progress(p)
+            case .ended(let e) where wanted.contains(e.run) && ends[e.run] == nil:
+                ends[e.run] = e
+                ended(e)
+                if ends.count == wanted.count { return ends }
+            default: break
+            }
+            return nil
+        }, resend: { for r in runs where ends[r] == nil { send(.watch(run: r)) } })
+    }
+
     /// Copies a finished movie from the coordinator to `path` (verified by sha256).
     public func download(_ ref: ArtifactRef, to path: String) throws {
         transfers.fetch(ref, from: Data())

@@ -15,6 +15,18 @@ public struct RunProgress: Sendable, Codable {
     public var stagesDone: Int
     public var running: [String]
     public var elapsed: Double
+    /// Planned output frames rendered so far, and in all; `framesKnown` once every item's length
+    /// is known (remote sources are measured when fetched). The ETA comes from these.
+    public var framesDone: Int? = nil
+    public var framesTotal: Int? = nil
+    public var framesKnown: Bool? = nil
+
+    /// Seconds left, from the rate at which planned frames have been rendered; nil until a
+    /// segment is done and every item's length is known.
+    public var eta: Double? {
+        guard framesKnown == true, let done = framesDone, let total = framesTotal, done > 0, total >= done, elapsed > 0 else { return nil }
+        return Double(total - done) * elapsed / Double(done)
+    }
 }
 
 public enum RunOutcome: Sendable {
@@ -70,7 +82,7 @@ public final class Coordinator: Sendable {
     enum Command {
         case submit(Pipeline, priority: Int, @Sendable (Result<Int64, Error>) -> Void)
         case workerExited(pid: Int32)
-        case stop(graceful: Bool)
+        case stop(graceful: Bool, within: Double?)
     }
 
     let config: Configuration
@@ -116,7 +128,8 @@ public final class Coordinator: Sendable {
     public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) } }
     /// Graceful: stop dispatching, let in-flight attempts finish (up to the drain timeout), hand
     /// the rest back and leave unfinished runs to be resumed. Otherwise stop at once.
-    public func stop(graceful: Bool = false) { inbox.withLock { $0.append(.stop(graceful: graceful)) } }
+    /// `within` overrides the configured drain timeout (0: hand everything back now).
+    public func stop(graceful: Bool = false, within: Double? = nil) { inbox.withLock { $0.append(.stop(graceful: graceful, within: within)) } }
     /// Blocks until the coordinator thread has ended.
     public func waitUntilStopped() { stoppedSignal.wait(); stoppedSignal.signal() }
 
@@ -375,10 +388,10 @@ final class CoordinatorCore {
                     if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) && $0.value.hello.host == ProcessInfo.processInfo.hostName }) {
                         lose(worker: id, reason: "process exited")
                     }
-                case .stop(let graceful):
-                    if graceful && !draining {
+                case .stop(let graceful, let within):
+                    if graceful && (!draining || within != nil) {
                         draining = true
-                        drainDeadline = Date().timeIntervalSince1970 + config.drainTimeout
+                        drainDeadline = Date().timeIntervalSince1970 + (within ?? config.drainTimeout)
                         log.info("stopping: no new work; waiting for in-flight stages", metadata: ["in_flight": "\(leases.count)"])
                     } else {
                         stopping = true
@@ -405,7 +418,7 @@ final class CoordinatorCore {
                     for (sha, outcome) in transfers.takeCompleted() { transferDone(sha, outcome) }
                 }
                 if draining {
-                    if (leases.isEmpty && awaitingUpload.isEmpty) || now > drainDeadline { handBack(); stopping = true }
+                    if (leases.isEmpty && awaitingUpload.isEmpty) || now >= drainDeadline { handBack(); stopping = true }
                 } else {
                     dispatch(now)
                 }
@@ -744,7 +757,7 @@ final class CoordinatorCore {
 
     // MARK: dispatch
 
-    static let checksPerWorker = 4
+    static let checksPerWorker = 16
 
     func dispatch(_ now: Double) {
         dispatchCacheChecks(now)
@@ -1213,8 +1226,11 @@ final class CoordinatorCore {
             total += u.stages.count
             if u.state == .done { done += u.stages.count } else if u.state == .running { running.append(u.name) }
         }
-        let p = RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
+        var p = RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
                             running: running.count > 64 ? Array(running.prefix(64)) : running, elapsed: now - run.startedAt)
+        p.framesTotal = run.frameCounts.values.reduce(0, +)
+        p.framesDone = run.segments.keys.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
+        p.framesKnown = run.frameCounts.count == items
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {
             let data = Envelope(.progress(p)).encoded()

@@ -105,6 +105,59 @@ public final class LocalCluster: Sendable {
         }
     }
 
+    /// Submits every pipeline at once (they share the workers, fairly) and blocks until all runs
+    /// end. `progress` and `ended` are called from the coordinator thread with the pipeline's index.
+    /// Each result is the run's id and outcome, or why it could not be submitted.
+    public func renderBatch(_ pipelines: [Pipeline], progress: @escaping @Sendable (Int, RunProgress) -> Void = { _, _ in },
+                            ended: @escaping @Sendable (Int, Int64, RunOutcome) -> Void = { _, _, _ in }) -> [Result<(Int64, RunOutcome), Error>] {
+        let index = Locked<[Int64: Int]>([:])
+        let results = Locked<[Int: Result<(Int64, RunOutcome), Error>]>([:])
+        let pending = Locked<[Int64: RunOutcome]>([:])
+        let done = DispatchSemaphore(value: 0)
+        coordinator.observe { p, run, outcome in
+            guard let k = index.withLock({ $0[run] }) else {
+                // Ended before its submit reply was seen: kept until the id is known.
+                if let outcome { pending.withLock { $0[run] = outcome } }
+                return
+            }
+            if let p { progress(k, p) }
+            if let outcome {
+                ended(k, run, outcome)
+                results.withLock { $0[k] = .success((run, outcome)) }
+                done.signal()
+            }
+        }
+        for (k, p) in pipelines.enumerated() {
+            coordinator.submit(p) { r in
+                switch r {
+                case .success(let run):
+                    index.withLock { $0[run] = k }
+                    if let o = pending.withLock({ $0.removeValue(forKey: run) }) {
+                        ended(k, run, o)
+                        results.withLock { $0[k] = .success((run, o)) }
+                        done.signal()
+                    }
+                case .failure(let e):
+                    results.withLock { $0[k] = .failure(e) }
+                    done.signal()
+                }
+            }
+        }
+        for _ in pipelines { done.wait() }
+        return pipelines.indices.map { results.withLock { $0 }[$0]! }
+    }
+
+    /// Ctrl-C: stops the coordinator at once, recording unfinished runs as interrupted (their
+    /// in-flight attempts lost), and stops the workers. Returns the ids of the interrupted runs.
+    public func interrupt() -> [Int64] {
+        let before = Set(outcomes.withLock { Array($0.keys) })
+        coordinator.stop(graceful: true, within: 0)
+        coordinator.waitUntilStopped()
+        shutdown()
+        return ((try? lineage.rows("SELECT id FROM run WHERE state = 'interrupted' AND coordinator = ?", [LineageStore.owner])) ?? [])
+            .compactMap { $0["id"].flatMap { Int64($0) } }.filter { !before.contains($0) }
+    }
+
     public func shutdown() {
         stopping.withLock { $0 = true }
         coordinator.stop()

@@ -301,14 +301,13 @@ public final class LineageStore: Sendable {
                 if parts.count == 2, String(parts[0]) == host, let pid = Int32(parts[1]), kill(pid, 0) == 0 || errno == EPERM {
                     continue   // its coordinator is alive
                 }
-                try db.execute(sql: """
+                try db.cachedStatement(sql: """
                     UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = 'coordinator stopped'
                     WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)
-                    """, arguments: [now(), id])
-                try db.execute(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')", arguments: [id])
-                try db.execute(sql: "UPDATE run SET state = 'interrupted' WHERE id = ?", arguments: [id])
-                try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.interrupted', ?)",
-                               arguments: [now(), id, "coordinator \(owner ?? "?") is gone"])
+                    """).execute(arguments: [now(), id])
+                try db.cachedStatement(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')").execute(arguments: [id])
+                try db.cachedStatement(sql: "UPDATE run SET state = 'interrupted' WHERE id = ?").execute(arguments: [id])
+                try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.interrupted', ?)").execute(arguments: [now(), id, "coordinator \(owner ?? "?") is gone"])
                 count += 1
             }
             return count
@@ -325,10 +324,8 @@ public final class LineageStore: Sendable {
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) {
                 ids[row["name"]] = row["id"]
             }
-            try db.execute(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?",
-                           arguments: [Self.owner, runID])
-            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)",
-                           arguments: [now(), runID, "resumed by \(Self.owner)"])
+            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?").execute(arguments: [Self.owner, runID])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [now(), runID, "resumed by \(Self.owner)"])
             return (runID, ids)
         }
     }
@@ -347,9 +344,8 @@ public final class LineageStore: Sendable {
             guard try Int64.fetchOne(db, sql: "SELECT id FROM run WHERE id = ? AND state = 'interrupted'", arguments: [runID]) != nil else { return nil }
             var ids: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) { ids[row["name"]] = row["id"] }
-            try db.execute(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?", arguments: [Self.owner, runID])
-            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)",
-                           arguments: [now(), runID, "resumed by \(Self.owner)"])
+            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?").execute(arguments: [Self.owner, runID])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [now(), runID, "resumed by \(Self.owner)"])
             return ids
         }
     }
@@ -358,13 +354,13 @@ public final class LineageStore: Sendable {
     /// left for the next coordinator to resume.
     public func interruptRun(_ runID: Int64, reason: String) throws {
         try write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = ?
                 WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)
-                """, arguments: [now(), reason, runID])
-            try db.execute(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')", arguments: [runID])
-            try db.execute(sql: "UPDATE run SET state = 'interrupted' WHERE id = ?", arguments: [runID])
-            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.interrupted', ?)", arguments: [now(), runID, reason])
+                """).execute(arguments: [now(), reason, runID])
+            try db.cachedStatement(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')").execute(arguments: [runID])
+            try db.cachedStatement(sql: "UPDATE run SET state = 'interrupted' WHERE id = ?").execute(arguments: [runID])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.interrupted', ?)").execute(arguments: [now(), runID, reason])
         }
     }
 
@@ -396,10 +392,10 @@ public final class LineageStore: Sendable {
     public static func holdReadTransaction(path: String, seconds: Double) throws {
         let reader = try reader(path: path)
         try reader.inDatabase { db in
-            try db.execute(sql: "BEGIN DEFERRED")
+            try db.cachedStatement(sql: "BEGIN DEFERRED").execute()
             _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM stage")
             Thread.sleep(forTimeInterval: seconds)
-            try db.execute(sql: "COMMIT")
+            try db.cachedStatement(sql: "COMMIT").execute()
         }
     }
 
@@ -426,11 +422,11 @@ public final class LineageStore: Sendable {
     public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil, priority: Int = 0,
                           submission: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
         try write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state, coordinator,
                                  priority, submission_json)
                 VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)
-                """, arguments: [pipeline.name, pipeline.file, SHA256Hasher.hex(pipeline.text), pipeline.text,
+                """).execute(arguments: [pipeline.name, pipeline.file, SHA256Hasher.hex(pipeline.text), pipeline.text,
                                  pipeline.output.path, submitter ?? ProcessInfo.processInfo.userName, now(), Self.owner,
                                  priority, submission])
             let runID = db.lastInsertedRowID
@@ -438,23 +434,19 @@ public final class LineageStore: Sendable {
             for (i, item) in pipeline.items.enumerated() {
                 let kind = item.kindName
                 let params = String(decoding: try encoder.encode(item), as: UTF8.self)
-                try db.execute(sql: "INSERT INTO item (run_id, idx, kind, label, source_uri, params_json) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [runID, i, kind, item.label(index: i), item.sources.first?.uri, params])
+                try db.cachedStatement(sql: "INSERT INTO item (run_id, idx, kind, label, source_uri, params_json) VALUES (?, ?, ?, ?, ?, ?)").execute(arguments: [runID, i, kind, item.label(index: i), item.sources.first?.uri, params])
             }
             var ids: [String: Int64] = [:]
             for s in stages {
-                try db.execute(sql: "INSERT INTO stage (run_id, item_idx, name, kind, state) VALUES (?, ?, ?, ?, 'pending')",
-                               arguments: [runID, s.item, s.id, s.kind.rawValue])
+                try db.cachedStatement(sql: "INSERT INTO stage (run_id, item_idx, name, kind, state) VALUES (?, ?, ?, ?, 'pending')").execute(arguments: [runID, s.item, s.id, s.kind.rawValue])
                 ids[s.id] = db.lastInsertedRowID
             }
             for s in stages {
                 for d in s.dependencies {
-                    try db.execute(sql: "INSERT INTO stage_edge (run_id, from_stage, to_stage) VALUES (?, ?, ?)",
-                                   arguments: [runID, ids[d], ids[s.id]])
+                    try db.cachedStatement(sql: "INSERT INTO stage_edge (run_id, from_stage, to_stage) VALUES (?, ?, ?)").execute(arguments: [runID, ids[d], ids[s.id]])
                 }
             }
-            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.submitted', ?)",
-                           arguments: [now(), runID, "\(pipeline.name): \(pipeline.items.count) items"])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.submitted', ?)").execute(arguments: [now(), runID, "\(pipeline.name): \(pipeline.items.count) items"])
             return (runID, ids)
         }
     }
@@ -462,8 +454,7 @@ public final class LineageStore: Sendable {
     public func setItemTiming(runID: Int64, timeline: [ItemTiming]) throws {
         try write { db in
             for t in timeline {
-                try db.execute(sql: "UPDATE item SET start_frame = ?, frame_count = ? WHERE run_id = ? AND idx = ?",
-                               arguments: [t.startFrame, t.frameCount, runID, t.item])
+                try db.cachedStatement(sql: "UPDATE item SET start_frame = ?, frame_count = ? WHERE run_id = ? AND idx = ?").execute(arguments: [t.startFrame, t.frameCount, runID, t.item])
             }
         }
     }
@@ -471,29 +462,29 @@ public final class LineageStore: Sendable {
     public func stageUpdate(_ stageID: Int64, state: String, params: String? = nil, key: String? = nil, error: String? = nil,
                             started: Double? = nil, finished: Double? = nil, seconds: Double? = nil, attempts: Int? = nil) throws {
         try write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE stage SET state = ?,
                     params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256),
                     key = coalesce(?, key), error = coalesce(?, error),
                     started_at = coalesce(started_at, ?), finished_at = coalesce(?, finished_at),
                     seconds = coalesce(?, seconds), attempts = coalesce(?, attempts)
                 WHERE id = ?
-                """, arguments: [state, params, params.map { SHA256Hasher.hex($0) }, key, error, started, finished, seconds, attempts, stageID])
+                """).execute(arguments: [state, params, params.map { SHA256Hasher.hex($0) }, key, error, started, finished, seconds, attempts, stageID])
         }
     }
 
     public func workerSeen(id: String, host: String, pid: Int, slots: Int, version: String, state: String = "up") throws {
         try write { db in
             let t = now()
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO worker (id, host, pid, slots, version, first_seen, last_seen, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET last_seen = excluded.last_seen, state = excluded.state, slots = excluded.slots
-                """, arguments: [id, host, pid, slots, version, t, t, state])
+                """).execute(arguments: [id, host, pid, slots, version, t, t, state])
         }
     }
 
     public func workerState(id: String, state: String) throws {
-        try write { db in try db.execute(sql: "UPDATE worker SET state = ?, last_seen = ? WHERE id = ?", arguments: [state, now(), id]) }
+        try write { db in try db.cachedStatement(sql: "UPDATE worker SET state = ?, last_seen = ? WHERE id = ?").execute(arguments: [state, now(), id]) }
     }
 
     /// Records one try of a stage (for decode/transform/encode, one attempt row per stage).
@@ -501,12 +492,11 @@ public final class LineageStore: Sendable {
         try write { db in
             var ids: [Int64] = []
             for (i, s) in stageIDs.enumerated() {
-                try db.execute(sql: """
+                try db.cachedStatement(sql: """
                     INSERT INTO attempt (stage_id, attempt_no, worker_id, slot, lease, dispatched_at, state) VALUES (?, ?, ?, ?, ?, ?, 'running')
-                    """, arguments: [s, attemptNo, worker, slot, stageIDs.count > 1 ? "\(lease)#\(i)" : lease, now()])
+                    """).execute(arguments: [s, attemptNo, worker, slot, stageIDs.count > 1 ? "\(lease)#\(i)" : lease, now()])
                 ids.append(db.lastInsertedRowID)
-                try db.execute(sql: "UPDATE stage SET state = 'running', attempts = ?, started_at = coalesce(started_at, ?) WHERE id = ?",
-                               arguments: [attemptNo, now(), s])
+                try db.cachedStatement(sql: "UPDATE stage SET state = 'running', attempts = ?, started_at = coalesce(started_at, ?) WHERE id = ?").execute(arguments: [attemptNo, now(), s])
             }
             return ids
         }
@@ -515,10 +505,10 @@ public final class LineageStore: Sendable {
     public func attemptFinished(_ attemptID: Int64, state: String, started: Double?, finished: Double?, errorClass: String? = nil,
                                 errorMessage: String? = nil, cpu: Double? = nil, maxRSS: Int64? = nil) throws {
         try write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE attempt SET state = ?, started_at = coalesce(?, started_at), finished_at = coalesce(?, ?),
                     error_class = ?, error_message = ?, cpu_s = ?, max_rss = ? WHERE id = ?
-                """, arguments: [state, started, finished, now(), errorClass, errorMessage, cpu, maxRSS, attemptID])
+                """).execute(arguments: [state, started, finished, now(), errorClass, errorMessage, cpu, maxRSS, attemptID])
         }
     }
 
@@ -526,14 +516,14 @@ public final class LineageStore: Sendable {
     public func recordArtifact(sha256: String, uri: String, size: Int64, kind: String, facts: String?, key: String?,
                                attemptID: Int64?, inputs: [Int64] = []) throws -> Int64 {
         try write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO artifact (sha256, uri, size, kind, facts_json, key, attempt_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [sha256, uri, size, kind, facts, key, attemptID, now()])
+                """).execute(arguments: [sha256, uri, size, kind, facts, key, attemptID, now()])
             let id = db.lastInsertedRowID
             if let attemptID {
-                try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'out')", arguments: [attemptID, id])
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'out')").execute(arguments: [attemptID, id])
                 for input in inputs {
-                    try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'in')", arguments: [attemptID, input])
+                    try db.cachedStatement(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'in')").execute(arguments: [attemptID, input])
                 }
             }
             return id
@@ -542,20 +532,17 @@ public final class LineageStore: Sendable {
 
     public func runFinished(_ runID: Int64, state: String, error: String? = nil) throws {
         try write { db in
-            try db.execute(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?", arguments: [state, now(), error, runID])
-            try db.execute(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready')", arguments: [runID])
-            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)",
-                           arguments: [now(), runID, "run.\(state)", error ?? state])
+            try db.cachedStatement(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?").execute(arguments: [state, now(), error, runID])
+            try db.cachedStatement(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready')").execute(arguments: [runID])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)").execute(arguments: [now(), runID, "run.\(state)", error ?? state])
             let w = writeStatistics
-            try db.execute(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'lineage.writes', ?)",
-                           arguments: [now(), runID, String(format: "writes=%d max_write_ms=%.1f", w.count, w.maxSeconds * 1000)])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'lineage.writes', ?)").execute(arguments: [now(), runID, String(format: "writes=%d max_write_ms=%.1f", w.count, w.maxSeconds * 1000)])
         }
     }
 
     public func event(_ kind: String, _ message: String, runID: Int64? = nil, stageID: Int64? = nil) throws {
         try write { db in
-            try db.execute(sql: "INSERT INTO event (at, run_id, stage_id, kind, message) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [now(), runID, stageID, kind, message])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, stage_id, kind, message) VALUES (?, ?, ?, ?, ?)").execute(arguments: [now(), runID, stageID, kind, message])
         }
     }
 
@@ -591,9 +578,9 @@ extension LineageStore {
     /// Records that an attempt reused an artifact (and what it read to get there).
     public func linkArtifact(attemptID: Int64, artifactID: Int64, inputs: [Int64]) throws {
         try write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'out')", arguments: [attemptID, artifactID])
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'out')").execute(arguments: [attemptID, artifactID])
             for i in inputs {
-                try db.execute(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'in')", arguments: [attemptID, i])
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO attempt_io (attempt_id, artifact_id, direction) VALUES (?, ?, 'in')").execute(arguments: [attemptID, i])
             }
         }
     }
@@ -605,7 +592,7 @@ extension LineageStore {
     }
 
     public func stageCached(_ stageID: Int64) throws {
-        try write { db in try db.execute(sql: "UPDATE stage SET cached = 1 WHERE id = ?", arguments: [stageID]) }
+        try write { db in try db.cachedStatement(sql: "UPDATE stage SET cached = 1 WHERE id = ?").execute(arguments: [stageID]) }
     }
 }
 

@@ -48,6 +48,15 @@ struct StateOptions: ParsableArguments {
 /// (the soundtrack) is probed here too, so an unreadable file stops the submit before any work.
 func loadPipeline(_ path: String) throws -> Pipeline {
     do {
+        return try loadPipelineChecked(path)
+    } catch let e as PipelineError {
+        FileHandle.standardError.write(Data((e.description + "\n").utf8))
+        throw ExitCode(2)
+    }
+}
+
+/// Loads a pipeline and checks its movie-level media; errors carry file:line:column.
+func loadPipelineChecked(_ path: String) throws -> Pipeline {
         let p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
         if let st = p.output.soundtrack {
             let facts: MediaFacts
@@ -60,10 +69,6 @@ func loadPipeline(_ path: String) throws -> Pipeline {
             }
         }
         return p
-    } catch let e as PipelineError {
-        FileHandle.standardError.write(Data((e.description + "\n").utf8))
-        throw ExitCode(2)
-    }
 }
 
 /// Media facts of every local source, or exit 1 naming the item (and its pipeline line) that cannot be read.
@@ -82,130 +87,6 @@ func probeLocalSources(_ p: Pipeline) throws -> [String: MediaFacts] {
 
 func errorLine(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
 
-struct Submit: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Render pipelines into their movies.",
-        discussion: """
-        With no cluster named, starts a local coordinator and local worker processes on loopback.
-        With --coordinator, hands the pipelines (and the files they name) to a running
-        'coord serve' and follows them, downloading each movie to its output path; with
-        --detach it prints the run ids and returns (then 'coord wait RUN', 'coord status RUN').
-        """)
-
-    @Argument(help: "Pipeline YAML files.")
-    var files: [String]
-
-    @OptionGroup var stateOptions: StateOptions
-
-    @OptionGroup var cluster: ClusterOptions
-
-    @Flag(name: .long, help: "With --coordinator: return once submitted, printing the run ids.")
-    var detach = false
-
-    @Option(name: .long, help: "With --coordinator: higher runs first (default 0); runs of equal priority share workers fairly.")
-    var priority: Int = 0
-
-    @Option(name: .long, help: "Local worker processes (default: number of cores).")
-    var workers: Int = ProcessInfo.processInfo.activeProcessorCount
-
-    @Option(name: .long, help: "Media pipelines each worker runs at once.")
-    var pipelines: Int = 1
-
-    @Option(name: .long, help: "Codec threads per pipeline (default 1: identical bits on every host; 0: the codecs choose).")
-    var threads: Int = 1
-
-    @Flag(name: .long, help: "Print the result as JSON on standard output.")
-    var json = false
-
-    @Flag(name: .long, help: "Log the coordinator's decisions to standard error.")
-    var verbose = false
-
-    func validate() throws {
-        guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") }
-        guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
-        guard (0...64).contains(threads) else { throw ValidationError("--threads must be between 0 and 64") }
-        guard !files.isEmpty else { throw ValidationError("name at least one pipeline file") }
-        if detach && cluster.coordinator == nil { throw ValidationError("--detach needs --coordinator") }
-    }
-
-    func run() throws {
-        tl_unblock_termination_signals()
-        if cluster.coordinator != nil { return try runRemote() }
-        var failed = false
-        for f in files {
-            do { try render(f) } catch let e as ExitCode where e.rawValue == 1 && files.count > 1 { failed = true }
-        }
-        if failed { throw ExitCode(1) }
-    }
-
-    func runRemote() throws {
-        let loaded = try files.map(loadPipeline)
-        let context = MessagingContext()
-        let client = try cluster.client(context)
-        var ids: [(Int64, Pipeline)] = []
-        for p in loaded {
-            let id = try clusterCall { try client.submit(p, priority: priority) }
-            ids.append((id, p))
-            if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else { errorLine("submitted \(p.name) as run \(id)") }
-        }
-        if detach { return }
-        var failed = false
-        for (id, p) in ids {
-            let display = ProgressDisplay(name: p.name, terminal: isatty(STDERR_FILENO) == 1 && !json)
-            let end = try clusterCall { try client.follow(id) { display.update($0) } }
-            display.finish()
-            do { try finishRun(client, end, output: nil, json: json) } catch let e as ExitCode where e.rawValue == 1 { failed = true }
-        }
-        if failed { throw ExitCode(1) }
-    }
-
-    func render(_ file: String) throws {
-        let p = try loadPipeline(file)
-        // Without --verbose the CLI itself reports failures; the log stays quiet.
-        let level: Logger.Level = verbose ? .info : .critical
-        let logger = { var l = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }; l.logLevel = level; return l }()
-        let workerExe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("worker").path
-        let realExe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            .map { URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("worker").path }
-        let exe = [realExe, workerExe].compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let exe else {
-            errorLine("error: cannot find the 'worker' executable next to coord (\(workerExe)); build it with 'swift build'")
-            throw ExitCode(1)
-        }
-        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateOptions.directory, workers: workers, pipelinesPerWorker: pipelines,
-                                                       workerExecutable: exe)
-        clusterConfig.threadsPerPipeline = threads
-        let cluster = try LocalCluster(clusterConfig, logger: logger)
-        try cluster.start()
-        defer { cluster.shutdown() }
-        let display = ProgressDisplay(name: p.name, terminal: isatty(STDERR_FILENO) == 1 && !json)
-        let (runID, outcome) = try cluster.render(p) { display.update($0) }
-        display.finish()
-        switch outcome {
-        case .succeeded(let output, let seconds):
-            let size = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? NSNumber)?.int64Value ?? 0
-            if json {
-                let workerRSS = (try? cluster.lineage.rows("""
-                    SELECT coalesce(max(a.max_rss), 0) AS rss FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ?
-                    """, [runID]).first?["rss"]).flatMap { $0.flatMap { Int64($0) } } ?? 0
-                let obj: [String: Any] = ["run": runID, "state": "succeeded", "output": output, "seconds": seconds, "bytes": size,
-                                          "coordinator_peak_rss": tl_peak_rss_self(), "worker_peak_rss": workerRSS]
-                print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
-            } else {
-                print(String(format: "run %lld succeeded in %.1f s → %@ (%.1f MB)", runID, seconds, output, Double(size) / 1e6))
-            }
-        case .failed(let message):
-            if json {
-                let obj: [String: Any] = ["run": runID, "state": "failed", "error": message]
-                print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
-            }
-            errorLine("error: run \(runID) failed: \(message)")
-            throw ExitCode(1)
-        }
-    }
-}
-
 /// A progress bar on a terminal; plain lines otherwise.
 final class ProgressDisplay: Sendable {
     let name: String
@@ -221,12 +102,9 @@ final class ProgressDisplay: Sendable {
             return l != now
         }
         guard changed else { return }
-        let fraction = Double(p.stagesDone) / Double(max(1, p.stagesTotal))
-        var eta = "--:--"
-        if fraction > 0.05 {
-            let remaining = p.elapsed / fraction * (1 - fraction)
-            eta = String(format: "%d:%02d", Int(remaining) / 60, Int(remaining) % 60)
-        }
+        let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0 ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.stagesDone) / Double(max(1, p.stagesTotal))
+        // The ETA comes from planned frames rendered, not stage counts (fetches are quick).
+        let eta = p.eta.map { String(format: "%d:%02d", Int($0) / 60, Int($0) % 60) } ?? "--:--"
         if terminal {
             let width = 24
             let filled = Int(fraction * Double(width))

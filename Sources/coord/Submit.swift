@@ -1,0 +1,368 @@
+import Foundation
+import ArgumentParser
+import Logging
+import ThreadlineCore
+import Engine
+import Lineage
+import CSupport
+import Transport
+
+struct Submit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Render pipelines into their movies.",
+        discussion: """
+        Every pipeline named is rendered at once on one cluster: the projects share the workers
+        fairly, and a summary table (or, with --json, one JSON object per project) follows.
+
+        With no cluster named, starts a local coordinator and local worker processes on loopback.
+        Ctrl-C stops it; the runs are recorded as interrupted and resume, keeping every finished
+        stage, when the same pipelines are submitted again.
+
+        With --coordinator, hands the pipelines (and the files their items use) to a running
+        'coord serve' and follows them, downloading each movie to its output path; with
+        --detach it prints the run ids and returns (then 'coord wait RUN', 'coord status RUN').
+
+        Exit status: 0 when every movie was written, 1 when any run failed, 2 when a pipeline
+        file is invalid (nothing is rendered), 130 when interrupted.
+        """)
+
+    @Argument(help: "Pipeline YAML files (any number: they render together).")
+    var files: [String]
+
+    @OptionGroup var stateOptions: StateOptions
+
+    @OptionGroup var cluster: ClusterOptions
+
+    @Flag(name: .long, help: "With --coordinator: return once submitted, printing the run ids.")
+    var detach = false
+
+    @Option(name: .long, help: "With --coordinator: higher runs first (default 0); runs of equal priority share workers fairly.")
+    var priority: Int = 0
+
+    @Option(name: .long, help: "Local worker processes (default: number of cores).")
+    var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(name: .long, help: "Media pipelines each worker runs at once.")
+    var pipelines: Int = 1
+
+    @Option(name: .long, help: "Codec threads per pipeline (default 1: identical bits on every host; 0: the codecs choose).")
+    var threads: Int = 1
+
+    @Flag(name: .long, help: "Print the result as JSON on standard output: one object per project, one per line.")
+    var json = false
+
+    @Flag(name: .long, help: "Log the coordinator's decisions to standard error.")
+    var verbose = false
+
+    func validate() throws {
+        guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") }
+        guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
+        guard (0...64).contains(threads) else { throw ValidationError("--threads must be between 0 and 64") }
+        guard !files.isEmpty else { throw ValidationError("name at least one pipeline file") }
+        if detach && cluster.coordinator == nil { throw ValidationError("--detach needs --coordinator") }
+    }
+
+    func run() throws {
+        tl_unblock_termination_signals()
+        let projects = try loadProjects()
+        if cluster.coordinator != nil { try runRemote(projects) } else { try runLocal(projects) }
+    }
+
+    /// Every pipeline, loaded and checked before anything renders. Invalid files and two
+    /// pipelines writing the same movie stop the whole submit (exit 2).
+    func loadProjects() throws -> [Pipeline] {
+        var loaded: [Pipeline] = []
+        var invalid = 0
+        for f in files {
+            do { loaded.append(try loadPipelineChecked(f)) } catch let e as PipelineError {
+                errorLine(e.description)
+                invalid += 1
+            }
+        }
+        if invalid > 0 {
+            if files.count > 1 { errorLine("error: \(invalid) of \(files.count) pipeline files are invalid; nothing was rendered") }
+            throw ExitCode(2)
+        }
+        var writers: [String: String] = [:]
+        var clash = false
+        for p in loaded {
+            if let other = writers[p.output.path] {
+                errorLine("error: \(other) and \(p.file) both write \(p.output.path); give each its own output.path")
+                clash = true
+            } else {
+                writers[p.output.path] = p.file
+            }
+        }
+        if clash { throw ExitCode(2) }
+        return loaded
+    }
+
+    // MARK: local
+
+    func runLocal(_ projects: [Pipeline]) throws {
+        // Without --verbose the CLI itself reports failures; the log stays quiet.
+        let level: Logger.Level = verbose ? .info : .critical
+        let logger = { var l = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }; l.logLevel = level; return l }()
+        let workerExe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("worker").path
+        let realExe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            .map { URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("worker").path }
+        let exe = [realExe, workerExe].compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let exe else {
+            errorLine("error: cannot find the 'worker' executable next to coord (\(workerExe)); build it with 'swift build'")
+            throw ExitCode(1)
+        }
+        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateOptions.directory, workers: workers, pipelinesPerWorker: pipelines,
+                                                       workerExecutable: exe)
+        clusterConfig.threadsPerPipeline = threads
+        let cluster = try LocalCluster(clusterConfig, logger: logger)
+        try cluster.start()
+        let display = BatchDisplay(names: projects.map(\.name), terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let signals = onInterrupt { [files, stateOptions] in
+            display.interrupted()
+            let runs = cluster.interrupt()
+            let list = runs.map(String.init).joined(separator: ", ")
+            errorLine("interrupted: \(runs.isEmpty ? "nothing was running" : "run\(runs.count == 1 ? "" : "s") \(list) stopped and recorded as interrupted"); finished stages are kept.")
+            let again = (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ")
+            errorLine("resume with: \(again)")
+            Foundation.exit(130)
+        }
+        defer { _ = signals }
+        let started = Date().timeIntervalSince1970
+        let results = cluster.renderBatch(projects, progress: { display.update($0, $1) }, ended: { k, run, outcome in
+            switch outcome {
+            case .succeeded(let output, let seconds): display.ended(k, String(format: "succeeded in %.1f s → %@", seconds, output))
+            case .failed(let message): display.ended(k, "failed: \(message)")
+            }
+        })
+        display.finish()
+        cluster.shutdown()
+        var reports: [ProjectReport] = []
+        for (p, r) in zip(projects, results) {
+            var rep = ProjectReport(file: p.file, name: p.name, run: nil, state: "failed", seconds: 0, output: nil, bytes: 0, error: nil)
+            switch r {
+            case .success((let run, .succeeded(let output, let seconds))):
+                rep.run = run; rep.state = "succeeded"; rep.seconds = seconds; rep.output = output
+                rep.bytes = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? NSNumber)?.int64Value ?? 0
+            case .success((let run, .failed(let message))):
+                rep.run = run; rep.error = message
+                rep.seconds = (try? cluster.lineage.rows("SELECT duration_s FROM v_runs WHERE id = ?", [run]).first?["duration_s"])
+                    .flatMap { $0.flatMap(Double.init) } ?? 0
+            case .failure(let e):
+                rep.error = "\(e)"
+            }
+            reports.append(rep)
+        }
+        if projects.count == 1, json, let rep = reports.first, let run = rep.run, rep.state == "succeeded" {
+            // One project: its figures, as the benchmarks read them.
+            let workerRSS = (try? cluster.lineage.rows("""
+                SELECT coalesce(max(a.max_rss), 0) AS rss FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ?
+                """, [run]).first?["rss"]).flatMap { $0.flatMap { Int64($0) } } ?? 0
+            var obj = rep.object
+            obj["coordinator_peak_rss"] = tl_peak_rss_self()
+            obj["worker_peak_rss"] = workerRSS
+            print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
+            return
+        }
+        try report(reports, seconds: Date().timeIntervalSince1970 - started)
+    }
+
+    // MARK: remote
+
+    func runRemote(_ projects: [Pipeline]) throws {
+        let context = MessagingContext()
+        let client = try cluster.client(context)
+        var ids: [Int64] = []
+        for p in projects {
+            let id = try clusterCall { try client.submit(p, priority: priority) }
+            ids.append(id)
+            if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(p.name) as run \(id)") }
+        }
+        if detach { return }
+        if projects.count == 1 {
+            let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
+            let end = try clusterCall { try client.follow(ids[0]) { display.update($0) } }
+            display.finish()
+            return try finishRun(client, end, output: nil, json: json)
+        }
+        let started = Date().timeIntervalSince1970
+        let display = BatchDisplay(names: projects.map(\.name), terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let index = Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, $0) })
+        let ends = try clusterCall {
+            try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
+                                 ended: { e in if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")") } })
+        }
+        display.finish()
+        var reports: [ProjectReport] = []
+        for (p, id) in zip(projects, ids) {
+            let end = ends[id]!
+            var rep = ProjectReport(file: p.file, name: p.name, run: id, state: end.state, seconds: end.seconds, output: nil, bytes: 0, error: end.message)
+            if end.state == "succeeded" {
+                if let movie = end.output {
+                    let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
+                    do { try client.download(movie, to: path); rep.output = path; rep.bytes = movie.size } catch {
+                        rep.state = "failed"; rep.error = "the movie could not be downloaded: \(error)"
+                    }
+                } else {
+                    rep.state = "failed"; rep.error = "the coordinator names no movie for it; see 'coord status \(id)'"
+                }
+            }
+            reports.append(rep)
+        }
+        try report(reports, seconds: Date().timeIntervalSince1970 - started)
+    }
+
+    // MARK: reporting
+
+    /// The summary: a table (or JSON lines); exit 1 when any project did not succeed.
+    func report(_ reports: [ProjectReport], seconds: Double) throws {
+        if json {
+            for r in reports { print(String(decoding: try JSONSerialization.data(withJSONObject: r.object, options: [.sortedKeys]), as: UTF8.self)) }
+        } else if reports.count == 1, let r = reports.first {
+            if r.state == "succeeded" {
+                print(String(format: "run %lld succeeded in %.1f s → %@ (%.1f MB)", r.run ?? 0, r.seconds, r.output ?? "", Double(r.bytes) / 1e6))
+            }
+        } else {
+            print(ProjectReport.table(reports))
+            let failed = reports.filter { $0.state != "succeeded" }.count
+            print(String(format: "%d projects in %.1f s: %d succeeded, %d failed", reports.count, seconds, reports.count - failed, failed))
+        }
+        let failures = reports.filter { $0.state != "succeeded" }
+        if reports.count == 1, let r = failures.first {
+            errorLine("error: run \(r.run.map(String.init) ?? "?") \(r.state): \(r.error ?? "")")
+        }
+        if !failures.isEmpty { throw ExitCode(1) }
+    }
+
+    /// Runs `handler` (once) on SIGINT or SIGTERM instead of dying silently.
+    func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> [DispatchSourceSignal] {
+        let once = Locked(false)
+        return [SIGINT, SIGTERM].map { sig in
+            signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            s.setEventHandler {
+                guard !once.withLock({ let was = $0; $0 = true; return was }) else { return }
+                handler()
+            }
+            s.resume()
+            return s
+        }
+    }
+}
+
+/// How one project of a submit ended.
+struct ProjectReport {
+    var file: String
+    var name: String
+    var run: Int64?
+    var state: String
+    var seconds: Double
+    var output: String?
+    var bytes: Int64
+    var error: String?
+
+    var object: [String: Any] {
+        var o: [String: Any] = ["file": file, "name": name, "state": state, "seconds": seconds]
+        if let run { o["run"] = run }
+        if let output { o["output"] = output; o["bytes"] = bytes }
+        if let error { o["error"] = error }
+        return o
+    }
+
+    static func table(_ rows: [ProjectReport]) -> String {
+        let nameWidth = min(32, max(7, rows.map(\.name.count).max() ?? 0))
+        func pad(_ s: String, _ n: Int) -> String { s.count > n ? String(s.prefix(n - 1)) + "…" : s.padding(toLength: n, withPad: " ", startingAt: 0) }
+        var lines = [pad("project", nameWidth) + "  " + pad("state", 11) + "  seconds  output or error"]
+        for r in rows {
+            let tail = r.state == "succeeded" ? (r.output ?? "") : (r.error ?? "")
+            lines.append(pad(r.name, nameWidth) + "  " + pad(r.state, 11) + "  " + String(format: "%7.1f", r.seconds) + "  " + tail)
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Progress of many projects: on a terminal, one total line and a line per active project,
+/// redrawn in place; otherwise a plain line as each project ends.
+final class BatchDisplay: Sendable {
+    struct State {
+        var progress: [Int: RunProgress] = [:]
+        var ended: [Int: String] = [:]
+        var drawn = 0
+        var lastDraw = 0.0
+        var stopped = false
+    }
+    let names: [String]
+    let terminal: Bool
+    let started = Date().timeIntervalSince1970
+    let state = Locked(State())
+    static let activeLines = 8
+
+    init(names: [String], terminal: Bool) { self.names = names; self.terminal = terminal }
+
+    func update(_ k: Int, _ p: RunProgress) {
+        let text = state.withLock { s -> String? in
+            guard !s.stopped else { return nil }
+            s.progress[k] = p
+            return draw(&s, force: false)
+        }
+        if let text { FileHandle.standardError.write(Data(text.utf8)) }
+    }
+
+    func ended(_ k: Int, _ what: String) {
+        let text = state.withLock { s -> String? in
+            guard !s.stopped else { return nil }
+            s.ended[k] = what
+            if !terminal { return String(format: "[%d/%d] %@: %@\n", s.ended.count, names.count, names[k], what) }
+            return draw(&s, force: true)
+        }
+        if let text { FileHandle.standardError.write(Data(text.utf8)) }
+    }
+
+    /// Leaves the last drawing on screen and stops drawing.
+    func finish() { state.withLock { $0.stopped = true } }
+
+    /// Stops drawing and moves below the live lines.
+    func interrupted() { state.withLock { $0.stopped = true }; if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
+
+    /// The total line: projects done, items, and an ETA from planned frames (once every running
+    /// project's length is known).
+    func totalLine(_ s: State, now: Double) -> String {
+        let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count
+        var items = 0, itemsDone = 0, running = 0, framesDone = 0, framesTotal = 0
+        var known = s.progress.count + s.ended.count >= names.count
+        for (k, p) in s.progress {
+            items += p.items; itemsDone += p.itemsDone; running += p.running.count
+            framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
+            if s.ended[k] == nil && p.framesKnown != true { known = false }
+        }
+        var eta = "--:--"
+        if known && framesDone > 0 && framesTotal >= framesDone {
+            let left = Double(framesTotal - framesDone) * (now - started) / Double(framesDone)
+            eta = String(format: "%d:%02d", Int(left) / 60, Int(left) % 60)
+        }
+        return String(format: "%d/%d projects done%@ · %d/%d items · %d running · ETA %@", s.ended.count, names.count,
+                      failed > 0 ? " (\(failed) failed)" : "", itemsDone, items, running, eta)
+    }
+
+    private func draw(_ s: inout State, force: Bool) -> String? {
+        let now = Date().timeIntervalSince1970
+        guard terminal, force || now - s.lastDraw >= 0.1 else { return nil }
+        s.lastDraw = now
+        var lines = [totalLine(s, now: now)]
+        let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
+        for k in active.prefix(Self.activeLines) {
+            let p = s.progress[k]!
+            let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0
+                ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.stagesDone) / Double(max(1, p.stagesTotal))
+            let filled = Int(fraction * 16)
+            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
+            let eta = p.eta.map { String(format: "%d:%02d", Int($0) / 60, Int($0) % 60) } ?? "--:--"
+            let name = names[k].count > 24 ? String(names[k].prefix(23)) + "…" : names[k].padding(toLength: 24, withPad: " ", startingAt: 0)
+            lines.append("  \(name) [\(bar)] \(p.itemsDone)/\(p.items) items · ETA \(eta)")
+        }
+        if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }
+        let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""
+        s.drawn = lines.count
+        return up + "\u{1B}[J" + lines.joined(separator: "\n") + "\n"
+    }
+}
