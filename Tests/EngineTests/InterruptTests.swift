@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import Lineage
+import TestSupport
+
+/// Ctrl-C on `coord submit`, typed into a real terminal (tmux send-keys): the local cluster stops,
+/// the runs are recorded as interrupted with their in-flight attempts lost, the resume command is
+/// printed, the exit status is 130, and submitting again resumes.
+@Suite struct InterruptTests {
+    static let tmux = ["/usr/bin/tmux", "/bin/tmux"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    @Test func ctrlCRecordsInterruptedRunsAndResubmitResumes() throws {
+        guard let tmux = Self.tmux else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
+        let dir = temporaryDirectory("ctrl-c")
+        var files: [String] = []
+        for k in 1...3 {
+            try Generate.clip(dir + "/c\(k).mp4", width: 640, height: 360, seconds: 4, tone: Double(300 + 60 * k))
+            let y = "version: 1\nname: holiday-\(k)\noutput: { path: out/p\(k).mp4, size: 640x360, fps: 30 }\nclips:\n  - video: c\(k).mp4\n  - video: c\(k).mp4\n    trim: { start: 1 }\n"
+            try y.write(toFile: dir + "/p\(k).yaml", atomically: true, encoding: .utf8)
+            files.append(dir + "/p\(k).yaml")
+        }
+        let session = "tl-\(UUID().uuidString.prefix(8))"
+        let command = ([coordPath, "submit"] + files + ["--state", dir + "/state", "--workers", "2"]).joined(separator: " ")
+        try run(tmux, ["new-session", "-d", "-s", session, "-x", "160", "-y", "40", "\(command); echo EXIT=$?; sleep 60"])
+        defer { _ = try? run(tmux, ["kill-session", "-t", session]) }
+        let db = dir + "/state/lineage.db"
+        // Interrupt while a render is in flight.
+        let rendering = waitUntil(timeout: 60) {
+            FileManager.default.fileExists(atPath: db)
+                && ((try? LineageStore.readRows(path: db, """
+                    SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running'
+                    """).first?["n"]).flatMap { $0.flatMap { Int($0) } } ?? 0) > 0
+        }
+        #expect(rendering, "no render was seen in flight")
+        try run(tmux, ["send-keys", "-t", session, "C-c"])
+        var pane = ""
+        let ended = waitUntil(timeout: 30) {
+            pane = (try? run(tmux, ["capture-pane", "-p", "-t", session]).out) ?? ""
+            return pane.contains("EXIT=")
+        }
+        #expect(ended, "coord submit did not stop: \(pane)")
+        #expect(pane.contains("EXIT=130"), "\(pane)")
+        #expect(pane.contains("interrupted") && pane.contains("resume with: coord submit"), "\(pane)")
+        let runs = try LineageStore.readRows(path: db, "SELECT id, state FROM run ORDER BY id")
+        #expect(runs.count == 3 && runs.allSatisfy { $0["state"] == "interrupted" || $0["state"] == "succeeded" }, "\(runs)")
+        #expect(runs.contains { $0["state"] == "interrupted" })
+        let running = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'running'")
+        #expect(running.first?["n"] == "0", "attempts left running: \(running)")
+        let lost = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'")
+        #expect((Int(lost.first?["n"] ?? "0") ?? 0) >= 1)
+
+        // Submitting again resumes the same runs.
+        let again = try run(coordPath, ["submit"] + files + ["--state", dir + "/state", "--workers", "2"], timeout: 300)
+        #expect(again.status == 0, "\(again.err)")
+        let after = try LineageStore.readRows(path: db, "SELECT id, state FROM run ORDER BY id")
+        #expect(after.map { $0["id"] } == runs.map { $0["id"] } && after.allSatisfy { $0["state"] == "succeeded" }, "\(after)")
+        let twice = try LineageStore.readRows(path: db, "SELECT stage_id FROM attempt WHERE state = 'succeeded' GROUP BY stage_id HAVING count(*) > 1")
+        #expect(twice.isEmpty, "stages executed twice: \(twice)")
+    }
+}
