@@ -15,6 +15,9 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module.
@@ -38,16 +41,22 @@ let package = Package(
         // Owns SQLite.
         .target(name: "Lineage",
                 dependencies: ["ThreadlineCore", .product(name: "GRDB", package: "GRDB.swift")]),
-        // Coordinator, scheduler, worker runtime, artifact store.
+        // Pure scheduling policy: run graphs, ready queues, fair share, retries. No I/O, no clock.
+        .target(name: "Scheduler",
+                dependencies: [.product(name: "DequeModule", package: "swift-collections"),
+                               .product(name: "HeapModule", package: "swift-collections")]),
+        // Coordinator, worker runtime, artifact store.
         .target(name: "Engine",
-                dependencies: ["ThreadlineCore", "Media", "Transport", "Lineage", "CSupport",
+                dependencies: ["ThreadlineCore", "Media", "Transport", "Lineage", "CSupport", "Scheduler",
+                               .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")]),
 
         .executableTarget(name: "coord",
                           dependencies: ["Engine", "ThreadlineCore", "Media", "Lineage", "CSupport", "Transport",
+                                         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "worker",
-                          dependencies: ["Engine", "Transport",
+                          dependencies: ["Engine", "Transport", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Fuzz targets (libFuzzer with scripts/fuzz; plain builds replay inputs).
@@ -57,8 +66,10 @@ let package = Package(
         // Helpers for tests: generated media, ffprobe, running the real binaries.
         .target(name: "TestSupport", dependencies: ["ThreadlineCore"], path: "Tests/TestSupport"),
         .testTarget(name: "CoreTests", dependencies: ["ThreadlineCore"]),
+        .testTarget(name: "SchedulerTests", dependencies: ["Scheduler", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "ThreadlineCore", "TestSupport"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport",
+                                                        .product(name: "GRDB", package: "GRDB.swift")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -70,18 +70,11 @@ public final class ClusterClient {
         }
     }
 
-    /// Every local file a pipeline names (sources, soundtrack, watermark, fonts), hashed.
+    /// Every local file the pipeline's items and movie use (sources, fonts, stickers, watermark,
+    /// soundtrack), hashed: found by their typed fields, never by what text happens to look like.
     public static func files(of pipeline: Pipeline) throws -> [ArtifactRef] {
-        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(pipeline))
-        var paths: Set<String> = []
-        func walk(_ v: Any) {
-            if let s = v as? String, s.hasPrefix("/"), s != pipeline.output.path {
-                var dir: ObjCBool = false
-                if FileManager.default.fileExists(atPath: s, isDirectory: &dir), !dir.boolValue { paths.insert(s) }
-            } else if let a = v as? [Any] { a.forEach(walk) } else if let d = v as? [String: Any] { d.values.forEach(walk) }
-        }
-        walk(json)
-        return try paths.sorted().map { p in
+        let paths = Set(pipeline.files.map(\.path)).sorted()
+        return try paths.map { p in
             let size = (try FileManager.default.attributesOfItem(atPath: p)[.size] as? NSNumber)?.int64Value ?? 0
             return ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: p), path: p, size: size)
         }

@@ -5,6 +5,8 @@ import ThreadlineCore
 import Transport
 import Lineage
 import Media
+import Scheduler
+import DequeModule
 
 /// What observers of a run are told.
 public struct RunProgress: Sendable, Codable {
@@ -94,6 +96,8 @@ public final class Coordinator: Sendable {
     private let ready = DispatchSemaphore(value: 0)
     private let stoppedSignal = DispatchSemaphore(value: 0)
     private let startError = Mutex<Error?>(nil)
+    /// Why the coordinator stopped on its own (a lineage write failed), if it did.
+    public let failure = Mutex<String?>(nil)
     public let stats = Mutex(Stats())
 
     public init(_ config: Configuration, lineage: LineageStore, logger: Logger) {
@@ -123,7 +127,27 @@ public final class Coordinator: Sendable {
     }
 
     public func submit(_ pipeline: Pipeline, priority: Int = 0, reply: @escaping @Sendable (Result<Int64, Error>) -> Void) {
-        inbox.withLock { $0.append(.submit(pipeline, priority: priority, reply)) }
+        let queued = inbox.withLock { inbox -> Bool in
+            guard !hasStopped.withLock({ $0 }) else { return false }
+            inbox.append(.submit(pipeline, priority: priority, reply))
+            return true
+        }
+        if !queued { reply(.failure(stoppedError)) }
+    }
+
+    /// Set once the coordinator thread has left its loop: submits are refused from then on.
+    private let hasStopped = Mutex(false)
+    var stoppedError: PipelineError {
+        PipelineError(failure.withLock { $0 } ?? "the coordinator has stopped", at: nil)
+    }
+
+    /// Called by the coordinator thread as it stops: refuses what is still queued.
+    func refuseQueued() {
+        let left = inbox.withLock { inbox -> [Command] in
+            hasStopped.withLock { $0 = true }
+            let c = inbox; inbox = []; return c
+        }
+        for case .submit(_, _, let reply) in left { reply(.failure(stoppedError)) }
     }
     public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) } }
     /// Graceful: stop dispatching, let in-flight attempts finish (up to the drain timeout), hand
@@ -143,6 +167,9 @@ public final class Coordinator: Sendable {
 /// A dispatchable unit of work: fetch/i, render/i (decode+transform+encode of item i), transition/b, concat.
 struct Unit {
     enum State { case waiting, ready, running, done, failed }
+    /// What the unit does: fetch/i, render/i (decode+transform+encode of item i), transition/b, concat.
+    enum Kind { case fetch, render, transition, concat }
+    var kind: Kind
     var name: String
     var item: Int?
     /// Lineage stage names this unit covers.
@@ -166,71 +193,6 @@ struct Unit {
     var checking = false
 }
 
-/// A FIFO of unit indices; entries that are no longer dispatchable are skipped when popped.
-struct IndexQueue {
-    private var items: [Int] = []
-    private var head = 0
-    var isEmpty: Bool { head >= items.count }
-    var first: Int? { isEmpty ? nil : items[head] }
-    mutating func push(_ i: Int) { items.append(i) }
-    mutating func pop() -> Int? {
-        guard head < items.count else { return nil }
-        let v = items[head]
-        head += 1
-        if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
-        return v
-    }
-}
-
-/// Ready units in two lanes: short joining work (fetches, transitions, the concat) first, in the
-/// order it became ready, so a transition runs as soon as its two segments exist and the run does
-/// not end on a queue of transitions; then renders, the costliest first, so the run does not end
-/// with one long render on one core and the others idle.
-struct ReadyQueue {
-    private var short = IndexQueue()
-    private var long = CostHeap()
-    var isEmpty: Bool { short.isEmpty && long.isEmpty }
-    var first: Int? { short.first ?? long.first }
-    mutating func push(_ i: Int, short isShort: Bool, cost: Double) { if isShort { short.push(i) } else { long.push(i, cost: cost) } }
-    mutating func pop() -> Int? { short.isEmpty ? long.pop() : short.pop() }
-}
-
-/// A binary max-heap of unit indices by cost; equal costs come out in index order.
-struct CostHeap {
-    private var items: [(cost: Double, index: Int)] = []
-    var isEmpty: Bool { items.isEmpty }
-    var first: Int? { items.first?.index }
-    private func above(_ a: Int, _ b: Int) -> Bool {
-        items[a].cost != items[b].cost ? items[a].cost > items[b].cost : items[a].index < items[b].index
-    }
-    mutating func push(_ i: Int, cost: Double) {
-        items.append((cost, i))
-        var k = items.count - 1
-        while k > 0 {
-            let parent = (k - 1) / 2
-            guard above(k, parent) else { break }
-            items.swapAt(k, parent); k = parent
-        }
-    }
-    mutating func pop() -> Int? {
-        guard let top = items.first else { return nil }
-        let last = items.removeLast()
-        if !items.isEmpty {
-            items[0] = last
-            var k = 0
-            while true {
-                let l = 2 * k + 1, r = l + 1
-                var best = k
-                if l < items.count && above(l, best) { best = l }
-                if r < items.count && above(r, best) { best = r }
-                if best == k { break }
-                items.swapAt(k, best); k = best
-            }
-        }
-        return top.index
-    }
-}
-
 final class RunState {
     let id: Int64
     let pipeline: Pipeline
@@ -249,8 +211,10 @@ final class RunState {
     var timeline: [ItemTiming]?
     var finished = false
     /// Units waiting for a cache answer, and units ready for a slot (in the order they became ready).
-    var toCheck = IndexQueue()
-    var toDispatch = ReadyQueue()
+    var toCheck = Deque<Int>()
+    var toDispatch = ReadyQueue<Int>()
+    /// Which units wait for which (from the plan).
+    var graph: RunGraph
     /// Retries waiting out their backoff.
     var delayed: [Int] = []
     var lastProgress = 0.0
@@ -260,16 +224,35 @@ final class RunState {
         self.id = id; self.pipeline = pipeline; self.stageIDs = stageIDs; self.priority = priority; self.files = files
         var units: [Unit] = []
         for i in pipeline.items.indices {
-            units.append(Unit(name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"]))
-            units.append(Unit(name: "render/\(i)", item: i, stages: ["decode/\(i)", "transform/\(i)", "encode/\(i)"]))
+            units.append(Unit(kind: .fetch, name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"]))
+            units.append(Unit(kind: .render, name: "render/\(i)", item: i, stages: ["decode/\(i)", "transform/\(i)", "encode/\(i)"]))
         }
         for b in Planner.transitionStageBoundaries(pipeline) {
-            units.append(Unit(name: "transition/\(b)", item: b, stages: ["transition/\(b)"]))
+            units.append(Unit(kind: .transition, name: "transition/\(b)", item: b, stages: ["transition/\(b)"]))
             transitionCount += 1
         }
-        units.append(Unit(name: "concat", item: nil, stages: ["concat"]))
+        units.append(Unit(kind: .concat, name: "concat", item: nil, stages: ["concat"]))
         self.units = units
         for (k, u) in units.enumerated() { unitIndex[u.name] = k }
+        graph = RunState.graph(units, pipeline)
+    }
+
+    /// The plan's dependencies between units: a unit waits for the units that hold its stages'
+    /// dependencies. The frame-exact timeline needs every item's length, so transitions and the
+    /// concat (and, with a length cap, every render, fitted to it) also wait for every fetch.
+    static func graph(_ units: [Unit], _ pipeline: Pipeline) -> RunGraph {
+        var unitOfStage: [String: Int] = [:]
+        for (k, u) in units.enumerated() { for s in u.stages { unitOfStage[s] = k } }
+        var deps = Array(repeating: Set<Int>(), count: units.count)
+        for stage in Planner.stages(for: pipeline) {
+            guard let k = unitOfStage[stage.id] else { continue }
+            for d in stage.dependencies { if let j = unitOfStage[d], j != k { deps[k].insert(j) } }
+        }
+        let fetches = units.indices.filter { units[$0].kind == .fetch }
+        for (k, u) in units.enumerated() where u.kind == .transition || u.kind == .concat || (u.kind == .render && pipeline.output.maxDuration != nil) {
+            deps[k].formUnion(fetches)
+        }
+        return RunGraph(dependencies: deps.map { $0.sorted() })
     }
 
     func index(of name: String) -> Int? { unitIndex[name] }
@@ -277,14 +260,14 @@ final class RunState {
     /// Queues a checked unit for a slot: an item's render by its cost, anything else (short work
     /// that others wait on) ahead of renders.
     func enqueue(_ ui: Int) {
-        toDispatch.push(ui, short: !units[ui].name.hasPrefix("render/"), cost: units[ui].cost)
+        toDispatch.push(ui, short: units[ui].kind != .render, cost: units[ui].cost)
     }
 
     /// The unit becomes ready: first to the cache, then to a slot.
     func markReady(_ ui: Int, now: Double = Date().timeIntervalSince1970) {
         units[ui].state = .ready
         units[ui].readyAt = now
-        if units[ui].checked { enqueue(ui) } else { toCheck.push(ui) }
+        if units[ui].checked { enqueue(ui) } else { toCheck.append(ui) }
     }
 
     /// Drops stale queue heads and parks retries still in backoff; true when a unit can go now.
@@ -316,6 +299,8 @@ struct WorkerInfo {
     var lastSent: Double = 0
     /// The worker uses the coordinator's own store folder: nothing needs copying.
     var shared: Bool
+    /// It is stopping (SIGTERM): no new work goes to it.
+    var draining = false
 }
 
 /// A remote submission whose files are still on their way.
@@ -337,7 +322,9 @@ final class CoordinatorCore {
     var leases: [String: (Int64, Int)] = [:]
     var transfers: Transfers?
     /// Results whose artifact is being copied from the worker that made it: sha256 → results.
-    var awaitingUpload: [String: [(TaskResult, String)]] = [:]
+    /// The worker's result is acknowledged only once its artifact is here, so a draining worker
+    /// keeps serving it until then.
+    var awaitingUpload: [String: [(TaskResult, String, Data)]] = [:]
     var pendingSubmissions: [PendingSubmission] = []
     /// Which workers hold which artifacts (by sha256), to send work where its inputs are.
     var holders: [String: Set<String>] = [:]
@@ -403,7 +390,7 @@ final class CoordinatorCore {
             let now = Date().timeIntervalSince1970
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
             // One lineage transaction for everything this turn of the loop records.
-            _ = try? lineage.batch {
+            record("batch commit") { try lineage.batch {
                 if waiting {
                     do {
                         var n = 0
@@ -422,13 +409,50 @@ final class CoordinatorCore {
                 } else {
                     dispatch(now)
                 }
-            }
+            } }
+            if let failure = lineageFailure { stopForLineage(failure); stopping = true }
             heartbeat(now)
             if now - lastWatcherTick > 1 { lastWatcherTick = now; for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } } }
         }
+        owner.refuseQueued()
         if config.shutdownWorkersOnStop { for (_, w) in workers { send(.shutdown, to: w.identity) } }
         zap?.stop()
         socket.close()
+    }
+
+    /// Set when a lineage write failed: the coordinator stops rather than run on with a record that
+    /// no longer matches what happened.
+    var lineageFailure: String?
+
+    /// Runs a lineage write; a failure is logged with what was being recorded and stops the coordinator.
+    func record(_ what: String, _ body: () throws -> Void) {
+        do { try body() } catch {
+            log.critical("lineage write failed", metadata: ["write": "\(what)", "error": "\(error)", "database": "\(lineage.path)"])
+            if lineageFailure == nil { lineageFailure = "lineage write '\(what)' failed: \(error)" }
+        }
+    }
+
+    func recorded<T>(_ what: String, _ body: () throws -> T) -> T? {
+        var value: T?
+        record(what) { value = try body() }
+        return value
+    }
+
+    /// After a failed lineage write: every run still going ends for its observers with that error
+    /// (they are left 'running' in the database, which the next coordinator marks interrupted),
+    /// and the coordinator stops.
+    func stopForLineage(_ failure: String) {
+        let message = "\(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again to resume."
+        log.critical("stopping: \(message)")
+        owner.failure.withLock { $0 = message }
+        for cancel in leases.keys {
+            if let (runID, ui) = leases[cancel], let w = runs[runID]?.units[ui].worker, let info = workers[w] { send(.cancel(lease: cancel), to: info.identity) }
+        }
+        for run in runs.values where !run.finished {
+            run.finished = true
+            ended(run, state: "failed", message: message, output: nil)
+            owner.notify(nil, run.id, .failed(message: message))
+        }
     }
 
     /// Graceful stop: attempts still running are cancelled and recorded as handed back; their runs
@@ -439,7 +463,7 @@ final class CoordinatorCore {
             send(.cancel(lease: lease), to: info.identity)
         }
         for run in runs.values where !run.finished {
-            try? lineage.interruptRun(run.id, reason: "coordinator stopped; the run resumes when a coordinator starts on this state folder")
+            record("interruptRun") { try lineage.interruptRun(run.id, reason: "coordinator stopped; the run resumes when a coordinator starts on this state folder") }
             for w in watchers[run.id] ?? [] {
                 send(.ended(RunEnd(run: run.id, state: "interrupted", message: "the coordinator stopped; the run resumes when it starts again",
                                    output: nil, outputPath: run.pipeline.output.path, seconds: Date().timeIntervalSince1970 - run.startedAt)), to: w)
@@ -482,7 +506,7 @@ final class CoordinatorCore {
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
             } catch {
                 log.error("cannot resume run \(runID): \(error)")
-                try? lineage.runFinished(runID, state: "failed", error: "could not resume: \(error)")
+                record("runFinished") { try lineage.runFinished(runID, state: "failed", error: "could not resume: \(error)") }
             }
         }
     }
@@ -492,17 +516,21 @@ final class CoordinatorCore {
         runs[runID] = run
         // Items without a source (titles) have nothing to fetch: their frames are known now.
         let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
-        for (i, item) in pipeline.items.enumerated() {
-            guard let fi = run.index(of: "fetch/\(i)"), let ri = run.index(of: "render/\(i)") else { continue }
-            guard item.sources.isEmpty else { run.markReady(fi); continue }
+        var titles: [Int] = []
+        for (i, item) in pipeline.items.enumerated() where item.sources.isEmpty {
+            guard let fi = run.index(of: "fetch/\(i)") else { continue }
             run.units[fi].state = .done
-            if pipeline.output.maxDuration == nil { run.markReady(ri) }
+            titles.append(fi)
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
             try lineage.stageUpdate(ids["fetch/\(i)"]!, state: "succeeded", params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
                                     finished: Date().timeIntervalSince1970, seconds: 0)
         }
         try updateTimeline(run)
-        for u in run.units where u.state == .ready { for s in u.stages { try? lineage.stageUpdate(ids[s]!, state: "ready") } }
+        for k in run.graph.initiallyReady where run.units[k].state == .waiting {
+            run.markReady(k)
+            for s in run.units[k].stages { try lineage.stageUpdate(ids[s]!, state: "ready") }
+        }
+        for fi in titles { try unitDone(run, fi) }
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run, force: true)
         return runID
@@ -517,11 +545,11 @@ final class CoordinatorCore {
             if let lease = u.lease {
                 if let w = u.worker, let info = workers[w] { send(.cancel(lease: lease), to: info.identity) }
                 leases[lease] = nil
-                for a in u.attemptIDs { try? lineage.attemptFinished(a, state: "cancelled", started: nil, finished: now) }
+                for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "cancelled", started: nil, finished: now) } }
             }
             run.units[k].state = .failed
         }
-        try? lineage.runFinished(id, state: "cancelled", error: reason)
+        record("runFinished") { try lineage.runFinished(id, state: "cancelled", error: reason) }
         log.info("run cancelled", metadata: ["run.id": "\(id)"])
         ended(run, state: "cancelled", message: reason, output: nil)
         owner.notify(nil, id, .failed(message: "run \(id) was cancelled"))
@@ -552,8 +580,9 @@ final class CoordinatorCore {
                 running.insert(lease)   // it holds a slot until the worker reports it
                 if leases[lease] == nil { send(.cancel(lease: lease), to: identity) }
             }
-            workers[id] = WorkerInfo(identity: identity, hello: h, running: running, checks: known?.checks ?? [], lastSeen: now, shared: shared)
-            try? lineage.workerSeen(id: id, host: h.host, pid: h.pid, slots: h.slots, version: h.version)
+            workers[id] = WorkerInfo(identity: identity, hello: h, running: running, checks: known?.checks ?? [], lastSeen: now, shared: shared,
+                                     draining: h.draining ?? known?.draining ?? false)
+            record("workerSeen") { try lineage.workerSeen(id: id, host: h.host, pid: h.pid, slots: h.slots, version: h.version) }
             if known == nil {
                 log.info("worker joined", metadata: ["worker.id": "\(id)", "worker.slots": "\(h.slots)", "worker.host": "\(h.host)",
                                                      "worker.store": "\(shared ? "shared" : "own")"])
@@ -563,13 +592,12 @@ final class CoordinatorCore {
             workers[id]!.lastSeen = now
             for lease in running where leases[lease] == nil { send(.cancel(lease: lease), to: identity) }
         case .result(let r):
-            send(.ack(lease: r.lease), to: identity)
             if workers[id] != nil {
                 workers[id]!.lastSeen = now
                 workers[id]!.running.remove(r.lease)
                 workers[id]!.checks.remove(r.lease)
             }
-            received(r, from: id, identity: identity)
+            if !received(r, from: id, identity: identity) { send(.ack(lease: r.lease), to: identity) }
         case .pull(let sha, let offset, let length):
             transfers?.serve(sha256: sha, offset: offset, length: length, to: identity)
             if workers[id] != nil { workers[id]!.lastSeen = now }
@@ -588,6 +616,21 @@ final class CoordinatorCore {
             }
         case .status(let run):
             send(.statusReply(status(run)), to: identity)
+        case .draining(let running):
+            guard workers[id] != nil else { return }
+            workers[id]!.draining = true
+            workers[id]!.lastSeen = now
+            record("workerState") { try lineage.workerState(id: id, state: "draining") }
+            log.info("worker draining", metadata: ["worker.id": "\(id)", "in_flight": "\(running.count)"])
+        case .handBack(let lease):
+            if workers[id] != nil {
+                workers[id]!.running.remove(lease)
+                workers[id]!.checks.remove(lease)
+                workers[id]!.lastSeen = now
+            }
+            handBack(lease: lease, from: id, now: now)
+        case .leaving:
+            leave(worker: id, now: now)
         case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
             dropped("message a coordinator does not take", ["peer": "\(id.prefix(64))"])
         }
@@ -671,26 +714,32 @@ final class CoordinatorCore {
     // MARK: transfers
 
     /// A result: its artifact is copied here first when the worker keeps its own store.
-    func received(_ r: TaskResult, from wid: String, identity: Data) {
-        guard let (runID, ui) = leases[r.lease], runs[runID]?.units[ui].lease == r.lease else { finish(r, from: wid); return }
+    /// True when the result waits for its artifact to be copied (it is acknowledged then).
+    @discardableResult
+    func received(_ r: TaskResult, from wid: String, identity: Data) -> Bool {
+        guard let (runID, ui) = leases[r.lease], runs[runID]?.units[ui].lease == r.lease else { finish(r, from: wid); return false }
         var r = r
         if let art = r.artifact {
             holders[art.sha256, default: []].insert(wid)
             if let store = config.store, let transfers, !(workers[wid]?.shared ?? true) {
                 let local = store.local(art)
                 if !store.isPresent(local) {
-                    awaitingUpload[art.sha256, default: []].append((r, wid))
-                    transfers.fetch(art, from: identity)
-                    return
+                    // A result sent again (after a reconnect) joins the copy already under way.
+                    if awaitingUpload[art.sha256]?.contains(where: { $0.0.lease == r.lease }) == true { return true }
+                    awaitingUpload[art.sha256, default: []].append((r, wid, identity))
+                    if !transfers.isInFlight(art.sha256) { transfers.fetch(art, from: identity) }
+                    return true
                 }
                 r.artifact = local
             }
         }
         finish(r, from: wid)
+        return false
     }
 
     func transferDone(_ sha: String, _ outcome: Result<ArtifactRef, Transfers.TransferError>) {
-        for (r, wid) in awaitingUpload.removeValue(forKey: sha) ?? [] {
+        for (r, wid, identity) in awaitingUpload.removeValue(forKey: sha) ?? [] {
+            send(.ack(lease: r.lease), to: identity)
             var r = r
             switch outcome {
             case .success(let local): r.artifact = local
@@ -725,15 +774,46 @@ final class CoordinatorCore {
         }
     }
 
+    /// A draining worker gives an attempt back: it goes straight back to the queue, and counts
+    /// neither as a try nor as a lost worker.
+    func handBack(lease: String, from wid: String, now: Double) {
+        guard let (runID, ui) = leases[lease], let run = runs[runID], run.units[ui].lease == lease else { return }
+        leases[lease] = nil
+        var u = run.units[ui]
+        for a in u.attemptIDs {
+            record("attemptFinished") { try lineage.attemptFinished(a, state: "handed_back", started: nil, finished: now, errorMessage: "handed back by worker \(wid) (draining)") }
+        }
+        if u.checking { u.checking = false } else { u.attempts = max(0, u.attempts - 1) }
+        u.lease = nil; u.worker = nil
+        run.units[ui] = u
+        run.markReady(ui, now: now)
+        log.info("attempt handed back", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)"])
+        progress(run)
+    }
+
+    /// A drained worker leaves: not lost; anything it still held goes back to the queue.
+    func leave(worker id: String, now: Double) {
+        guard let w = workers[id] else { return }
+        for lease in w.running.union(w.checks) { handBack(lease: lease, from: id, now: now) }
+        workers[id] = nil
+        forget(worker: id, w)
+        record("workerState") { try lineage.workerState(id: id, state: "gone") }
+        log.info("worker left", metadata: ["worker.id": "\(id)"])
+    }
+
+    func forget(worker id: String, _ w: WorkerInfo) {
+        transfers?.peerLost(w.identity)
+        for sha in Array(holders.keys) where holders[sha]!.contains(id) { holders[sha]!.remove(id) }
+    }
+
     func lose(worker id: String, reason: String) {
         guard let w = workers.removeValue(forKey: id) else { return }
         log.warning("worker lost", metadata: ["worker.id": "\(id)", "reason": "\(reason)"])
-        try? lineage.workerState(id: id, state: "lost")
-        transfers?.peerLost(w.identity)
-        for sha in Array(holders.keys) where holders[sha]!.contains(id) { holders[sha]!.remove(id) }
+        record("workerState") { try lineage.workerState(id: id, state: "lost") }
+        forget(worker: id, w)
         for lease in w.checks {
             guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
-            for a in run.units[ui].attemptIDs { try? lineage.attemptFinished(a, state: "lost", started: nil, finished: nil) }
+            for a in run.units[ui].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil) } }
             run.units[ui].checking = false; run.units[ui].lease = nil; run.units[ui].worker = nil
             run.markReady(ui)
         }
@@ -741,13 +821,13 @@ final class CoordinatorCore {
             guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
             var u = run.units[ui]
             for a in u.attemptIDs {
-                try? lineage.attemptFinished(a, state: "lost", started: nil, finished: nil, errorClass: "retryable",
-                                             errorMessage: "worker \(id) lost: \(reason)")
+                record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil, errorClass: "retryable",
+                                             errorMessage: "worker \(id) lost: \(reason)") }
             }
             u.lostWorkers += 1
             u.lease = nil; u.worker = nil
             run.units[ui] = u
-            if u.lostWorkers >= config.poisonAfterLostWorkers {
+            if RetryPolicy.isPoison(lostWorkers: u.lostWorkers, limit: config.poisonAfterLostWorkers) {
                 failRun(run, unit: ui, message: "\(label(run, u)): poison — its attempts lost \(u.lostWorkers) workers; not retried")
             } else {
                 retry(run, ui, error: "worker lost")
@@ -762,7 +842,7 @@ final class CoordinatorCore {
     func dispatch(_ now: Double) {
         dispatchCacheChecks(now)
         // Credit-based: a worker never holds more tasks than its slots.
-        var free = workers.filter { $0.value.running.count < $0.value.hello.slots }.map(\.key).sorted()
+        var free = workers.filter { !$0.value.draining && $0.value.running.count < $0.value.hello.slots }.map(\.key).sorted()
         guard !free.isEmpty else { return }
         var active = runs.values.filter { !$0.finished }
         for r in active { r.releaseDelayed(now) }
@@ -772,9 +852,8 @@ final class CoordinatorCore {
         for w in workers.values { for l in w.running { if let (r, _) = leases[l] { runningPerRun[r, default: 0] += 1 } } }
         while !free.isEmpty && !active.isEmpty {
             // Priority first; then fair share: the run with the fewest running units, then the oldest.
-            let run = active.min { a, b in
-                (-a.priority, runningPerRun[a.id] ?? 0, a.id) < (-b.priority, runningPerRun[b.id] ?? 0, b.id)
-            }!
+            let pick = FairShare.pick(active.map { FairShare.Candidate(run: $0.id, priority: $0.priority, running: runningPerRun[$0.id] ?? 0) })
+            let run = active.first { $0.id == pick }!
             guard let ui = run.toDispatch.pop() else { active.removeAll { $0 === run }; continue }
             guard let task = run.units[ui].task ?? makeTask(run, ui) else { continue }
             let inputs = inputRefs(run, ui, task)
@@ -810,11 +889,23 @@ final class CoordinatorCore {
             for a in all { byPath[a.path] = a }
             refs += inputs.compactMap { byPath[$0.path] }
         }
-        // Other files the task names (soundtrack, watermark, fonts) from a remote submitter.
-        if !run.files.isEmpty, let json = (try? JSONEncoder().encode(task)).map({ String(decoding: $0, as: UTF8.self) }) {
-            for (path, f) in run.files {
-                guard let token = (try? JSONEncoder().encode(path)).map({ String(decoding: $0, as: UTF8.self) }), json.contains(token) else { continue }
-                refs.append(ArtifactRef(sha256: f.sha256, path: path, size: f.size))
+        // The other files the task reads (fonts, stickers, watermark; the soundtrack for the
+        // concat), by the pipeline's typed file fields: a remote submitter's copies.
+        if !run.files.isEmpty {
+            let p = run.pipeline
+            var wanted: [PipelineFile] = []
+            switch task {
+            case .segment:
+                if let i = run.units[ui].item { wanted = p.items[i].files(index: i).filter { $0.role != .source } }
+                if let w = p.output.watermark { wanted.append(PipelineFile(role: .watermark, path: w.image, item: nil)) }
+            case .concat:
+                if let s = p.output.soundtrack { wanted.append(PipelineFile(role: .soundtrack, path: s.source, item: nil)) }
+            case .fetch, .transition:
+                break
+            }
+            var seen = Set(refs.map(\.path))
+            for f in wanted where seen.insert(f.path).inserted {
+                if let a = run.files[f.path] { refs.append(ArtifactRef(sha256: a.sha256, path: f.path, size: a.size)) }
             }
         }
         return refs
@@ -824,11 +915,11 @@ final class CoordinatorCore {
     func dispatchCacheChecks(_ now: Double) {
         for run in runs.values.sorted(by: { $0.id < $1.id }) where !run.finished {
             while let ui = run.toCheck.first {
-                guard run.units[ui].state == .ready, !run.units[ui].checked else { _ = run.toCheck.pop(); continue }
+                guard run.units[ui].state == .ready, !run.units[ui].checked else { _ = run.toCheck.popFirst(); continue }
                 let task = makeTask(run, ui)
                 let key = task.flatMap { stageKey(run, $0) }
                 guard let task, let key, let candidate = try? lineage.cachedArtifact(key: key) else {
-                    _ = run.toCheck.pop()
+                    _ = run.toCheck.popFirst()
                     run.units[ui].checked = true
                     // Remember what was worked out: the dispatch needs the same task and key.
                     run.units[ui].task = task
@@ -836,14 +927,14 @@ final class CoordinatorCore {
                     run.enqueue(ui)
                     continue
                 }
-                guard let wid = workers.filter({ $0.value.checks.count < Self.checksPerWorker })
+                guard let wid = workers.filter({ !$0.value.draining && $0.value.checks.count < Self.checksPerWorker })
                         .min(by: { ($0.value.checks.count, $0.key) < ($1.value.checks.count, $1.key) })?.key else { return }
-                _ = run.toCheck.pop()
+                _ = run.toCheck.popFirst()
                 var u = run.units[ui]
                 let lease = UUID().uuidString
                 u.lease = lease; u.worker = wid; u.state = .running; u.checking = true; u.task = task; u.key = key; u.reuseID = candidate.id
-                u.attemptIDs = (try? lineage.attemptDispatched(stageIDs: u.stages.map { run.stageIDs[$0]! }, attemptNo: u.attempts + 1,
-                                                                 worker: wid, slot: nil, lease: lease)) ?? []
+                u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: u.stages.map { run.stageIDs[$0]! }, attemptNo: u.attempts + 1,
+                                                                 worker: wid, slot: nil, lease: lease) } ?? []
                 run.units[ui] = u
                 leases[lease] = (run.id, ui)
                 workers[wid]!.checks.insert(lease)
@@ -862,8 +953,8 @@ final class CoordinatorCore {
         let key = u.key ?? stageKey(run, task)
         u.lease = lease; u.worker = wid; u.state = .running; u.task = task; u.key = key; u.reuseID = nil
         let stageIDs = u.stages.map { run.stageIDs[$0]! }
-        u.attemptIDs = (try? lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: u.attempts, worker: wid,
-                                                         slot: workers[wid]!.running.count, lease: lease)) ?? []
+        u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: u.attempts, worker: wid,
+                                                         slot: workers[wid]!.running.count, lease: lease) } ?? []
         run.units[ui] = u
         leases[lease] = (run.id, ui)
         workers[wid]!.running.insert(lease)
@@ -879,8 +970,8 @@ final class CoordinatorCore {
             workers[wid]!.running.remove(lease)
             leases[lease] = nil
             for a in u.attemptIDs {
-                try? lineage.attemptFinished(a, state: "lost", started: nil, finished: now, errorClass: "retryable",
-                                             errorMessage: "not delivered: worker \(wid) is unreachable")
+                record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: now, errorClass: "retryable",
+                                             errorMessage: "not delivered: worker \(wid) is unreachable") }
             }
             run.units[ui].lease = nil
             run.units[ui].worker = nil
@@ -898,19 +989,19 @@ final class CoordinatorCore {
     func makeTask(_ run: RunState, _ ui: Int) -> TaskSpec? {
         let u = run.units[ui]
         let p = run.pipeline
-        if u.name.hasPrefix("fetch/"), let i = u.item {
+        if u.kind == .fetch, let i = u.item {
             let src = p.items[i].sources[0]
             return .fetch(uri: src.uri, name: src.displayName)
         }
-        if u.name.hasPrefix("render/"), let i = u.item, let n = run.frameCounts[i], run.sources[i] != nil || p.items[i].sources.isEmpty {
+        if u.kind == .render, let i = u.item, let n = run.frameCounts[i], run.sources[i] != nil || p.items[i].sources.isEmpty {
             let spec = Planner.segmentSpec(p, index: i, sourcePath: run.sources[i]?.0.path ?? "", frameCount: n)
             return .segment(spec)
         }
-        if u.name.hasPrefix("transition/"), let b = u.item, let timeline = run.timeline,
+        if u.kind == .transition, let b = u.item, let timeline = run.timeline,
            let from = run.segments[b], let to = run.segments[b + 1], let spec = Planner.transitionSpec(p, after: b, timeline: timeline) {
             return .transition(spec, from: from.0.path, to: to.0.path, index: b)
         }
-        if u.name == "concat", let timeline = run.timeline {
+        if u.kind == .concat, let timeline = run.timeline {
             var inputs: [ConcatInput] = []
             for part in Planner.concatParts(timeline, fps: p.output.fps) {
                 switch part.source {
@@ -980,7 +1071,7 @@ final class CoordinatorCore {
     func finish(_ r: TaskResult, from wid: String) {
         guard let (runID, ui) = leases.removeValue(forKey: r.lease), let run = runs[runID], run.units[ui].lease == r.lease else {
             // A stale lease: the stage was reassigned or its run ended. Never counted.
-            try? lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)")
+            record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)") }
             return
         }
         var u = run.units[ui]
@@ -990,7 +1081,7 @@ final class CoordinatorCore {
             u.checked = true
             if r.cached != true {
                 // A miss (missing or altered artifact): render it for real.
-                for a in u.attemptIDs { try? lineage.attemptFinished(a, state: "missed", started: r.startedAt, finished: r.finishedAt) }
+                for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "missed", started: r.startedAt, finished: r.finishedAt) } }
                 u.reuseID = nil
                 run.units[ui] = u
                 run.markReady(ui)
@@ -1005,13 +1096,16 @@ final class CoordinatorCore {
         if let e = r.error {
             for (k, a) in u.attemptIDs.enumerated() {
                 let failedHere = u.stages[k].hasPrefix(e.stage.rawValue) || u.stages.count == 1
-                try? lineage.attemptFinished(a, state: failedHere ? "failed" : "cancelled", started: r.startedAt, finished: r.finishedAt,
-                                             errorClass: e.errorClass.rawValue, errorMessage: e.message, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+                record("attemptFinished") { try lineage.attemptFinished(a, state: failedHere ? "failed" : "cancelled", started: r.startedAt, finished: r.finishedAt,
+                                             errorClass: e.errorClass.rawValue, errorMessage: e.message, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
             }
             guard !run.finished else { return }
-            if e.errorClass == .retryable && u.attempts < (run.pipeline.retryAttempts ?? config.maxAttempts) {
+            let decision = RetryPolicy.decide(retryable: e.errorClass == .retryable, attempts: u.attempts,
+                                              maxAttempts: run.pipeline.retryAttempts ?? config.maxAttempts, now: Date().timeIntervalSince1970,
+                                              base: config.backoffBase, jitter: Double.random(in: 0.8...1.2))
+            if case .retry(let notBefore) = decision {
                 log.warning("attempt failed, retrying", metadata: ["stage.id": "\(u.name)", "error": "\(e)"])
-                retry(run, ui, error: e.description)
+                retry(run, ui, error: e.description, notBefore: notBefore)
             } else {
                 let tries = e.errorClass == .retryable ? " after \(u.attempts) attempts" : ""
                 failRun(run, unit: ui, message: "\(label(run, u)): \(e.description)\(tries)", failedStage: e.stage)
@@ -1035,7 +1129,7 @@ final class CoordinatorCore {
         let p = run.pipeline
         let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
         let done = Date().timeIntervalSince1970
-        if u.name.hasPrefix("fetch/"), let i = u.item, let art = r.artifact,
+        if u.kind == .fetch, let i = u.item, let art = r.artifact,
            let facts = try r.facts ?? u.reuseID.flatMap({ try lineage.artifactFacts($0) }) {
             let factsJSON = String(decoding: try encoder.encode(facts), as: UTF8.self)
             let aid = try recordOutput(run, u, r, kind: "source", facts: factsJSON, inputs: [])
@@ -1049,17 +1143,9 @@ final class CoordinatorCore {
             if let ri = run.index(of: "render/\(i)") {
                 run.units[ri].cost = Self.renderCost(facts, frames: run.frameCounts[i]!, fps: p.output.fps.double)
             }
-            // With a length cap, renders wait for the whole timeline (updateTimeline).
-            if p.output.maxDuration == nil, let ri = run.index(of: "render/\(i)") {
-                run.markReady(ri)
-                let spec = Planner.segmentSpec(p, index: i, sourcePath: art.path, frameCount: run.frameCounts[i]!)
-                let params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)
-                for s in run.units[ri].stages {
-                    try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", params: params, key: segmentKey(spec, sourceSHA256: art.sha256))
-                }
-            }
             try updateTimeline(run)
-        } else if u.name.hasPrefix("render/"), let i = u.item, let art = r.artifact, let report = r.segment {
+            try unitDone(run, ui)
+        } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {
             let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: run.sources[i].map { [$0.1] } ?? [])
             let seconds = [report.decodeSeconds, report.transformSeconds, report.encodeSeconds]
             for (k, s) in u.stages.enumerated() {
@@ -1068,8 +1154,8 @@ final class CoordinatorCore {
                 try lineage.stageUpdate(run.stageIDs[s]!, state: "succeeded", finished: done, seconds: seconds[k])
             }
             run.segments[i] = (art, aid)
-            try refreshReadiness(run, item: i)
-        } else if u.name.hasPrefix("transition/"), let b = u.item, let art = r.artifact {
+            try unitDone(run, ui)
+        } else if u.kind == .transition, let b = u.item, let art = r.artifact {
             let inputs = [run.segments[b]?.1, run.segments[b + 1]?.1].compactMap { $0 }
             let aid = try recordOutput(run, u, r, kind: "transition", facts: nil, inputs: inputs)
             try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
@@ -1079,8 +1165,8 @@ final class CoordinatorCore {
             try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded", params: params, key: u.key, finished: done,
                                     seconds: r.finishedAt - r.startedAt)
             run.transitions[b] = (art, aid)
-            try refreshReadiness(run, item: b)
-        } else if u.name == "concat", let art = r.artifact {
+            try unitDone(run, ui)
+        } else if u.kind == .concat, let art = r.artifact {
             let out = p.output.path
             let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: run.segments.values.map(\.1))
             _ = aid
@@ -1113,29 +1199,20 @@ final class CoordinatorCore {
         progress(run)
     }
 
-    /// Transitions wait for both neighbouring segments and the timeline; concat for everything.
-    /// With `item`, only the units that item's segment or transition can unblock are looked at.
-    func refreshReadiness(_ run: RunState, item: Int? = nil) throws {
-        let candidates: [Int]
-        if let item {
-            candidates = ["transition/\(item - 1)", "transition/\(item)", "concat"].compactMap { run.index(of: $0) }
-        } else {
-            candidates = Array(run.units.indices)
-        }
-        for k in candidates where run.units[k].state == .waiting {
-            let u = run.units[k]
-            let ready: Bool
-            if u.name.hasPrefix("transition/"), let b = u.item {
-                ready = run.timeline != nil && run.segments[b] != nil && run.segments[b + 1] != nil
-            } else if u.name == "concat" {
-                ready = run.timeline != nil && run.segments.count == run.pipeline.items.count && run.transitions.count == run.transitionCount
-            } else {
-                continue
+    /// A unit is done: the units waiting only for it (by the plan's dependencies) become ready.
+    /// A render made ready knows its parameters and output key now (the source is fetched).
+    func unitDone(_ run: RunState, _ ui: Int) throws {
+        let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
+        for k in run.graph.complete(ui) where run.units[k].state == .waiting {
+            run.markReady(k)
+            var params: String? = nil, key: String? = nil
+            if run.units[k].kind == .render, run.pipeline.output.maxDuration == nil, let i = run.units[k].item,
+               let src = run.sources[i], let n = run.frameCounts[i] {
+                let spec = Planner.segmentSpec(run.pipeline, index: i, sourcePath: src.0.path, frameCount: n)
+                params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)
+                key = segmentKey(spec, sourceSHA256: src.0.sha256)
             }
-            if ready {
-                run.markReady(k)
-                for s in u.stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready") }
-            }
+            for s in run.units[k].stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", params: params, key: key) }
         }
     }
 
@@ -1158,26 +1235,18 @@ final class CoordinatorCore {
         let timeline = try Planner.timeline(for: p, facts: byURI)
         run.timeline = timeline
         try lineage.setItemTiming(runID: run.id, timeline: timeline)
-        defer { try? refreshReadiness(run) }
-        // With a length cap, renders wait for the whole timeline: now they may start, fitted.
+        // With a length cap, renders wait for the whole timeline (the run graph) and are fitted to it.
         if p.output.maxDuration != nil {
-            for t in timeline {
-                run.frameCounts[t.item] = t.segmentFrames
-                if let ri = run.index(of: "render/\(t.item)"), run.units[ri].state == .waiting {
-                    run.markReady(ri)
-                    for s in run.units[ri].stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready") }
-                }
-            }
+            for t in timeline { run.frameCounts[t.item] = t.segmentFrames }
         }
     }
 
-    func retry(_ run: RunState, _ ui: Int, error: String) {
+    func retry(_ run: RunState, _ ui: Int, error: String, notBefore: Double? = nil) {
         var u = run.units[ui]
-        let jitter = Double.random(in: 0.8...1.2)
-        u.notBefore = Date().timeIntervalSince1970 + config.backoffBase * Double(1 << min(u.attempts, 6)) * jitter
+        u.notBefore = notBefore ?? Date().timeIntervalSince1970 + RetryPolicy.delay(attempts: u.attempts, base: config.backoffBase, jitter: Double.random(in: 0.8...1.2))
         run.units[ui] = u
         run.markReady(ui)
-        for s in u.stages { try? lineage.stageUpdate(run.stageIDs[s]!, state: "ready", error: error) }
+        for s in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", error: error) } }
         progress(run)
     }
 
@@ -1187,19 +1256,19 @@ final class CoordinatorCore {
         run.units[ui].state = .failed
         for s in run.units[ui].stages {
             let failed = failedStage.map { s.hasPrefix($0.rawValue) } ?? true
-            try? lineage.stageUpdate(run.stageIDs[s]!, state: failed ? "failed" : "cancelled", error: failed ? message : nil,
-                                     finished: Date().timeIntervalSince1970)
+            record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[s]!, state: failed ? "failed" : "cancelled", error: failed ? message : nil,
+                                     finished: Date().timeIntervalSince1970) }
         }
         // Stop the run's other attempts; their slots free when the workers answer.
         for (k, u) in run.units.enumerated() where u.state == .running {
             if let lease = u.lease, let w = u.worker, let info = workers[w] {
                 send(.cancel(lease: lease), to: info.identity)
                 leases[lease] = nil
-                for a in u.attemptIDs { try? lineage.attemptFinished(a, state: "cancelled", started: nil, finished: nil) }
+                for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "cancelled", started: nil, finished: nil) } }
             }
             run.units[k].state = .failed
         }
-        try? lineage.runFinished(run.id, state: "failed", error: message)
+        record("runFinished") { try lineage.runFinished(run.id, state: "failed", error: message) }
         log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
         ended(run, state: "failed", message: message, output: nil)
         owner.notify(nil, run.id, .failed(message: message))

@@ -21,6 +21,14 @@ public enum WireMessage: Codable, Sendable {
     case ack(lease: String)
     /// Coordinator → worker: I do not know you (I restarted, or declared you lost); say hello again.
     case reannounce
+    /// Worker → coordinator: I am stopping (SIGTERM): send me no more work; these attempts will
+    /// still finish and report.
+    case draining(running: [String])
+    /// Worker → coordinator: I will not run (or finish) this attempt; queue it again at once. It
+    /// does not count as a failure or a lost worker.
+    case handBack(lease: String)
+    /// Worker → coordinator: every result delivered; I am leaving (not lost).
+    case leaving
 
     // Artifacts move in chunks: the receiver asks for one chunk at a time, keeping a few
     // requests in flight (credit-based flow control); each `chunk` carries its bytes in a
@@ -99,6 +107,8 @@ public struct Hello: Codable, Sendable {
     public var storeID: String?
     /// Attempts still running in this worker (after a reconnect the coordinator cancels those it no longer knows).
     public var running: [String]?
+    /// It is draining (stopping): send it no new work.
+    public var draining: Bool? = nil
 }
 
 /// One attempt of one unit of work. The lease token fences it: a result whose lease is no
@@ -197,6 +207,7 @@ extension WireMessage {
                                artifact: ref, facts: MediaFacts(duration: 1, width: 2, height: 2, hasVideo: true, hasAudio: false),
                                segment: nil, startedAt: 1, finishedAt: 2, cpuSeconds: 0.5, maxRSS: 10)),
             .cancel(lease: "L1"), .shutdown, .ack(lease: "L1"), .reannounce,
+            .draining(running: ["L1"]), .handBack(lease: "L2"), .leaving,
             .pull(sha256: ref.sha256, offset: 0, length: 1 << 20),
             .chunk(Chunk(sha256: ref.sha256, offset: 0, total: 10, error: nil)),
             .submit(Submission(pipeline: pipeline, files: [ref], priority: 1, submitter: "me")),

@@ -53,6 +53,16 @@ public final class WorkerRuntime: Sendable {
 
     public func stop() { stopped.withLock { $0 = true } }
 
+    /// When a drain was asked for: the deadline for in-flight attempts.
+    private let drainDeadline = Mutex<Double?>(nil)
+
+    /// Graceful stop (SIGTERM): take no more work, let in-flight attempts finish within `timeout`
+    /// seconds and deliver their results, hand back the rest, then return from `run`.
+    public func drain(timeout: Double) {
+        drainDeadline.withLock { if $0 == nil { $0 = Date().timeIntervalSince1970 + max(0, timeout) } }
+        wakeup.signal()
+    }
+
     /// An assignment waiting for inputs to arrive.
     struct Preparing {
         var assignment: Assignment
@@ -71,9 +81,12 @@ public final class WorkerRuntime: Sendable {
         var running: Set<String> = []
         var preparing: [String: Preparing] = [:]
         var unacked: [String: TaskResult] = [:]
+        var draining = false
         func hello() -> Hello {
-            Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()), slots: config.slots,
-                  version: Self.version, storeID: config.store?.id, running: Array(running))
+            var h = Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()), slots: config.slots,
+                          version: Self.version, storeID: config.store?.id, running: Array(running))
+            if draining { h.draining = true }
+            return h
         }
         @discardableResult
         func send(_ m: WireMessage, _ payload: Data? = nil) -> Bool {
@@ -136,7 +149,41 @@ public final class WorkerRuntime: Sendable {
             if p.waiting.isEmpty { launch(Self.rewrite(a, p.paths)) } else { preparing[a.lease] = p }
         }
 
+        var leavingSince: Double?
         while !stopped.withLock({ $0 }) {
+            if let deadline = drainDeadline.withLock({ $0 }) {
+                let now = Date().timeIntervalSince1970
+                if !draining {
+                    draining = true
+                    logger.info("draining: taking no more work", metadata: ["in_flight": "\(running.count)", "deadline_s": "\(Int(deadline - now))"])
+                    send(.draining(running: Array(running)))
+                    // Not started yet (still fetching inputs): handed back now, not after the deadline.
+                    for (lease, p) in preparing {
+                        preparing[lease] = nil
+                        running.remove(lease)
+                        send(.handBack(lease: p.assignment.lease))
+                    }
+                }
+                if now >= deadline && !running.isEmpty {
+                    logger.warning("drain timeout: handing back unfinished attempts", metadata: ["attempts": "\(running.count)"])
+                    for lease in running {
+                        cancelled.withLock { _ = $0.insert(lease) }
+                        send(.handBack(lease: lease))
+                    }
+                    running.removeAll()
+                }
+                if running.isEmpty {
+                    // Leave once every result is acknowledged: the coordinator acknowledges a result
+                    // after copying its artifact from here. A silent coordinator is given until the
+                    // deadline (and at least 5 s).
+                    if leavingSince == nil { leavingSince = now }
+                    if unacked.isEmpty || (now >= deadline && now - leavingSince! > 5) {
+                        send(.leaving)
+                        logger.info("drained; leaving")
+                        break
+                    }
+                }
+            }
             let waiting = try socket.wait(timeoutMs: 50, wakeup: wakeup)
             if waiting, let frames = try socket.receive() {
                 lastHeard = Date().timeIntervalSince1970
@@ -150,6 +197,8 @@ public final class WorkerRuntime: Sendable {
                     continue
                 }
                 switch envelope.message {
+                case .assign(let a) where draining:
+                    send(.handBack(lease: a.lease))
                 case .assign(let a) where a.checkOnly == true:
                     accept(a)
                 case .assign(let a):
@@ -213,7 +262,8 @@ public final class WorkerRuntime: Sendable {
                 lastSent = now
             }
         }
-        socket.close()
+        // Let the last messages (results, leaving) go out before the socket closes.
+        socket.close(lingerMs: 1000)
     }
 
     /// The assignment with every input path replaced by where this worker holds that input.

@@ -395,3 +395,35 @@ public struct Adjust: Sendable, Hashable, Codable {
         self.brightness = brightness; self.contrast = contrast; self.saturation = saturation; self.gamma = gamma; self.warmth = warmth
     }
 }
+
+/// A local file a pipeline uses, by what it is for. Remote submits upload exactly these; text
+/// (titles, captions) is never taken for a file, whatever it reads.
+public struct PipelineFile: Sendable, Hashable, Codable {
+    public enum Role: String, Sendable, Hashable, Codable { case source, font, sticker, watermark, soundtrack }
+    public var role: Role
+    public var path: String
+    /// The item that uses it; nil for the movie's own files (watermark, soundtrack).
+    public var item: Int?
+    public init(role: Role, path: String, item: Int?) { self.role = role; self.path = path; self.item = item }
+}
+
+extension Item {
+    /// The local files this item's render reads: its source, fonts and sticker images.
+    public func files(index: Int) -> [PipelineFile] {
+        var files: [PipelineFile] = sources.filter { !$0.isRemote }.map { PipelineFile(role: .source, path: $0.uri, item: index) }
+        if case .title(let t) = kind { files.append(PipelineFile(role: .font, path: t.font, item: index)) }
+        if let text = edits.text { files.append(PipelineFile(role: .font, path: text.font, item: index)) }
+        for s in edits.stickers { files.append(PipelineFile(role: .sticker, path: s.image, item: index)) }
+        return files
+    }
+}
+
+extension Pipeline {
+    /// Every local file the movie is made from: the items' files, the watermark and the soundtrack.
+    public var files: [PipelineFile] {
+        var files = items.enumerated().flatMap { $1.files(index: $0) }
+        if let w = output.watermark { files.append(PipelineFile(role: .watermark, path: w.image, item: nil)) }
+        if let s = output.soundtrack { files.append(PipelineFile(role: .soundtrack, path: s.source, item: nil)) }
+        return files
+    }
+}

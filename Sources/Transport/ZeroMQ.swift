@@ -57,6 +57,12 @@ public final class Socket {
         if let p = ptr { zmq_close(p); ptr = nil }
     }
 
+    /// Closes after giving queued outgoing messages up to `lingerMs` to leave.
+    public func close(lingerMs: Int32) {
+        try? set(ZMQ_LINGER, lingerMs)
+        close()
+    }
+
     func set(_ option: Int32, bytes: [UInt8]) throws {
         guard zmq_setsockopt(ptr, option, bytes, bytes.count) == 0 else { throw TransportError.last("zmq_setsockopt(\(option))") }
     }

@@ -6,6 +6,7 @@ import Engine
 import Lineage
 import Transport
 import CSupport
+import ServiceLifecycle
 
 /// How to reach a running coordinator.
 struct ClusterOptions: ParsableArguments {
@@ -83,7 +84,7 @@ func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bo
     }
 }
 
-struct Serve: ParsableCommand {
+struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a long-lived coordinator that workers and submitters connect to.",
         discussion: """
@@ -133,7 +134,7 @@ struct Serve: ParsableCommand {
         return host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
-    func run() throws {
+    func run() async throws {
         tl_unblock_termination_signals()
         var logger = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .warning : .info
@@ -166,17 +167,34 @@ struct Serve: ParsableCommand {
         }
         logger.info("coordinator listening", metadata: ["endpoint": "\(endpoint)", "state": "\(dir)", "curve": "\(config.curve != nil)"])
         FileHandle.standardOutput.write(Data("listening on \(endpoint)\n".utf8))
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        var sources: [DispatchSourceSignal] = []
-        for sig in [SIGTERM, SIGINT] {
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler { coordinator.stop(graceful: true) }
-            s.resume()
-            sources.append(s)
+        var group = ServiceGroupConfiguration(services: [.init(service: CoordinatorService(coordinator: coordinator), successTerminationBehavior: .gracefullyShutdownGroup)],
+                                              gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
+        try await ServiceGroup(configuration: group).run()
+        if let failure = coordinator.failure.withLock({ $0 }) { errorLine("error: \(failure)"); throw ExitCode(1) }
+    }
+}
+
+/// The coordinator as a service: on a graceful shutdown it stops taking work, lets in-flight
+/// stages finish (the drain timeout), hands back the rest and leaves unfinished runs resumable.
+struct CoordinatorService: Service {
+    let coordinator: Coordinator
+
+    func run() async throws {
+        let coordinator = self.coordinator
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    let waiter = Thread { coordinator.waitUntilStopped(); done.resume() }
+                    waiter.name = "coordinator-wait"
+                    waiter.start()
+                }
+            } onGracefulShutdown: {
+                coordinator.stop(graceful: true)
+            }
+        } onCancel: {
+            coordinator.stop()
         }
-        coordinator.waitUntilStopped()
-        _ = sources
     }
 }
 

@@ -9,7 +9,7 @@ import CSupport
 import Transport
 
 @main
-struct Coord: ParsableCommand {
+struct Coord: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coord",
         abstract: "Threadline coordinator: threads clips into finished movies.",

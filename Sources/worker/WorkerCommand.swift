@@ -6,9 +6,10 @@ import Engine
 import Transport
 import CSupport
 import Glibc
+import ServiceLifecycle
 
 @main
-struct WorkerCommand: ParsableCommand {
+struct WorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker",
         abstract: "Threadline worker: runs media pipelines for a coordinator.",
@@ -20,6 +21,11 @@ struct WorkerCommand: ParsableCommand {
         The worker keeps its own artifact store (--store) and pulls the inputs it lacks from the
         coordinator; when --store is a folder shared with the coordinator, nothing is copied.
         After losing the coordinator it keeps running its stages and reconnects with backoff.
+
+        On SIGTERM or SIGINT (what Compose, Kubernetes and systemd send on scale-in or stop) it
+        drains: it takes no more work, lets the stages in flight finish and delivers their results
+        (within --drain-timeout), hands back any that cannot finish so they are queued again at
+        once, and exits 0.
         """)
 
     @Option(name: .long, help: "The coordinator's endpoint, e.g. tcp://127.0.0.1:7400.")
@@ -52,6 +58,9 @@ struct WorkerCommand: ParsableCommand {
     @Option(name: .long, help: "Worker id (default: host-pid-random).")
     var id: String?
 
+    @Option(name: .long, help: "Seconds in-flight stages may take to finish after SIGTERM before they are handed back.")
+    var drainTimeout: Double = 60
+
     @Flag(name: .long, help: "Exit when the parent process exits (used by the embedded default).")
     var exitWithParent = false
 
@@ -71,12 +80,14 @@ struct WorkerCommand: ParsableCommand {
             throw ValidationError("--curve-secret-key and --coordinator-key go together")
         }
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
+        guard (0...86_400).contains(drainTimeout) else { throw ValidationError("--drain-timeout must be 0…86400 seconds") }
     }
 
-    func run() throws {
+    func run() async throws {
         tl_unblock_termination_signals()
         if exitWithParent {
-            tl_die_with_parent(SIGTERM)
+            // The embedded default's workers go with their parent at once: there is no one left to drain to.
+            tl_die_with_parent(SIGKILL)
             // prctl cannot fire for a parent that died before it was called.
             if let parentPid, getppid() != parentPid { Glibc._exit(0) }
         }
@@ -100,11 +111,37 @@ struct WorkerCommand: ParsableCommand {
             }
         }
         let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts), logger: logger)
-        // _exit, not exit: exit runs atexit handlers and destructors while the ZeroMQ thread is live, and hangs.
-        let stop: @convention(c) (Int32) -> Void = { _ in Glibc._exit(0) }
-        signal(SIGTERM, stop)
-        signal(SIGINT, stop)
-        let context = MessagingContext()
-        try runtime.run(context: context)
+        let service = WorkerService(runtime: runtime, drainTimeout: drainTimeout)
+        var group = ServiceGroupConfiguration(services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // A drain that overruns its own deadline by far is cut short.
+        group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
+        try await ServiceGroup(configuration: group).run()
+    }
+}
+
+/// The worker as a service: runs until told to shut down or, on a graceful shutdown, drains.
+struct WorkerService: Service {
+    let runtime: WorkerRuntime
+    let drainTimeout: Double
+
+    func run() async throws {
+        let runtime = self.runtime
+        try await withTaskCancellationHandler {
+            try await withGracefulShutdownHandler {
+                try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, Error>) in
+                    // The worker's socket loop blocks: it has a thread of its own.
+                    let thread = Thread {
+                        do { try runtime.run(context: MessagingContext()); done.resume() } catch { done.resume(throwing: error) }
+                    }
+                    thread.name = "worker"
+                    thread.stackSize = 8 << 20
+                    thread.start()
+                }
+            } onGracefulShutdown: {
+                runtime.drain(timeout: drainTimeout)
+            }
+        } onCancel: {
+            runtime.stop()
+        }
     }
 }

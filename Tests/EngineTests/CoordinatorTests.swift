@@ -227,20 +227,6 @@ final class Harness {
         #expect(lost.first?["state"] == "lost")
     }
 
-    @Test func shortWorkGoesFirstThenTheCostliestRender() {
-        var q = ReadyQueue()
-        let costs: [Double] = [3, 9, 1, 9, 0, 5, 2, 7, 7, 4]
-        for (i, c) in costs.enumerated() { q.push(i, short: false, cost: c) }
-        q.push(100, short: true, cost: 0)
-        q.push(101, short: true, cost: 50)
-        #expect(q.first == 100)
-        var order: [Int] = []
-        while let i = q.pop() { order.append(i) }
-        // Short work in arrival order, then renders by falling cost, equal costs by index.
-        #expect(order == [100, 101, 1, 3, 7, 8, 5, 9, 0, 6, 2, 4])
-        #expect(q.isEmpty && q.first == nil)
-    }
-
     @Test func aStageWhoseAttemptsLoseThreeWorkersIsPoison() throws {
         // Whichever worker starts rendering p-2 goes silent at once, as if that clip crashed it.
         let runners = (0..<4).map { _ in FakeRunner(delay: 0.05) }

@@ -22,9 +22,21 @@ import TestSupport
             files.append(dir + "/p\(k).yaml")
         }
         let session = "tl-\(UUID().uuidString.prefix(8))"
+        // A tmux server of our own, started with no pipes to this process (a server holding them
+        // would make a captured run wait for the whole session).
+        let socket = ["-L", session]
         let command = ([coordPath, "submit"] + files + ["--state", dir + "/state", "--workers", "2"]).joined(separator: " ")
-        try run(tmux, ["new-session", "-d", "-s", session, "-x", "160", "-y", "40", "\(command); echo EXIT=$?; sleep 60"])
-        defer { _ = try? run(tmux, ["kill-session", "-t", session]) }
+        let start = Process()
+        start.executableURL = URL(fileURLWithPath: tmux)
+        start.arguments = socket + ["new-session", "-d", "-s", session, "-x", "160", "-y", "40", "\(command); echo EXIT=$?; sleep 60"]
+        start.standardInput = FileHandle.nullDevice
+        start.standardOutput = FileHandle.nullDevice
+        start.standardError = FileHandle.nullDevice
+        try start.run()
+        // Not waited for: Foundation's waitUntilExit also waits for the server tmux forks, which
+        // lives as long as the session.
+        #expect(waitUntil(timeout: 10) { (try? run(tmux, socket + ["has-session", "-t", session]).status) == 0 }, "tmux did not start")
+        defer { _ = try? run(tmux, socket + ["kill-server"]) }
         let db = dir + "/state/lineage.db"
         // Interrupt while a render is in flight.
         let rendering = waitUntil(timeout: 60) {
@@ -34,10 +46,10 @@ import TestSupport
                     """).first?["n"]).flatMap { $0.flatMap { Int($0) } } ?? 0) > 0
         }
         #expect(rendering, "no render was seen in flight")
-        try run(tmux, ["send-keys", "-t", session, "C-c"])
+        try run(tmux, socket + ["send-keys", "-t", session, "C-c"])
         var pane = ""
         let ended = waitUntil(timeout: 30) {
-            pane = (try? run(tmux, ["capture-pane", "-p", "-t", session]).out) ?? ""
+            pane = (try? run(tmux, socket + ["capture-pane", "-p", "-t", session]).out) ?? ""
             return pane.contains("EXIT=")
         }
         #expect(ended, "coord submit did not stop: \(pane)")

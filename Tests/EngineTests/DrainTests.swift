@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import Lineage
+import TestSupport
+
+/// A worker told to stop (SIGTERM: Compose, Kubernetes and systemd on scale-in) under
+/// `coord serve` finishes what it runs, delivers the results, takes no new work and exits 0;
+/// past `--drain-timeout` it hands the rest back at once. Nothing is lost either way.
+@Suite(.serialized) struct DrainTests {
+    /// Starts a project on a two-worker cluster and waits until worker w1 is rendering.
+    /// Returns the processes, the submit, and the lineage attempt ids w1 was running.
+    static func renderUntilW1IsBusy(_ dir: String, w1Args: [String]) throws -> (ServiceProcesses, Process, [String]) {
+        let pipeline = try ClusterTests.project(dir, items: 6, seconds: 2, output: "640x360", preset: "medium")
+        let procs = ServiceProcesses(directory: dir)
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        let ep = try procs.endpoint(of: "coord")
+        try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"] + w1Args)
+        try procs.start("w2", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w2", "--id", "w2"])
+        let submit = Process()
+        submit.executableURL = URL(fileURLWithPath: coordPath)
+        submit.arguments = ["submit", pipeline, "--coordinator", ep, "--json"]
+        submit.standardOutput = FileHandle.nullDevice
+        submit.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try submit.run()
+        let db = dir + "/coord/lineage.db"
+        var busy: [String] = []
+        _ = waitUntil(timeout: 120) {
+            busy = ((try? LineageStore.readRows(path: db, """
+                SELECT a.id FROM attempt a JOIN stage s ON s.id = a.stage_id
+                WHERE a.worker_id = 'w1' AND a.state = 'running' AND s.kind = 'decode'
+                """)) ?? []).compactMap { $0["id"] }
+            return !busy.isEmpty
+        }
+        return (procs, submit, busy)
+    }
+
+    @Test func sigtermFinishesTheStageInFlightAndExitsZero() throws {
+        let dir = temporaryDirectory("drain")
+        let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, w1Args: [])
+        defer { procs.stopAll() }
+        #expect(!busy.isEmpty, "w1 never started a render")
+        let w1 = try #require(procs.process("w1"))
+        let db = dir + "/coord/lineage.db"
+        let t0 = Date()
+        kill(w1.processIdentifier, SIGTERM)
+        // Attempts dispatched from here on (give the drain message 0.3 s to arrive) must not go to w1.
+        usleep(300_000)
+        let lastBefore = try LineageStore.readRows(path: db, "SELECT coalesce(max(id), 0) AS id FROM attempt").first?["id"] ?? "0"
+        w1.waitUntilExit()
+        #expect(w1.terminationReason == .exit && w1.terminationStatus == 0, "w1 ended with \(w1.terminationStatus)")
+        print("drain: w1 exited \(String(format: "%.1f", Date().timeIntervalSince(t0))) s after SIGTERM")
+        submit.waitUntilExit()
+        #expect(submit.terminationStatus == 0)
+        // The render w1 had in flight finished there and counted.
+        for id in busy {
+            let row = try LineageStore.readRows(path: db, "SELECT state FROM attempt WHERE id = ?", [Int64(id)!])
+            #expect(row.first?["state"] == "succeeded", "attempt \(id) on w1: \(row)")
+        }
+        // After SIGTERM w1 took no new work.
+        let later = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE worker_id = 'w1' AND id > ?", [Int64(lastBefore)!])
+        #expect(later.first?["n"] == "0", "w1 was given work while draining")
+        let lost = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'")
+        #expect(lost.first?["n"] == "0", "a drained worker's attempts must not be lost")
+        try ClusterTests.expectOneSuccessPerStage(db, run: 1)
+        let worker = try LineageStore.readRows(path: db, "SELECT state FROM worker WHERE id = 'w1'")
+        #expect(worker.first?["state"] == "gone", "\(worker)")
+        #expect(try String(contentsOfFile: procs.log("w1"), encoding: .utf8).contains("draining"))
+    }
+
+    @Test func pastTheDrainTimeoutUnfinishedStagesAreHandedBackAtOnce() throws {
+        let dir = temporaryDirectory("drain-timeout")
+        let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, w1Args: ["--drain-timeout", "0"])
+        defer { procs.stopAll() }
+        #expect(!busy.isEmpty, "w1 never started a render")
+        let w1 = try #require(procs.process("w1"))
+        let t0 = Date()
+        kill(w1.processIdentifier, SIGTERM)
+        w1.waitUntilExit()
+        let seconds = Date().timeIntervalSince(t0)
+        #expect(w1.terminationReason == .exit && w1.terminationStatus == 0)
+        // Handed back, not left for the coordinator's liveness timeout (5 s) to notice.
+        #expect(seconds < 4, "w1 took \(seconds) s to leave")
+        submit.waitUntilExit()
+        #expect(submit.terminationStatus == 0)
+        let db = dir + "/coord/lineage.db"
+        for id in busy {
+            let row = try LineageStore.readRows(path: db, "SELECT state FROM attempt WHERE id = ?", [Int64(id)!])
+            #expect(row.first?["state"] == "handed_back", "attempt \(id) on w1: \(row)")
+        }
+        let lost = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'")
+        #expect(lost.first?["n"] == "0")
+        try ClusterTests.expectOneSuccessPerStage(db, run: 1)
+    }
+}
