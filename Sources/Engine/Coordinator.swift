@@ -445,8 +445,8 @@ final class CoordinatorCore {
         let message = "\(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again to resume."
         log.critical("stopping: \(message)")
         owner.failure.withLock { $0 = message }
-        for cancel in leases.keys {
-            if let (runID, ui) = leases[cancel], let w = runs[runID]?.units[ui].worker, let info = workers[w] { send(.cancel(lease: cancel), to: info.identity) }
+        for (lease, (runID, ui)) in leases {
+            if let w = runs[runID]?.units[ui].worker, let info = workers[w] { send(.cancel(lease: lease), to: info.identity) }
         }
         for run in runs.values where !run.finished {
             run.finished = true
@@ -892,16 +892,13 @@ final class CoordinatorCore {
         // The other files the task reads (fonts, stickers, watermark; the soundtrack for the
         // concat), by the pipeline's typed file fields: a remote submitter's copies.
         if !run.files.isEmpty {
-            let p = run.pipeline
-            var wanted: [PipelineFile] = []
-            switch task {
-            case .segment:
-                if let i = run.units[ui].item { wanted = p.items[i].files(index: i).filter { $0.role != .source } }
-                if let w = p.output.watermark { wanted.append(PipelineFile(role: .watermark, path: w.image, item: nil)) }
-            case .concat:
-                if let s = p.output.soundtrack { wanted.append(PipelineFile(role: .soundtrack, path: s.source, item: nil)) }
-            case .fetch, .transition:
-                break
+            let item = run.units[ui].item
+            let wanted = run.pipeline.files.filter { f in
+                switch task {
+                case .segment: return (f.item == item && f.role != .source) || f.role == .watermark
+                case .concat: return f.role == .soundtrack
+                case .fetch, .transition: return false
+                }
             }
             var seen = Set(refs.map(\.path))
             for f in wanted where seen.insert(f.path).inserted {

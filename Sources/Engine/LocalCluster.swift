@@ -29,7 +29,6 @@ public final class LocalCluster: Sendable {
     let logger: Logger
     private let processes = Mutex<[Int32: Process]>([:])
     private let stopping = Mutex(false)
-    private let outcomes = Locked<[Int64: RunOutcome]>([:])
     private let endpoint = Mutex<String>("")
 
     public init(_ config: Configuration, logger: Logger) throws {
@@ -42,9 +41,6 @@ public final class LocalCluster: Sendable {
         // The local workers use this same folder: the store is shared and nothing is copied.
         cc.store = try ArtifactStore(root: config.stateDirectory)
         coordinator = Coordinator(cc, lineage: lineage, logger: logger)
-        coordinator.observe { [outcomes] _, run, outcome in
-            if let outcome { outcomes.withLock { $0[run] = outcome } }
-        }
     }
 
     /// Starts the coordinator and the worker processes.
@@ -89,20 +85,7 @@ public final class LocalCluster: Sendable {
 
     /// Submits a pipeline and blocks until its run ends. `progress` is called from the coordinator thread.
     public func render(_ pipeline: Pipeline, progress: @escaping @Sendable (RunProgress) -> Void = { _ in }) throws -> (Int64, RunOutcome) {
-        let submitted = DispatchSemaphore(value: 0)
-        let result = Locked<Result<Int64, Error>?>(nil)
-        let runBox = Locked<Int64?>(nil)
-        coordinator.observe { p, run, _ in
-            if let p, runBox.withLock({ $0 }) == run { progress(p) }
-        }
-        coordinator.submit(pipeline) { r in result.withLock { $0 = r }; submitted.signal() }
-        submitted.wait()
-        let runID = try result.withLock { $0! }.get()
-        runBox.withLock { $0 = runID }
-        while true {
-            if let o = outcomes.withLock({ $0[runID] }) { return (runID, o) }
-            usleep(20_000)
-        }
+        try renderBatch([pipeline], progress: { progress($1) })[0].get()
     }
 
     /// Submits every pipeline at once (they share the workers, fairly) and blocks until all runs
@@ -150,12 +133,11 @@ public final class LocalCluster: Sendable {
     /// Ctrl-C: stops the coordinator at once, recording unfinished runs as interrupted (their
     /// in-flight attempts lost), and stops the workers. Returns the ids of the interrupted runs.
     public func interrupt() -> [Int64] {
-        let before = Set(outcomes.withLock { Array($0.keys) })
         coordinator.stop(graceful: true, within: 0)
         coordinator.waitUntilStopped()
         shutdown()
         return ((try? lineage.rows("SELECT id FROM run WHERE state = 'interrupted' AND coordinator = ?", [LineageStore.owner])) ?? [])
-            .compactMap { $0["id"].flatMap { Int64($0) } }.filter { !before.contains($0) }
+            .compactMap { $0["id"].flatMap { Int64($0) } }
     }
 
     public func shutdown() {
