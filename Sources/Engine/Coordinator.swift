@@ -70,8 +70,9 @@ public final class Coordinator: Sendable {
 
     public struct CurveSettings: Sendable {
         public var keys: CurveKeyPair
-        public var allowDirectory: String
-        public init(keys: CurveKeyPair, allowDirectory: String) { self.keys = keys; self.allowDirectory = allowDirectory }
+        /// Allow-list folders of public keys, by the role a key there has.
+        public var allow: [PeerRole: String]
+        public init(keys: CurveKeyPair, allow: [PeerRole: String]) { self.keys = keys; self.allow = allow }
     }
 
     /// Scheduler figures, for benchmarks and logs.
@@ -200,6 +201,8 @@ final class RunState {
     let priority: Int
     /// Files named by the pipeline on a remote submitter's host → their copies in the coordinator's store.
     let files: [String: ArtifactRef]
+    /// The CURVE key of who submitted it (nil: local, or a coordinator without CURVE).
+    var ownerKey: String? = nil
     var units: [Unit]
     var unitIndex: [String: Int] = [:]
     var facts: [Int: MediaFacts] = [:]
@@ -291,6 +294,8 @@ final class RunState {
 
 struct WorkerInfo {
     var identity: Data
+    /// The CURVE key it joined with (nil without CURVE): its later messages must come with it.
+    var key: String?
     var hello: Hello
     var running: Set<String> = []
     /// Outstanding cache checks (they take no slot).
@@ -303,9 +308,18 @@ struct WorkerInfo {
     var draining = false
 }
 
+/// Caps on what one peer's messages may make the coordinator do.
+enum Limits {
+    static let slotsPerWorker = 256
+    /// Files one submission may bring (each item has at most a handful).
+    static let filesPerSubmission = PipelineLoader.maxItems * 2
+    static let pendingSubmissionsPerPeer = 4
+}
+
 /// A remote submission whose files are still on their way.
 struct PendingSubmission {
     var identity: Data
+    var peer: Peer
     var submission: Submission
     var waiting: Set<String>
 }
@@ -345,7 +359,7 @@ final class CoordinatorCore {
         socket = try Socket(context, .router)
         if let curve = owner.config.curve {
             let logger = owner.logger
-            zap = try ZapHandler(context: context, domain: "threadline", allowDirectory: curve.allowDirectory) { why in
+            zap = try ZapHandler(context: context, domain: "threadline", allow: curve.allow) { why in
                 logger.warning("refused a connection", metadata: ["reason": "\(why)"])
             }
             try socket.makeCurveServer(secretKey: curve.keys, domain: "threadline")
@@ -394,7 +408,7 @@ final class CoordinatorCore {
                 if waiting {
                     do {
                         var n = 0
-                        while n < 2000, let frames = try socket.receive() { handle(frames); n += 1 }
+                        while n < 2000, let (frames, peer) = try socket.receiveFromPeer() { handle(frames, from: peer); n += 1 }
                     } catch {
                         log.error("receive failed: \(error)")
                     }
@@ -482,7 +496,7 @@ final class CoordinatorCore {
     }
 
     /// A remote submission whose files are all in the store now.
-    func submit(_ s: Submission, resuming: (Int64, [String: Int64])? = nil) throws -> Int64 {
+    func submit(_ s: Submission, ownerKey: String? = nil, resuming: (Int64, [String: Int64])? = nil) throws -> Int64 {
         guard let store = config.store else { throw PipelineError("this coordinator has no artifact store", at: nil) }
         var files: [String: ArtifactRef] = [:]
         for f in s.files {
@@ -492,16 +506,28 @@ final class CoordinatorCore {
         }
         let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
         let (runID, ids) = try resuming ?? lineage.createRun(s.pipeline, stages: Planner.stages(for: s.pipeline), submitter: s.submitter,
-                                                             priority: s.priority, submission: String(decoding: try enc.encode(s), as: UTF8.self))
-        return try start(RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files))
+                                                             priority: s.priority, submission: String(decoding: try enc.encode(s), as: UTF8.self),
+                                                             ownerKey: ownerKey)
+        let run = RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files)
+        run.ownerKey = try resuming == nil ? ownerKey : lineage.runOwnerKey(runID)
+        return try start(run)
     }
 
     func resumeInterrupted() {
         guard let list = try? lineage.interruptedSubmissions() else { return }
-        for (runID, json) in list {
+        for (runID, json, planning) in list {
+            if planning {
+                // The last coordinator stopped while planning this run: resuming it could stop this one too.
+                log.error("not resuming run \(runID): planning it stopped the last coordinator", metadata: ["run.id": "\(runID)"])
+                record("runFinished") { try lineage.runFinished(runID, state: "failed", error: "quarantined: planning this run stopped the coordinator, so it is not resumed; check the pipeline and submit it again") }
+                continue
+            }
             guard let s = try? JSONDecoder().decode(Submission.self, from: Data(json.utf8)) else { continue }
             do {
                 guard let ids = try lineage.resume(runID: runID) else { continue }
+                try lineage.setPlanning(runID, true)
+                defer { try? lineage.setPlanning(runID, false) }
+                if let problem = Self.submissionProblem(s) { throw PipelineError(problem, at: nil) }
                 _ = try submit(s, resuming: (runID, ids))
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
             } catch {
@@ -559,7 +585,7 @@ final class CoordinatorCore {
 
     // MARK: messages
 
-    func handle(_ frames: [Data]) {
+    func handle(_ frames: [Data], from peer: Peer = .local) {
         guard frames.count == 2 || frames.count == 3, !frames[0].isEmpty, let id = String(data: frames[0], encoding: .utf8) else {
             dropped("malformed message", ["frames": "\(frames.count)"])
             return
@@ -571,6 +597,15 @@ final class CoordinatorCore {
         let identity = frames[0]
         let payload = frames.count == 3 ? frames[2] : nil
         let now = Date().timeIntervalSince1970
+        if let refusal = refusal(envelope.message, from: peer, id: id) {
+            dropped("message refused by role", ["peer": "\(peer.name)", "reason": "\(refusal)"])
+            switch envelope.message {
+            case .hello, .submit, .watch, .cancelRun, .status: send(.rejected(message: refusal), to: identity)
+            case .pull(let sha, let offset, _): send(.chunk(Chunk(sha256: sha, offset: offset, total: 0, error: refusal)), to: identity)
+            default: break
+            }
+            return
+        }
         switch envelope.message {
         case .hello(let h):
             let known = workers[id]
@@ -580,7 +615,7 @@ final class CoordinatorCore {
                 running.insert(lease)   // it holds a slot until the worker reports it
                 if leases[lease] == nil { send(.cancel(lease: lease), to: identity) }
             }
-            workers[id] = WorkerInfo(identity: identity, hello: h, running: running, checks: known?.checks ?? [], lastSeen: now, shared: shared,
+            workers[id] = WorkerInfo(identity: identity, key: peer.key, hello: h, running: running, checks: known?.checks ?? [], lastSeen: now, shared: shared,
                                      draining: h.draining ?? known?.draining ?? false)
             record("workerSeen") { try lineage.workerSeen(id: id, host: h.host, pid: h.pid, slots: h.slots, version: h.version) }
             if known == nil {
@@ -605,7 +640,7 @@ final class CoordinatorCore {
             transfers?.received(c, payload: payload, now: now)
             if workers[id] != nil { workers[id]!.lastSeen = now }
         case .submit(let s):
-            receiveSubmission(s, from: identity)
+            receiveSubmission(s, from: identity, peer: peer)
         case .watch(let run):
             watch(run, from: identity)
         case .cancelRun(let run):
@@ -615,7 +650,7 @@ final class CoordinatorCore {
                 watch(run, from: identity, once: true)
             }
         case .status(let run):
-            send(.statusReply(status(run)), to: identity)
+            send(.statusReply(status(run, for: peer)), to: identity)
         case .draining(let running):
             guard workers[id] != nil else { return }
             workers[id]!.draining = true
@@ -634,6 +669,50 @@ final class CoordinatorCore {
         case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
             dropped("message a coordinator does not take", ["peer": "\(id.prefix(64))"])
         }
+    }
+
+    /// Why `peer` may not send `message`, or nil when it may. Roles come from the allow-list
+    /// folder its key is in (`Peer`); runs belong to the key that submitted them.
+    func refusal(_ message: WireMessage, from peer: Peer, id: String) -> String? {
+        switch message {
+        case .hello(let h):
+            guard peer.is(.worker) else { return "this key is not a worker key: it may not register as a worker" }
+            if let known = workers[id], known.key != peer.key { return "worker id \(id.prefix(64)) is already taken by another key" }
+            guard (1...Limits.slotsPerWorker).contains(h.slots) else { return "slots must be 1…\(Limits.slotsPerWorker), got \(h.slots)" }
+            guard (h.running?.count ?? 0) <= Limits.slotsPerWorker * 4 else { return "a hello lists at most \(Limits.slotsPerWorker * 4) running leases" }
+        case .heartbeat, .result, .draining, .handBack, .leaving:
+            guard peer.is(.worker) else { return "only worker keys report work" }
+            if let known = workers[id], known.key != peer.key { return "worker id \(id.prefix(64)) belongs to another key" }
+        case .submit:
+            guard peer.is(.submitter) else { return "this key may not submit (it is not in the submitters' allow-list)" }
+        case .watch(let run), .cancelRun(let run):
+            guard mayAccess(run: run, peer) else { return "no run \(run) of yours on this coordinator" }
+        case .status(let run):
+            guard peer.is(.submitter) || peer.is(.admin) else { return "this key may not see runs" }
+            if let run, !mayAccess(run: run, peer) { return "no run \(run) of yours on this coordinator" }
+        case .pull(let sha, _, _):
+            guard peer.is(.worker) || mayDownload(sha256: sha, peer) else { return "not an artifact of yours" }
+        case .chunk:
+            break   // only chunks this coordinator asked for are taken, and each file is checked against its sha256
+        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
+            break
+        }
+        return nil
+    }
+
+    /// Admins and local peers see every run; a submitter only those its key submitted.
+    func mayAccess(run: Int64, _ peer: Peer) -> Bool {
+        if peer.is(.admin) || peer.key == nil { return true }
+        guard peer.is(.submitter) else { return false }
+        if let r = runs[run] { return r.ownerKey == peer.key }
+        return (try? lineage.runOwnerKey(run)) == .some(peer.key)
+    }
+
+    /// A submitter downloads only the movies of its own runs.
+    func mayDownload(sha256: String, _ peer: Peer) -> Bool {
+        if peer.is(.admin) || peer.key == nil { return true }
+        guard peer.is(.submitter), let key = peer.key else { return false }
+        return (try? lineage.movieOwned(sha256: sha256, byKey: key)) ?? false
     }
 
     /// Logs dropped messages, at most once a second (a flood must not flood the log).
@@ -655,14 +734,15 @@ final class CoordinatorCore {
 
     // MARK: submitters
 
-    func receiveSubmission(_ s: Submission, from identity: Data) {
+    func receiveSubmission(_ s: Submission, from identity: Data, peer: Peer = .local) {
         guard !draining else { send(.rejected(message: "the coordinator is stopping; submit again when it is back"), to: identity); return }
         guard let store = config.store, let transfers else { send(.rejected(message: "this coordinator has no artifact store"), to: identity); return }
-        guard !s.pipeline.items.isEmpty, s.files.count <= 100_000,
-              s.files.allSatisfy({ $0.sha256.count == 64 && $0.sha256.allSatisfy(\.isHexDigit) && $0.size >= 0 }) else {
-            send(.rejected(message: "malformed submission"), to: identity); return
+        if let problem = Self.submissionProblem(s) { send(.rejected(message: problem), to: identity); return }
+        let copying = pendingSubmissions.filter { $0.identity == identity }.count
+        guard copying < Limits.pendingSubmissionsPerPeer else {
+            send(.rejected(message: "\(copying) submissions of yours are still uploading; wait for them to be accepted"), to: identity); return
         }
-        var pending = PendingSubmission(identity: identity, submission: s, waiting: [])
+        var pending = PendingSubmission(identity: identity, peer: peer, submission: s, waiting: [])
         for f in s.files where !store.isPresent(store.local(f)) && !pending.waiting.contains(f.sha256) {
             pending.waiting.insert(f.sha256)
             transfers.fetch(f, from: identity)
@@ -671,9 +751,35 @@ final class CoordinatorCore {
         if pending.waiting.isEmpty { startSubmission(pending) } else { pendingSubmissions.append(pending) }
     }
 
+    /// Why a remote submission is refused before anything is copied or planned, or nil. It may
+    /// touch only what it brought: every local file its pipeline names must be among its uploaded
+    /// files (a worker never reads its own host's files for a submitter), other sources must be
+    /// http(s) URLs, and its numbers must be within the loader's bounds.
+    static func submissionProblem(_ s: Submission) -> String? {
+        guard s.files.count <= Limits.filesPerSubmission else {
+            return "a submission brings at most \(Limits.filesPerSubmission) files, this one \(s.files.count)"
+        }
+        guard s.files.allSatisfy({ $0.sha256.utf8.count == 64 && $0.sha256.allSatisfy(\.isHexDigit) && $0.size >= 0 && $0.path.hasPrefix("/") }) else {
+            return "malformed submission: each file needs an absolute path, a sha256 and a size"
+        }
+        if let problem = s.pipeline.boundsProblem { return "\(s.pipeline.file): \(problem)" }
+        let brought = Set(s.files.map(\.path))
+        for (i, item) in s.pipeline.items.enumerated() {
+            for src in item.sources where !brought.contains(src.uri) {
+                guard src.isRemote, URL(string: src.uri)?.host != nil else {
+                    return "\(item.label(index: i)): \(src.uri) is neither an uploaded file nor an http(s) URL; this coordinator reads only what a submission brings"
+                }
+            }
+        }
+        for f in s.pipeline.files where !brought.contains(f.path) {
+            return "\(f.role.rawValue) \(f.path) was not uploaded with the submission; this coordinator reads only what a submission brings"
+        }
+        return nil
+    }
+
     func startSubmission(_ p: PendingSubmission) {
         do {
-            let run = try submit(p.submission)
+            let run = try submit(p.submission, ownerKey: p.peer.key)
             send(.accepted(run: run), to: p.identity)
         } catch {
             send(.rejected(message: "\(error)"), to: p.identity)
@@ -700,9 +806,12 @@ final class CoordinatorCore {
         for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
     }
 
-    func status(_ runID: Int64?) -> StatusReply {
+    func status(_ runID: Int64?, for peer: Peer = .local) -> StatusReply {
         guard let runID else {
-            let rows = (try? lineage.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs ORDER BY id")) ?? []
+            // Admins (and local peers) see the farm; a submitter its own runs.
+            let mine = peer.is(.admin) || peer.key == nil ? "" : "WHERE id IN (SELECT id FROM run WHERE owner_key = ?)"
+            let rows = (try? lineage.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs \(mine) ORDER BY id",
+                                          mine.isEmpty ? [] : [peer.key ?? ""])) ?? []
             return StatusReply(runs: rows, stages: [], failures: [])
         }
         let runs = (try? lineage.rows("SELECT * FROM v_runs WHERE id = ?", [runID])) ?? []

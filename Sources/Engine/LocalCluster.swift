@@ -5,7 +5,10 @@ import ThreadlineCore
 import Transport
 import Lineage
 
-/// The embedded default: an in-process coordinator on loopback and local `worker` processes
+/// Why the embedded cluster could not start.
+public struct LocalClusterError: Error, CustomStringConvertible { public var description: String }
+
+/// The embedded default: an in-process coordinator on a private Unix socket and local `worker` processes
 /// it starts, supervises and restarts. The same code as a real cluster.
 public final class LocalCluster: Sendable {
     public struct Configuration: Sendable {
@@ -30,13 +33,22 @@ public final class LocalCluster: Sendable {
     private let processes = Mutex<[Int32: Process]>([:])
     private let stopping = Mutex(false)
     private let endpoint = Mutex<String>("")
+    /// The 0700 folder holding the coordinator's socket; removed at shutdown.
+    let socketDirectory: String
 
     public init(_ config: Configuration, logger: Logger) throws {
         self.config = config
         self.logger = logger
         try FileManager.default.createDirectory(atPath: config.stateDirectory, withIntermediateDirectories: true)
         lineage = try LineageStore(path: config.stateDirectory + "/lineage.db")
-        var cc = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
+        // Private: a Unix socket in a folder only this user can enter (mkdtemp makes it 0700), not
+        // a loopback TCP port any local user could connect to.
+        var template = Array("/tmp/threadline-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw LocalClusterError(description: "cannot create a private folder for the embedded coordinator's socket in /tmp: \(String(cString: strerror(errno)))")
+        }
+        socketDirectory = String(cString: made)
+        var cc = Coordinator.Configuration(bind: "ipc://\(socketDirectory)/coordinator")
         cc.livenessTimeout = config.livenessTimeout
         // The local workers use this same folder: the store is shared and nothing is copied.
         cc.store = try ArtifactStore(root: config.stateDirectory)
@@ -60,7 +72,7 @@ public final class LocalCluster: Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: config.workerExecutable)
         p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)", "--threads", "\(config.threadsPerPipeline)",
-                       "--store", config.stateDirectory, "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
+                       "--store", config.stateDirectory, "--local-files", "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
         p.standardInput = FileHandle.nullDevice
         try p.run()
         processes.withLock { $0[p.processIdentifier] = p }
@@ -148,5 +160,6 @@ public final class LocalCluster: Sendable {
         while procs.values.contains(where: { $0.isRunning }) && Date() < deadline { usleep(20_000) }
         for p in procs.values where p.isRunning { p.terminate() }
         for p in procs.values { p.waitUntilExit() }
+        try? FileManager.default.removeItem(atPath: socketDirectory)
     }
 }

@@ -22,7 +22,13 @@ extension TaskResult {
 public struct MediaTaskRunner: TaskRunner {
     public let store: ArtifactStore
     public let fetchLimits: FetchLimits
-    public init(store: ArtifactStore, fetchLimits: FetchLimits = .init()) { self.store = store; self.fetchLimits = fetchLimits }
+    /// Whether a task may name a file on this host outside the store (the embedded default's own
+    /// workers: the user's files, for the user). A farm's workers read only what the coordinator
+    /// sends them, so a submission cannot make them read their own host's files.
+    public let localFiles: Bool
+    public init(store: ArtifactStore, fetchLimits: FetchLimits = .init(), localFiles: Bool = true) {
+        self.store = store; self.fetchLimits = fetchLimits; self.localFiles = localFiles
+    }
 
     /// A cache hit only counts when the stored file still hashes to its address. A reused
     /// source's facts are in lineage already; the coordinator attaches them.
@@ -50,6 +56,12 @@ public struct MediaTaskRunner: TaskRunner {
             case .fetch(let uri, let name):
                 let ref: ArtifactRef
                 if uri.hasPrefix("/") {
+                    let inStore = URL(fileURLWithPath: uri).standardizedFileURL.path
+                        .hasPrefix(URL(fileURLWithPath: store.root).standardizedFileURL.path + "/")
+                    guard localFiles || inStore else {
+                        throw MediaError(.fetch, .permanent, file: name,
+                                         "this worker reads only files the coordinator sends it, not \(uri) on its own host (start it with --local-files to allow that)")
+                    }
                     guard FileManager.default.isReadableFile(atPath: uri) else {
                         throw MediaError(.fetch, .permanent, file: name, "file not found or not readable: \(uri)")
                     }

@@ -225,6 +225,9 @@ public final class WorkerRuntime: Sendable {
                 case .shutdown:
                     logger.info("coordinator asked this worker to shut down")
                     stop()
+                case .rejected(let why):
+                    // Said once per refused hello (about every reconnect): the key is not a worker key.
+                    logger.error("the coordinator refused this worker: \(why)")
                 default:
                     break
                 }

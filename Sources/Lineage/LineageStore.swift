@@ -239,6 +239,13 @@ public final class LineageStore: Sendable {
                 ALTER TABLE run ADD COLUMN submission_json TEXT;
                 """)
         }
+        m.registerMigration("v8: run owners, quarantine") { db in
+            try db.execute(sql: """
+                ALTER TABLE run ADD COLUMN owner_key TEXT;   -- the submitter's CURVE public key (NULL: local)
+                ALTER TABLE run ADD COLUMN planning INTEGER NOT NULL DEFAULT 0;   -- 1 while a resume plans it
+                CREATE INDEX run_owner ON run(owner_key);
+                """)
+        }
         return m
     }
 
@@ -331,10 +338,32 @@ public final class LineageStore: Sendable {
     }
 
     /// Interrupted runs that were handed to a coordinator service, with what it needs to resume them.
-    public func interruptedSubmissions() throws -> [(runID: Int64, submission: String)] {
+    public func interruptedSubmissions() throws -> [(runID: Int64, submission: String, planning: Bool)] {
         try write { db in
-            try Row.fetchAll(db, sql: "SELECT id, submission_json FROM run WHERE state = 'interrupted' AND submission_json IS NOT NULL ORDER BY id")
-                .map { ($0["id"], $0["submission_json"]) }
+            try Row.fetchAll(db, sql: "SELECT id, submission_json, planning FROM run WHERE state = 'interrupted' AND submission_json IS NOT NULL ORDER BY id")
+                .map { ($0["id"], $0["submission_json"], $0["planning"] != 0) }
+        }
+    }
+
+    /// Marks a run as being planned for a resume (committed before planning starts), or done
+    /// planning. A run still marked when its coordinator starts again stopped that coordinator.
+    public func setPlanning(_ runID: Int64, _ planning: Bool) throws {
+        try write { db in try db.execute(sql: "UPDATE run SET planning = ? WHERE id = ?", arguments: [planning ? 1 : 0, runID]) }
+    }
+
+    /// The CURVE key that submitted a run (nil: a local run, or no such run).
+    public func runOwnerKey(_ runID: Int64) throws -> String? {
+        try write { db in try String.fetchOne(db, sql: "SELECT owner_key FROM run WHERE id = ?", arguments: [runID]) }
+    }
+
+    /// Whether `sha256` is the movie of a run that `key` submitted.
+    public func movieOwned(sha256: String, byKey key: String) throws -> Bool {
+        try write { db in
+            try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM artifact ar JOIN attempt_io io ON io.artifact_id = ar.id AND io.direction = 'out'
+                               JOIN attempt a ON a.id = io.attempt_id JOIN stage s ON s.id = a.stage_id JOIN run r ON r.id = s.run_id
+                               WHERE ar.sha256 = ? AND ar.kind = 'movie' AND r.owner_key = ?)
+                """, arguments: [sha256, key]) ?? false
         }
     }
 
@@ -420,15 +449,15 @@ public final class LineageStore: Sendable {
 
     /// `submission`: for runs handed to `coord serve`, what it needs to resume them after a restart.
     public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil, priority: Int = 0,
-                          submission: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
+                          submission: String? = nil, ownerKey: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
         try write { db in
             try db.cachedStatement(sql: """
                 INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state, coordinator,
-                                 priority, submission_json)
-                VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)
+                                 priority, submission_json, owner_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)
                 """).execute(arguments: [pipeline.name, pipeline.file, SHA256Hasher.hex(pipeline.text), pipeline.text,
                                  pipeline.output.path, submitter ?? ProcessInfo.processInfo.userName, now(), Self.owner,
-                                 priority, submission])
+                                 priority, submission, ownerKey])
             let runID = db.lastInsertedRowID
             let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
             for (i, item) in pipeline.items.enumerated() {

@@ -36,6 +36,8 @@ public enum Fetch {
     private static func copyOnce(from uri: String, to path: String, limits: FetchLimits, name: String) throws -> Int64 {
         var io: UnsafeMutablePointer<AVIOContext>? = nil
         var opts: OpaquePointer? = nil
+        // Only the web: a source URL cannot name another of libavformat's protocols.
+        av_dict_set(&opts, "protocol_whitelist", "http,https,tls,tcp", 0)
         av_dict_set(&opts, "rw_timeout", "\(Int64(limits.timeout * 1_000_000))", 0)
         av_dict_set(&opts, "timeout", "\(Int64(limits.timeout * 1_000_000))", 0)
         var ret = avio_open2(&io, uri, AVIO_FLAG_READ, nil, &opts)

@@ -36,7 +36,7 @@ final class InputFile {
         _ = configureLogging
         self.name = name
         var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
-        var ret = avformat_open_input(&ctx, path, nil, nil)
+        var ret = openLocalInput(&ctx, path)
         guard ret >= 0, let opened = ctx else {
             throw MediaError(stage, classify(ret) == .retryable && FileManager.default.fileExists(atPath: path) ? .retryable : .permanent,
                              file: name, "cannot open as media: \(avErrorString(ret))")
@@ -144,4 +144,15 @@ final class Decoder {
 func filterColor(_ hex: String) -> String {
     guard let (r, g, b) = PipelineLoader.parseColor(hex) else { return "black" }
     return String(format: "0x%02X%02X%02X", r, g, b)
+}
+
+/// Opens a local media file for demuxing with libavformat's protocols limited to `file`: a path
+/// that is really a URL (`http:`, `tcp:`, `concat:`, …) or a playlist naming other files cannot
+/// make the decoder reach anything but the file it was given.
+func openLocalInput(_ ctx: inout UnsafeMutablePointer<AVFormatContext>?, _ path: String) -> Int32 {
+    var opts: OpaquePointer? = nil
+    av_dict_set(&opts, "protocol_whitelist", "file", 0)
+    defer { av_dict_free(&opts) }
+    let url = path.hasPrefix("/") ? "file:" + path : path
+    return avformat_open_input(&ctx, url, nil, &opts)
 }

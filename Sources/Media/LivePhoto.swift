@@ -40,7 +40,7 @@ public enum LivePhotoPairing {
     public static func movieIdentifier(_ path: String) -> String? {
         _ = configureLogging
         var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
-        guard avformat_open_input(&ctx, path, nil, nil) >= 0, let c = ctx else { return nil }
+        guard openLocalInput(&ctx, path) >= 0, let c = ctx else { return nil }
         defer { avformat_close_input(&ctx) }
         guard let e = av_dict_get(c.pointee.metadata, "com.apple.quicktime.content.identifier", nil, 0) else { return nil }
         return String(cString: e.pointee.value)

@@ -13,6 +13,8 @@ public struct Pipeline: Sendable, Hashable, Codable {
     /// The pipeline file this came from, and its folder (relative paths resolve against it).
     public var file: String
     public var text: String
+    /// Where output.path is written in the pipeline file (for errors about the movie's path).
+    public var outputLocation: SourceLocation?
 
     public init(version: Int = 1, name: String, output: OutputProfile, items: [Item], file: String = "<memory>", text: String = "") {
         self.version = version; self.name = name; self.output = output; self.items = items

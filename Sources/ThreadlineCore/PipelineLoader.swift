@@ -12,9 +12,21 @@ public enum PipelineLoader {
     static let photoKeys = ["duration", "ken_burns", "use"]
     public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text", "transition", "bounce", "stickers"]
 
+    /// The most items one pipeline may list, and the largest pipeline file read: far beyond any
+    /// movie, small enough that planning stays quick and bounded in memory.
+    public static let maxItems = 50_000
+    public static let maxFileBytes = 16 << 20
+
     /// Loads and validates the pipeline at `path`. With `checkFiles`, local sources must exist.
     public static func load(path: String, checkFiles: Bool = true) throws -> Pipeline {
         let url = URL(fileURLWithPath: path).standardizedFileURL
+        if let problem = FileChecks.sourceProblem(url.path) {
+            throw PipelineError("cannot read pipeline file: \(problem)", at: nil, hint: "pass the path of a .yaml pipeline file")
+        }
+        if let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.intValue, size > maxFileBytes {
+            throw PipelineError("pipeline file \(path) is \(size) bytes, over the \(maxFileBytes)-byte limit", at: nil,
+                                hint: "split the movie into several pipelines")
+        }
         guard let data = FileManager.default.contents(atPath: url.path) else {
             throw PipelineError("cannot read pipeline file \(path)", at: nil,
                                 hint: "check that the file exists and is readable")
@@ -53,6 +65,10 @@ public enum PipelineLoader {
         guard case .sequence(let seq) = clipsNode else {
             throw ctx.error("'clips' must be a list", at: clipsNode, hint: "write each clip as '- video: file.mov'")
         }
+        guard seq.count <= maxItems else {
+            throw ctx.error("'clips' lists \(seq.count) items, over the limit of \(maxItems) per pipeline", at: clipsNode,
+                            hint: "split the movie into several pipelines")
+        }
         var items: [Item] = []
         for node in seq { items.append(try parseItem(node, ctx)) }
         guard !items.isEmpty else {
@@ -72,6 +88,11 @@ public enum PipelineLoader {
                 pipeline.retryAttempts = n
             }
             try rm.finish(allowed: ["attempts"])
+        }
+        let pathNode = try ctx.map(outputNode, "output").node("path")
+        pipeline.outputLocation = ctx.location(of: pathNode)
+        if ctx.checkFiles, let problem = FileChecks.outputProblem(output.path, inputs: pipeline.files.map(\.path), stateDirectory: nil) {
+            throw ctx.error("output.path: \(problem)", at: pathNode, hint: "choose another path for the movie")
         }
         return pipeline
     }
@@ -116,7 +137,7 @@ public enum PipelineLoader {
         if let fpsNode = m.node("fps") {
             guard let fps = parseFPS(fpsNode), fps.double >= 1, fps.double <= 240 else {
                 throw ctx.error("output.fps must be a frame rate between 1 and 240, got '\(fpsNode.string ?? "?")'", at: fpsNode,
-                                hint: "for example fps: 30, or fps: 30000/1001")
+                                hint: "for example fps: 30, or fps: 30000/1001 (numerator and denominator at most 1000000)")
             }
             profile.fps = fps
         }
@@ -494,7 +515,8 @@ public enum PipelineLoader {
     }
 
     static func checkFont(_ path: String, at node: Node, _ ctx: Context) throws {
-        guard ctx.checkFiles, !FileManager.default.isReadableFile(atPath: path) else { return }
+        guard ctx.checkFiles, let problem = FileChecks.sourceProblem(path) else { return }
+        if !problem.hasPrefix("file not found") { throw ctx.error("font: \(problem)", at: node) }
         throw ctx.error("font not found: \(path)", at: node,
                         hint: path == Title.defaultFont ? "install fonts-dejavu-core (scripts/setup does), or give font: PATH" : "give the path of a .ttf or .otf file")
     }
@@ -511,7 +533,9 @@ public enum PipelineLoader {
         guard let s = node.string else { return nil }
         if s.contains("/") {
             let p = s.split(separator: "/")
-            guard p.count == 2, let n = Int(p[0]), let d = Int(p[1]), n > 0, d > 0 else { return nil }
+            // Bounded terms keep every frame and sample count the planner derives from them inside Int
+            // (frames × 48000 × den); 240000/1001 is the largest rate anyone writes as a fraction.
+            guard p.count == 2, let n = Int(p[0]), let d = Int(p[1]), (1...1_000_000).contains(n), (1...1_000_000).contains(d) else { return nil }
             return Rational(n, d)
         }
         // Range first: a huge finite value would overflow the integer conversion.
@@ -584,6 +608,9 @@ struct Context {
     func hashedFile(_ value: String, at node: Node, what: String) throws -> (path: String, sha256: String) {
         let path = resolve(value)
         guard checkFiles else { return (path, "") }
+        if let problem = FileChecks.sourceProblem(path), !problem.hasPrefix("file not found") {
+            throw error("\(what): \(problem)", at: node)
+        }
         guard FileManager.default.isReadableFile(atPath: path), let sha = try? SHA256Hasher.hex(fileAt: path) else {
             throw error("\(what) not found: \(path)", at: node, hint: "paths are relative to the pipeline file's folder (\(base))")
         }
@@ -597,14 +624,8 @@ struct Context {
         let resolved = resolve(s)
         let ref = SourceRef(resolved)
         if checkFiles && !ref.isRemote {
-            var isDir: ObjCBool = false
-            if !FileManager.default.fileExists(atPath: resolved, isDirectory: &isDir) {
-                throw error("file not found: \(resolved)", at: node,
-                            hint: "paths are relative to the pipeline file's folder (\(base))")
-            }
-            if isDir.boolValue { throw error("\(resolved) is a folder, not a media file", at: node) }
-            if !FileManager.default.isReadableFile(atPath: resolved) {
-                throw error("cannot read \(resolved): permission denied", at: node)
+            if let problem = FileChecks.sourceProblem(resolved) {
+                throw error(problem, at: node, hint: problem.hasPrefix("file not found") ? "paths are relative to the pipeline file's folder (\(base))" : nil)
             }
         }
         return ref

@@ -79,18 +79,55 @@ public struct CurveKeyPair: Sendable, Equatable {
     }
 }
 
-/// A ZAP handler (ZeroMQ RFC 27) for one domain: admits CURVE clients whose public key is in
-/// the allow-list folder (`*.pub` files, re-read on every handshake so keys can be added or
-/// removed while running), refuses everyone else. Runs on its own thread in the server's context.
+/// What a peer's key lets it do on a coordinator.
+public enum PeerRole: String, Sendable, Hashable, CaseIterable, Comparable {
+    /// Registers as a worker: receives assignments, returns artifacts.
+    case worker
+    /// Submits runs and sees, downloads and cancels its own.
+    case submitter
+    /// An operator: sees, downloads and cancels every run.
+    case admin
+    public static func < (a: PeerRole, b: PeerRole) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// Who sent a message, as the ZAP handler admitted it: the CURVE public key and its roles.
+/// Without CURVE (a private Unix socket, or --insecure on loopback) there is no key and the peer
+/// has every role: whoever can reach the socket is the machine's own user.
+public struct Peer: Sendable, Hashable {
+    public var key: String?
+    public var roles: Set<PeerRole>
+    public static let local = Peer(key: nil, roles: Set(PeerRole.allCases))
+    public init(key: String?, roles: Set<PeerRole>) { self.key = key; self.roles = roles }
+
+    /// The ZAP user id that carries a peer from the handshake to each of its messages.
+    var userID: String { roles.sorted().map(\.rawValue).joined(separator: "+") + ":" + (key ?? "") }
+
+    /// Parses `userID` (nil or empty: a peer admitted without ZAP).
+    public init(userID: String?) {
+        guard let userID, !userID.isEmpty, let colon = userID.firstIndex(of: ":") else { self = .local; return }
+        roles = Set(userID[..<colon].split(separator: "+").compactMap { PeerRole(rawValue: String($0)) })
+        let k = String(userID[userID.index(after: colon)...])
+        key = k.isEmpty ? nil : k
+    }
+
+    public func `is`(_ role: PeerRole) -> Bool { roles.contains(role) }
+    /// A short form of the key for logs and lineage.
+    public var name: String { key.map { String($0.prefix(8)) } ?? "local" }
+}
+
+/// A ZAP handler (ZeroMQ RFC 27) for one domain: admits CURVE clients whose public key is in one
+/// of the allow-list folders (`*.pub` files, re-read on every handshake so keys can be added or
+/// removed while running) with the roles of the folders it is in; refuses everyone else. Runs on
+/// its own thread in the server's context.
 public final class ZapHandler: Sendable {
     public let domain: String
-    public let allowDirectory: String
+    public let allow: [PeerRole: String]
     let stopped = Mutex(false)
     let done = DispatchSemaphore(value: 0)
     let onRefuse: @Sendable (String) -> Void
 
-    public init(context: MessagingContext, domain: String, allowDirectory: String, onRefuse: @escaping @Sendable (String) -> Void = { _ in }) throws {
-        self.domain = domain; self.allowDirectory = allowDirectory; self.onRefuse = onRefuse
+    public init(context: MessagingContext, domain: String, allow: [PeerRole: String], onRefuse: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        self.domain = domain; self.allow = allow; self.onRefuse = onRefuse
         let socket = try Socket(context, .rep)
         try socket.bind("inproc://zeromq.zap.01")
         let box = UncheckedBox(socket)
@@ -113,12 +150,14 @@ public final class ZapHandler: Sendable {
         done.wait()
     }
 
-    /// The public keys allowed now.
-    public func allowedKeys() -> Set<String> {
-        let files = (try? FileManager.default.contentsOfDirectory(atPath: allowDirectory)) ?? []
-        var keys: Set<String> = []
-        for f in files where f.hasSuffix(".pub") || f.hasSuffix(".key") {
-            if let k = try? CurveKeyPair.load("\(allowDirectory)/\(f)") { keys.insert(k.publicKey) }
+    /// The public keys allowed now, with their roles.
+    public func allowedKeys() -> [String: Set<PeerRole>] {
+        var keys: [String: Set<PeerRole>] = [:]
+        for (role, directory) in allow {
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            for f in files where f.hasSuffix(".pub") || f.hasSuffix(".key") {
+                if let k = try? CurveKeyPair.load("\(directory)/\(f)") { keys[k.publicKey, default: []].insert(role) }
+            }
         }
         return keys
     }
@@ -137,8 +176,10 @@ public final class ZapHandler: Sendable {
         guard mechanism == "CURVE", frames.count >= 7, let key = CurveKeyPair.encode(Array(frames[6])) else {
             return refuse(reply, "\(address) did not use CURVE")
         }
-        guard allowedKeys().contains(key) else { return refuse(reply, "\(address) presented a public key not in \(allowDirectory): \(key)") }
-        return reply("200", "OK", user: key)
+        guard let roles = allowedKeys()[key], !roles.isEmpty else {
+            return refuse(reply, "\(address) presented a public key in none of the allow-lists (\(allow.values.sorted().joined(separator: ", "))): \(key)")
+        }
+        return reply("200", "OK", user: Peer(key: key, roles: roles).userID)
     }
 
     private func refuse(_ reply: (String, String, String) -> [Data], _ why: String) -> [Data] {

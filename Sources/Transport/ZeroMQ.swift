@@ -150,10 +150,17 @@ public final class Socket {
 
     /// Receives one multipart message, waiting up to `timeoutMs` (0: don't wait; -1: forever).
     public func receive(timeoutMs: Int32 = 0) throws -> [Data]? {
+        try receiveFromPeer(timeoutMs: timeoutMs)?.frames
+    }
+
+    /// Receives one multipart message and who sent it: the ZAP user id of the connection it came
+    /// on (see `Peer`), which a peer cannot forge.
+    public func receiveFromPeer(timeoutMs: Int32 = 0) throws -> (frames: [Data], peer: Peer)? {
         if timeoutMs != 0 {
             guard try Socket.poll([self], timeoutMs: timeoutMs).first == true else { return nil }
         }
         var frames: [Data] = []
+        var userID: String? = nil
         while true {
             var msg = zmq_msg_t()
             zmq_msg_init(&msg)
@@ -165,10 +172,11 @@ public final class Socket {
                 if code == tl_eintr() { continue }
                 throw TransportError.last("zmq_msg_recv")
             }
+            if frames.isEmpty, let u = zmq_msg_gets(&msg, "User-Id") { userID = String(cString: u) }
             frames.append(Data(bytes: zmq_msg_data(&msg), count: zmq_msg_size(&msg)))
             if zmq_msg_more(&msg) == 0 { break }
         }
-        return frames
+        return (frames, Peer(userID: userID))
     }
 
     /// Waits up to `timeoutMs` for a message on this socket or a signal on `wakeup`; true when a

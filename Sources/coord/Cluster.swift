@@ -91,7 +91,14 @@ struct Serve: AsyncParsableCommand {
         Examples:
           coord serve --bind tcp://127.0.0.1:7400 --state /var/lib/threadline
           coord serve --bind tcp://0.0.0.0:7400 --state /var/lib/threadline \\
-                      --curve-secret-key /etc/threadline/coordinator.key --allow /etc/threadline/allowed
+                      --curve-secret-key /etc/threadline/coordinator.key \\
+                      --allow-workers /etc/threadline/workers --allow-submitters /etc/threadline/submitters \\
+                      --allow-admins /etc/threadline/admins
+
+        Roles come from the allow-list folder a public key (*.pub) is in: worker keys register
+        as workers and nothing else; submitter keys submit runs and see, download and cancel only
+        their own; admin keys see, download and cancel every run. --allow DIR gives its keys the
+        worker and submitter roles both (for a single trusted user); prefer the separate lists.
 
         Without CURVE keys it binds only to loopback unless --insecure is given. On SIGTERM or
         SIGINT it stops taking work, lets in-flight stages finish (--drain-timeout), hands back the
@@ -101,7 +108,20 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Endpoint to listen on, e.g. tcp://0.0.0.0:7400.") var bind: String = "tcp://127.0.0.1:7400"
     @OptionGroup var stateOptions: StateOptions
     @Option(name: .long, help: "The coordinator's CURVE secret key file (from 'coord keygen').") var curveSecretKey: String?
-    @Option(name: .long, help: "Folder of allowed public keys (*.pub) for workers and submitters.") var allow: String?
+    @Option(name: .long, help: "Folder of public keys (*.pub) that may join as workers.") var allowWorkers: String?
+    @Option(name: .long, help: "Folder of public keys (*.pub) that may submit runs and manage their own.") var allowSubmitters: String?
+    @Option(name: .long, help: "Folder of public keys (*.pub) of operators: every run is theirs to see, download and cancel.") var allowAdmins: String?
+    @Option(name: .long, help: "Folder of public keys trusted as both worker and submitter (one trusted user; prefer the separate lists).") var allow: String?
+
+    var allowLists: [PeerRole: String] {
+        var lists: [PeerRole: [String]] = [:]
+        if let allow { lists[.worker, default: []].append(allow); lists[.submitter, default: []].append(allow) }
+        if let allowWorkers { lists[.worker, default: []].append(allowWorkers) }
+        if let allowSubmitters { lists[.submitter, default: []].append(allowSubmitters) }
+        if let allowAdmins { lists[.admin, default: []].append(allowAdmins) }
+        return lists.compactMapValues { $0.count == 1 ? $0[0] : nil }
+    }
+    var anyAllowList: Bool { allow != nil || allowWorkers != nil || allowSubmitters != nil || allowAdmins != nil }
     @Flag(name: .long, help: "Listen on a non-loopback address without CURVE (anyone who reaches the port can submit or join).")
     var insecure = false
     @Option(name: .long, help: "Seconds between heartbeats.") var heartbeat: Double = 1
@@ -114,14 +134,19 @@ struct Serve: AsyncParsableCommand {
 
     func validate() throws {
         guard bind.hasPrefix("tcp://") || bind.hasPrefix("ipc://") else { throw ValidationError("--bind takes tcp://ADDR:PORT or ipc://PATH") }
-        guard (curveSecretKey == nil) == (allow == nil) else { throw ValidationError("--curve-secret-key and --allow go together") }
+        guard (curveSecretKey == nil) == !anyAllowList else {
+            throw ValidationError("--curve-secret-key goes with allow-lists (--allow-workers, --allow-submitters, --allow-admins)")
+        }
+        if allow != nil && (allowWorkers != nil || allowSubmitters != nil) {
+            throw ValidationError("give either --allow or --allow-workers/--allow-submitters, not both")
+        }
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
         guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }
         guard (1...100).contains(poisonAfter) else { throw ValidationError("--poison-after must be 1…100") }
         if curveSecretKey == nil && !insecure && !Serve.isLoopback(bind) {
             throw ValidationError("""
                 refusing to listen on \(bind) without CURVE: anyone who can reach it could submit work or join as a worker.
-                Make keys with 'coord keygen coordinator' and pass --curve-secret-key and --allow, bind to 127.0.0.1, or pass --insecure.
+                Make keys with 'coord keygen coordinator' and pass --curve-secret-key with --allow-workers and --allow-submitters, bind to 127.0.0.1, or pass --insecure.
                 """)
         }
     }
@@ -151,12 +176,18 @@ struct Serve: AsyncParsableCommand {
         config.maxAttempts = retryAttempts
         config.poisonAfterLostWorkers = poisonAfter
         config.drainTimeout = drainTimeout
-        if let curveSecretKey, let allow {
+        if let curveSecretKey {
             do {
                 let keys = try CurveKeyPair.load(curveSecretKey)
                 guard keys.secretKey != nil else { throw ValidationError("\(curveSecretKey) holds no secret key; pass the .key file") }
-                guard FileManager.default.fileExists(atPath: allow) else { throw ValidationError("--allow \(allow) does not exist") }
-                config.curve = .init(keys: keys, allowDirectory: allow)
+                for (role, dir) in allowLists.sorted(by: { $0.key < $1.key }) {
+                    var isDir: ObjCBool = false
+                    guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+                        throw ValidationError("the \(role.rawValue)s' allow-list folder \(dir) does not exist")
+                    }
+                }
+                if allowLists[.worker] == nil { logger.warning("no --allow-workers: no worker can join") }
+                config.curve = .init(keys: keys, allow: allowLists)
             } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(2) }
         }
         let coordinator = Coordinator(config, lineage: lineage, logger: logger)

@@ -56,8 +56,11 @@ func loadPipeline(_ path: String) throws -> Pipeline {
 }
 
 /// Loads a pipeline and checks its movie-level media; errors carry file:line:column.
-func loadPipelineChecked(_ path: String) throws -> Pipeline {
+func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -> Pipeline {
         let p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
+        if let stateDirectory, let problem = FileChecks.outputProblem(p.output.path, inputs: [], stateDirectory: stateDirectory) {
+            throw PipelineError("output.path: \(problem)", at: p.outputLocation, hint: "choose a path outside the state folder")
+        }
         if let st = p.output.soundtrack {
             let facts: MediaFacts
             do { facts = try Probe.facts(path: st.source, name: (st.source as NSString).lastPathComponent) } catch {

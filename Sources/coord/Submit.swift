@@ -74,7 +74,8 @@ struct Submit: ParsableCommand {
         var loaded: [Pipeline] = []
         var invalid = 0
         for f in files {
-            do { loaded.append(try loadPipelineChecked(f)) } catch let e as PipelineError {
+            do { loaded.append(try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)) }
+            catch let e as PipelineError {
                 errorLine(e.description)
                 invalid += 1
             }
@@ -91,6 +92,14 @@ struct Submit: ParsableCommand {
                 clash = true
             } else {
                 writers[p.output.path] = p.file
+            }
+        }
+        // One project's movie must not replace another's input.
+        let inputs = Dictionary(loaded.flatMap { p in p.files.map { ($0.path, p.file) } }, uniquingKeysWith: { a, _ in a })
+        for p in loaded {
+            if let user = inputs[p.output.path] {
+                errorLine("\(p.outputLocation.map { "\($0): " } ?? "")error: output.path \(p.output.path) is an input of \(user); choose another path for the movie")
+                clash = true
             }
         }
         if clash { throw ExitCode(2) }

@@ -63,6 +63,8 @@ struct WorkerCommand: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Exit when the parent process exits (used by the embedded default).")
     var exitWithParent = false
+    @Flag(name: .long, help: "Let assignments name files on this host outside the store (the embedded default's workers do; a farm's workers should not: submitters' files come uploaded).")
+    var localFiles = false
 
     @Option(name: .long, help: ArgumentHelp("The parent's pid, to notice a parent that died before this worker started.", visibility: .hidden))
     var parentPid: Int32?
@@ -110,7 +112,7 @@ struct WorkerCommand: AsyncParsableCommand {
                 throw ExitCode(2)
             }
         }
-        let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts), logger: logger)
+        let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts, localFiles: localFiles), logger: logger)
         let service = WorkerService(runtime: runtime, drainTimeout: drainTimeout)
         var group = ServiceGroupConfiguration(services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         // A drain that overruns its own deadline by far is cut short.

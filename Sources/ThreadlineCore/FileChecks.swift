@@ -1,0 +1,124 @@
+import Foundation
+import Glibc
+
+/// What a pipeline may name as a file, checked before any work starts: sources are regular files
+/// (a FIFO would hang a reader, /dev/zero would be hashed for ever), and the movie goes where it
+/// can be written without destroying an input or the state folder.
+public enum FileChecks {
+    /// The longest file name in a folder (ext4, xfs, btrfs, tmpfs).
+    static let nameMax = 255
+    /// What renders append to the movie's name while it is written (`.part-XXXXXXXX`).
+    public static let temporarySuffixLength = 14
+
+    /// Why `path` cannot be read as a source, or nil when it is a readable regular file.
+    public static func sourceProblem(_ path: String) -> String? {
+        var st = stat()
+        if stat(path, &st) != 0 {
+            switch errno {
+            case ENOENT: return "file not found: \(path)"
+            case ELOOP: return "\(path) is a symbolic link loop (too many levels of links)"
+            case EACCES: return "cannot read \(path): permission denied (on it or a folder above it)"
+            case ENOTDIR: return "file not found: \(path) (a part of the path is not a folder)"
+            default: return "cannot read \(path): \(String(cString: strerror(errno)))"
+            }
+        }
+        if let kind = special(st.st_mode) { return "\(path) is \(kind), not a regular file" }
+        if access(path, R_OK) != 0 { return "cannot read \(path): permission denied" }
+        return nil
+    }
+
+    /// What kind of special file a mode describes, or nil for a regular file.
+    static func special(_ mode: mode_t) -> String? {
+        switch mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFDIR: return "a folder"
+        case S_IFIFO: return "a FIFO (named pipe)"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        default: return "a special file"
+        }
+    }
+
+    /// Why the movie cannot be written to `path`, or nil. `inputs` are the local files the movie
+    /// is made from (it must not replace one), `stateDirectory` the folder of lineage.db and the
+    /// artifact store (nothing there is the user's to overwrite).
+    public static func outputProblem(_ path: String, inputs: [String], stateDirectory: String?) -> String? {
+        let name = (path as NSString).lastPathComponent
+        if name.utf8.count + temporarySuffixLength > nameMax {
+            return "the movie's file name is \(name.utf8.count) bytes; with the \(temporarySuffixLength)-byte suffix used while it is written it must fit in \(nameMax)"
+        }
+        var st = stat()
+        let exists = stat(path, &st) == 0
+        if exists, let kind = special(st.st_mode) {
+            return "\(path) is \(kind); the movie must go to a regular file or a new path"
+        }
+        if !exists && errno == ELOOP { return "\(path) is a symbolic link loop" }
+        for input in inputs {
+            if input == path { return "the movie would overwrite its own input \(input)" }
+            var ist = stat()
+            if exists && stat(input, &ist) == 0 && ist.st_dev == st.st_dev && ist.st_ino == st.st_ino {
+                return "the movie would overwrite its own input \(input) (the same file as \(path))"
+            }
+        }
+        if let state = stateDirectory.map(Self.real) {
+            let real = Self.real((path as NSString).deletingLastPathComponent) + "/" + name
+            if real == state || real.hasPrefix(state + "/") {
+                return "\(path) is inside the state folder \(state) (lineage.db and the artifact store live there)"
+            }
+        }
+        // The nearest folder that exists must let us create the movie (and any folders below it).
+        var folder = (path as NSString).deletingLastPathComponent
+        while !folder.isEmpty && folder != "/" && !FileManager.default.fileExists(atPath: folder) {
+            folder = (folder as NSString).deletingLastPathComponent
+        }
+        if folder.isEmpty { folder = "." }
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: folder, isDirectory: &isDir), !isDir.boolValue {
+            return "\(folder) is a file, so the movie's folder cannot be made there"
+        }
+        if access(folder, W_OK | X_OK) != 0 {
+            return "cannot write into \(folder): \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+
+    /// `path` with symbolic links resolved, as far as it exists.
+    static func real(_ path: String) -> String {
+        guard let r = realpath(path, nil) else { return URL(fileURLWithPath: path).standardizedFileURL.path }
+        defer { free(r) }
+        return String(cString: r)
+    }
+}
+
+extension Pipeline {
+    /// The numeric bounds the loader enforces, checked again on a pipeline that arrived over the
+    /// wire (a hand-made submission skips the loader): the planner's arithmetic stays inside Int
+    /// and every count stays small enough to plan quickly. Nil when it is within bounds.
+    public var boundsProblem: String? {
+        func finite(_ v: Double, _ range: ClosedRange<Double>) -> Bool { v.isFinite && range.contains(v) }
+        let o = output
+        guard (1...1_000_000).contains(o.fps.num), (1...1_000_000).contains(o.fps.den), finite(o.fps.double, 1...240) else {
+            return "output.fps must be a frame rate between 1 and 240 with terms at most 1000000, got \(o.fps)"
+        }
+        guard (16...7680).contains(o.width), (16...4320).contains(o.height), o.width % 2 == 0, o.height % 2 == 0 else {
+            return "output size \(o.width)x\(o.height) is not possible"
+        }
+        if let m = o.maxDuration, !finite(m.seconds, 0...86_400) { return "output.max_duration must be 0…86400 seconds" }
+        guard !items.isEmpty, items.count <= PipelineLoader.maxItems else { return "a pipeline has 1…\(PipelineLoader.maxItems) items, this one \(items.count)" }
+        for (i, item) in items.enumerated() {
+            let label = item.label(index: i)
+            switch item.kind {
+            case .video(_, let trim):
+                if let t = trim, !finite(t.start, 0...1e7) || !(t.end.map { finite($0, t.start...1e7) } ?? true) { return "\(label): trim is out of range" }
+            case .title(let t): if !finite(t.duration, 0.001...600) { return "\(label): duration must be more than 0 and at most 600 seconds" }
+            case .photo(_, let d, _), .livePhoto(_, _, let d): if !finite(d, 0.001...600) { return "\(label): duration must be more than 0 and at most 600 seconds" }
+            }
+            if !finite(item.edits.speed, 0.25...4) { return "\(label): speed must be between 0.25 and 4" }
+            if !(1...100).contains(item.edits.loop) { return "\(label): loop must be 1…100" }
+            if let t = item.transition, !finite(t.duration, 0...10) { return "\(label): transition duration out of range" }
+        }
+        if let t = transition, !finite(t.duration, 0...10) { return "transition duration out of range" }
+        return nil
+    }
+}
