@@ -172,7 +172,8 @@ public final class Socket {
                 if code == tl_eintr() { continue }
                 throw TransportError.last("zmq_msg_recv")
             }
-            if frames.isEmpty, let u = zmq_msg_gets(&msg, "User-Id") { userID = String(cString: u) }
+            // A ROUTER's routing-id frame carries no metadata; the peer's own frames do.
+            if userID == nil, let u = zmq_msg_gets(&msg, "User-Id") { userID = String(cString: u) }
             frames.append(Data(bytes: zmq_msg_data(&msg), count: zmq_msg_size(&msg)))
             if zmq_msg_more(&msg) == 0 { break }
         }

@@ -1,0 +1,273 @@
+import Foundation
+import Testing
+import ThreadlineCore
+import Transport
+import Lineage
+@testable import Engine
+import Media
+import TestSupport
+
+/// Trust boundaries (issue 16): who may do what on a farm, what a submission may touch, and what
+/// the CLI refuses before it renders. Each test reproduces a finding with the real binaries, or
+/// speaks the wire protocol directly to play a hostile submitter or worker.
+@Suite(.serialized) struct TrustTests {
+    static func publicKey(_ file: String) throws -> String { try CurveKeyPair.load(file).publicKey }
+
+    // MARK: roles and owners
+
+    /// A worker key cannot submit and a submitter key cannot register as a worker (it gets no
+    /// work); runs belong to the key that submitted them: another submitter's status, wait
+    /// --output and cancel are refused and `coord runs` lists only your own; an admin sees all.
+    @Test func rolesKeepWorkersSubmittersAndOwnersApart() throws {
+        let dir = temporaryDirectory("roles")
+        let keys = dir + "/keys"
+        for name in ["coordinator", "worker", "alice", "bob", "operator"] {
+            #expect(try run(coordPath, ["keygen", name, "--dir", keys]).status == 0)
+        }
+        for (folder, names) in [("workers", ["worker"]), ("submitters", ["alice", "bob"]), ("admins", ["operator"])] {
+            try FileManager.default.createDirectory(atPath: "\(dir)/\(folder)", withIntermediateDirectories: true)
+            for n in names { try FileManager.default.copyItem(atPath: "\(keys)/\(n).pub", toPath: "\(dir)/\(folder)/\(n).pub") }
+        }
+        let pipeline = try ClusterTests.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180")
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
+                                             "--curve-secret-key", keys + "/coordinator.key", "--allow-workers", dir + "/workers",
+                                             "--allow-submitters", dir + "/submitters", "--allow-admins", dir + "/admins"])
+        let ep = try procs.endpoint(of: "coord")
+        func key(_ who: String) -> [String] { ["--coordinator", ep, "--curve-secret-key", "\(keys)/\(who).key", "--coordinator-key", keys + "/coordinator.pub", "--timeout", "5"] }
+        let db = dir + "/coord/lineage.db"
+
+        // Alice's key as a worker: refused at hello, so it never holds a slot.
+        try procs.start("impostor", workerPath, ["--connect", ep, "--store", dir + "/wi", "--id", "impostor",
+                                                 "--curve-secret-key", keys + "/alice.key", "--coordinator-key", keys + "/coordinator.pub"])
+        // The worker key cannot submit.
+        let w = try run(coordPath, ["submit", pipeline] + key("worker"), timeout: 60)
+        #expect(w.status != 0 && w.err.contains("may not submit"), "\(w.err)")
+
+        let a = try run(coordPath, ["submit", pipeline, "--detach"] + key("alice"), timeout: 60)
+        #expect(a.status == 0, "\(a.err)")
+        Thread.sleep(forTimeInterval: 2)
+        #expect(try ClusterTests.rows(db, "SELECT count(*) AS n FROM worker").first?["n"] == "0", "a submitter's key registered as a worker")
+        #expect(try ClusterTests.rows(db, "SELECT count(*) AS n FROM attempt").first?["n"] == "0", "the impostor got work")
+        let impostorLog = (try? String(contentsOfFile: procs.log("impostor"), encoding: .utf8)) ?? ""
+        #expect(impostorLog.contains("refused this worker"), "\(impostorLog.suffix(500))")
+        #expect(try ClusterTests.rows(db, "SELECT owner_key FROM run WHERE id = 1").first?["owner_key"] == Self.publicKey(keys + "/alice.pub"))
+
+        // Bob may not see, download or cancel Alice's run, and does not see it listed.
+        let status = try run(coordPath, ["status", "1"] + key("bob"), timeout: 30)
+        #expect(status.status != 0 && status.err.contains("no run 1 of yours"), "\(status.err)")
+        let steal = try run(coordPath, ["wait", "1", "--output", dir + "/stolen.mp4"] + key("bob"), timeout: 30)
+        #expect(steal.status != 0 && !FileManager.default.fileExists(atPath: dir + "/stolen.mp4"), "\(steal.err)")
+        let cancel = try run(coordPath, ["cancel", "1"] + key("bob"), timeout: 30)
+        #expect(cancel.status != 0 && cancel.err.contains("no run 1 of yours"), "\(cancel.err)")
+        let bobRuns = try run(coordPath, ["runs"] + key("bob"), timeout: 30)
+        #expect(bobRuns.status == 0 && !bobRuns.out.contains("queued") && !bobRuns.out.contains("running") && bobRuns.out.isEmpty, "\(bobRuns.out)")
+
+        // A real worker renders it; Alice downloads her movie; the operator sees every run.
+        try procs.start("worker", workerPath, ["--connect", ep, "--store", dir + "/ww", "--id", "w1",
+                                               "--curve-secret-key", keys + "/worker.key", "--coordinator-key", keys + "/coordinator.pub"])
+        let mine = try run(coordPath, ["wait", "1", "--output", dir + "/alice.mp4"] + key("alice"), timeout: 120)
+        #expect(mine.status == 0 && FileManager.default.fileExists(atPath: dir + "/alice.mp4"), "\(mine.err)")
+        let opRuns = try run(coordPath, ["runs"] + key("operator"), timeout: 30)
+        #expect(opRuns.out.contains("1\tsucceeded"), "\(opRuns.out)")
+        let aliceRuns = try run(coordPath, ["runs"] + key("alice"), timeout: 30)
+        #expect(aliceRuns.out.contains("1\tsucceeded"), "\(aliceRuns.out)")
+        #expect(try ClusterTests.rows(db, "SELECT id FROM worker").compactMap { $0["id"] } == ["w1"])
+        #expect(procs.process("coord")?.isRunning == true)
+    }
+
+    // MARK: hostile submissions over the wire
+
+    /// Plays a hostile submitter and worker against `coord serve`: a pipeline naming a file on the
+    /// coordinator's hosts that it did not upload, a source URL of another protocol, an fps that
+    /// overflows the planner, a hello with 300,000 leases or 10⁹ slots. Each is refused with a
+    /// reason, nothing of the private file reaches a store, and the coordinator stays up and
+    /// renders a normal submission afterwards.
+    @Test func hostileSubmissionsAreRefusedAndTheCoordinatorStaysUp() throws {
+        let dir = temporaryDirectory("hostile")
+        let secret = dir + "/private.mp4"
+        try Generate.clip(secret, width: 160, height: 90, seconds: 0.5, tone: 300)
+        let pipeline = try ClusterTests.project(dir, items: 1, seconds: 0.5, size: (160, 120), output: "320x180")
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let context = MessagingContext()
+        let client = try ClusterClient(endpoint: ep, context: context)
+        client.silenceTimeout = 10
+
+        func refusal(_ s: Submission) -> String {
+            client.send(.submit(s))
+            do {
+                let run: Int64 = try client.pump(until: { m in if case .accepted(let r) = m { return r }; return nil })
+                return "accepted as run \(run)"
+            } catch { return "\(error)" }
+        }
+        func movie(_ items: [Item], fps: Rational = Rational(30, 1)) -> Pipeline {
+            var out = OutputProfile(path: dir + "/evil.mp4", width: 320, height: 180)
+            out.fps = fps
+            return Pipeline(name: "evil", output: out, items: items)
+        }
+        let notUploaded = refusal(Submission(pipeline: movie([Item(kind: .video(source: SourceRef(secret), trim: nil))]), files: [], submitter: "m"))
+        #expect(notUploaded.contains("neither an uploaded file nor an http(s) URL"), "\(notUploaded)")
+        let otherProtocol = refusal(Submission(pipeline: movie([Item(kind: .video(source: SourceRef("concat:\(secret)|\(secret)"), trim: nil))]), files: [], submitter: "m"))
+        #expect(otherProtocol.contains("neither an uploaded file"), "\(otherProtocol)")
+        let overflow = refusal(Submission(pipeline: movie([Item(kind: .title(Title(text: "x", duration: 1)))], fps: Rational(Int.max, Int.max - 1)), files: [], submitter: "m"))
+        #expect(overflow.contains("output.fps"), "\(overflow)")
+
+        // Hostile hellos (without CURVE every peer has every role; the caps still hold).
+        for (hello, why) in [(Hello(worker: "h1", host: "h", pid: 1, slots: 1_000_000_000, version: "x"), "slots must be"),
+                             (Hello(worker: "h2", host: "h", pid: 1, slots: 1, version: "x", running: (0..<300_000).map { "L\($0)" }), "at most")] {
+            let worker = try Socket(context, .dealer)
+            try worker.setIdentity(hello.worker)
+            try worker.connect(ep)
+            try worker.send([Envelope(.hello(hello)).encoded()], dontWait: false)
+            var replies: [WireMessage] = []
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline, replies.isEmpty {
+                if let frames = try worker.receive(timeoutMs: 100), let e = frames.first.flatMap(Envelope.decode) { replies.append(e.message) }
+            }
+            guard case .rejected(let message)? = replies.first else { Issue.record("no refusal for \(hello.worker): \(replies)"); continue }
+            #expect(message.contains(why), "\(message)")
+            worker.close()
+        }
+
+        // Nothing of the private file reached the coordinator's store; it still renders.
+        let sha = try SHA256Hasher.hex(fileAt: secret)
+        #expect(!FileManager.default.fileExists(atPath: "\(dir)/coord/artifacts/sha256/\(sha.prefix(2))/\(sha)"))
+        #expect(procs.process("coord")?.isRunning == true)
+        let ok = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
+        #expect(ok.status == 0, "\(ok.err)")
+    }
+
+    /// A farm's worker does not read its own host's files for an assignment; the embedded
+    /// default's workers (--local-files) read the user's files.
+    @Test func farmWorkersReadNoHostFiles() throws {
+        let dir = temporaryDirectory("host-files")
+        try Generate.clip(dir + "/private.mp4", width: 160, height: 90, seconds: 0.5, tone: 300)
+        let assignment = Assignment(lease: "L", task: .fetch(uri: dir + "/private.mp4", name: "private.mp4"))
+        let farm = MediaTaskRunner(store: try ArtifactStore(root: dir + "/farm"), localFiles: false).run(assignment, isCancelled: { false })
+        #expect(farm.artifact == nil)
+        #expect(farm.error?.errorClass == .permanent)
+        #expect(farm.error?.message.contains("reads only files the coordinator sends it") == true, "\(String(describing: farm.error))")
+        let local = MediaTaskRunner(store: try ArtifactStore(root: dir + "/local"), localFiles: true).run(assignment, isCancelled: { false })
+        #expect(local.error == nil && local.artifact != nil)
+    }
+
+    // MARK: the embedded default
+
+    /// While a plain `coord submit` renders, its coordinator listens on no TCP port: a Unix
+    /// socket in a folder only its user can enter.
+    @Test func anEmbeddedRenderExposesNoTCPPort() throws {
+        let dir = temporaryDirectory("private-socket")
+        let pipeline = try ClusterTests.project(dir, items: 4, seconds: 2, size: (640, 360), output: "640x360", preset: "medium")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: coordPath)
+        p.arguments = ["submit", pipeline, "--state", dir + "/state", "--workers", "1"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        var samples = 0, unixSockets = 0
+        while p.isRunning {
+            let tcp = try run("ss", ["-ltnpH"], timeout: 10).out
+            let unix = try run("ss", ["-lxpH"], timeout: 10).out
+            guard p.isRunning else { break }
+            samples += 1
+            #expect(!tcp.contains("pid=\(p.processIdentifier),"), "the embedded coordinator listens on TCP:\n\(tcp)")
+            for line in unix.split(separator: "\n") where line.contains("pid=\(p.processIdentifier),") {
+                unixSockets += 1
+                if let path = line.split(separator: " ").first(where: { $0.hasPrefix("/tmp/threadline-") }) {
+                    let folder = (String(path) as NSString).deletingLastPathComponent
+                    let mode = (try FileManager.default.attributesOfItem(atPath: folder)[.posixPermissions] as? NSNumber)?.intValue
+                    #expect(mode == 0o700, "\(folder) has mode \(String(mode ?? 0, radix: 8))")
+                }
+            }
+            usleep(200_000)
+        }
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        #expect(samples >= 2, "the render ended before the sockets could be looked at")
+        #expect(unixSockets >= 1, "no Unix socket seen for the embedded coordinator")
+    }
+
+    // MARK: refused before rendering
+
+    /// Each refused with exit 2 and the pipeline's file:line:col, before any work.
+    @Test(arguments: [
+        ("fps", "output: { path: o.mp4, fps: 9223372036854775807/9223372036854775806 }\nclips: [ { video: a.mp4 } ]", "p.yaml:1:29: error: output.fps"),
+        ("own input", "output: { path: a.mp4 }\nclips: [ { video: a.mp4 } ]", "p.yaml:1:17: error: output.path: the movie would overwrite its own input"),
+        ("device", "output: { path: /dev/null }\nclips: [ { video: a.mp4 } ]", "is a character device; the movie must go to a regular file"),
+        ("folder", "output: { path: out }\nclips: [ { video: a.mp4 } ]", "is a folder; the movie must go"),
+        ("long name", "output: { path: \(String(repeating: "x", count: 240)).mp4 }\nclips: [ { video: a.mp4 } ]", "with the 14-byte suffix"),
+        ("fifo", "output: { path: o.mp4 }\nclips: [ { video: fifo.mp4 } ]", "fifo.mp4 is a FIFO (named pipe), not a regular file"),
+        ("zero", "output: { path: o.mp4 }\nclips: [ { video: /dev/zero } ]", "/dev/zero is a character device, not a regular file"),
+        ("loop", "output: { path: o.mp4 }\nclips: [ { video: loop1 } ]", "is a symbolic link loop"),
+    ])
+    func refusedBeforeRendering(_ name: String, _ yaml: String, _ expected: String) throws {
+        let dir = temporaryDirectory("refuse-\(name.replacingOccurrences(of: " ", with: "-"))")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        try FileManager.default.createDirectory(atPath: dir + "/out", withIntermediateDirectories: true)
+        #expect(mkfifo(dir + "/fifo.mp4", 0o600) == 0)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/loop1", withDestinationPath: dir + "/loop2")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/loop2", withDestinationPath: dir + "/loop1")
+        try yaml.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let plan = try run(coordPath, ["plan", dir + "/p.yaml"], timeout: 20)
+        #expect(plan.status == 2, "\(plan.err)")
+        #expect(plan.err.contains(expected), "\(plan.err)")
+        // The same from a remote submit: the file is checked before anything is sent.
+        let remote = try run(coordPath, ["submit", dir + "/p.yaml", "--coordinator", "tcp://127.0.0.1:9", "--timeout", "2"], timeout: 20)
+        #expect(remote.status == 2 && remote.err.contains(expected), "\(remote.err)")
+        var st = stat()
+        #expect(stat("/dev/null", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/null is no longer a device")
+    }
+
+    /// The movie may not go into the state folder: lineage.db stays a database.
+    @Test func theMovieCannotOverwriteTheStateFolder() throws {
+        let dir = temporaryDirectory("refuse-state")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        try "output: { path: st/lineage.db }\nclips: [ { video: a.mp4 } ]\n".write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
+        #expect(r.status == 2 && r.err.contains("p.yaml:1:17: error: output.path: \(dir)/st/lineage.db is inside the state folder"), "\(r.err)")
+        let runs = try run(coordPath, ["runs", "--state", dir + "/st"], timeout: 20)
+        #expect(!runs.err.contains("not a database"), "\(runs.err)")
+    }
+
+    /// 50,001 clips are refused at once, at the clips list (a 2.38 M-clip file took `plan` 152 s).
+    @Test func aPipelineOverTheItemCapIsRefusedAtOnce() throws {
+        let dir = temporaryDirectory("refuse-items")
+        let text = "output: { path: o.mp4 }\nclips:\n" + String(repeating: "  - title: x\n", count: PipelineLoader.maxItems + 1)
+        try text.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let t0 = Date()
+        let r = try run(coordPath, ["plan", dir + "/p.yaml"], timeout: 60)
+        #expect(r.status == 2 && r.err.contains("p.yaml:3:3: error: 'clips' lists 50001 items, over the limit of 50000"), "\(r.err)")
+        print("50,001-item pipeline refused in \(String(format: "%.2f", Date().timeIntervalSince(t0))) s")
+    }
+
+    // MARK: quarantine
+
+    /// A run whose resume planning stopped the last coordinator is not resumed again (it would
+    /// stop this one too): it is recorded failed, quarantined, with what to do.
+    @Test func aRunWhosePlanningStoppedTheCoordinatorIsQuarantined() throws {
+        let dir = temporaryDirectory("quarantine")
+        let lineage = try LineageStore(path: dir + "/lineage.db")
+        let p = Pipeline(name: "q", output: OutputProfile(path: dir + "/q.mp4", width: 320, height: 180),
+                         items: [Item(kind: .title(Title(text: "x", duration: 1)))])
+        let s = Submission(pipeline: p, files: [], submitter: "t")
+        let json = String(decoding: try JSONEncoder().encode(s), as: UTF8.self)
+        let (runID, _) = try lineage.createRun(p, stages: Planner.stages(for: p), submission: json)
+        try lineage.interruptRun(runID, reason: "test")
+        try lineage.setPlanning(runID, true)
+
+        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
+        config.store = try ArtifactStore(root: dir)
+        config.resumeInterrupted = true
+        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
+        let context = MessagingContext()
+        _ = try coordinator.start(context: context)
+        let row = try lineage.rows("SELECT state, error FROM run WHERE id = ?", [runID]).first
+        coordinator.stop()
+        coordinator.waitUntilStopped()
+        withExtendedLifetime(context) {}
+        #expect(row?["state"] == "failed")
+        #expect(row?["error"]?.contains("quarantined") == true, "\(String(describing: row))")
+    }
+}
