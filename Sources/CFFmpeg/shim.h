@@ -26,6 +26,8 @@ static inline int tl_averror(int e) { return AVERROR(e); }
 static inline int tl_averror_eof(void) { return AVERROR_EOF; }
 static inline int tl_averror_eagain(void) { return AVERROR(EAGAIN); }
 static inline int tl_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
+static inline int tl_averror_exit(void) { return AVERROR_EXIT; }
+static inline int tl_averror_protocol_not_found(void) { return AVERROR_PROTOCOL_NOT_FOUND; }
 static inline int64_t tl_nopts_value(void) { return AV_NOPTS_VALUE; }
 static inline AVRational tl_time_base_q(void) { return AV_TIME_BASE_Q; }
 
@@ -37,5 +39,25 @@ static inline void tl_layout_stereo(AVChannelLayout *layout) { av_channel_layout
 
 /// Silence libav's own logging unless asked for.
 static inline void tl_set_log_level(int level) { av_log_set_level(level); }
+
+#include <time.h>
+
+/// An AVIOInterruptCB whose opaque pointer is a CLOCK_MONOTONIC deadline in seconds (a double):
+/// libavformat polls it inside blocking connects and reads, so an overall deadline holds even
+/// while a server trickles bytes or never answers.
+static inline int tl_deadline_passed(void *opaque) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9 > *(const double *)opaque;
+}
+static inline double tl_monotonic_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+static inline AVIOInterruptCB tl_deadline_callback(double *deadline) {
+    AVIOInterruptCB cb = { tl_deadline_passed, deadline };
+    return cb;
+}
 
 #endif

@@ -72,7 +72,7 @@ public final class LocalCluster: Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: config.workerExecutable)
         p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)", "--threads", "\(config.threadsPerPipeline)",
-                       "--store", config.stateDirectory, "--local-files", "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
+                       "--store", config.stateDirectory, "--local-files", "--allow-private-urls", "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
         p.standardInput = FileHandle.nullDevice
         try p.run()
         processes.withLock { $0[p.processIdentifier] = p }

@@ -6,21 +6,35 @@ internal import CFFmpeg
 public struct FetchLimits: Sendable, Hashable, Codable {
     /// Seconds without progress before a read gives up.
     public var timeout: Double = 30
+    /// Seconds one attempt may take in all, however the server paces its bytes.
+    public var deadline: Double = 600
     /// Largest source accepted, in bytes.
-    public var maxBytes: Int64 = 8 << 30
+    public var maxBytes: Int64 = 4 << 30
     /// Tries for transient network errors.
     public var attempts: Int = 3
-    public init(timeout: Double = 30, maxBytes: Int64 = 8 << 30, attempts: Int = 3) {
-        self.timeout = timeout; self.maxBytes = maxBytes; self.attempts = attempts
+    /// Whether URLs may point at loopback, link-local or private addresses (the embedded
+    /// default: the user's own network). A farm's workers refuse them: a submitter must not
+    /// reach what listens beside the worker.
+    public var allowPrivateAddresses = true
+    public init(timeout: Double = 30, deadline: Double = 600, maxBytes: Int64 = 4 << 30, attempts: Int = 3, allowPrivateAddresses: Bool = true) {
+        self.timeout = timeout; self.deadline = deadline; self.maxBytes = maxBytes; self.attempts = attempts
+        self.allowPrivateAddresses = allowPrivateAddresses
     }
 }
 
-/// Copies a source (local path, file:// or http(s):// URL) to a local file through libavformat's
-/// I/O layer, with a timeout, a size limit and retries on transient errors. Returns the byte count.
+/// Copies an http(s):// source to a local file through libavformat's I/O layer (only its web
+/// protocols), with a timeout, an overall deadline, a size limit and retries on transient
+/// errors. Returns the byte count. The caller removes `path` when this throws.
 public enum Fetch {
     public static func copy(from uri: String, to path: String, limits: FetchLimits = .init()) throws -> Int64 {
         _ = configureLogging
         let name = (uri as NSString).lastPathComponent
+        guard let url = URL(string: uri), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host, !host.isEmpty else {
+            throw MediaError(.fetch, .permanent, file: name, "only http(s) URLs can be fetched, not \(uri)")
+        }
+        if !limits.allowPrivateAddresses, let problem = privateAddressProblem(host: host) {
+            throw MediaError(.fetch, .permanent, file: name, problem)
+        }
         var lastError: MediaError?
         for attempt in 1...max(1, limits.attempts) {
             do {
@@ -33,17 +47,73 @@ public enum Fetch {
         throw lastError!
     }
 
+    /// Why `host` may not be fetched from on a farm, or nil: a name or address that resolves to
+    /// loopback, link-local, private, shared or unspecified addresses. The message is the same
+    /// whatever listens there.
+    static func privateAddressProblem(host: String) -> String? {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>? = nil
+        guard getaddrinfo(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), nil, &hints, &list) == 0 else {
+            return nil   // unresolvable: the fetch itself reports it
+        }
+        defer { freeaddrinfo(list) }
+        var p = list
+        while let a = p?.pointee {
+            if let sa = a.ai_addr, isPrivate(sa) {
+                return "\(host) is a loopback, link-local or private address; this worker fetches only from public addresses (a farm operator can allow others with worker --allow-private-urls)"
+            }
+            p = a.ai_next
+        }
+        return nil
+    }
+
+    static func isPrivate(_ sa: UnsafeMutablePointer<sockaddr>) -> Bool {
+        if Int32(sa.pointee.sa_family) == AF_INET {
+            let b = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) } }
+            return isPrivateIPv4(b)
+        }
+        if Int32(sa.pointee.sa_family) == AF_INET6 {
+            let b = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) } }
+            if b[0..<15].allSatisfy({ $0 == 0 }) { return true }                         // :: and ::1
+            if b[0] & 0xfe == 0xfc { return true }                                      // fc00::/7 unique local
+            if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return true }                      // fe80::/10 link-local
+            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff {    // ::ffff:a.b.c.d
+                return isPrivateIPv4(Array(b[12..<16]))
+            }
+            return false
+        }
+        return true
+    }
+
+    static func isPrivateIPv4(_ b: [UInt8]) -> Bool {
+        switch (b[0], b[1]) {
+        case (0, _), (10, _), (127, _), (169, 254), (192, 168): return true
+        case (172, 16...31), (100, 64...127): return true                               // private; carrier-grade NAT
+        case (224...255, _): return true                                                // multicast, reserved, broadcast
+        default: return false
+        }
+    }
+
     private static func copyOnce(from uri: String, to path: String, limits: FetchLimits, name: String) throws -> Int64 {
         var io: UnsafeMutablePointer<AVIOContext>? = nil
+        let deadline = UnsafeMutablePointer<Double>.allocate(capacity: 1)
+        defer { deadline.deallocate() }
+        deadline.pointee = tl_monotonic_now() + limits.deadline
+        var interrupt = tl_deadline_callback(deadline)
+        func overDeadline() -> MediaError {
+            MediaError(.fetch, .permanent, file: name, "the download took longer than the \(Int(limits.deadline)) s limit")
+        }
         var opts: OpaquePointer? = nil
         // Only the web: a source URL cannot name another of libavformat's protocols.
         av_dict_set(&opts, "protocol_whitelist", "http,https,tls,tcp", 0)
         av_dict_set(&opts, "rw_timeout", "\(Int64(limits.timeout * 1_000_000))", 0)
         av_dict_set(&opts, "timeout", "\(Int64(limits.timeout * 1_000_000))", 0)
-        var ret = avio_open2(&io, uri, AVIO_FLAG_READ, nil, &opts)
+        var ret = avio_open2(&io, uri, AVIO_FLAG_READ, &interrupt, &opts)
         av_dict_free(&opts)
         guard ret >= 0, let io else {
-            throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "cannot open \(uri): \(avErrorString(ret))")
+            if ret == tl_averror_exit() { throw overDeadline() }
+            throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "cannot open \(uri): \(describe(ret))")
         }
         defer { var p: UnsafeMutablePointer<AVIOContext>? = io; avio_closep(&p) }
         let declared = avio_size(io)
@@ -59,7 +129,8 @@ public enum Fetch {
         while true {
             ret = buf.withUnsafeMutableBufferPointer { avio_read(io, $0.baseAddress, Int32($0.count)) }
             if ret == tl_averror_eof() || ret == 0 { break }
-            if ret < 0 { throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "reading \(uri) failed: \(avErrorString(ret))") }
+            if ret == tl_averror_exit() || tl_deadline_passed(deadline) != 0 { throw overDeadline() }
+            if ret < 0 { throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "reading \(uri) failed: \(describe(ret))") }
             total += Int64(ret)
             if total > limits.maxBytes {
                 throw MediaError(.fetch, .permanent, file: name, "source exceeds the \(limits.maxBytes)-byte limit")
@@ -74,11 +145,23 @@ public enum Fetch {
         return total
     }
 
-    /// Missing files and HTTP 4xx are permanent; network trouble and 5xx are worth retrying.
+    /// HTTP 4xx, a redirect loop and unknown protocols are permanent; network trouble and 5xx are
+    /// worth retrying.
     static func fetchClass(_ code: Int32, uri: String) -> MediaError.Class {
         let permanentCodes: [Int32] = [tl_averror(ENOENT), tl_averror(EACCES), tl_averror(EISDIR), -0x3430_34F8 /* HTTP 404 */,
-                                       -0x3330_34F8 /* 403 */, -0x3130_34F8 /* 401 */, -0x3030_34F8 /* 400 */, -0x5858_34F8 /* 4xx */]
+                                       -0x3330_34F8 /* 403 */, -0x3130_34F8 /* 401 */, -0x3030_34F8 /* 400 */, -0x5858_34F8 /* 4xx */,
+                                       tl_averror(EIO) /* libavformat's "too many redirects" */, tl_averror_protocol_not_found(),
+                                       tl_averror(EINVAL)]
         if permanentCodes.contains(code) { return .permanent }
         return .retryable
+    }
+
+    /// libavformat's reason, except that every way of failing to reach a server reads the same:
+    /// "refused" against "timed out" would tell a submitter what listens where.
+    static func describe(_ code: Int32) -> String {
+        let unreachable = [ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, ECONNRESET, ECONNABORTED].map { tl_averror($0) }
+        if unreachable.contains(code) { return "the server could not be reached" }
+        if code == tl_averror(EIO) { return "the server's answer could not be used (too many redirects, or a broken response)" }
+        return avErrorString(code)
     }
 }

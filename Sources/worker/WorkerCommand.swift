@@ -65,6 +65,10 @@ struct WorkerCommand: AsyncParsableCommand {
     var exitWithParent = false
     @Flag(name: .long, help: "Let assignments name files on this host outside the store (the embedded default's workers do; a farm's workers should not: submitters' files come uploaded).")
     var localFiles = false
+    @Flag(name: .long, help: "Let source URLs point at loopback, link-local and private addresses (the embedded default does; on a farm this lets submitters reach what listens beside the worker).")
+    var allowPrivateUrls = false
+    @Option(name: .long, help: "Largest source a URL may bring, in bytes.") var fetchMaxBytes: Int64 = 4 << 30
+    @Option(name: .long, help: "Seconds one download may take in all.") var fetchDeadline: Double = 600
 
     @Option(name: .long, help: ArgumentHelp("The parent's pid, to notice a parent that died before this worker started.", visibility: .hidden))
     var parentPid: Int32?
@@ -73,6 +77,7 @@ struct WorkerCommand: AsyncParsableCommand {
     var quiet = false
 
     func validate() throws {
+        guard fetchMaxBytes > 0, fetchDeadline > 0 else { throw ValidationError("--fetch-max-bytes and --fetch-deadline must be positive") }
         guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
         guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be between 0 and 64") }
         guard connect.hasPrefix("tcp://") || connect.hasPrefix("ipc://") else {
@@ -112,7 +117,8 @@ struct WorkerCommand: AsyncParsableCommand {
                 throw ExitCode(2)
             }
         }
-        let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts, localFiles: localFiles), logger: logger)
+        let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts, fetchLimits: FetchLimits(deadline: fetchDeadline, maxBytes: fetchMaxBytes, allowPrivateAddresses: allowPrivateUrls),
+                                                                localFiles: localFiles), logger: logger)
         let service = WorkerService(runtime: runtime, drainTimeout: drainTimeout)
         var group = ServiceGroupConfiguration(services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         // A drain that overruns its own deadline by far is cut short.

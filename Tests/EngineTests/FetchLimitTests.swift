@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import ThreadlineCore
+@testable import Media
+import Engine
+import TestSupport
+
+/// HTTP sources (issue 16, finding 6): an endless body stops at the size cap, a trickling server
+/// at the overall deadline, a redirect loop is not retried as if transient, the temporary file
+/// goes with the failure, and a farm worker neither fetches from private addresses nor tells
+/// a listening port from a closed one.
+@Suite(.serialized) struct FetchLimitTests {
+    /// A small HTTP server on loopback: /endless streams forever, /trickle sends a byte every
+    /// 0.3 s, /loop redirects to itself, /ok is a short body. Returns the process and its port.
+    static func server(_ dir: String) throws -> (Process, Int) {
+        let script = """
+            import http.server, socketserver, sys, time
+            class H(http.server.BaseHTTPRequestHandler):
+                def log_message(self, *a): pass
+                def do_GET(self):
+                    if self.path == '/loop':
+                        self.send_response(302); self.send_header('Location', '/loop'); self.end_headers(); return
+                    if self.path == '/ok':
+                        self.send_response(200); self.send_header('Content-Length', '5'); self.end_headers()
+                        self.wfile.write(b'hello'); return
+                    self.send_response(200); self.end_headers()
+                    try:
+                        if self.path == '/endless':
+                            block = b'\\0' * 65536
+                            while True: self.wfile.write(block)
+                        elif self.path == '/trickle':
+                            while True: self.wfile.write(b'x'); self.wfile.flush(); time.sleep(0.3)
+                    except (BrokenPipeError, ConnectionResetError): pass
+            class S(socketserver.ThreadingMixIn, http.server.HTTPServer): daemon_threads = True
+            s = S(('127.0.0.1', 0), H)
+            print(s.server_address[1], flush=True)
+            s.serve_forever()
+            """
+        try script.write(toFile: dir + "/server.py", atomically: true, encoding: .utf8)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        p.arguments = [dir + "/server.py"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let d = out.fileHandleForReading.availableData
+            guard !d.isEmpty else { break }
+            line.append(d)
+        }
+        let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        guard let port else { p.terminate(); throw MediaError(.fetch, .permanent, file: "server.py", "the test server did not start") }
+        return (p, port)
+    }
+
+    func fetch(_ url: String, _ limits: FetchLimits, store: ArtifactStore) -> (TaskResult, Double) {
+        let t0 = Date()
+        let r = MediaTaskRunner(store: store, fetchLimits: limits, localFiles: false)
+            .run(Assignment(lease: "L", task: .fetch(uri: url, name: "x")), isCancelled: { false })
+        return (r, Date().timeIntervalSince(t0))
+    }
+
+    func storedBytes(_ store: ArtifactStore) -> Int64 {
+        let e = FileManager.default.enumerator(atPath: store.root)
+        var total: Int64 = 0
+        while let f = e?.nextObject() as? String {
+            total += ((try? FileManager.default.attributesOfItem(atPath: store.root + "/" + f)[.size]) as? NSNumber)?.int64Value ?? 0
+        }
+        return total
+    }
+
+    @Test func endlessTricklingAndLoopingServersAreCutOff() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            Issue.record("python3 is needed for the test HTTP server (scripts/setup installs it)"); return
+        }
+        let dir = temporaryDirectory("fetch-limits")
+        let (server, port) = try Self.server(dir)
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        let store = try ArtifactStore(root: dir + "/store")
+        let base = "http://127.0.0.1:\(port)"
+        let empty = storedBytes(store)
+
+        let (endless, t1) = fetch(base + "/endless", FetchLimits(maxBytes: 4 << 20), store: store)
+        #expect(endless.error?.errorClass == .permanent && endless.error?.message.contains("limit") == true, "\(String(describing: endless.error))")
+        #expect(storedBytes(store) == empty, "the partial download was left behind")
+        print("endless body stopped at the 4 MiB cap in \(String(format: "%.2f", t1)) s")
+
+        let (trickle, t2) = fetch(base + "/trickle", FetchLimits(timeout: 30, deadline: 2), store: store)
+        #expect(trickle.error?.message.contains("longer than the 2 s limit") == true, "\(String(describing: trickle.error))")
+        #expect(t2 < 8, "a trickling server held the slot for \(t2) s")
+        #expect(storedBytes(store) == empty)
+
+        let (loop, t3) = fetch(base + "/loop", FetchLimits(), store: store)
+        #expect(loop.error?.errorClass == .permanent, "\(String(describing: loop.error))")
+        #expect(loop.error?.message.contains("redirects") == true, "\(String(describing: loop.error))")
+        print("redirect loop refused in \(String(format: "%.2f", t3)) s")
+
+        #expect(try Fetch.copy(from: base + "/ok", to: dir + "/ok.bin") == 5, "a plain download still works")
+    }
+
+    @Test func farmWorkersFetchOnlyFromPublicAddressesAndSayTheSameWhateverListens() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            Issue.record("python3 is needed for the test HTTP server (scripts/setup installs it)"); return
+        }
+        let dir = temporaryDirectory("fetch-private")
+        let (server, port) = try Self.server(dir)
+        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        let store = try ArtifactStore(root: dir + "/store")
+        let farm = FetchLimits(allowPrivateAddresses: false)
+        let open = fetch("http://127.0.0.1:\(port)/ok", farm, store: store).0
+        let closed = fetch("http://127.0.0.1:9/ok", farm, store: store).0
+        let v6 = fetch("http://[::1]:\(port)/ok", farm, store: store).0
+        let lan = fetch("http://192.168.1.1/router", farm, store: store).0
+        let local = fetch("http://localhost:\(port)/ok", farm, store: store).0
+        for r in [open, closed, v6, lan, local] {
+            #expect(r.error?.errorClass == .permanent && r.error?.message.contains("fetches only from public addresses") == true, "\(String(describing: r.error))")
+        }
+        #expect(open.error?.message == closed.error?.message, "a listening port and a closed one must read the same")
+        let file = fetch("file:///etc/passwd", farm, store: store).0
+        #expect(file.error?.message.contains("only http(s) URLs") == true, "\(String(describing: file.error))")
+        #expect(Fetch.isPrivateIPv4([8, 8, 8, 8]) == false && Fetch.isPrivateIPv4([172, 20, 0, 1]) && Fetch.isPrivateIPv4([169, 254, 169, 254]))
+    }
+}
