@@ -3,6 +3,12 @@ import GRDB
 import Synchronization
 import ThreadlineCore
 
+/// A lineage database problem, said plainly with what to do.
+public struct LineageError: Error, CustomStringConvertible, LocalizedError {
+    public var description: String
+    public var errorDescription: String? { description }
+}
+
 /// The lineage database: runs, items, stages, attempts, artifacts, workers and events.
 /// One writer connection (SQLite 3.40.1 sits in the WAL-reset bug range); readers open read-only.
 public final class LineageStore: Sendable {
@@ -27,8 +33,31 @@ public final class LineageStore: Sendable {
         let lock = open(path + ".lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
         if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { _ = flock(lock, LOCK_UN); close(lock) } }
-        db = try DatabaseQueue(path: path, configuration: config)
-        try Self.migrator.migrate(db)
+        do {
+            db = try DatabaseQueue(path: path, configuration: config)
+            try Self.migrator.migrate(db)
+        } catch { throw Self.explain(error, path: path) }
+    }
+
+    /// What went wrong with the database, in words with the fix, for the errors a person can act
+    /// on (damaged, read-only, full); other errors pass through.
+    public static func explain(_ error: Error, path: String) -> Error {
+        guard let e = error as? DatabaseError else { return error }
+        let folder = (path as NSString).deletingLastPathComponent
+        switch e.resultCode.primaryResultCode {
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+            return LineageError(description: """
+                the lineage database \(path) is damaged (SQLite: \(e.message ?? "\(e.resultCode)")). Move it aside (mv \(path) \(path).damaged) and run again: a new one is made, the artifact store is kept and renders are found again by their keys, but the records of past runs stay in the damaged file
+                """)
+        case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_AUTH:
+            return LineageError(description: """
+                cannot write the lineage database in \(folder): it or its folder is read-only for this user (SQLite: \(e.message ?? "\(e.resultCode)")). Run as the folder's owner, or pass --state with a writable folder
+                """)
+        case .SQLITE_FULL, .SQLITE_IOERR:
+            return LineageError(description: "cannot write the lineage database \(path): \(e.message ?? "\(e.resultCode)") (is the disk full?); free space and run again")
+        default:
+            return error
+        }
     }
 
     /// Opens a database read-only, as dashboards and `coord status` do.
@@ -36,7 +65,7 @@ public final class LineageStore: Sendable {
         var config = Configuration()
         config.readonly = true
         config.busyMode = .timeout(5)
-        return try DatabaseQueue(path: path, configuration: config)
+        do { return try DatabaseQueue(path: path, configuration: config) } catch { throw explain(error, path: path) }
     }
 
     static var migrator: DatabaseMigrator {
@@ -280,7 +309,7 @@ public final class LineageStore: Sendable {
             let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
             writes.withLock { $0.count += 1; $0.maxSeconds = max($0.maxSeconds, dt) }
         }
-        return try db.write(body)
+        do { return try db.write(body) } catch { throw Self.explain(error, path: path) }
     }
 
     /// Writes so far and the longest one took (seconds), for `lineage.writes` events.
@@ -431,7 +460,7 @@ public final class LineageStore: Sendable {
     /// Rows of a query on a read-only connection, as dashboards and tests read while a render writes.
     public static func readRows(path: String, _ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> [[String: String]] {
         let reader = try reader(path: path)
-        return try reader.read { db in try stringRows(db, sql, arguments) }
+        do { return try reader.read { db in try stringRows(db, sql, arguments) } } catch { throw explain(error, path: path) }
     }
 
     /// A query's rows as column → text dictionaries (NULL as "").

@@ -8,6 +8,10 @@ public struct CollectionReport: Sendable, Codable {
     public var removed: Int = 0
     public var removedBytes: Int64 = 0
     public var temporaryRemoved: Int = 0
+    /// Files that should have gone but could not be removed (a read-only store, say), and why
+    /// the first one could not.
+    public var notRemoved: Int = 0
+    public var firstFailure: String?
 }
 
 extension LineageStore {
@@ -35,21 +39,43 @@ extension LineageStore {
                 let attrs = try? fm.attributesOfItem(atPath: path)
                 let age = now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now)
                 if keep.contains(name) || age < grace { report.kept += 1; continue }
+                if !dryRun {
+                    do { try fm.removeItem(atPath: path) } catch {
+                        report.notRemoved += 1
+                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(Self.reason(error)))" }
+                        continue
+                    }
+                }
                 report.removed += 1
                 report.removedBytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
-                if !dryRun { try? fm.removeItem(atPath: path) }
             }
         }
-        // Leftovers of attempts that died mid-write.
+        // Leftovers of attempts that died mid-write: a file being written is touched all the time,
+        // so one untouched for the grace period belongs to no live attempt.
         for name in (try? fm.contentsOfDirectory(atPath: storeRoot + "/tmp")) ?? [] {
             let path = storeRoot + "/tmp/" + name
             let modified = ((try? fm.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? now
-            if now.timeIntervalSince(modified) > max(grace, 86_400) {
+            if now.timeIntervalSince(modified) > grace {
+                if !dryRun {
+                    do { try fm.removeItem(atPath: path) } catch {
+                        report.notRemoved += 1
+                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(Self.reason(error)))" }
+                        continue
+                    }
+                }
                 report.temporaryRemoved += 1
-                if !dryRun { try? fm.removeItem(atPath: path) }
             }
         }
         return report
+    }
+
+    /// The POSIX reason inside a Foundation file error, not its whole dump.
+    static func reason(_ error: Error) -> String {
+        let ns = error as NSError
+        if let u = ns.userInfo[NSUnderlyingErrorKey] as? NSError, u.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(u.code)))
+        }
+        return ns.localizedDescription
     }
 
     /// OpenLineage-style run events (JSON lines): a START and a COMPLETE/FAIL per stage, with the

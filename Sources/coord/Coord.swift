@@ -255,9 +255,20 @@ struct LineageCommand: ParsableCommand {
 
     func run() throws {
         let db = try lineageDatabase(stateOptions)
-        let key = FileManager.default.fileExists(atPath: target) ? URL(fileURLWithPath: target).standardizedFileURL.path : target
+        // A file is looked up by what it holds, not by its name: a movie replaced since (or a
+        // different file at the same path) is not reported as the recorded one.
+        var isDir: ObjCBool = false
+        let isFile = FileManager.default.fileExists(atPath: target, isDirectory: &isDir) && !isDir.boolValue
+        let key: String
+        if isFile {
+            if let problem = FileChecks.sourceProblem(target) { errorLine("error: \(problem)"); throw ExitCode(1) }
+            key = try SHA256Hasher.hex(fileAt: target)
+        } else {
+            key = target
+        }
         guard let l = try LineageStore.lineage(path: db, of: key) else {
-            errorLine("error: \(target) is not recorded in \(db)"); throw ExitCode(1)
+            errorLine("error: \(target)\(isFile ? " (sha256 \(key.prefix(16))…)" : "") is not recorded in \(db)\(isFile ? "; if a movie was written there, it has been replaced or changed since" : "")")
+            throw ExitCode(1)
         }
         if json {
             let enc = JSONEncoder(); enc.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -297,7 +308,11 @@ struct GC: ParsableCommand {
         let db = try lineageDatabase(stateOptions)
         let r = try LineageStore.collectGarbage(databasePath: db, storeRoot: stateOptions.directory, keepDays: keepDays, grace: minAge, dryRun: dryRun)
         print(String(format: "%@%d artifacts removed (%.1f MB), %d kept, %d stale temporary files removed",
-                     dryRun ? "dry run: " : "", r.removed, Double(r.removedBytes) / 1e6, r.kept, r.temporaryRemoved))
+                     dryRun ? "dry run: would have " : "", r.removed, Double(r.removedBytes) / 1e6, r.kept, r.temporaryRemoved))
+        if r.notRemoved > 0 {
+            errorLine("error: \(r.notRemoved) files could not be removed; the first: \(r.firstFailure ?? "?"). Run gc as the user that owns \(stateOptions.directory).")
+            throw ExitCode(1)
+        }
     }
 }
 

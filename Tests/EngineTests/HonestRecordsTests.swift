@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Records that do not lie (issue 16, finding 9): gc says what it could not remove, `coord
+/// lineage FILE` goes by the file's content, and a damaged or read-only state folder gets a plain
+/// message with the fix instead of SQLite's code or an INSERT statement.
+@Suite(.serialized) struct HonestRecordsTests {
+    /// Runs coord as an unprivileged user when the tests run as root (root ignores file modes).
+    func coordAsOtherUser(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        if getuid() == 0 { return try run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", coordPath] + args, timeout: 60) }
+        return try run(coordPath, args, timeout: 60)
+    }
+
+    func rendered(_ label: String) throws -> String {
+        let dir = temporaryDirectory(label)
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        try "output: { path: out/m.mp4, size: 160x90 }\nclips: [ { video: a.mp4 } ]\n".write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
+        #expect(r.status == 0, "\(r.err)")
+        // Others may read the state (so an unprivileged user can try); only the owner writes.
+        _ = try run("chmod", ["-R", "a+rX,go-w", dir], timeout: 10)
+        if getuid() != 0 { _ = try run("chmod", ["-R", "a-w", dir + "/st"], timeout: 10) }
+        return dir
+    }
+
+    @Test func gcSaysWhatItCouldNotRemove() throws {
+        let dir = try rendered("gc-readonly")
+        let before = try run("find", [dir + "/st/artifacts", "-type", "f"], timeout: 10).out.split(separator: "\n").count
+        let r = try coordAsOtherUser(["gc", "--state", dir + "/st", "--keep-days", "0", "--min-age", "0"])
+        let after = try run("find", [dir + "/st/artifacts", "-type", "f"], timeout: 10).out.split(separator: "\n").count
+        #expect(after == before, "files were removed after all")
+        #expect(r.status == 1, "\(r.out) \(r.err)")
+        #expect(r.out.contains("0 artifacts removed"), "\(r.out)")
+        #expect(r.err.contains("\(before) files could not be removed"), "\(r.err)")
+        if getuid() != 0 { _ = try run("chmod", ["-R", "u+w", dir + "/st"], timeout: 10) }
+    }
+
+    @Test func lineageOfAFileGoesByWhatItHolds() throws {
+        let dir = try rendered("lineage-by-content")
+        let ok = try run(coordPath, ["lineage", dir + "/out/m.mp4", "--state", dir + "/st"], timeout: 30)
+        #expect(ok.status == 0 && ok.out.contains("run 1 of"), "\(ok.err)")
+        try Data("not the movie".utf8).write(to: URL(fileURLWithPath: dir + "/out/m.mp4"))
+        let replaced = try run(coordPath, ["lineage", dir + "/out/m.mp4", "--state", dir + "/st"], timeout: 30)
+        #expect(replaced.status == 1, "\(replaced.out)")
+        #expect(replaced.err.contains("is not recorded") && replaced.err.contains("replaced or changed since"), "\(replaced.err)")
+        if getuid() != 0 { _ = try run("chmod", ["-R", "u+w", dir + "/st"], timeout: 10) }
+    }
+
+    @Test func aDamagedOrReadOnlyStateFolderGetsAPlainMessage() throws {
+        let dir = try rendered("damaged-state")
+        // Read-only for this user: no SQL, what to do instead. (The movie's folder is writable, so
+        // the state folder is what stops it.)
+        _ = try run("chmod", ["a+w", dir + "/out"], timeout: 10)
+        let ro = try coordAsOtherUser(["submit", dir + "/p.yaml", "--state", dir + "/st"])
+        #expect(ro.status != 0)
+        #expect(ro.err.contains("read-only for this user") && !ro.err.contains("INSERT"), "\(ro.err)")
+        if getuid() != 0 { _ = try run("chmod", ["-R", "u+w", dir + "/st"], timeout: 10) }
+        // Truncated: damaged, with the command that moves it aside.
+        let db = dir + "/st/lineage.db"
+        let data = try Data(contentsOf: URL(fileURLWithPath: db))
+        try data.prefix(5000).write(to: URL(fileURLWithPath: db))
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: db + suffix) }
+        let runs = try run(coordPath, ["runs", "--state", dir + "/st"], timeout: 30)
+        #expect(runs.status != 0)
+        #expect(runs.err.contains("is damaged") && runs.err.contains("mv \(db) \(db).damaged") && !runs.err.contains("SQLite error 11"), "\(runs.err)")
+        // The fix it names works: move it aside and the same submit renders again (from the store).
+        _ = try run("mv", [db, db + ".damaged"], timeout: 10)
+        let again = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
+        #expect(again.status == 0, "\(again.err)")
+    }
+}
