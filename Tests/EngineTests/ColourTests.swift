@@ -177,7 +177,7 @@ import TestSupport
                                    "zscale=tin=709:min=709:pin=709:rin=limited:t=smpte2084:p=2020:m=2020_ncl:r=limited:npl=100,format=yuv420p10le",
                                    "-c:v", "libx265", "-x265-params", "log-level=error:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc", pq])
         #expect(r.status == 0, "\(r.err)")
-        try Self.checkToneMapped(pq, name: "pq", reference: sdr)
+        try Self.checkToneMapped(pq, name: "pq-rendered", reference: sdr)   // not "pq": the movie must not replace its source
     }
 
     @Test(.enabled(if: sharedMedia != nil, "../shared/media is absent: HLG corpus files skipped"),
