@@ -702,7 +702,7 @@ final class CoordinatorCore {
 
     /// Admins and local peers see every run; a submitter only those its key submitted.
     func mayAccess(run: Int64, _ peer: Peer) -> Bool {
-        if peer.is(.admin) || peer.key == nil { return true }
+        if peer.seesEveryRun { return true }
         guard peer.is(.submitter) else { return false }
         if let r = runs[run] { return r.ownerKey == peer.key }
         return (try? lineage.runOwnerKey(run)) == .some(peer.key)
@@ -710,7 +710,7 @@ final class CoordinatorCore {
 
     /// A submitter downloads only the movies of its own runs.
     func mayDownload(sha256: String, _ peer: Peer) -> Bool {
-        if peer.is(.admin) || peer.key == nil { return true }
+        if peer.seesEveryRun { return true }
         guard peer.is(.submitter), let key = peer.key else { return false }
         return (try? lineage.movieOwned(sha256: sha256, byKey: key)) ?? false
     }
@@ -809,7 +809,7 @@ final class CoordinatorCore {
     func status(_ runID: Int64?, for peer: Peer = .local) -> StatusReply {
         guard let runID else {
             // Admins (and local peers) see the farm; a submitter its own runs.
-            let mine = peer.is(.admin) || peer.key == nil ? "" : "WHERE id IN (SELECT id FROM run WHERE owner_key = ?)"
+            let mine = peer.seesEveryRun ? "" : "WHERE id IN (SELECT id FROM run WHERE owner_key = ?)"
             let rows = (try? lineage.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs \(mine) ORDER BY id",
                                           mine.isEmpty ? [] : [peer.key ?? ""])) ?? []
             return StatusReply(runs: rows, stages: [], failures: [])

@@ -111,6 +111,8 @@ public struct Peer: Sendable, Hashable {
     }
 
     public func `is`(_ role: PeerRole) -> Bool { roles.contains(role) }
+    /// Admins, and peers without a key (the machine's own user), see every run; others their own.
+    public var seesEveryRun: Bool { `is`(.admin) || key == nil }
     /// A short form of the key for logs and lineage.
     public var name: String { key.map { String($0.prefix(8)) } ?? "local" }
 }

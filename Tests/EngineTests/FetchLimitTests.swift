@@ -55,6 +55,16 @@ import TestSupport
         return (p, port)
     }
 
+    /// The test server's port, a store to fetch into, and how to stop the server (SIGKILL: the
+    /// test process's blocked signals are inherited); nil, recorded as an issue, without python3.
+    static func serving(_ dir: String) throws -> (Int, ArtifactStore, () -> Void)? {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            Issue.record("python3 is needed for the test HTTP server (scripts/setup installs it)"); return nil
+        }
+        let (server, port) = try server(dir)
+        return (port, try ArtifactStore(root: dir + "/store"), { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() })
+    }
+
     func fetch(_ url: String, _ limits: FetchLimits, store: ArtifactStore) -> (TaskResult, Double) {
         let t0 = Date()
         let r = MediaTaskRunner(store: store, fetchLimits: limits, localFiles: false)
@@ -72,13 +82,9 @@ import TestSupport
     }
 
     @Test func endlessTricklingAndLoopingServersAreCutOff() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
-            Issue.record("python3 is needed for the test HTTP server (scripts/setup installs it)"); return
-        }
         let dir = temporaryDirectory("fetch-limits")
-        let (server, port) = try Self.server(dir)
-        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
-        let store = try ArtifactStore(root: dir + "/store")
+        guard let (port, store, stop) = try Self.serving(dir) else { return }
+        defer { stop() }
         let base = "http://127.0.0.1:\(port)"
         let empty = storedBytes(store)
 
@@ -101,13 +107,9 @@ import TestSupport
     }
 
     @Test func farmWorkersFetchOnlyFromPublicAddressesAndSayTheSameWhateverListens() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
-            Issue.record("python3 is needed for the test HTTP server (scripts/setup installs it)"); return
-        }
         let dir = temporaryDirectory("fetch-private")
-        let (server, port) = try Self.server(dir)
-        defer { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
-        let store = try ArtifactStore(root: dir + "/store")
+        guard let (port, store, stop) = try Self.serving(dir) else { return }
+        defer { stop() }
         let farm = FetchLimits(allowPrivateAddresses: false)
         let open = fetch("http://127.0.0.1:\(port)/ok", farm, store: store).0
         let closed = fetch("http://127.0.0.1:9/ok", farm, store: store).0
