@@ -18,6 +18,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module.
@@ -40,7 +43,8 @@ let package = Package(
         .target(name: "Transport", dependencies: ["CZeroMQ"]),
         // Owns SQLite.
         .target(name: "Lineage",
-                dependencies: ["ThreadlineCore", .product(name: "GRDB", package: "GRDB.swift")]),
+                dependencies: ["ThreadlineCore", .product(name: "GRDB", package: "GRDB.swift"),
+                               .product(name: "CoreMetrics", package: "swift-metrics")]),
         // Pure scheduling policy: run graphs, ready queues, fair share, retries. No I/O, no clock.
         .target(name: "Scheduler",
                 dependencies: [.product(name: "DequeModule", package: "swift-collections"),
@@ -51,8 +55,16 @@ let package = Package(
                                .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")]),
 
+        // Owns HTTP: the read-only dashboard, its JSON API and /metrics (Hummingbird, Prometheus).
+        .target(name: "Dashboard",
+                dependencies: ["Lineage", "Media", "ThreadlineCore",
+                               .product(name: "Hummingbird", package: "hummingbird"),
+                               .product(name: "Metrics", package: "swift-metrics"),
+                               .product(name: "Prometheus", package: "swift-prometheus"),
+                               .product(name: "GRDB", package: "GRDB.swift")]),
+
         .executableTarget(name: "coord",
-                          dependencies: ["Engine", "ThreadlineCore", "Media", "Lineage", "CSupport", "Transport",
+                          dependencies: ["Engine", "Dashboard", "ThreadlineCore", "Media", "Lineage", "CSupport", "Transport",
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "worker",
@@ -68,7 +80,7 @@ let package = Package(
         .testTarget(name: "CoreTests", dependencies: ["ThreadlineCore"]),
         .testTarget(name: "SchedulerTests", dependencies: ["Scheduler", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "ThreadlineCore", "TestSupport"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport",
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport", "Dashboard",
                                                         .product(name: "GRDB", package: "GRDB.swift")]),
     ],
     swiftLanguageModes: [.v6]

@@ -75,6 +75,26 @@ public final class Coordinator: Sendable {
         public init(keys: CurveKeyPair, allow: [PeerRole: String]) { self.keys = keys; self.allow = allow }
     }
 
+    /// What the coordinator is doing now, for the dashboard and /metrics (refreshed 5 times a second).
+    public struct Live: Sendable, Equatable {
+        public struct Worker: Sendable, Equatable {
+            public var id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool
+            /// What each busy slot runs ("run 3: render/4").
+            public var running: [String]
+        }
+        /// Units ready and waiting for a slot (a render's decode+transform+encode is one unit).
+        public var queueDepth = 0
+        public var slotsBusy = 0
+        public var slotsTotal = 0
+        public var workers: [Worker] = []
+        /// It stopped taking work (SIGTERM): not ready for more.
+        public var draining = false
+    }
+    private let liveFigures = Mutex<Live?>(nil)
+    /// Nil until the coordinator's socket is bound and its loop runs.
+    public var live: Live? { liveFigures.withLock { $0 } }
+    func publish(_ l: Live) { liveFigures.withLock { $0 = l } }
+
     /// Scheduler figures, for benchmarks and logs.
     public struct Stats: Sendable {
         public var dispatched = 0
@@ -349,6 +369,7 @@ final class CoordinatorCore {
     var lastLivenessCheck = 0.0
     var lastCheckpoint = 0.0
     var lastWatcherTick = 0.0
+    var lastLivePublish = 0.0
     var droppedLogged = 0.0
     var log: Logger { owner.logger }
     var lineage: LineageStore { owner.lineage }
@@ -427,11 +448,28 @@ final class CoordinatorCore {
             if let failure = lineageFailure { stopForLineage(failure); stopping = true }
             heartbeat(now)
             if now - lastWatcherTick > 1 { lastWatcherTick = now; for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } } }
+            if now - lastLivePublish > 0.2 { lastLivePublish = now; publishLive(now) }
         }
         owner.refuseQueued()
         if config.shutdownWorkersOnStop { for (_, w) in workers { send(.shutdown, to: w.identity) } }
         zap?.stop()
         socket.close()
+    }
+
+    func publishLive(_ now: Double) {
+        var l = Coordinator.Live()
+        for run in runs.values { for u in run.units where u.state == .ready { l.queueDepth += 1 } }
+        for (id, w) in workers.sorted(by: { $0.key < $1.key }) {
+            let running = w.running.sorted().map { lease -> String in
+                guard let (rid, ui) = leases[lease], let run = runs[rid] else { return lease }
+                return "run \(rid): \(run.units[ui].name)"
+            }
+            l.workers.append(.init(id: id, host: w.hello.host, slots: w.hello.slots, busy: w.running.count, heartbeatAgeS: max(0, now - w.lastSeen),
+                                   draining: w.draining, running: running))
+            if !w.draining { l.slotsTotal += w.hello.slots; l.slotsBusy += w.running.count }
+        }
+        l.draining = draining
+        owner.publish(l)
     }
 
     /// Set when a lineage write failed: the coordinator stops rather than run on with a record that

@@ -275,6 +275,10 @@ public final class LineageStore: Sendable {
                 CREATE INDEX run_owner ON run(owner_key);
                 """)
         }
+        m.registerMigration("v9: dashboard progress index") { db in
+            // Stage counts by state for the dashboard's run list, answered from the index alone.
+            try db.execute(sql: "CREATE INDEX stage_progress ON stage(run_id, state, cached, kind)")
+        }
         return m
     }
 
@@ -309,7 +313,11 @@ public final class LineageStore: Sendable {
             let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
             writes.withLock { $0.count += 1; $0.maxSeconds = max($0.maxSeconds, dt) }
         }
-        do { return try db.write(body) } catch { throw Self.explain(error, path: path) }
+        do {
+            let result = try db.write(body)
+            FarmMetrics.lineageWrite(nanoseconds: DispatchTime.now().uptimeNanoseconds - t0)
+            return result
+        } catch { throw Self.explain(error, path: path) }
     }
 
     /// Writes so far and the longest one took (seconds), for `lineage.writes` events.
@@ -520,6 +528,14 @@ public final class LineageStore: Sendable {
     public func stageUpdate(_ stageID: Int64, state: String, params: String? = nil, key: String? = nil, error: String? = nil,
                             started: Double? = nil, finished: Double? = nil, seconds: Double? = nil, attempts: Int? = nil) throws {
         try write { db in
+            // A stage reaching an end state for the first time is counted (threadline_stages_total).
+            var ended: (kind: String, cached: Bool)?
+            if FarmMetrics.endStates.contains(state),
+               let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT kind, state, cached FROM stage WHERE id = ?"), arguments: [stageID]),
+               !FarmMetrics.endStates.contains(row["state"] as String) {
+                ended = (row["kind"], row["cached"] as Int != 0)
+            }
+            defer { if let ended { FarmMetrics.stageEnded(kind: ended.kind, state: state, cached: ended.cached, seconds: seconds) } }
             try db.cachedStatement(sql: """
                 UPDATE stage SET state = ?,
                     params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256),
@@ -591,7 +607,10 @@ public final class LineageStore: Sendable {
     public func runFinished(_ runID: Int64, state: String, error: String? = nil) throws {
         try write { db in
             try db.cachedStatement(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?").execute(arguments: [state, now(), error, runID])
+            let left = try Row.fetchAll(db.cachedStatement(sql: "SELECT kind, count(*) AS n FROM stage WHERE run_id = ? AND state IN ('pending', 'ready') GROUP BY kind"),
+                                        arguments: [runID])
             try db.cachedStatement(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready')").execute(arguments: [runID])
+            for r in left { FarmMetrics.stagesCancelled(kind: r["kind"], count: r["n"]) }
             try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)").execute(arguments: [now(), runID, "run.\(state)", error ?? state])
             let w = writeStatistics
             try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'lineage.writes', ?)").execute(arguments: [now(), runID, String(format: "writes=%d max_write_ms=%.1f", w.count, w.maxSeconds * 1000)])
@@ -651,6 +670,7 @@ extension LineageStore {
 
     public func stageCached(_ stageID: Int64) throws {
         try write { db in try db.cachedStatement(sql: "UPDATE stage SET cached = 1 WHERE id = ?").execute(arguments: [stageID]) }
+        FarmMetrics.cacheHit()
     }
 }
 

@@ -21,6 +21,26 @@ public enum Thumbnails {
         try writePNG(frame, to: png, name: spec.sourceName)
     }
 
+    /// A poster of a rendered movie or segment: its middle frame, `width` wide, as PNG (the
+    /// dashboard draws item posters from their segments in the store).
+    public static func posterOfMovie(path: String, name: String, width: Int) throws -> Data {
+        _ = configureLogging
+        // Store paths only: nothing here may need filtergraph escaping.
+        guard path.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/._-".contains($0)) }) else {
+            throw MediaError(.encode, .permanent, file: name, "cannot draw a poster of a file named \(path)")
+        }
+        let facts = try Probe.facts(path: path, name: name, stage: .encode)
+        let at = max(0, facts.duration / 2)
+        let generator = try GeneratedVideo(description: String(format: "movie=filename='%@':seek_point=%.3f,scale=%d:-2,setsar=1", path, at, max(16, width & ~1)),
+                                           file: name)
+        let frame = Frame()
+        guard try generator.next(into: frame) else { throw MediaError(.encode, .permanent, file: name, "no picture came out") }
+        let tmp = NSTemporaryDirectory() + "threadline-poster-\(UUID().uuidString).png"
+        defer { try? FileManager.default.removeItem(atPath: tmp) }
+        try writePNG(frame, to: tmp, name: name)
+        return try Data(contentsOf: URL(fileURLWithPath: tmp))
+    }
+
     /// Tiles posters in `columns`, each captioned, into one PNG.
     public static func contactSheet(posters: [String], captions: [String], columns: Int, to png: String,
                                     font: String = Title.defaultFont) throws {

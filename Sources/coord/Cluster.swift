@@ -7,6 +7,8 @@ import Lineage
 import Transport
 import CSupport
 import ServiceLifecycle
+import Dashboard
+import Hummingbird
 
 /// How to reach a running coordinator.
 struct ClusterOptions: ParsableArguments {
@@ -131,8 +133,13 @@ struct Serve: AsyncParsableCommand {
                                             valueName: "N")) var poisonAfter: Int = 3
     @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
     @Flag(name: .long, help: "Log only warnings and errors.") var quiet = false
+    @Option(name: .long, help: ArgumentHelp("Also serve the dashboard, /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:7401.",
+                                            valueName: "HOST:PORT")) var http: String?
+    @Option(name: .long, help: "A file holding the bearer token HTTP clients must send (required when --http is not loopback).") var tokenFile: String?
 
     func validate() throws {
+        if let http { do { _ = try DashboardConfiguration.parse(http, tokenFile: tokenFile) } catch { throw ValidationError("\(error)") } }
+        else if tokenFile != nil { throw ValidationError("--token-file goes with --http") }
         guard bind.hasPrefix("tcp://") || bind.hasPrefix("ipc://") else { throw ValidationError("--bind takes tcp://ADDR:PORT or ipc://PATH") }
         guard (curveSecretKey == nil) == !anyAllowList else {
             throw ValidationError("--curve-secret-key goes with allow-lists (--allow-workers, --allow-submitters, --allow-admins)")
@@ -164,6 +171,9 @@ struct Serve: AsyncParsableCommand {
         var logger = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .warning : .info
         let dir = stateOptions.directory
+        // Metrics report into the exporter from the first lineage write on.
+        let exporter = http == nil ? nil : FarmExporter()
+        exporter?.bootstrap()
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let lineage = try LineageStore(path: dir + "/lineage.db")
         var config = Coordinator.Configuration(bind: bind)
@@ -198,11 +208,38 @@ struct Serve: AsyncParsableCommand {
         }
         logger.info("coordinator listening", metadata: ["endpoint": "\(endpoint)", "state": "\(dir)", "curve": "\(config.curve != nil)"])
         FileHandle.standardOutput.write(Data("listening on \(endpoint)\n".utf8))
-        var group = ServiceGroupConfiguration(services: [.init(service: CoordinatorService(coordinator: coordinator), successTerminationBehavior: .gracefullyShutdownGroup)],
-                                              gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: CoordinatorService(coordinator: coordinator), successTerminationBehavior: .gracefullyShutdownGroup)]
+        if let http, let exporter {
+            let httpConfig = try DashboardConfiguration.parse(http, tokenFile: tokenFile)
+            let lineagePath = lineage.path
+            let dashboard = try Dashboard(stateDirectory: dir, configuration: httpConfig, live: { coordinator.live.map(Self.figures) },
+                                          ready: { Self.notReady(coordinator, lineagePath: lineagePath) }, exporter: exporter, logger: logger)
+            services.append(.init(service: dashboard.application(onRunning: { port in
+                FileHandle.standardOutput.write(Data("dashboard on http://\(httpConfig.host.contains(":") ? "[\(httpConfig.host)]" : httpConfig.host):\(port)/\n".utf8))
+            })))
+        }
+        var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
         try await ServiceGroup(configuration: group).run()
         if let failure = coordinator.failure.withLock({ $0 }) { errorLine("error: \(failure)"); throw ExitCode(1) }
+    }
+}
+
+extension Serve {
+    static func figures(_ l: Coordinator.Live) -> LiveFigures {
+        LiveFigures(queueDepth: l.queueDepth, slotsBusy: l.slotsBusy, slotsTotal: l.slotsTotal,
+                    workers: l.workers.map { .init(id: $0.id, host: $0.host, slots: $0.slots, busy: $0.busy, heartbeatAgeS: $0.heartbeatAgeS,
+                                                   draining: $0.draining, running: $0.running) })
+    }
+
+    /// /readyz: the socket is bound and the loop runs, lineage is writable, and it is not draining.
+    static func notReady(_ coordinator: Coordinator, lineagePath: String) -> String? {
+        if let failure = coordinator.failure.withLock({ $0 }) { return "not ready: \(failure)" }
+        guard let live = coordinator.live else { return "not ready: the coordinator is starting" }
+        if live.draining { return "not ready: draining (stopping)" }
+        if access(lineagePath, W_OK) != 0 { return "not ready: \(lineagePath) is not writable" }
+        return nil
     }
 }
 
@@ -306,5 +343,46 @@ struct BenchScheduler: ParsableCommand {
         let f = try SchedulerBenchmark.run(workers: workers, items: items, queued: queued, directory: d) { errorLine($0) }
         let enc = JSONEncoder(); enc.outputFormatting = [.prettyPrinted, .sortedKeys]
         print(String(decoding: try enc.encode(f), as: UTF8.self))
+    }
+}
+
+struct DashboardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dashboard",
+        abstract: "Serve a read-only web dashboard over a state folder's lineage and artifacts.",
+        discussion: """
+        Examples:
+          coord dashboard                                   http://127.0.0.1:7401/ over the default state folder
+          coord dashboard --state /var/lib/threadline --http 0.0.0.0:7401 --token-file /etc/threadline/dashboard.token
+
+        Pages update live while embedded renders or 'coord serve' write to the same state folder.
+        The JSON API (/api/runs, /api/runs/ID, /api/runs/ID/attempts, /api/workers) is described in
+        docs/openapi.yaml. Nothing served changes state. Addresses other than loopback need
+        --token-file: clients send 'Authorization: Bearer <token>' (pages take ?token=…).
+        'coord serve --http' serves the same dashboard plus /metrics, /healthz and /readyz.
+        """)
+
+    @OptionGroup var stateOptions: StateOptions
+    @Option(name: .long, help: ArgumentHelp("Address to listen on.", valueName: "HOST:PORT")) var http: String = "127.0.0.1:7401"
+    @Option(name: .long, help: "A file holding the bearer token clients must send (required when --http is not loopback).") var tokenFile: String?
+
+    func validate() throws {
+        do { _ = try DashboardConfiguration.parse(http, tokenFile: tokenFile) } catch { throw ValidationError("\(error)") }
+    }
+
+    func run() async throws {
+        tl_unblock_termination_signals()
+        let logger = Logger(label: "threadline.dashboard") { StreamLogHandler.standardError(label: $0) }
+        let config = try DashboardConfiguration.parse(http, tokenFile: tokenFile)
+        let dashboard: Dashboard
+        do { dashboard = try Dashboard(stateDirectory: stateOptions.directory, configuration: config, logger: logger) } catch {
+            errorLine("error: \(error)"); throw ExitCode(1)
+        }
+        let app = dashboard.application(onRunning: { port in
+            FileHandle.standardOutput.write(Data("dashboard on http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(port)/\n".utf8))
+        })
+        do { try await app.runService() } catch {
+            errorLine("error: cannot serve the dashboard on \(http): \(error)"); throw ExitCode(1)
+        }
     }
 }

@@ -20,6 +20,7 @@ struct Coord: AsyncParsableCommand {
           coord runs                                list runs recorded in the lineage database
           coord status 3                            one run's stages, attempts and failures
           coord lineage pipelines/out/demo.mp4      how an output came to be (sources, stages, parameters)
+          coord dashboard --http 127.0.0.1:7401     watch runs, workers and failures in a browser
 
         A cluster:
           coord serve --bind tcp://0.0.0.0:7400 --curve-secret-key keys/coordinator.key --allow keys/allowed
@@ -27,7 +28,7 @@ struct Coord: AsyncParsableCommand {
           coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]; coord wait RUN; coord cancel RUN
         """,
         subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
-                      Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self],
+                      Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self, DashboardCommand.self],
         defaultSubcommand: nil)
 }
 

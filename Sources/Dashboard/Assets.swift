@@ -1,0 +1,272 @@
+/// The dashboard's page, style and script, built into the binary: no CDN, no build step.
+enum Assets {
+    static let html = #"""
+    <!doctype html>
+    <html lang="en">
+    <head>
+    <meta charset="utf-8">
+    <meta name="viewport" content="width=device-width, initial-scale=1">
+    <title>Threadline</title>
+    <link rel="stylesheet" href="/assets/app.css">
+    <script src="/assets/app.js" defer></script>
+    </head>
+    <body>
+    <header><a href="/" id="home">Threadline</a> <span id="status" class="status">loading…</span> <span id="live" class="live" title="live updates">●</span></header>
+    <main id="main"><p class="muted">Loading…</p></main>
+    </body>
+    </html>
+    """#
+
+    static let style = #"""
+    :root { --bg: #111418; --panel: #1b1f25; --line: #2b313a; --text: #e6e8eb; --muted: #8b94a1;
+            --succeeded: #3fb950; --cached: #2aa198; --running: #388bfd; --ready: #a5c8ff; --pending: #4a525e;
+            --failed: #f85149; --lost: #d29922; --stale: #8957e5; --cancelled: #6e7681; --missed: #bc8cff; --handed_back: #e3b341; }
+    * { box-sizing: border-box; }
+    body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; background: var(--bg); color: var(--text); }
+    header { display: flex; gap: 1em; align-items: baseline; padding: .7em 1.2em; background: var(--panel); border-bottom: 1px solid var(--line); position: sticky; top: 0; z-index: 2; }
+    header a { color: var(--text); font-weight: 700; text-decoration: none; font-size: 1.1em; }
+    .status { color: var(--muted); }
+    .live { color: var(--cancelled); font-size: .8em; margin-left: auto; }
+    .live.on { color: var(--succeeded); }
+    main { padding: 1em 1.2em 3em; }
+    h1 { font-size: 1.35em; margin: .2em 0 .4em; }
+    h2 { font-size: 1.05em; margin: 1.6em 0 .5em; color: var(--muted); font-weight: 600; text-transform: uppercase; letter-spacing: .04em; }
+    table { border-collapse: collapse; width: 100%; }
+    th, td { text-align: left; padding: .35em .6em; border-bottom: 1px solid var(--line); vertical-align: top; }
+    th { color: var(--muted); font-weight: 600; font-size: .9em; }
+    td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+    a { color: #79b8ff; }
+    .muted { color: var(--muted); }
+    .state { display: inline-block; padding: 0 .5em; border-radius: 1em; font-size: .85em; background: var(--pending); color: #fff; }
+    .state.succeeded { background: var(--succeeded); color: #04150a; } .state.running { background: var(--running); }
+    .state.failed { background: var(--failed); } .state.cancelled, .state.interrupted { background: var(--cancelled); }
+    .state.cached { background: var(--cached); } .state.lost { background: var(--lost); color: #1a1200; }
+    .bar { display: flex; width: 220px; height: 12px; border-radius: 3px; overflow: hidden; background: var(--pending); margin-top: .3em; }
+    .bar span { display: block; height: 100%; }
+    .s-succeeded { background: var(--succeeded); } .s-cached { background: var(--cached); } .s-running { background: var(--running); }
+    .s-ready { background: var(--ready); } .s-pending { background: var(--pending); } .s-failed { background: var(--failed); }
+    .s-cancelled { background: var(--cancelled); }
+    .error { background: #2d1417; border: 1px solid #5c1f24; border-radius: 6px; padding: .6em .8em; white-space: pre-wrap; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9em; }
+    .where { color: #ffa198; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+    .summary { display: flex; flex-wrap: wrap; gap: 1.5em; color: var(--muted); }
+    .summary b { color: var(--text); font-weight: 600; }
+    progress { width: 320px; height: 10px; }
+    #gantt-wrap { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: .5em; overflow: hidden; }
+    #gantt { width: 100%; display: block; user-select: none; cursor: crosshair; }
+    #gantt text { fill: var(--text); font-size: 11px; pointer-events: none; }
+    #gantt text.row { fill: var(--muted); }
+    #gantt .grid { stroke: var(--line); }
+    #gantt rect.bar.succeeded { fill: var(--succeeded); } #gantt rect.bar.cached { fill: var(--cached); }
+    #gantt rect.bar.failed { fill: var(--failed); } #gantt rect.bar.lost { fill: var(--lost); }
+    #gantt rect.bar.stale { fill: var(--stale); } #gantt rect.bar.running { fill: var(--running); }
+    #gantt rect.bar.cancelled { fill: var(--cancelled); } #gantt rect.bar.missed { fill: var(--missed); }
+    #gantt rect.bar.handed_back { fill: var(--handed_back); }
+    #gantt rect.brush { fill: rgba(121,184,255,.18); stroke: #79b8ff; }
+    .legend { display: flex; gap: 1em; flex-wrap: wrap; margin: .4em 0; color: var(--muted); font-size: .9em; }
+    .legend i { display: inline-block; width: .9em; height: .9em; border-radius: 2px; vertical-align: -.1em; margin-right: .3em; }
+    .zoom { display: flex; gap: .6em; align-items: center; margin: .4em 0; color: var(--muted); }
+    .zoom input { width: 6em; background: var(--bg); color: var(--text); border: 1px solid var(--line); border-radius: 4px; padding: .15em .3em; }
+    button { background: var(--panel); color: var(--text); border: 1px solid var(--line); border-radius: 4px; padding: .2em .7em; cursor: pointer; }
+    .items { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: .8em; }
+    .items figure { margin: 0; background: var(--panel); border: 1px solid var(--line); border-radius: 6px; overflow: hidden; }
+    .items .poster { aspect-ratio: 16 / 9; background: #000; display: flex; align-items: center; justify-content: center; color: var(--muted); }
+    .items img { width: 100%; height: 100%; object-fit: contain; display: block; }
+    .items figcaption { padding: .4em .5em; font-size: .85em; }
+    video { max-width: 100%; width: 640px; background: #000; border-radius: 6px; }
+    .lineage li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; }
+    .workers .slots { font-size: .85em; color: var(--muted); }
+    """#
+
+    static let script = #"""
+    'use strict';
+    // Threadline dashboard: reads the JSON API, redraws when the server says lineage changed (SSE).
+    const params = new URLSearchParams(location.search);
+    const token = params.get('token') || sessionStorage.getItem('threadline-token') || '';
+    if (token) sessionStorage.setItem('threadline-token', token);
+    const withToken = u => token ? u + (u.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token) : u;
+    const esc = s => String(s ?? '').replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+    async function api(path) {
+      const r = await fetch(path, { headers: token ? { Authorization: 'Bearer ' + token } : {} });
+      if (!r.ok) throw new Error(path + ' answered ' + r.status);
+      return r.json();
+    }
+    const fmtTime = t => t ? new Date(t * 1000).toLocaleString() : '';
+    function fmtDur(s) {
+      if (s == null || !isFinite(s)) return '';
+      s = Math.max(0, s);
+      if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
+      const m = Math.floor(s / 60), h = Math.floor(m / 60);
+      return h ? `${h} h ${m % 60} min` : `${m} min ${Math.round(s % 60)} s`;
+    }
+    const STAGE_STATES = ['succeeded', 'cached', 'running', 'ready', 'pending', 'failed', 'cancelled'];
+    function stageBar(c) {
+      const total = STAGE_STATES.reduce((a, k) => a + (c[k] || 0), 0) || 1;
+      return '<div class="bar" title="' + STAGE_STATES.filter(k => c[k]).map(k => `${k} ${c[k]}`).join(', ') + '">' +
+        STAGE_STATES.filter(k => c[k]).map(k => `<span class="s-${k}" style="width:${(100 * c[k] / total).toFixed(2)}%"></span>`).join('') + '</div>';
+    }
+    const state = s => `<span class="state ${esc(s)}">${esc(s)}</span>`;
+
+    // ---- farm page ----
+    let showAll = false;
+    async function drawFarm() {
+      const [farm, runs, workers] = await Promise.all([api('/api/farm'), api('/api/runs?limit=' + (showAll ? 100000 : 200)), api('/api/workers')]);
+      document.getElementById('status').textContent = farm.status;
+      let h = '<h2>Runs</h2><table id="runs"><thead><tr><th>Run</th><th>State</th><th>Stages</th><th class="num">Items</th><th>Started</th><th class="num">Duration</th><th class="num">ETA</th></tr></thead><tbody>';
+      for (const r of runs) {
+        h += `<tr data-run="${r.id}" data-state="${esc(r.state)}"><td><a href="/runs/${r.id}">${esc(r.name)}</a> <span class="muted">#${r.id}</span></td>` +
+          `<td>${state(r.state)}</td><td>${stageBar(r.stages)}</td><td class="num items-done">${r.items_done}/${r.items}</td>` +
+          `<td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num">${r.eta_s != null ? fmtDur(r.eta_s) : ''}</td></tr>`;
+      }
+      h += '</tbody></table>';
+      if (!showAll && runs.length >= 200) h += '<p><button id="all">Show every run</button></p>';
+      if (!runs.length) h += '<p class="muted">No runs yet: <code>coord submit pipeline.yaml</code> starts one.</p>';
+      h += '<h2>Workers</h2><table class="workers" id="workers"><thead><tr><th>Worker</th><th>Host</th><th>State</th><th class="num">Slots busy</th><th class="num">Heartbeat</th><th>Running</th></tr></thead><tbody>';
+      for (const w of workers) {
+        h += `<tr><td>${esc(w.id)}</td><td>${esc(w.host)}</td><td>${state(w.state)}</td><td class="num">${w.busy}/${w.slots}</td>` +
+          `<td class="num">${fmtDur(w.heartbeat_age_s)} ago</td><td class="slots">${w.running.map(s => `run ${s.run}: ${esc(s.stage)}`).join('<br>')}</td></tr>`;
+      }
+      if (!workers.length) h += '<tr><td colspan="6" class="muted">No workers seen in the last hour.</td></tr>';
+      h += '</tbody></table><h2>Recent failures</h2>';
+      h += farm.failures.length ? '<table id="failures"><thead><tr><th>Where</th><th>Error</th></tr></thead><tbody>' + farm.failures.map(f =>
+        `<tr><td>${esc(f.stage)}<br><span class="muted">${esc(f.worker || '')} · ${fmtTime(f.finished)}</span></td><td>${f.location ? `<span class="where">${esc(f.location)}</span> ` : ''}${esc(f.error || f.state)}</td></tr>`).join('') + '</tbody></table>'
+        : '<p class="muted">None.</p>';
+      document.getElementById('main').innerHTML = h;
+      const all = document.getElementById('all');
+      if (all) all.onclick = () => { showAll = true; refresh(); };
+    }
+
+    // ---- run page ----
+    let zoom = null;          // [from, to] in seconds since the run's first attempt
+    let lastAttempts = [];
+    async function drawRun(id) {
+      const [d, attempts] = await Promise.all([api('/api/runs/' + id), api(`/api/runs/${id}/attempts`)]);
+      const r = d.run;
+      document.title = r.name + ' · Threadline';
+      document.getElementById('status').textContent = `run #${r.id} · ${r.state}`;
+      let h = `<h1>${esc(r.name)} <span id="run-state" data-state="${esc(r.state)}">${state(r.state)}</span></h1>`;
+      h += `<div class="summary"><span>Items <b id="run-progress">${r.items_done}/${r.items}</b></span>` +
+        `<progress max="${r.items || 1}" value="${r.items_done}"></progress>` +
+        `<span>Started <b>${fmtTime(r.started)}</b></span><span>Duration <b>${fmtDur(r.duration_s)}</b></span>` +
+        (r.eta_s != null ? `<span>ETA <b>${fmtDur(r.eta_s)}</b></span>` : '') +
+        `<span>Pipeline <b>${esc(r.pipeline_path)}</b></span><span>Output <b>${esc(r.output_path)}</b></span></div>`;
+      h += `<div>${stageBar(r.stages)}</div>`;
+      if (r.error) {
+        const f = d.failures.find(f => f.location) || {};
+        h += `<h2>Error</h2><div class="error" id="run-error">${f.location ? `<span class="where">${esc(f.location)}</span>\n` : ''}${f.file ? `file: ${esc(f.file)}\n` : ''}${esc(r.error)}</div>`;
+      }
+      h += '<h2>Attempts per worker slot</h2><div class="legend">' +
+        ['succeeded', 'cached', 'running', 'failed', 'lost', 'stale', 'missed', 'handed_back', 'cancelled'].map(s => `<span><i style="background:var(--${s})"></i>${s.replace('_', ' ')}</span>`).join('') + '</div>' +
+        '<div class="zoom">Zoom: from <input id="zoom-from" type="number" step="0.1" min="0"> to <input id="zoom-to" type="number" step="0.1" min="0"> s <button id="zoom-reset">Whole run</button> <span>(or drag across the chart)</span></div>' +
+        '<div id="gantt-wrap"><svg id="gantt"></svg></div>';
+      h += '<h2>Items</h2><div class="items" id="items">' + d.items.map(it => {
+        const poster = it.segment_sha256 ? `<img alt="poster of item ${it.idx + 1}" src="${withToken(`/api/runs/${r.id}/items/${it.idx}/poster.png`)}" loading="lazy">` : esc(it.state);
+        return `<figure data-item="${it.idx}"><div class="poster">${poster}</div><figcaption>${it.idx + 1}. ${esc(it.label)} ${state(it.state)}` +
+          `${it.location ? `<br><span class="where">${esc(it.location)}</span>` : ''}</figcaption></figure>`;
+      }).join('') + '</div>';
+      if (d.failures.length) {
+        h += '<h2>Failures</h2><table id="failures"><thead><tr><th>Stage</th><th>Attempt</th><th>File</th><th>Error</th></tr></thead><tbody>' + d.failures.map(f =>
+          `<tr><td>${esc(f.stage)}${f.location ? `<br><span class="where">${esc(f.location)}</span>` : ''}</td><td>${f.attempt_no} · ${esc(f.state)}<br><span class="muted">${esc(f.worker || '')}</span></td>` +
+          `<td>${esc(f.file || '')}</td><td>${esc(f.error || '')}</td></tr>`).join('') + '</tbody></table>';
+      }
+      if (d.movie) {
+        h += `<h2>Movie</h2><video id="movie" controls preload="metadata" src="${withToken('/artifacts/' + d.movie.sha256)}"></video>` +
+          `<p class="muted">${esc(r.output_path)} · ${(d.movie.size / 1e6).toFixed(1)} MB · sha256 ${d.movie.sha256}</p>`;
+        h += '<h2>Lineage</h2><ul class="lineage" id="lineage">' + d.lineage.map(a =>
+          `<li style="margin-left:${a.depth * 1.5}em">${esc(a.kind)} <a href="${withToken('/artifacts/' + a.sha256)}">${a.sha256.slice(0, 16)}</a> <span class="muted">${esc(a.uri)} · ${a.size} bytes</span></li>`).join('') + '</ul>';
+      }
+      // Keep the movie element (and its playback) across live redraws once it exists.
+      const main = document.getElementById('main');
+      const oldVideo = document.getElementById('movie');
+      main.innerHTML = h;
+      if (oldVideo && d.movie && oldVideo.src === document.getElementById('movie').src) document.getElementById('movie').replaceWith(oldVideo);
+      lastAttempts = attempts;
+      drawGantt();
+      document.getElementById('zoom-reset').onclick = () => { zoom = null; drawGantt(); };
+      for (const idn of ['zoom-from', 'zoom-to']) document.getElementById(idn).onchange = () => {
+        const a = parseFloat(document.getElementById('zoom-from').value), b = parseFloat(document.getElementById('zoom-to').value);
+        if (isFinite(a) && isFinite(b) && b > a) { zoom = [a, b]; drawGantt(); }
+      };
+    }
+
+    function drawGantt() {
+      const svg = document.getElementById('gantt');
+      if (!svg) return;
+      const attempts = lastAttempts;
+      const now = Date.now() / 1000;
+      const start = attempts.length ? Math.min(...attempts.map(a => a.dispatched)) : now;
+      const end = attempts.length ? Math.max(...attempts.map(a => a.finished || now)) : now;
+      const [from, to] = zoom || [0, Math.max(0.001, end - start)];
+      document.getElementById('zoom-from').value = from.toFixed(1);
+      document.getElementById('zoom-to').value = to.toFixed(1);
+      const rows = new Map();
+      for (const a of attempts) {
+        const key = (a.worker || 'coordinator') + ' · ' + (a.slot != null ? 'slot ' + a.slot : 'cache');
+        if (!rows.has(key)) rows.set(key, []);
+        rows.get(key).push(a);
+      }
+      const keys = [...rows.keys()].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+      const labelW = 190, rowH = 20, width = Math.max(400, svg.clientWidth || 900), plotW = width - labelW - 10;
+      const height = keys.length * rowH + 24;
+      const x = t => labelW + (t - from) / (to - from) * plotW;
+      const parts = [];
+      const step = niceStep((to - from) / 8);
+      for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
+        parts.push(`<line class="grid" x1="${x(t)}" x2="${x(t)}" y1="0" y2="${height - 16}"/><text x="${x(t) + 2}" y="${height - 4}">${t.toFixed(step < 1 ? 1 : 0)} s</text>`);
+      }
+      keys.forEach((k, i) => {
+        const y = i * rowH;
+        parts.push(`<text class="row" x="4" y="${y + 14}">${esc(k)}</text>`);
+        for (const a of rows.get(k)) {
+          const s = (a.started || a.dispatched) - start, e = (a.finished || now) - start;
+          if (e < from || s > to) continue;
+          const x0 = Math.max(labelW, x(s)), x1 = Math.min(width - 10, x(e)), w = Math.max(1.5, x1 - x0);
+          const label = a.stage;
+          parts.push(`<rect class="bar ${esc(a.state)}" data-state="${esc(a.state)}" x="${x0.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}" rx="2">` +
+            `<title>${esc(label)} · attempt ${a.attempt_no} · ${esc(a.state)} · ${fmtDur(e - s)}${a.error ? '\n' + esc(a.error) : ''}</title></rect>`);
+          if (w > label.length * 6.5 + 6) parts.push(`<text x="${x0 + 3}" y="${y + 14}">${esc(label)}</text>`);
+        }
+      });
+      svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+      svg.setAttribute('height', height);
+      svg.innerHTML = parts.join('');
+      svg.dataset.bars = attempts.length;
+      brush(svg, x, from, to, labelW, plotW, height);
+    }
+    function niceStep(raw) {
+      const p = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1e-3))));
+      for (const m of [1, 2, 5, 10]) if (raw <= m * p) return m * p;
+      return 10 * p;
+    }
+    function brush(svg, x, from, to, labelW, plotW, height) {
+      let down = null, rect = null;
+      const tAt = ev => { const b = svg.getBoundingClientRect(); const px = (ev.clientX - b.left) * (svg.viewBox.baseVal.width / b.width); return from + (px - labelW) / plotW * (to - from); };
+      svg.onmousedown = ev => { down = tAt(ev); rect = document.createElementNS('http://www.w3.org/2000/svg', 'rect'); rect.setAttribute('class', 'brush'); rect.setAttribute('y', 0); rect.setAttribute('height', height - 16); svg.appendChild(rect); };
+      svg.onmousemove = ev => { if (down == null) return; const t = tAt(ev); rect.setAttribute('x', x(Math.min(down, t))); rect.setAttribute('width', Math.abs(x(t) - x(down))); };
+      svg.onmouseup = ev => { if (down == null) return; const t = tAt(ev); const a = Math.max(0, Math.min(down, t)), b = Math.max(down, t); down = null; if (b - a > (to - from) / 200) { zoom = [a, b]; } drawGantt(); };
+    }
+
+    // ---- live updates ----
+    const runMatch = location.pathname.match(/^\/runs\/(\d+)$/);
+    let drawing = false, again = false;
+    async function refresh() {
+      if (drawing) { again = true; return; }
+      drawing = true;
+      try { runMatch ? await drawRun(runMatch[1]) : await drawFarm(); }
+      catch (e) { document.getElementById('status').textContent = String(e.message || e); }
+      drawing = false;
+      if (again) { again = false; setTimeout(refresh, 100); }
+    }
+    function connect() {
+      const es = new EventSource(withToken('/api/events'));
+      const dot = document.getElementById('live');
+      es.addEventListener('change', () => refresh());
+      es.onopen = () => dot.classList.add('on');
+      es.onerror = () => dot.classList.remove('on');
+    }
+    refresh();
+    connect();
+    // Running runs' durations and ETAs tick even when nothing was recorded.
+    setInterval(() => { if (document.querySelector('[data-state="running"]')) refresh(); }, 5000);
+    addEventListener('resize', () => drawGantt());
+    """#
+}

@@ -1,0 +1,36 @@
+import CoreMetrics
+import Foundation
+
+/// What the lineage records, counted as it is recorded (swift-metrics; `coord serve --http`
+/// exports them for Prometheus, other processes leave the no-op backend in place). Counting
+/// where the rows change keeps `threadline_stages_total` equal to lineage's own counts.
+public enum FarmMetrics {
+    public static let stagesTotal = "threadline_stages_total"
+    public static let stageDuration = "threadline_stage_duration_seconds"
+    public static let cacheHitsTotal = "threadline_cache_hits_total"
+    public static let lineageWriteSeconds = "threadline_lineage_write_seconds"
+
+    /// Stage states that end a stage.
+    public static let endStates: Set<String> = ["succeeded", "failed", "cancelled"]
+
+    /// The outcome label of an ended stage: succeeded, cached, failed or cancelled.
+    public static func outcome(state: String, cached: Bool) -> String { state == "succeeded" && cached ? "cached" : state }
+
+    static func stageEnded(kind: String, state: String, cached: Bool, seconds: Double?) {
+        Counter(label: stagesTotal, dimensions: [("kind", kind), ("outcome", outcome(state: state, cached: cached))]).increment()
+        if let seconds, seconds >= 0, state == "succeeded", !cached {
+            Timer(label: stageDuration, dimensions: [("kind", kind)]).recordNanoseconds(Int64(seconds * 1e9))
+        }
+    }
+
+    static func stagesCancelled(kind: String, count: Int) {
+        guard count > 0 else { return }
+        Counter(label: stagesTotal, dimensions: [("kind", kind), ("outcome", "cancelled")]).increment(by: Int64(count))
+    }
+
+    static func cacheHit() { Counter(label: cacheHitsTotal).increment() }
+
+    static func lineageWrite(nanoseconds: UInt64) {
+        Timer(label: lineageWriteSeconds).recordNanoseconds(Int64(clamping: nanoseconds))
+    }
+}

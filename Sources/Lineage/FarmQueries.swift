@@ -1,0 +1,334 @@
+import Foundation
+import GRDB
+import ThreadlineCore
+
+/// What the dashboard shows, read from a lineage database over one read-only connection while
+/// a coordinator writes it (WAL: readers never block the writer). Every query is bounded by an
+/// index: 1,000 runs / 100,000 stages answer in milliseconds.
+public struct FarmReader: Sendable {
+    public let path: String
+    let db: DatabaseQueue
+
+    public init(path: String) throws {
+        self.path = path
+        var config = Configuration()
+        config.readonly = true
+        config.busyMode = .timeout(2)
+        do { db = try DatabaseQueue(path: path, configuration: config) } catch { throw LineageStore.explain(error, path: path) }
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do { return try db.read(body) } catch { throw LineageStore.explain(error, path: path) }
+    }
+
+    /// Changes whenever another connection commits: the live pages poll it (cheap) and fetch
+    /// only when it moved.
+    public func dataVersion() throws -> Int64 {
+        try db.inDatabase { db in try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+    }
+
+    // MARK: runs
+
+    public struct StageCounts: Codable, Sendable, Equatable {
+        public var pending = 0, ready = 0, running = 0, succeeded = 0, cached = 0, failed = 0, cancelled = 0
+        public var total: Int { pending + ready + running + succeeded + cached + failed + cancelled }
+        mutating func add(state: String, cached isCached: Bool, count: Int) {
+            switch state {
+            case "succeeded": if isCached { cached += count } else { succeeded += count }
+            case "running": running += count
+            case "ready": ready += count
+            case "failed": failed += count
+            case "cancelled": cancelled += count
+            default: pending += count
+            }
+        }
+    }
+
+    public struct Run: Codable, Sendable {
+        public var id: Int64
+        public var name: String
+        public var state: String
+        public var items: Int
+        public var itemsDone: Int
+        public var stages: StageCounts
+        public var started: Double
+        public var finished: Double?
+        public var durationS: Double
+        /// Seconds left, for running runs with at least one item done (elapsed × left / done).
+        public var etaS: Double?
+        public var outputPath: String
+        public var pipelinePath: String
+        public var error: String?
+        public var priority: Int
+    }
+
+    /// The newest runs first (at most `limit`), or one run.
+    public func runs(limit: Int = 1000, id: Int64? = nil, now: Double = Date().timeIntervalSince1970) throws -> [Run] {
+        try read { db in
+            let filter = id == nil ? "" : "WHERE r.id = \(id!)"
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT r.id, r.name, r.state, r.submitted_at, r.finished_at, r.output_path, r.pipeline_path, r.error, r.priority,
+                       (SELECT count(*) FROM item i WHERE i.run_id = r.id) AS items
+                FROM run r \(filter) ORDER BY r.id DESC LIMIT ?
+                """, arguments: [limit])
+            guard let first = rows.last?["id"] as Int64?, let last = rows.first?["id"] as Int64? else { return [] }
+            // Stage counts and finished items for the runs shown, in two grouped scans of the stage index.
+            var counts: [Int64: StageCounts] = [:]
+            for r in try Row.fetchAll(db, sql: """
+                SELECT run_id, state, cached, count(*) AS n FROM stage WHERE run_id BETWEEN ? AND ? GROUP BY run_id, state, cached
+                """, arguments: [first, last]) {
+                counts[r["run_id"], default: StageCounts()].add(state: r["state"], cached: (r["cached"] as Int) != 0, count: r["n"])
+            }
+            var done: [Int64: Int] = [:]
+            for r in try Row.fetchAll(db, sql: """
+                SELECT run_id, count(*) AS n FROM stage WHERE run_id BETWEEN ? AND ? AND kind = 'encode' AND state = 'succeeded' GROUP BY run_id
+                """, arguments: [first, last]) {
+                done[r["run_id"]] = r["n"]
+            }
+            return rows.map { r in
+                let id: Int64 = r["id"], started: Double = r["submitted_at"], finished: Double? = r["finished_at"]
+                let items: Int = r["items"], itemsDone = done[id] ?? 0, state: String = r["state"]
+                let elapsed = (finished ?? now) - started
+                var eta: Double?
+                if state == "running", itemsDone > 0, itemsDone < items { eta = elapsed * Double(items - itemsDone) / Double(itemsDone) }
+                return Run(id: id, name: r["name"], state: state, items: items, itemsDone: itemsDone, stages: counts[id] ?? StageCounts(),
+                           started: started, finished: finished, durationS: elapsed, etaS: eta, outputPath: r["output_path"],
+                           pipelinePath: r["pipeline_path"], error: r["error"], priority: r["priority"])
+            }
+        }
+    }
+
+    /// Runs by state, over every run recorded.
+    public func runCounts() throws -> [String: Int] {
+        try read { db in
+            var out: [String: Int] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM run GROUP BY state") { out[r["state"]] = r["n"] }
+            return out
+        }
+    }
+
+    // MARK: one run
+
+    public struct Item: Codable, Sendable {
+        public var idx: Int
+        public var kind: String
+        public var label: String
+        public var source: String?
+        /// Where the item is in the pipeline file (file:line:col).
+        public var location: String?
+        public var state: String
+        /// The item's rendered segment, once there is one: its poster is drawn from it.
+        public var segmentSha256: String?
+    }
+
+    public struct Failure: Codable, Sendable {
+        public var attemptId: Int64
+        public var item: Int?
+        public var stage: String
+        public var attemptNo: Int
+        public var worker: String?
+        public var state: String
+        public var errorClass: String?
+        public var error: String?
+        public var file: String?
+        public var location: String?
+        public var finished: Double?
+    }
+
+    public struct Artifact: Codable, Sendable {
+        public var depth: Int
+        public var kind: String
+        public var sha256: String
+        public var uri: String
+        public var size: Int64
+    }
+
+    public struct RunDetail: Codable, Sendable {
+        public var run: Run
+        public var items: [Item]
+        public var failures: [Failure]
+        /// The finished movie in the store, when the run succeeded.
+        public var movie: Artifact?
+        /// From the movie back to its segments and sources (depth 0 is the movie).
+        public var lineage: [Artifact]
+    }
+
+    public func run(_ id: Int64) throws -> RunDetail? {
+        guard let run = try runs(limit: 1, id: id).first else { return nil }
+        return try read { db in
+            var locations: [Int: String] = [:]
+            var items: [Item] = []
+            let itemRows = try Row.fetchAll(db, sql: "SELECT idx, kind, label, source_uri, params_json FROM item WHERE run_id = ? ORDER BY idx", arguments: [id])
+            for r in itemRows {
+                let idx: Int = r["idx"]
+                if let json: String = r["params_json"], let loc = Self.location(json) { locations[idx] = loc }
+                items.append(Item(idx: idx, kind: r["kind"], label: r["label"], source: r["source_uri"], location: locations[idx],
+                                  state: "pending", segmentSha256: nil))
+            }
+            // An item's state: failed if any stage failed, else running if any runs, else done when its encode is.
+            var stageStates: [Int: [String]] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT item_idx, state FROM stage WHERE run_id = ? AND item_idx IS NOT NULL", arguments: [id]) {
+                stageStates[r["item_idx"], default: []].append(r["state"])
+            }
+            for k in items.indices {
+                let s = stageStates[items[k].idx] ?? []
+                items[k].state = s.contains("failed") ? "failed" : s.contains("running") ? "running"
+                    : (!s.isEmpty && s.allSatisfy { $0 == "succeeded" }) ? "succeeded" : s.contains("cancelled") ? "cancelled" : "pending"
+            }
+            for r in try Row.fetchAll(db, sql: """
+                SELECT s.item_idx, ar.sha256 FROM stage s JOIN attempt a ON a.stage_id = s.id
+                JOIN attempt_io io ON io.attempt_id = a.id AND io.direction = 'out' JOIN artifact ar ON ar.id = io.artifact_id
+                WHERE s.run_id = ? AND s.name LIKE 'encode/%' AND ar.kind = 'segment' ORDER BY a.id
+                """, arguments: [id]) {
+                let idx: Int = r["item_idx"]
+                if let k = items.firstIndex(where: { $0.idx == idx }) { items[k].segmentSha256 = r["sha256"] }
+            }
+            let failures = try Row.fetchAll(db, sql: """
+                SELECT a.id, s.item_idx, s.name, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message, a.finished_at, i.source_uri
+                FROM stage s JOIN attempt a ON a.stage_id = s.id LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                WHERE s.run_id = ? AND a.state IN ('failed', 'lost') ORDER BY a.id DESC LIMIT 200
+                """, arguments: [id]).map { r -> Failure in
+                let item: Int? = r["item_idx"]
+                return Failure(attemptId: r["id"], item: item, stage: r["name"], attemptNo: r["attempt_no"], worker: r["worker_id"], state: r["state"],
+                               errorClass: r["error_class"], error: r["error_message"], file: r["source_uri"],
+                               location: item.flatMap { locations[$0] }, finished: r["finished_at"])
+            }
+            let movieRow = try Row.fetchOne(db, sql: """
+                SELECT ar.id, ar.sha256, ar.uri, ar.size FROM stage s JOIN attempt a ON a.stage_id = s.id
+                JOIN attempt_io io ON io.attempt_id = a.id AND io.direction = 'out' JOIN artifact ar ON ar.id = io.artifact_id
+                WHERE s.run_id = ? AND s.name = 'concat' AND ar.kind = 'movie' ORDER BY a.id DESC LIMIT 1
+                """, arguments: [id])
+            var lineage: [Artifact] = []
+            var movie: Artifact?
+            if let m = movieRow, run.state == "succeeded" {
+                movie = Artifact(depth: 0, kind: "movie", sha256: m["sha256"], uri: m["uri"], size: m["size"])
+                lineage = try Row.fetchAll(db, sql: """
+                    WITH RECURSIVE walk(artifact_id, depth) AS (
+                        SELECT ?, 0
+                        UNION
+                        SELECT i.artifact_id, w.depth + 1 FROM walk w
+                        JOIN attempt_io o ON o.artifact_id = w.artifact_id AND o.direction = 'out'
+                        JOIN attempt_io i ON i.attempt_id = o.attempt_id AND i.direction = 'in'
+                        WHERE w.depth < 8
+                    )
+                    SELECT min(w.depth) AS depth, a.kind, a.sha256, a.uri, a.size FROM walk w JOIN artifact a ON a.id = w.artifact_id
+                    GROUP BY a.sha256 ORDER BY depth, a.kind, a.uri
+                    """, arguments: [m["id"] as Int64]).map { Artifact(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: $0["uri"], size: $0["size"]) }
+            }
+            return RunDetail(run: run, items: items, failures: failures, movie: movie, lineage: lineage)
+        }
+    }
+
+    static func location(_ itemJSON: String) -> String? {
+        struct WithLocation: Decodable { var location: SourceLocation? }
+        return (try? JSONDecoder().decode(WithLocation.self, from: Data(itemJSON.utf8)))?.location?.description
+    }
+
+    // MARK: attempts
+
+    public struct Attempt: Codable, Sendable {
+        public var id: Int64
+        public var item: Int?
+        public var stage: String
+        public var kind: String
+        public var attemptNo: Int
+        public var worker: String?
+        public var slot: Int?
+        /// succeeded, cached, failed, lost, stale, missed, handed_back, cancelled or running.
+        public var state: String
+        public var dispatched: Double
+        public var started: Double?
+        public var finished: Double?
+        public var error: String?
+    }
+
+    /// Every attempt of a run, in dispatch order (the Gantt's bars).
+    public func attempts(run id: Int64) throws -> [Attempt] {
+        try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT a.id, s.item_idx, s.name, s.kind, a.attempt_no, a.worker_id, a.slot, a.state, a.dispatched_at, a.started_at,
+                       a.finished_at, a.error_message
+                FROM stage s JOIN attempt a ON a.stage_id = s.id WHERE s.run_id = ? ORDER BY a.id
+                """, arguments: [id]).map {
+                Attempt(id: $0["id"], item: $0["item_idx"], stage: $0["name"], kind: $0["kind"], attemptNo: $0["attempt_no"], worker: $0["worker_id"],
+                        slot: $0["slot"], state: $0["state"], dispatched: $0["dispatched_at"], started: $0["started_at"], finished: $0["finished_at"],
+                        error: $0["error_message"])
+            }
+        }
+    }
+
+    // MARK: workers and failures
+
+    public struct Worker: Codable, Sendable {
+        public struct Slot: Codable, Sendable {
+            public var slot: Int?
+            public var run: Int64
+            public var stage: String
+            public var since: Double
+        }
+        public var id: String
+        public var host: String
+        public var state: String
+        public var slots: Int
+        public var busy: Int
+        public var lastSeen: Double
+        public var heartbeatAgeS: Double
+        /// What each busy slot runs.
+        public var running: [Slot]
+    }
+
+    /// Workers seen in the last `withinSeconds` (or still up), with what their slots run.
+    public func workers(withinSeconds: Double = 3600, now: Double = Date().timeIntervalSince1970) throws -> [Worker] {
+        try read { db in
+            var running: [String: [Worker.Slot]] = [:]
+            for r in try Row.fetchAll(db, sql: """
+                SELECT a.worker_id, a.slot, s.run_id, s.name, a.dispatched_at FROM attempt a JOIN stage s ON s.id = a.stage_id
+                WHERE a.state = 'running' AND s.kind IN ('fetch', 'encode', 'transition', 'concat') ORDER BY a.id
+                """) {
+                guard let w: String = r["worker_id"] else { continue }
+                running[w, default: []].append(.init(slot: r["slot"], run: r["run_id"], stage: r["name"], since: r["dispatched_at"]))
+            }
+            return try Row.fetchAll(db, sql: "SELECT id, host, state, slots, last_seen FROM worker WHERE state = 'up' OR last_seen > ? ORDER BY id",
+                                    arguments: [now - withinSeconds]).map { r in
+                let id: String = r["id"], seen: Double = r["last_seen"]
+                let slots = running[id] ?? []
+                return Worker(id: id, host: r["host"], state: r["state"], slots: r["slots"], busy: slots.count, lastSeen: seen,
+                              heartbeatAgeS: max(0, now - seen), running: slots)
+            }
+        }
+    }
+
+    /// The newest failed or lost attempts across the farm.
+    public func recentFailures(limit: Int = 20) throws -> [Failure] {
+        try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT a.id, s.run_id, s.item_idx, s.name, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message, a.finished_at,
+                       i.source_uri, i.params_json
+                FROM attempt a JOIN stage s ON s.id = a.stage_id LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                WHERE a.state IN ('failed', 'lost') ORDER BY a.id DESC LIMIT ?
+                """, arguments: [limit]).map { r in
+                Failure(attemptId: r["id"], item: r["item_idx"], stage: "run \(r["run_id"] as Int64): \(r["name"] as String)", attemptNo: r["attempt_no"],
+                        worker: r["worker_id"], state: r["state"], errorClass: r["error_class"], error: r["error_message"], file: r["source_uri"],
+                        location: (r["params_json"] as String?).flatMap(Self.location), finished: r["finished_at"])
+            }
+        }
+    }
+
+    // MARK: files the dashboard may serve
+
+    /// Whether an artifact with this sha256 is recorded (only recorded artifacts are served).
+    public func isRecordedArtifact(sha256: String) throws -> Bool {
+        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM artifact WHERE sha256 = ?)", arguments: [sha256]) ?? false }
+    }
+
+    /// Stages by kind and outcome (what threadline_stages_total counts), for checks.
+    public func stageOutcomes() throws -> [String: Int] {
+        try read { db in
+            var out: [String: Int] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT kind, state, cached, count(*) AS n FROM stage WHERE state IN ('succeeded', 'failed', 'cancelled') GROUP BY kind, state, cached") {
+                out["\(r["kind"] as String)/\(FarmMetrics.outcome(state: r["state"], cached: (r["cached"] as Int) != 0))", default: 0] += r["n"] as Int
+            }
+            return out
+        }
+    }
+}

@@ -1,0 +1,185 @@
+"""Drives Debian's Chromium headless through the DevTools protocol (websocket-client from PyPI).
+
+Used by the dashboard tests: each scenario prints one JSON object of what the browser saw.
+
+    python cdp.py live-run BASE RUN_ID OUT_DIR       watch a run page during a render until it ends
+    python cdp.py farm BASE OUT_DIR                  the farm page once
+    python cdp.py failed-run BASE RUN_ID OUT_DIR     a failed run's page: its error text
+    python cdp.py gantt-time BASE RUN_ID OUT_DIR     seconds from navigation until the Gantt holds every attempt
+"""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import websocket
+
+
+class Browser:
+    def __init__(self):
+        exe = shutil.which("chromium") or shutil.which("chromium-browser")
+        if not exe:
+            raise SystemExit("chromium is not installed (scripts/test-tools installs it)")
+        self.profile = tempfile.mkdtemp(prefix="threadline-chromium-")
+        self.proc = subprocess.Popen(
+            [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             "--no-default-browser-check", "--mute-audio", "--autoplay-policy=no-user-gesture-required",
+             "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={self.profile}",
+             "--window-size=1400,1000", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = os.path.join(self.profile, "DevToolsActivePort")
+        deadline = time.time() + 30
+        while not os.path.exists(port_file) or os.path.getsize(port_file) == 0:
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise SystemExit("chromium did not start its DevTools endpoint")
+            time.sleep(0.05)
+        port = int(open(port_file).read().split()[0])
+        pages = []
+        while not pages:
+            pages = [t for t in json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list")) if t["type"] == "page"]
+            time.sleep(0.05)
+        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=60)
+        self.next_id = 0
+        self.send("Page.enable")
+        self.send("Runtime.enable")
+
+    def send(self, method, **params):
+        self.next_id += 1
+        mid = self.next_id
+        self.ws.send(json.dumps({"id": mid, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == mid:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    def navigate(self, url):
+        self.send("Page.navigate", url=url)
+
+    def eval(self, expression):
+        r = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expression}: {r['exceptionDetails']}")
+        return r.get("result", {}).get("value")
+
+    def wait(self, expression, timeout=30.0, every=0.02):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                v = self.eval(expression)
+                if v:
+                    return v
+            except RuntimeError:
+                pass
+            time.sleep(every)
+        return None
+
+    def screenshot(self, path):
+        height = self.eval("Math.min(6000, document.documentElement.scrollHeight)") or 1000
+        self.send("Emulation.setDeviceMetricsOverride", width=1400, height=int(height), deviceScaleFactor=1, mobile=False)
+        data = self.send("Page.captureScreenshot", format="png")["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+        self.send("Emulation.clearDeviceMetricsOverride")
+
+    def close(self):
+        try:
+            self.ws.close()
+        finally:
+            self.proc.kill()
+            self.proc.wait()
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def live_run(b, base, run, out):
+    """Opens the run page once and watches it (no reload) until the run ends."""
+    b.navigate(f"{base}/runs/{run}")
+    b.wait("document.getElementById('run-state')", 30)
+    b.eval("window.__threadlineMarker = 42")    # survives only if the page never reloads
+    seen_states, progress, bar_rows, max_bars = [], [], 0, 0
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        s = b.eval("""(() => { const st = document.getElementById('run-state'); const g = document.getElementById('gantt');
+            const rows = new Set([...document.querySelectorAll('#gantt text.row')].map(t => t.textContent));
+            return { state: st && st.dataset.state, progress: (document.getElementById('run-progress') || {}).textContent,
+                     bars: g ? g.querySelectorAll('rect.bar').length : 0, rows: rows.size, marker: window.__threadlineMarker }; })()""")
+        if s["marker"] != 42:
+            return {"error": "the page reloaded"}
+        if not seen_states or seen_states[-1] != s["state"]:
+            seen_states.append(s["state"])
+        if s["progress"] and (not progress or progress[-1] != s["progress"]):
+            progress.append(s["progress"])
+        bar_rows = max(bar_rows, s["rows"])
+        max_bars = max(max_bars, s["bars"])
+        if s["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        if len(seen_states) == 1 and s["state"] == "running" and not os.path.exists(os.path.join(out, "run-running.png")):
+            b.screenshot(os.path.join(out, "run-running.png"))
+        time.sleep(0.1)
+    posters = b.wait("""(() => { const imgs = [...document.querySelectorAll('#items img')];
+        return imgs.length && imgs.every(i => i.complete && i.naturalWidth > 0) ? imgs.length : 0; })()""", 60)
+    duration = b.wait("""new Promise(done => { const v = document.getElementById('movie'); if (!v) return done(0);
+        if (v.readyState >= 1) return done(v.duration); v.addEventListener('loadedmetadata', () => done(v.duration)); setTimeout(() => done(0), 20000); })""", 30)
+    b.screenshot(os.path.join(out, "run-finished.png"))
+    marker = b.eval("window.__threadlineMarker")
+    return {"states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
+            "video_duration": duration or 0, "reloaded": marker != 42,
+            "lineage_items": b.eval("document.querySelectorAll('#lineage li').length")}
+
+
+def farm(b, base, out):
+    b.navigate(f"{base}/")
+    b.wait("document.querySelector('#runs tbody tr')", 30)
+    b.screenshot(os.path.join(out, "farm.png"))
+    return b.eval("""(() => ({ status: document.getElementById('status').textContent,
+        runs: [...document.querySelectorAll('#runs tbody tr')].map(r => ({ id: +r.dataset.run, state: r.dataset.state,
+              items: r.querySelector('.items-done').textContent, bars: r.querySelectorAll('.bar span').length })),
+        workers: document.querySelectorAll('#workers tbody tr').length,
+        failures: document.querySelectorAll('#failures tbody tr').length }))()""")
+
+
+def failed_run(b, base, run, out):
+    b.navigate(f"{base}/runs/{run}")
+    text = b.wait("(document.getElementById('run-error') || {}).textContent", 30)
+    b.screenshot(os.path.join(out, "run-failed.png"))
+    return {"state": b.eval("document.getElementById('run-state').dataset.state"), "error": text,
+            "failures": b.eval("[...document.querySelectorAll('#failures tbody tr')].map(r => r.textContent)")}
+
+
+def gantt_time(b, base, run, out):
+    b.navigate("about:blank")
+    t0 = time.time()
+    b.navigate(f"{base}/runs/{run}")
+    bars = b.wait("(() => { const g = document.getElementById('gantt'); return g && +g.dataset.bars > 0 && g.querySelectorAll('rect.bar').length; })()", 30, every=0.005)
+    seconds = time.time() - t0
+    b.screenshot(os.path.join(out, "gantt-5000.png"))
+    return {"seconds": seconds, "bars": bars or 0}
+
+
+def main():
+    what = sys.argv[1]
+    b = Browser()
+    try:
+        if what == "live-run":
+            r = live_run(b, sys.argv[2], sys.argv[3], sys.argv[4])
+        elif what == "farm":
+            r = farm(b, sys.argv[2], sys.argv[3])
+        elif what == "failed-run":
+            r = failed_run(b, sys.argv[2], sys.argv[3], sys.argv[4])
+        elif what == "gantt-time":
+            r = gantt_time(b, sys.argv[2], sys.argv[3], sys.argv[4])
+        else:
+            raise SystemExit(f"unknown scenario {what}")
+    finally:
+        b.close()
+    print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
