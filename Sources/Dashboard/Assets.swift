@@ -196,10 +196,28 @@ enum Assets {
       const start = attempts.length ? Math.min(...attempts.map(a => a.dispatched)) : now;
       const end = attempts.length ? Math.max(...attempts.map(a => a.finished || now)) : now;
       const [from, to] = zoom || [0, Math.max(0.001, end - start)];
-      document.getElementById('zoom-from').value = from.toFixed(1);
-      document.getElementById('zoom-to').value = to.toFixed(1);
-      const rows = new Map();
+      const digits = to - from < 1 ? 3 : 1;
+      document.getElementById('zoom-from').value = from.toFixed(digits);
+      document.getElementById('zoom-to').value = to.toFixed(digits);
+      // A render's decode, transform and encode run together in one slot: one bar, "render/N".
+      const merged = [], renders = new Map();
       for (const a of attempts) {
+        const m = /^(decode|transform|encode)\//.exec(a.stage);
+        const key = m && [a.worker, a.slot, a.item, a.dispatched, a.attempt_no].join('|');
+        const prev = key && renders.get(key);
+        if (prev) {
+          prev.stage = 'render/' + a.item;
+          if (a.state === 'failed') prev.state = 'failed';
+          prev.finished = Math.max(prev.finished || 0, a.finished || 0) || null;
+          if (a.error) prev.error = a.error;
+          continue;
+        }
+        const bar = Object.assign({}, a);
+        if (key) renders.set(key, bar);
+        merged.push(bar);
+      }
+      const rows = new Map();
+      for (const a of merged) {
         const key = (a.worker || 'coordinator') + ' · ' + (a.slot != null ? 'slot ' + a.slot : 'cache');
         if (!rows.has(key)) rows.set(key, []);
         rows.get(key).push(a);
@@ -211,7 +229,7 @@ enum Assets {
       const parts = [];
       const step = niceStep((to - from) / 8);
       for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
-        parts.push(`<line class="grid" x1="${x(t)}" x2="${x(t)}" y1="0" y2="${height - 16}"/><text x="${x(t) + 2}" y="${height - 4}">${t.toFixed(step < 1 ? 1 : 0)} s</text>`);
+        parts.push(`<line class="grid" x1="${x(t)}" x2="${x(t)}" y1="0" y2="${height - 16}"/><text x="${x(t) + 2}" y="${height - 4}">${t.toFixed(Math.max(0, Math.ceil(-Math.log10(step))))} s</text>`);
       }
       keys.forEach((k, i) => {
         const y = i * rowH;
@@ -230,6 +248,7 @@ enum Assets {
       svg.setAttribute('height', height);
       svg.innerHTML = parts.join('');
       svg.dataset.bars = attempts.length;
+      svg.dataset.drawn = merged.length;
       brush(svg, x, from, to, labelW, plotW, height);
     }
     function niceStep(raw) {

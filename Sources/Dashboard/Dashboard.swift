@@ -235,7 +235,12 @@ public struct Dashboard: Sendable {
             try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
             while !Task.isCancelled {
                 let version = (try? reader.dataVersion()) ?? lastVersion
-                let figures = live?()
+                // Heartbeat ages in whole seconds: the farm page ticks once a second, not five times.
+                let figures = live?().map { l -> LiveFigures in
+                    var l = l
+                    for k in l.workers.indices { l.workers[k].heartbeatAgeS = l.workers[k].heartbeatAgeS.rounded(.down) }
+                    return l
+                }
                 if version != lastVersion || figures != lastLive {
                     lastVersion = version; lastLive = figures
                     try await writer.write(ByteBuffer(string: "event: change\ndata: \(version)\n\n"))
@@ -347,7 +352,7 @@ struct SecurityMiddleware: RouterMiddleware {
         var response = try await next(request, context)
         response.headers[.xContentTypeOptions] = "nosniff"
         response.headers[HTTPFields.Element.Name("X-Frame-Options")!] = "DENY"
-        response.headers[.contentSecurityPolicy] = "default-src 'self'; img-src 'self' data:; media-src 'self'; style-src 'self'; script-src 'self'"
+        response.headers[.contentSecurityPolicy] = "default-src 'self'; img-src 'self' data:; media-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self'"
         response.headers[HTTPFields.Element.Name("Referrer-Policy")!] = "no-referrer"
         return response
     }

@@ -607,9 +607,10 @@ public final class LineageStore: Sendable {
     public func runFinished(_ runID: Int64, state: String, error: String? = nil) throws {
         try write { db in
             try db.cachedStatement(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?").execute(arguments: [state, now(), error, runID])
-            let left = try Row.fetchAll(db.cachedStatement(sql: "SELECT kind, count(*) AS n FROM stage WHERE run_id = ? AND state IN ('pending', 'ready') GROUP BY kind"),
+            // A run that ended leaves no stage waiting or running: the ones it did not finish are cancelled.
+            let left = try Row.fetchAll(db.cachedStatement(sql: "SELECT kind, count(*) AS n FROM stage WHERE run_id = ? AND state IN ('pending', 'ready', 'running') GROUP BY kind"),
                                         arguments: [runID])
-            try db.cachedStatement(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready')").execute(arguments: [runID])
+            try db.cachedStatement(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready', 'running')").execute(arguments: [runID])
             for r in left { FarmMetrics.stagesCancelled(kind: r["kind"], count: r["n"]) }
             try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)").execute(arguments: [now(), runID, "run.\(state)", error ?? state])
             let w = writeStatistics

@@ -100,17 +100,21 @@ class Browser:
 def live_run(b, base, run, out):
     """Opens the run page once and watches it (no reload) until the run ends."""
     b.navigate(f"{base}/runs/{run}")
-    b.wait("document.getElementById('run-state')", 30)
+    b.wait("!!document.getElementById('status')", 30)
     b.eval("window.__threadlineMarker = 42")    # survives only if the page never reloads
-    seen_states, progress, bar_rows, max_bars = [], [], 0, 0
+    open(os.path.join(out, "page-open"), "w").close()   # the test submits the run now
+    b.wait("!!document.getElementById('run-state')", 60)
+    seen_states, progress, bar_rows, max_bars, statuses = [], [], 0, 0, []
     deadline = time.time() + 300
     while time.time() < deadline:
         s = b.eval("""(() => { const st = document.getElementById('run-state'); const g = document.getElementById('gantt');
             const rows = new Set([...document.querySelectorAll('#gantt text.row')].map(t => t.textContent));
-            return { state: st && st.dataset.state, progress: (document.getElementById('run-progress') || {}).textContent,
+            return { status: document.getElementById('status').textContent, state: st && st.dataset.state, progress: (document.getElementById('run-progress') || {}).textContent,
                      bars: g ? g.querySelectorAll('rect.bar').length : 0, rows: rows.size, marker: window.__threadlineMarker }; })()""")
         if s["marker"] != 42:
             return {"error": "the page reloaded"}
+        if not statuses or statuses[-1] != s["status"]:
+            statuses.append(s["status"])
         if not seen_states or seen_states[-1] != s["state"]:
             seen_states.append(s["state"])
         if s["progress"] and (not progress or progress[-1] != s["progress"]):
@@ -128,14 +132,14 @@ def live_run(b, base, run, out):
         if (v.readyState >= 1) return done(v.duration); v.addEventListener('loadedmetadata', () => done(v.duration)); setTimeout(() => done(0), 20000); })""", 30)
     b.screenshot(os.path.join(out, "run-finished.png"))
     marker = b.eval("window.__threadlineMarker")
-    return {"states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
+    return {"statuses": statuses[:20], "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
             "video_duration": duration or 0, "reloaded": marker != 42,
             "lineage_items": b.eval("document.querySelectorAll('#lineage li').length")}
 
 
 def farm(b, base, out):
     b.navigate(f"{base}/")
-    b.wait("document.querySelector('#runs tbody tr')", 30)
+    b.wait("!!document.querySelector('#runs tbody tr')", 30)
     b.screenshot(os.path.join(out, "farm.png"))
     return b.eval("""(() => ({ status: document.getElementById('status').textContent,
         runs: [...document.querySelectorAll('#runs tbody tr')].map(r => ({ id: +r.dataset.run, state: r.dataset.state,

@@ -168,7 +168,7 @@ import TestSupport
     func chromiumWatchesALiveRenderAndPrometheusCountsItsStages() throws {
         let dir = temporaryDirectory("dashboard-live")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let pipeline = try ClusterTests.project(dir, items: 12, seconds: 1.5, output: "640x360", preset: "veryfast")
+        let pipeline = try ClusterTests.project(dir, items: 12, seconds: 3, output: "640x360", preset: "veryfast")
         let state = dir + "/state"
         let procs = ServiceProcesses(directory: dir)
         defer { procs.stopAll() }
@@ -192,17 +192,20 @@ import TestSupport
                                                                "--web.listen-address=127.0.0.1:\(promPort)", "--log.level=warn"])
         let prom = "http://127.0.0.1:\(promPort)"
 
-        // The render, watched from its first moments by one page load.
+        // The run page is open (one page load) before the run exists; it watches the whole render.
+        let shots = dir + "/screenshots"
+        try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
+        try procs.start("browser", Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "live-run", base, "1", shots])
+        #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: shots + "/page-open") }, "the browser opened the page")
         let submit = Process()
         submit.executableURL = URL(fileURLWithPath: coordPath)
         submit.arguments = ["submit", pipeline, "--coordinator", endpoint, "--json"]
         submit.standardOutput = FileHandle(forWritingAtPath: "/dev/null"); submit.standardError = FileHandle(forWritingAtPath: "/dev/null")
         try submit.run()
-        #expect(waitUntil(timeout: 20) { ((try? Self.get(base, "/api/runs").json() as? [Any])?.count ?? 0) == 1 }, "the run shows up")
-        let shots = dir + "/screenshots"
-        try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
-        let watched = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "live-run", base, "1", shots], timeout: 400)
         submit.waitUntilExit()
+        procs.process("browser")?.waitUntilExit()
+        let watched = (out: (try? String(contentsOfFile: procs.out("browser"), encoding: .utf8)) ?? "",
+                       err: (try? String(contentsOfFile: procs.log("browser"), encoding: .utf8)) ?? "")
         #expect(submit.terminationStatus == 0)
         let seen = try #require(try JSONSerialization.jsonObject(with: Data(watched.out.utf8)) as? [String: Any], "browser: \(watched.err)")
         let states = seen["states"] as? [String] ?? []
@@ -210,7 +213,7 @@ import TestSupport
         #expect((seen["progress"] as? [String] ?? []).count >= 3, "progress advanced without reload: \(seen["progress"] ?? "")")
         #expect(seen["reloaded"] as? Bool == false)
         #expect((seen["gantt_rows"] as? Int ?? 0) >= 2, "bars per worker slot: \(seen)")
-        #expect((seen["gantt_bars"] as? Int ?? 0) >= 12 * 3 + 1)
+        #expect((seen["gantt_bars"] as? Int ?? 0) >= 12 * 2 + 1, "a bar per fetch and render, and the concat")
         #expect(seen["posters"] as? Int == 12, "every item's poster loaded: \(seen)")
         let movie = try ffprobe(dir + "/out.mp4")
         let videoDuration = seen["video_duration"] as? Double ?? 0
@@ -226,7 +229,7 @@ import TestSupport
         let page = try #require(try JSONSerialization.jsonObject(with: Data(failed.out.utf8)) as? [String: Any], "browser: \(failed.err)")
         let error = page["error"] as? String ?? ""
         #expect(page["state"] as? String == "failed")
-        #expect(error.contains("broken.mp4") && error.contains("bad.yaml:9:"), "the page names the file and the pipeline line: \(error)")
+        #expect(error.contains("broken.mp4") && error.contains("bad.yaml:10:"), "the page names the file and the pipeline line: \(error)")
         let farm = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "farm", base, shots], timeout: 120)
         let farmPage = try #require(try JSONSerialization.jsonObject(with: Data(farm.out.utf8)) as? [String: Any], "browser: \(farm.err)")
         #expect((farmPage["runs"] as? [Any])?.count == 2 && farmPage["workers"] as? Int == 1, "\(farmPage)")
