@@ -283,7 +283,7 @@ extension DashboardTests {
     func datasetteReadsTheLiveLineageWhileItIsWritten() throws {
         let dir = temporaryDirectory("dashboard-datasette")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let pipeline = try ClusterTests.project(dir, items: 12, seconds: 1.5, output: "640x360", preset: "veryfast")
+        let pipeline = try ClusterTests.project(dir, items: 12, seconds: 3, output: "1280x720", preset: "veryfast")
         let state = dir + "/state"
         let procs = ServiceProcesses(directory: dir)
         defer { procs.stopAll() }
@@ -326,7 +326,8 @@ extension DashboardTests {
                 let sql = try #require(target["rawQueryText"] as? String)
                 do {
                     let rows = try LineageStore.readRows(path: state + "/lineage.db", sql)
-                    #expect(!rows.isEmpty, "panel \(panel["title"] ?? "") returns rows after a render")
+                    // A render that succeeded has no failures to show; every other panel has rows.
+                    #expect(!rows.isEmpty || sql.contains("v_failures"), "panel \(panel["title"] ?? "") returns rows after a render")
                 } catch { Issue.record("panel \(panel["title"] ?? ""): \(error)") }
             }
         }
@@ -339,9 +340,9 @@ extension DashboardTests {
     func pollingAtTenHertzBarelySlowsARender() throws {
         let dir = temporaryDirectory("dashboard-poll")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        _ = try ClusterTests.project(dir, items: 24, seconds: 1, output: "640x360", preset: "veryfast")
+        _ = try ClusterTests.project(dir, items: 24, seconds: 2, output: "1280x720", preset: "veryfast")
         var undisturbed: [Double] = [], polled: [Double] = [], maxWAL: Int64 = 0
-        for round in 0..<4 {
+        for round in 0..<6 {
             let state = dir + "/state-\(round)"
             let procs = ServiceProcesses(directory: dir + "/r\(round)")
             try FileManager.default.createDirectory(atPath: procs.directory, withIntermediateDirectories: true)
@@ -364,7 +365,8 @@ extension DashboardTests {
             #expect(procs.process("render")?.terminationStatus == 0)
             if poll { polled.append(seconds) } else { undisturbed.append(seconds) }
         }
-        let ratio = polled.min()! / undisturbed.min()!
+        let median = { (v: [Double]) in v.sorted()[v.count / 2] }
+        let ratio = median(polled) / median(undisturbed)
         print(String(format: "render wall: undisturbed %@ s, polled at 10 Hz %@ s, ratio %.3f, largest WAL %.1f MB",
                      undisturbed.map { String(format: "%.2f", $0) }.joined(separator: "/"), polled.map { String(format: "%.2f", $0) }.joined(separator: "/"),
                      ratio, Double(maxWAL) / 1e6))
