@@ -124,6 +124,12 @@ import TestSupport
             #expect(a.status == 404 || a.status == 405, "\(method) \(path) → \(a.status)")
         }
         #expect(try Self.sha256(state + "/lineage.db") == before, "the dashboard wrote nothing")
+        // The answers match docs/openapi.yaml (itself checked by openapi-spec-validator).
+        if Self.clients(FileManager.default.isExecutableFile(atPath: Self.venvPython)) {
+            let checked = try TestSupport.run(Self.venvPython, [repositoryRoot + "/Tests/Clients/openapi_check.py", repositoryRoot + "/docs/openapi.yaml", base, "1"], timeout: 120)
+            let report = try JSONSerialization.jsonObject(with: Data(checked.out.utf8)) as? [String: Any]
+            #expect(report?["checked"] as? Int == 5 && (report?["problems"] as? [String])?.isEmpty == true, "\(checked.out) \(checked.err)")
+        }
         #expect(try Self.get(base, "/").text.contains("/assets/app.js"))
         #expect(try Self.get(base, "/assets/app.js").status == 200)
     }
