@@ -73,6 +73,9 @@ public struct DashboardConfiguration: Sendable {
         return DashboardConfiguration(host: host, port: port, token: token)
     }
 
+    /// "http://HOST:PORT/" for the port actually bound (IPv6 hosts in brackets).
+    public func url(port: Int) -> String { "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/" }
+
     public static func isLoopback(_ host: String) -> Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
 }
 

@@ -216,7 +216,7 @@ struct Serve: AsyncParsableCommand {
             let dashboard = try Dashboard(stateDirectory: dir, configuration: httpConfig, live: { coordinator.live.map(Self.figures) },
                                           ready: { Self.notReady(coordinator, lineagePath: lineagePath) }, exporter: exporter, logger: logger)
             services.append(.init(service: dashboard.application(onRunning: { port in
-                FileHandle.standardOutput.write(Data("dashboard on http://\(httpConfig.host.contains(":") ? "[\(httpConfig.host)]" : httpConfig.host):\(port)/\n".utf8))
+                FileHandle.standardOutput.write(Data("dashboard on \(httpConfig.url(port: port))\n".utf8))
             })))
         }
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
@@ -379,7 +379,7 @@ struct DashboardCommand: AsyncParsableCommand {
             errorLine("error: \(error)"); throw ExitCode(1)
         }
         let app = dashboard.application(onRunning: { port in
-            FileHandle.standardOutput.write(Data("dashboard on http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(port)/\n".utf8))
+            FileHandle.standardOutput.write(Data("dashboard on \(config.url(port: port))\n".utf8))
         })
         do { try await app.runService() } catch {
             errorLine("error: cannot serve the dashboard on \(http): \(error)"); throw ExitCode(1)
