@@ -248,7 +248,6 @@ enum Assets {
       svg.setAttribute('height', height);
       svg.innerHTML = parts.join('');
       svg.dataset.bars = attempts.length;
-      svg.dataset.drawn = merged.length;
       brush(svg, x, from, to, labelW, plotW, height);
     }
     function niceStep(raw) {

@@ -150,7 +150,7 @@ public struct Dashboard: Sendable {
         }
         router.get("/api/runs/:id/items/:idx/poster.png") { _, context in
             guard let id = context.parameters.get("id", as: Int64.self), let idx = context.parameters.get("idx", as: Int.self),
-                  let detail = try reader.run(id), let item = detail.items.first(where: { $0.idx == idx }), let sha = item.segmentSha256
+                  let sha = try reader.segment(run: id, item: idx)
             else { throw HTTPError(.notFound) }
             let png = try await self.poster(sha256: sha)
             var headers = HTTPFields()
@@ -291,8 +291,11 @@ public struct Dashboard: Sendable {
     }
 
     static func mediaType(_ path: String) -> String {
-        guard let data = FileManager.default.contents(atPath: path).map({ $0.prefix(12) }) ?? nil, data.count >= 8 else { return "application/octet-stream" }
-        let bytes = [UInt8](data)
+        // The first bytes only: movies can be gigabytes, and <video> asks for many ranges.
+        guard let file = FileHandle(forReadingAtPath: path) else { return "application/octet-stream" }
+        defer { try? file.close() }
+        let bytes = [UInt8]((try? file.read(upToCount: 12)) ?? Data())
+        guard bytes.count >= 8 else { return "application/octet-stream" }
         if bytes[4...7] == [0x66, 0x74, 0x79, 0x70] { return "video/mp4" }            // ....ftyp
         if bytes.starts(with: [0x89, 0x50, 0x4E, 0x47]) { return "image/png" }
         if bytes.starts(with: [0xFF, 0xD8]) { return "image/jpeg" }

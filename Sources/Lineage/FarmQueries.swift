@@ -65,35 +65,35 @@ public struct FarmReader: Sendable {
     /// The newest runs first (at most `limit`), or one run.
     public func runs(limit: Int = 1000, id: Int64? = nil, now: Double = Date().timeIntervalSince1970) throws -> [Run] {
         try read { db in
-            let filter = id == nil ? "" : "WHERE r.id = \(id!)"
             let rows = try Row.fetchAll(db, sql: """
                 SELECT r.id, r.name, r.state, r.submitted_at, r.finished_at, r.output_path, r.pipeline_path, r.error, r.priority,
                        (SELECT count(*) FROM item i WHERE i.run_id = r.id) AS items
-                FROM run r \(filter) ORDER BY r.id DESC LIMIT ?
-                """, arguments: [limit])
-            guard let first = rows.last?["id"] as Int64?, let last = rows.first?["id"] as Int64? else { return [] }
+                FROM run r WHERE ? IS NULL OR r.id = ? ORDER BY r.id DESC LIMIT ?
+                """, arguments: [id, id, limit])
+            // Columns by position: this answers 1,000 runs on every page refresh.
+            guard let first = rows.last?[0] as Int64?, let last = rows.first?[0] as Int64? else { return [] }
             // Stage counts and finished items for the runs shown, in two grouped scans of the stage index.
             var counts: [Int64: StageCounts] = [:]
             for r in try Row.fetchAll(db, sql: """
                 SELECT run_id, state, cached, count(*) AS n FROM stage WHERE run_id BETWEEN ? AND ? GROUP BY run_id, state, cached
                 """, arguments: [first, last]) {
-                counts[r["run_id"], default: StageCounts()].add(state: r["state"], cached: (r["cached"] as Int) != 0, count: r["n"])
+                counts[r[0], default: StageCounts()].add(state: r[1], cached: (r[2] as Int) != 0, count: r[3])
             }
             var done: [Int64: Int] = [:]
             for r in try Row.fetchAll(db, sql: """
                 SELECT run_id, count(*) AS n FROM stage WHERE run_id BETWEEN ? AND ? AND kind = 'encode' AND state = 'succeeded' GROUP BY run_id
                 """, arguments: [first, last]) {
-                done[r["run_id"]] = r["n"]
+                done[r[0]] = r[1]
             }
             return rows.map { r in
-                let id: Int64 = r["id"], started: Double = r["submitted_at"], finished: Double? = r["finished_at"]
-                let items: Int = r["items"], itemsDone = done[id] ?? 0, state: String = r["state"]
+                let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
+                let items: Int = r[9], itemsDone = done[id] ?? 0
                 let elapsed = (finished ?? now) - started
                 var eta: Double?
                 if state == "running", itemsDone > 0, itemsDone < items { eta = elapsed * Double(items - itemsDone) / Double(itemsDone) }
-                return Run(id: id, name: r["name"], state: state, items: items, itemsDone: itemsDone, stages: counts[id] ?? StageCounts(),
-                           started: started, finished: finished, durationS: elapsed, etaS: eta, outputPath: r["output_path"],
-                           pipelinePath: r["pipeline_path"], error: r["error"], priority: r["priority"])
+                return Run(id: id, name: r[1], state: state, items: items, itemsDone: itemsDone, stages: counts[id] ?? StageCounts(),
+                           started: started, finished: finished, durationS: elapsed, etaS: eta, outputPath: r[5],
+                           pipelinePath: r[6], error: r[7], priority: r[8])
             }
         }
     }
@@ -175,14 +175,8 @@ public struct FarmReader: Sendable {
                 items[k].state = s.contains("failed") ? "failed" : s.contains("running") ? "running"
                     : (!s.isEmpty && s.allSatisfy { $0 == "succeeded" }) ? "succeeded" : s.contains("cancelled") ? "cancelled" : "pending"
             }
-            for r in try Row.fetchAll(db, sql: """
-                SELECT s.item_idx, ar.sha256 FROM stage s JOIN attempt a ON a.stage_id = s.id
-                JOIN attempt_io io ON io.attempt_id = a.id AND io.direction = 'out' JOIN artifact ar ON ar.id = io.artifact_id
-                WHERE s.run_id = ? AND s.name LIKE 'encode/%' AND ar.kind = 'segment' ORDER BY a.id
-                """, arguments: [id]) {
-                let idx: Int = r["item_idx"]
-                if let k = items.firstIndex(where: { $0.idx == idx }) { items[k].segmentSha256 = r["sha256"] }
-            }
+            let segments = try Self.segments(db, run: id, item: nil)
+            for k in items.indices { items[k].segmentSha256 = segments[items[k].idx] }
             let failures = try Row.fetchAll(db, sql: """
                 SELECT a.id, s.item_idx, s.name, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message, a.finished_at, i.source_uri
                 FROM stage s JOIN attempt a ON a.stage_id = s.id LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
@@ -217,6 +211,23 @@ public struct FarmReader: Sendable {
             }
             return RunDetail(run: run, items: items, failures: failures, movie: movie, lineage: lineage)
         }
+    }
+
+    /// The sha256 of each item's newest rendered segment (one item's, or every item's).
+    public func segment(run id: Int64, item: Int) throws -> String? {
+        try read { db in try Self.segments(db, run: id, item: item)[item] }
+    }
+
+    static func segments(_ db: Database, run id: Int64, item: Int?) throws -> [Int: String] {
+        var out: [Int: String] = [:]
+        for r in try Row.fetchAll(db, sql: """
+            SELECT s.item_idx, ar.sha256 FROM stage s JOIN attempt a ON a.stage_id = s.id
+            JOIN attempt_io io ON io.attempt_id = a.id AND io.direction = 'out' JOIN artifact ar ON ar.id = io.artifact_id
+            WHERE s.run_id = ? AND s.kind = 'encode' AND (? IS NULL OR s.item_idx = ?) AND ar.kind = 'segment' ORDER BY a.id
+            """, arguments: [id, item, item]) {
+            out[r["item_idx"]] = r["sha256"]
+        }
+        return out
     }
 
     static func location(_ itemJSON: String) -> String? {
