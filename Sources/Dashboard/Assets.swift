@@ -203,7 +203,7 @@ enum Assets {
       const merged = [], renders = new Map();
       for (const a of attempts) {
         const m = /^(decode|transform|encode)\//.exec(a.stage);
-        const key = m && [a.worker, a.slot, a.item, a.dispatched, a.attempt_no].join('|');
+        const key = m && [a.worker, a.slot, a.item, a.attempt_no].join('|');   // one try of item N's render
         const prev = key && renders.get(key);
         if (prev) {
           prev.stage = 'render/' + a.item;
@@ -241,7 +241,8 @@ enum Assets {
           const label = a.stage;
           parts.push(`<rect class="bar ${esc(a.state)}" data-state="${esc(a.state)}" x="${x0.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}" rx="2">` +
             `<title>${esc(label)} · attempt ${a.attempt_no} · ${esc(a.state)} · ${fmtDur(e - s)}${a.error ? '\n' + esc(a.error) : ''}</title></rect>`);
-          if (w > label.length * 6.5 + 6) parts.push(`<text x="${x0 + 3}" y="${y + 14}">${esc(label)}</text>`);
+          // Clipped to its bar (a nested svg clips), so a label never runs into the next bar.
+          if (w > 24) parts.push(`<svg x="${x0.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}"><text x="3" y="11">${esc(label)}</text></svg>`);
         }
       });
       svg.setAttribute('viewBox', `0 0 ${width} ${height}`);

@@ -450,8 +450,8 @@ extension DashboardTests {
                 let d = start + Double(a / 32) * 0.5
                 try db.execute(sql: """
                     INSERT INTO attempt (stage_id, attempt_no, worker_id, slot, lease, dispatched_at, started_at, finished_at, state)
-                    VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [stageIDs[a % stageIDs.count], "w\(w)", slot, "lease-\(a)", d, d + 0.01, d + 0.45, a % 50 == 0 ? "failed" : (a % 7 == 0 ? "cached" : "succeeded")])
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [stageIDs[a % stageIDs.count], a / stageIDs.count + 1, "w\(w)", slot, "lease-\(a)", d, d + 0.01, d + 0.45, a % 50 == 0 ? "failed" : (a % 7 == 0 ? "cached" : "succeeded")])
             }
         }
     }
