@@ -348,7 +348,7 @@ extension DashboardTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         _ = try ClusterTests.project(dir, items: 24, seconds: 2, output: "1280x720", preset: "veryfast")
         var undisturbed: [Double] = [], polled: [Double] = [], maxWAL: Int64 = 0
-        for round in 0..<6 {
+        for round in 0..<10 {   // 5 interleaved pairs: two cores make single renders noisy
             let state = dir + "/state-\(round)"
             let procs = ServiceProcesses(directory: dir + "/r\(round)")
             try FileManager.default.createDirectory(atPath: procs.directory, withIntermediateDirectories: true)
