@@ -347,8 +347,9 @@ struct SecurityMiddleware: RouterMiddleware {
     let token: String?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        // /healthz stays open for probes that carry no credentials; it says nothing.
-        if let token, request.uri.path != "/healthz" {
+        // /healthz and /readyz stay open for probes (kubelet, Compose) that carry no credentials;
+        // they say only whether the process is up and ready, and a fixed reason when it is not.
+        if let token, request.uri.path != "/healthz", request.uri.path != "/readyz" {
             let given = Self.bearer(request.headers[.authorization]) ?? Self.tokenParameter(request)
             guard let given, Self.constantTimeEqual(Array(given.utf8), Array(token.utf8)) else {
                 return Response(status: .unauthorized, headers: [.wwwAuthenticate: "Bearer realm=\"threadline\"", .contentType: "text/plain; charset=utf-8"],

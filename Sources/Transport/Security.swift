@@ -62,6 +62,9 @@ public struct CurveKeyPair: Sendable, Equatable {
         return (keys, try load(serverKeyFile).publicKey)
     }
 
+    /// The text of a public key file for `name`.
+    public func publicText(_ name: String) -> String { "# Threadline CURVE key: \(name)\npublic-key = \"\(publicKey)\"\n" }
+
     /// Writes `NAME.key` (both keys, mode 0600) and `NAME.pub` (public key only) into `directory`.
     public func write(directory: String, name: String) throws -> (secret: String, public: String) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -69,7 +72,7 @@ public struct CurveKeyPair: Sendable, Equatable {
         for p in [secretPath, publicPath] where FileManager.default.fileExists(atPath: p) {
             throw TransportError(operation: "keygen", code: 0, message: "\(p) already exists; remove it or choose another name")
         }
-        let header = "# Threadline CURVE key: \(name)\npublic-key = \"\(publicKey)\"\n"
+        let header = publicText(name)
         guard FileManager.default.createFile(atPath: secretPath, contents: Data((header + "secret-key = \"\(secretKey ?? "")\"\n").utf8),
                                              attributes: [.posixPermissions: 0o600]),
               FileManager.default.createFile(atPath: publicPath, contents: Data(header.utf8), attributes: [.posixPermissions: 0o644]) else {

@@ -234,12 +234,23 @@ extension Serve {
     }
 
     /// /readyz: the socket is bound and the loop runs, lineage is writable, and it is not draining.
+    /// The answer is open to unauthenticated probes, so it names a fixed reason, never a path or
+    /// an error text (those are in the log).
     static func notReady(_ coordinator: Coordinator, lineagePath: String) -> String? {
-        if let failure = coordinator.failure.withLock({ $0 }) { return "not ready: \(failure)" }
+        if coordinator.failure.withLock({ $0 }) != nil { return "not ready: the coordinator failed (see its log)" }
         guard let live = coordinator.live else { return "not ready: the coordinator is starting" }
         if live.draining { return "not ready: draining (stopping)" }
-        if access(lineagePath, W_OK) != 0 { return "not ready: \(lineagePath) is not writable" }
+        if !lineageWritable(lineagePath) { return "not ready: lineage is not writable" }
         return nil
+    }
+
+    /// SQLite needs to write the database, its WAL and, for new journal files, its folder.
+    static func lineageWritable(_ path: String) -> Bool {
+        let folder = (path as NSString).deletingLastPathComponent
+        for p in [path, path + "-wal", folder] where FileManager.default.fileExists(atPath: p) {
+            if access(p, W_OK) != 0 { return false }
+        }
+        return true
     }
 }
 
@@ -305,25 +316,119 @@ struct Cancel: ParsableCommand {
 
 struct Keygen: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Make a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub (public).",
+        abstract: "Make a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub (public); or, with --farm, every key a farm needs.",
         discussion: """
         Example, for a coordinator, a worker and a submitter:
           coord keygen coordinator --dir keys      # serve --curve-secret-key keys/coordinator.key
           coord keygen worker-1 --dir keys         # worker --curve-secret-key keys/worker-1.key --coordinator-key keys/coordinator.pub
           coord keygen alice --dir keys
-          mkdir allowed && cp keys/worker-1.pub keys/alice.pub allowed/   # serve --allow allowed
+          mkdir workers submitters && cp keys/worker-1.pub workers/ && cp keys/alice.pub submitters/
+          # serve --allow-workers workers --allow-submitters submitters
+
+        One-shot farm setup (what Compose's `keys` service and docs/DEPLOY.md run):
+          coord keygen --farm DIR
+        makes, as the user that runs it, one folder per party with only what that party needs:
+          DIR/coordinator/  coordinator.key, coordinator.pub, dashboard.token,
+                            workers/worker.pub, submitters/submitter.pub   (the allow-lists)
+          DIR/worker/       worker.key, worker.pub, coordinator.pub
+          DIR/submitter/    submitter.key, submitter.pub, coordinator.pub, dashboard.token
+          DIR/metrics/      dashboard.token (mode 0644, for a Prometheus that runs as another user)
+        Secret files are 0600; worker/ and submitter/ are 0700; coordinator/ is 0711 and its
+        allow-lists 0755 (public keys), so a service user without the secret can read them. Files
+        that exist are kept, so it is safe to run again (every `docker compose up` does).
         """)
-    @Argument(help: "Name of the key pair (the file names).") var name: String
+    @Argument(help: "Name of the key pair (the file names).") var name: String?
     @Option(name: .long, help: "Folder for the files.") var dir: String = "."
+    @Option(name: .long, help: ArgumentHelp("Make every key a farm needs under DIR (see below).", valueName: "DIR")) var farm: String?
+
+    func validate() throws {
+        if farm != nil, name != nil { throw ValidationError("give either NAME or --farm DIR, not both") }
+        if farm == nil, name == nil { throw ValidationError("name the key pair (coord keygen NAME) or pass --farm DIR") }
+    }
 
     func run() throws {
-        guard !name.isEmpty, !name.contains("/") else { throw ValidationError("NAME must be a plain file name") }
+        if let farm {
+            do {
+                for line in try FarmKeys.make(farm) { print(line) }
+            } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(1)
+            } catch let e as FarmKeys.Failure { errorLine("error: \(e.message)"); throw ExitCode(1) }
+            return
+        }
+        guard let name, !name.isEmpty, !name.contains("/") else { throw ValidationError("NAME must be a plain file name") }
         do {
             let pair = try CurveKeyPair.generate()
             let (sec, pub) = try pair.write(directory: dir, name: name)
             print("secret key: \(sec)")
             print("public key: \(pub)  (\(pair.publicKey))")
         } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(1) }
+    }
+}
+
+/// `coord keygen --farm DIR`: the keys of a coordinator, its workers and one submitter, each
+/// party's folder holding only what it needs. Existing files are kept (idempotent).
+enum FarmKeys {
+    struct Failure: Error { let message: String; init(_ m: String) { message = m } }
+
+    static func make(_ root: String) throws -> [String] {
+        let fm = FileManager.default
+        var said: [String] = []
+        func folder(_ path: String, mode: Int) throws {
+            if !fm.fileExists(atPath: path) {
+                do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
+                    throw FarmKeys.Failure("cannot create \(path): \(error.localizedDescription) (run as the user that owns \(root))")
+                }
+            }
+            // A folder we cannot tighten (a volume's root owned by someone else) is left as it is.
+            _ = chmod(path, mode_t(mode))
+        }
+        func write(_ path: String, _ text: String, mode: Int) throws {
+            if fm.fileExists(atPath: path) { return }
+            guard fm.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
+                throw FarmKeys.Failure("cannot write \(path) (run as the user that owns \(root))")
+            }
+            said.append("made \(path)")
+        }
+        func pair(_ dir: String, _ name: String) throws -> CurveKeyPair {
+            let secret = "\(dir)/\(name).key"
+            if fm.fileExists(atPath: secret) {
+                let k = try CurveKeyPair.load(secret)
+                guard k.secretKey != nil else { throw FarmKeys.Failure("\(secret) holds no secret key") }
+                if !fm.fileExists(atPath: "\(dir)/\(name).pub") { try write("\(dir)/\(name).pub", k.publicText(name), mode: 0o644) }
+                said.append("kept \(secret)")
+                return k
+            }
+            let k = try CurveKeyPair.generate()
+            _ = try k.write(directory: dir, name: name)
+            said.append("made \(secret) and \(name).pub")
+            return k
+        }
+        let c = "\(root)/coordinator", w = "\(root)/worker", s = "\(root)/submitter", m = "\(root)/metrics"
+        try folder(root, mode: 0o755)
+        for d in [w, s] { try folder(d, mode: 0o700) }
+        // coordinator/ can be passed through but not listed (0711), so a service user that only
+        // gets the secret through systemd's LoadCredential= can still read the allow-lists, which
+        // hold public keys only.
+        try folder(c, mode: 0o711)
+        for d in [c + "/workers", c + "/submitters", m] { try folder(d, mode: 0o755) }
+        let coordinator = try pair(c, "coordinator")
+        let worker = try pair(w, "worker")
+        let submitter = try pair(s, "submitter")
+        try write("\(c)/workers/worker.pub", worker.publicText("worker"), mode: 0o644)
+        try write("\(c)/submitters/submitter.pub", submitter.publicText("submitter"), mode: 0o644)
+        for d in [w, s] { try write("\(d)/coordinator.pub", coordinator.publicText("coordinator"), mode: 0o644) }
+        // The dashboard's bearer token: 32 random bytes, base64 (one line).
+        let token: String
+        if let existing = try? String(contentsOfFile: "\(c)/dashboard.token", encoding: .utf8) {
+            token = existing.trimmingCharacters(in: .whitespacesAndNewlines)
+        } else {
+            var rng = SystemRandomNumberGenerator()
+            token = Data((0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) }).base64EncodedString()
+        }
+        try write("\(c)/dashboard.token", token + "\n", mode: 0o600)
+        try write("\(s)/dashboard.token", token + "\n", mode: 0o600)
+        try write("\(m)/dashboard.token", token + "\n", mode: 0o644)
+        said.append("farm keys ready in \(root): coordinator/ for coord serve, worker/ for workers, submitter/ for you, metrics/ for Prometheus")
+        return said
     }
 }
 
