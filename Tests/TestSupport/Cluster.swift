@@ -16,11 +16,15 @@ public final class ServiceProcesses: @unchecked Sendable {
 
     public init(directory: String) { self.directory = directory }
 
-    /// Starts `program args` (in network namespace `namespace` when given) as `name`.
+    /// Starts `program args` (in network namespace `namespace` when given; as user and group
+    /// `uid` when given, which needs root) as `name`.
     @discardableResult
-    public func start(_ name: String, _ program: String, _ args: [String], namespace: String? = nil) throws -> Process {
+    public func start(_ name: String, _ program: String, _ args: [String], namespace: String? = nil, uid: UInt32? = nil) throws -> Process {
         let p = Process()
-        if let namespace {
+        if let uid {
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", program] + args
+        } else if let namespace {
             p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             p.arguments = ["ip", "netns", "exec", namespace, program] + args
         } else {
