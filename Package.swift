@@ -32,13 +32,14 @@ let package = Package(
         // Hashing verifies every reused artifact: keep it optimised even in debug builds.
         .systemLibrary(name: "CHeif", path: "Sources/CHeif", pkgConfig: "libheif", providers: [.apt(["libheif-dev"])]),
         .systemLibrary(name: "CLCMS", path: "Sources/CLCMS", pkgConfig: "lcms2", providers: [.apt(["liblcms2-dev"])]),
+        .systemLibrary(name: "CExif", path: "Sources/CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
         .target(name: "CSupport", path: "Sources/CSupport", cSettings: [.unsafeFlags(["-O2"])]),
 
         // Pure: pipeline model, YAML loading with locations, planning, stage keys.
         .target(name: "ThreadlineCore",
                 dependencies: ["CSupport", .product(name: "Yams", package: "Yams")]),
         // Owns FFmpeg.
-        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "ThreadlineCore", "CSupport"]),
+        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "CExif", "ThreadlineCore", "CSupport"]),
         // Owns ZeroMQ.
         .target(name: "Transport", dependencies: ["CZeroMQ"]),
         // Owns SQLite.
@@ -49,9 +50,11 @@ let package = Package(
         .target(name: "Scheduler",
                 dependencies: [.product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "HeapModule", package: "swift-collections")]),
-        // Coordinator, worker runtime, artifact store.
+        // Pure: "For You" suggestions from a dated library (grouping, sizes, titles, blocks). No I/O, no clock.
+        .target(name: "Suggestions"),
+        // Coordinator, worker runtime, artifact store; the photo-library scanner.
         .target(name: "Engine",
-                dependencies: ["ThreadlineCore", "Media", "Transport", "Lineage", "CSupport", "Scheduler",
+                dependencies: ["ThreadlineCore", "Media", "Transport", "Lineage", "CSupport", "Scheduler", "Suggestions",
                                .product(name: "DequeModule", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")]),
 
@@ -78,6 +81,7 @@ let package = Package(
         // Helpers for tests: generated media, ffprobe, running the real binaries.
         .target(name: "TestSupport", dependencies: ["ThreadlineCore"], path: "Tests/TestSupport"),
         .testTarget(name: "CoreTests", dependencies: ["ThreadlineCore"]),
+        .testTarget(name: "SuggestionsTests", dependencies: ["Suggestions"]),
         .testTarget(name: "SchedulerTests", dependencies: ["Scheduler", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "ThreadlineCore", "TestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport", "Dashboard",

@@ -151,6 +151,25 @@ enum EXIF {
         return nil
     }
 
+    /// An ASCII value of Apple's MakerNote ("Apple iOS" header; a big-endian IFD at +14 whose
+    /// offsets are relative to the MakerNote's start): tag 0x0011 is the Live Photo content identifier.
+    static func appleMakerNoteString(_ b: [UInt8], tag: Int) -> String? {
+        let end = b.count
+        guard end >= 16, Array(b[0..<9]) == Array("Apple iOS".utf8) else { return nil }
+        func be16(_ o: Int) -> Int? { o + 2 <= end ? Int(b[o]) << 8 | Int(b[o + 1]) : nil }
+        func be32(_ o: Int) -> Int? { o + 4 <= end ? Int(b[o]) << 24 | Int(b[o + 1]) << 16 | Int(b[o + 2]) << 8 | Int(b[o + 3]) : nil }
+        guard let n = be16(14), n < 500 else { return nil }
+        for k in 0..<n {
+            let e = 16 + 12 * k
+            guard be16(e) == tag, be16(e + 2) == 2, let count = be32(e + 4), count > 4, count < 200, let off = be32(e + 8) else { continue }
+            guard off + count <= end else { return nil }
+            let bytes = b[off..<(off + count)].prefix { $0 != 0 }
+            let s = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            return s.isEmpty ? nil : s
+        }
+        return nil
+    }
+
     static func fromTIFF(_ b: [UInt8], _ t: Int, end: Int) -> String? {
         guard t + 8 <= end else { return nil }
         let little = b[t] == 0x49
@@ -173,19 +192,8 @@ enum EXIF {
         guard let ifd0 = u32(t + 4), let exifPtr = find(0x8769, ifd: ifd0), let exifIFD = u32(exifPtr.field),
               let maker = find(0x927C, ifd: exifIFD), let makerOffset = u32(maker.field) else { return nil }
         let m = t + makerOffset
-        guard m + 16 <= end, Array(b[m..<(m + 9)]) == Array("Apple iOS".utf8) else { return nil }
-        // Apple's MakerNote: a big-endian IFD at +14, offsets relative to the MakerNote's start.
-        func be16(_ o: Int) -> Int? { o + 2 <= end ? Int(b[o]) << 8 | Int(b[o + 1]) : nil }
-        func be32(_ o: Int) -> Int? { o + 4 <= end ? Int(b[o]) << 24 | Int(b[o + 1]) << 16 | Int(b[o + 2]) << 8 | Int(b[o + 3]) : nil }
-        guard let n = be16(m + 14), n < 500 else { return nil }
-        for k in 0..<n {
-            let e = m + 16 + 12 * k
-            guard be16(e) == 0x0011, be16(e + 2) == 2, let count = be32(e + 4), count > 4, count < 200, let off = be32(e + 8) else { continue }
-            let s = m + off
-            guard s + count <= end else { return nil }
-            let bytes = b[s..<(s + count)].prefix { $0 != 0 }
-            return String(decoding: bytes, as: UTF8.self)
-        }
+        guard m < end else { return nil }
+        return appleMakerNoteString(Array(b[m..<end]), tag: 0x0011)
         return nil
     }
 }

@@ -28,7 +28,8 @@ struct Coord: AsyncParsableCommand {
           coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]; coord wait RUN; coord cancel RUN
         """,
         subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
-                      Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self, DashboardCommand.self],
+                      Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self, DashboardCommand.self,
+                      SuggestCommand.self],
         defaultSubcommand: nil)
 }
 
@@ -349,33 +350,39 @@ struct ThumbnailsCommand: ParsableCommand {
 
     func run() throws {
         let p = try loadPipeline(pipeline)
-        let facts = try probeLocalSources(p)
-        let timeline: [ItemTiming]
-        do { timeline = try Planner.timeline(for: p, facts: facts) } catch let e as PipelineError { errorLine(e.description); throw ExitCode(2) }
         let folder = out.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
             ?? (p.output.path as NSString).deletingPathExtension + "-thumbnails"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        // Posters at the output's aspect, `width` wide.
-        var small = p
-        small.output.width = width & ~1
-        small.output.height = max(2, Int((Double(width) * Double(p.output.height) / Double(p.output.width) / 2).rounded()) * 2)
-        var posters: [String] = [], captions: [String] = []
-        for t in timeline {
-            var spec = Planner.segmentSpec(small, index: t.item, sourcePath: p.items[t.item].sources.first?.uri ?? "", frameCount: t.segmentFrames)
-            if case .video = p.items[t.item].kind {
-                spec.trimStart += Timing.seconds(frames: t.segmentFrames / 2, fps: p.output.fps) * p.items[t.item].edits.speed
-            }
-            let png = String(format: "%@/item-%02d.png", folder, t.item + 1)
-            do { try Thumbnails.poster(spec, to: png) } catch {
-                errorLine("\(p.items[t.item].location.map { "\($0): " } ?? "")error: \(p.items[t.item].label(index: t.item)): \(error)")
-                throw ExitCode(1)
-            }
-            posters.append(png)
-            captions.append(String(format: "%d  %@  %.1f s", t.item + 1, p.items[t.item].kindName, t.duration))
-            print(png)
-        }
-        let sheet = folder + "/contact-sheet.png"
-        try Thumbnails.contactSheet(posters: posters, captions: captions, columns: columns, to: sheet)
-        print(sheet)
+        try writeThumbnails(p, folder: folder, width: width, columns: columns, sheet: folder + "/contact-sheet.png") { print($0) }
     }
+}
+
+/// One poster per item (rendered as in the movie: orientation, colour, edits) into `folder`,
+/// and a contact sheet of them at `sheet`. `captions` replaces the default "N  kind  seconds".
+func writeThumbnails(_ p: Pipeline, folder: String, width: Int, columns: Int, sheet: String,
+                     captions custom: [Int: String] = [:], wrote: (String) -> Void) throws {
+    let facts = try probeLocalSources(p)
+    let timeline: [ItemTiming]
+    do { timeline = try Planner.timeline(for: p, facts: facts) } catch let e as PipelineError { errorLine(e.description); throw ExitCode(2) }
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    // Posters at the output's aspect, `width` wide.
+    var small = p
+    small.output.width = width & ~1
+    small.output.height = max(2, Int((Double(width) * Double(p.output.height) / Double(p.output.width) / 2).rounded()) * 2)
+    var posters: [String] = [], captions: [String] = []
+    for t in timeline {
+        var spec = Planner.segmentSpec(small, index: t.item, sourcePath: p.items[t.item].sources.first?.uri ?? "", frameCount: t.segmentFrames)
+        if case .video = p.items[t.item].kind {
+            spec.trimStart += Timing.seconds(frames: t.segmentFrames / 2, fps: p.output.fps) * p.items[t.item].edits.speed
+        }
+        let png = String(format: "%@/item-%02d.png", folder, t.item + 1)
+        do { try Thumbnails.poster(spec, to: png) } catch {
+            errorLine("\(p.items[t.item].location.map { "\($0): " } ?? "")error: \(p.items[t.item].label(index: t.item)): \(error)")
+            throw ExitCode(1)
+        }
+        posters.append(png)
+        captions.append(custom[t.item] ?? String(format: "%d  %@  %.1f s", t.item + 1, p.items[t.item].kindName, t.duration))
+        wrote(png)
+    }
+    try Thumbnails.contactSheet(posters: posters, captions: captions, columns: columns, to: sheet)
+    wrote(sheet)
 }

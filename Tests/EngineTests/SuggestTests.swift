@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+import Engine
+import Lineage
+import TestSupport
+
+/// `coord suggest` on libraries built here: JPEGs dated by exiftool, a HEIC and a real Live
+/// Photo pair from ../shared/media, MOVs dated by ffmpeg's metadata options, undated and broken
+/// files, nested folders. Each rule of the issue, through the real binary.
+@Suite(.serialized) struct SuggestTests {
+    static let haveExiftool = (try? run("exiftool", ["-ver"]).status) == 0
+    static let shared = repositoryRoot + "/../shared/media"
+    static let haveShared = FileManager.default.fileExists(atPath: shared + "/lychee/train.jpg")
+    static let note: Comment = "needs exiftool (libimage-exiftool-perl, scripts/test-tools) and ../shared/media"
+    static let today = "2026-06-20"
+
+    static func tools(_ have: Bool) -> Bool {
+        if !have && DashboardTests.required { Issue.record("exiftool or ../shared/media is missing: scripts/test-tools installs exiftool") }
+        return have
+    }
+
+    struct Library { var root: String; var state: String; var out: String }
+
+    /// The library (today is 2026-06-20):
+    ///   recent/a/p1.jpg, p2.jpg, deeper/h1.heic   14 June (EXIF, HEIC's EXIF)
+    ///   recent/a/m1.mov, p3.jpg                   15 June (QuickTime creationdate, EXIF)
+    ///   recent/b/train.jpg + train.mov            a Live Photo (matching content identifiers), 15 June
+    ///   decoy/train.jpg + train.mov               same names, different identifiers: a photo (15 June) and a 2021 video
+    ///   lone.jpg 1 June · undated.jpg (file time only) · old/2019/o1-4.jpg 19–21 June 2019 · broken.jpg, broken.mov
+    static func makeLibrary() throws -> Library {
+        let dir = temporaryDirectory("suggest")
+        let root = dir + "/Pictures"
+        let fm = FileManager.default
+        for f in ["recent/a/deeper", "recent/b", "decoy", "old/2019"] { try fm.createDirectory(atPath: "\(root)/\(f)", withIntermediateDirectories: true) }
+        func jpeg(_ path: String, _ colour: String) throws {
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=\(colour):s=320x240", "-frames:v", "1", "\(root)/\(path)"])
+            guard r.status == 0 else { throw GenerateError(message: r.err) }
+        }
+        try jpeg("recent/a/p1.jpg", "red"); try jpeg("recent/a/p2.jpg", "green"); try jpeg("recent/a/p3.jpg", "blue")
+        try jpeg("lone.jpg", "gray"); try jpeg("undated.jpg", "white")
+        for k in 1...4 { try jpeg("old/2019/o\(k).jpg", ["orange", "purple", "yellow", "cyan"][k - 1]) }
+        try fm.copyItem(atPath: shared + "/photoprism/iphone_7.heic", toPath: root + "/recent/a/deeper/h1.heic")
+        for f in ["train.jpg", "train.mov"] {
+            try fm.copyItem(atPath: shared + "/lychee/" + f, toPath: root + "/recent/b/" + f)
+            try fm.copyItem(atPath: shared + "/lychee/" + f, toPath: root + "/decoy/" + f)
+        }
+        let m = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-t", "1", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                   "-movflags", "use_metadata_tags", "-metadata", "com.apple.quicktime.creationdate=2026-06-15T09:00:00+0200", root + "/recent/a/m1.mov"])
+        #expect(m.status == 0, "\(m.err)")
+        // Dates, in one exiftool run.
+        var args: [String] = []
+        func date(_ path: String, _ value: String, offset: String = "+02:00", extra: [String] = []) {
+            args += ["-overwrite_original", "-DateTimeOriginal=\(value)", "-OffsetTimeOriginal=\(offset)"] + extra + ["\(root)/\(path)", "-execute"]
+        }
+        date("recent/a/p1.jpg", "2026:06:14 09:00:00", extra: ["-SubSecTimeOriginal=250"])
+        date("recent/a/p2.jpg", "2026:06:14 11:00:00")
+        date("recent/a/deeper/h1.heic", "2026:06:14 18:00:00")
+        date("recent/a/p3.jpg", "2026:06:15 10:30:00")
+        date("recent/b/train.jpg", "2026:06:15 12:00:00")
+        date("decoy/train.jpg", "2026:06:15 13:00:00", extra: ["-Apple:MediaGroupUUID=00000000-DECO-Y000-0000-000000000000"])
+        date("lone.jpg", "2026:06:01 08:00:00")
+        for k in 1...4 { date("old/2019/o\(k).jpg", "2019:06:\(18 + min(k, 3)) 1\(k):00:00", offset: "-04:00") }
+        try args.joined(separator: "\n").write(toFile: dir + "/exif.args", atomically: true, encoding: .utf8)
+        let e = try run("exiftool", ["-q", "-@", dir + "/exif.args"], timeout: 120)
+        #expect(e.status == 0, "exiftool: \(e.err)")
+        // Dated only by its file time (inside the recent window): never suggested.
+        try fm.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_781_424_000)], ofItemAtPath: root + "/undated.jpg")   // 2026-06-14
+        try Data("not a JPEG at all".utf8).write(to: URL(fileURLWithPath: root + "/broken.jpg"))
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: root + "/recent/broken.mov"))
+        return Library(root: root, state: dir + "/state", out: dir + "/drafts")
+    }
+
+    static func coord(_ args: [String], _ lib: Library) throws -> (status: Int32, out: String, err: String) {
+        try run(coordPath, ["suggest"] + args + ["--state", lib.state], timeout: 600)
+    }
+
+    static func list(_ lib: Library, _ extra: [String] = []) throws -> (json: [[String: Any]], raw: String, err: String) {
+        let r = try coord(["list", lib.root, "--today", today, "--out", lib.out, "--json"] + extra, lib)
+        #expect(r.status == 0, "\(r.err)")
+        let json = (try? JSONSerialization.jsonObject(with: Data(r.out.utf8))) as? [[String: Any]] ?? []
+        return (json, r.out, r.err)
+    }
+
+    @Test(.enabled(if: tools(haveExiftool && haveShared), note))
+    func nothingBeforeOptInThenDatedDraftsThatRender() throws {
+        let lib = try Self.makeLibrary()
+        defer { try? FileManager.default.removeItem(atPath: (lib.root as NSString).deletingLastPathComponent) }
+
+        // Not opted in: nothing is scanned or written, and it says how to opt in.
+        let before = try Self.list(lib)
+        #expect(before.raw.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+        #expect(before.err.contains("coord suggest enable"))
+        #expect(!FileManager.default.fileExists(atPath: lib.out), "nothing written before opt-in")
+        let indexed = FileManager.default.fileExists(atPath: lib.state + "/library-index.db")
+            ? try LibraryIndex(path: lib.state + "/library-index.db").entries(library: lib.root).count : 0
+        #expect(indexed == 0, "nothing scanned before opt-in")
+
+        // Recent only.
+        #expect(try Self.coord(["enable", lib.root], lib).status == 0)
+        let recent = try Self.list(lib)
+        #expect(recent.err.contains("2 files could not be read"), "\(recent.err)")
+        #expect(recent.json.count == 1, "\(recent.raw)")
+        let s = try #require(recent.json.first)
+        #expect(s["kind"] as? String == "recent")
+        #expect(s["title"] as? String == "14–15 June 2026")
+        #expect(s["from"] as? String == "2026-06-14" && s["to"] as? String == "2026-06-15")
+        let items = (s["items"] as? [String] ?? []).map { $0.replacingOccurrences(of: lib.root + "/", with: "") }
+        #expect(items == ["recent/a/p1.jpg", "recent/a/p2.jpg", "recent/a/deeper/h1.heic", "recent/a/m1.mov", "recent/a/p3.jpg",
+                          "recent/b/train.jpg", "decoy/train.jpg"], "capture order, the Live Photo once, never undated.jpg: \(items)")
+        let draftPath = try #require(s["pipeline"] as? String)
+        let draft = try String(contentsOfFile: draftPath, encoding: .utf8)
+        #expect(draft.contains("live_photo: \"\(lib.root)/recent/b/train.jpg\""), "paired by content identifier")
+        #expect(draft.contains("photo: \"\(lib.root)/decoy/train.jpg\"") && !draft.contains("live_photo: \"\(lib.root)/decoy/"),
+                "same names with different identifiers are not a Live Photo")
+        #expect(draft.contains("text: \"14–15 June 2026\""), "a date title card")
+        let sheet = (draftPath as NSString).deletingPathExtension + ".png"
+        let png = try Data(contentsOf: URL(fileURLWithPath: sheet))
+        #expect(png.prefix(8) == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]), "a contact sheet PNG")
+        #expect(try Self.list(lib).raw == recent.raw, "deterministic")
+
+        // Memories, only once asked for.
+        #expect(!recent.raw.contains("on_this_day"))
+        #expect(try Self.coord(["enable", lib.root, "--memories"], lib).status == 0)
+        let both = try Self.list(lib)
+        let memory = try #require(both.json.first { $0["kind"] as? String == "on_this_day" })
+        #expect(memory["title"] as? String == "19–21 June 2019")
+        #expect((memory["items"] as? [String])?.count == 4)
+
+        // The person renders a draft.
+        let movie = try #require(memory["pipeline"] as? String)
+        let submit = try run(coordPath, ["submit", movie, "--state", lib.state + "-render"], timeout: 600)
+        #expect(submit.status == 0, "coord submit the memory draft: \(submit.err)")
+        let output = (movie as NSString).deletingPathExtension + ".mp4"
+        let facts = try ffprobe(output)
+        #expect(facts.duration > 10, "title card + 4 photos: \(facts.duration) s")
+    }
+
+    @Test(.enabled(if: tools(haveExiftool && haveShared), note))
+    func blocksAndDismissalsHideUntilUndone() throws {
+        let lib = try Self.makeLibrary()
+        defer { try? FileManager.default.removeItem(atPath: (lib.root as NSString).deletingLastPathComponent) }
+        #expect(try Self.coord(["enable", lib.root, "--memories"], lib).status == 0)
+        func titles() throws -> [String] { try Self.list(lib, ["--no-contact-sheets"]).json.compactMap { $0["title"] as? String } }
+        #expect(try titles() == ["14–15 June 2026", "19–21 June 2019"])
+
+        #expect(try Self.coord(["block", lib.root, "--date", "2026-06-14"], lib).status == 0)
+        #expect(try titles() == ["15 June 2026", "19–21 June 2019"])
+        #expect(try Self.coord(["unblock", lib.root, "--date", "2026-06-14"], lib).status == 0)
+        #expect(try titles() == ["14–15 June 2026", "19–21 June 2019"])
+
+        #expect(try Self.coord(["block", lib.root, "--from", "2019-01-01", "--to", "2019-12-31"], lib).status == 0)
+        #expect(try titles() == ["14–15 June 2026"])
+        #expect(try Self.coord(["unblock", lib.root, "--from", "2019-01-01", "--to", "2019-12-31"], lib).status == 0)
+
+        #expect(try Self.coord(["block", lib.root, "--folder", lib.root + "/old"], lib).status == 0)
+        #expect(try titles() == ["14–15 June 2026"])
+        #expect(try Self.coord(["unblock", lib.root, "--folder", lib.root + "/old"], lib).status == 0)
+
+        // The movie half hides the whole Live Photo.
+        #expect(try Self.coord(["block", lib.root, "--asset", lib.root + "/recent/b/train.mov"], lib).status == 0)
+        let listedNow = try Self.list(lib, ["--no-contact-sheets"]).json
+        let noLive = listedNow.first { $0["kind"] as? String == "recent" }
+        let remaining = (noLive?["items"] as? [String]) ?? []
+        let stillShown = remaining.contains(lib.root + "/recent/b/train.jpg")
+        #expect(!remaining.isEmpty && !stillShown, "blocking train.mov hides the Live Photo: \(remaining)")
+        #expect(try Self.coord(["unblock", lib.root, "--asset", lib.root + "/recent/b/train.mov"], lib).status == 0)
+
+        // A dismissal sticks across rescans until the items change.
+        let id = try #require(try Self.list(lib, ["--no-contact-sheets"]).json.first?["id"] as? String)
+        #expect(try Self.coord(["dismiss", id], lib).status == 0)
+        #expect(try titles() == ["19–21 June 2019"])
+        #expect(try titles() == ["19–21 June 2019"], "still dismissed on a rescan")
+        try FileManager.default.copyItem(atPath: lib.root + "/recent/a/p3.jpg", toPath: lib.root + "/recent/a/p4.jpg")
+        _ = try run("exiftool", ["-q", "-overwrite_original", "-DateTimeOriginal=2026:06:15 16:00:00", lib.root + "/recent/a/p4.jpg"])
+        #expect(try titles() == ["14–15 June 2026", "19–21 June 2019"], "new items bring it back")
+        #expect(try Self.coord(["dismiss", "no-such-id"], lib).status != 0)
+
+        // Paused and disabled libraries say so and write nothing.
+        #expect(try Self.coord(["pause"], lib).status == 0)
+        let paused = try Self.list(lib, ["--no-contact-sheets"])
+        #expect(paused.raw.trimmingCharacters(in: .whitespacesAndNewlines) == "[]" && paused.err.contains("paused"))
+        #expect(try Self.coord(["resume"], lib).status == 0)
+        #expect(try Self.coord(["disable", lib.root], lib).status == 0)
+        #expect(try Self.list(lib, ["--no-contact-sheets"]).raw.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+    }
+
+    /// 10,000 files (dated JPEGs and MOVs in 100 folders): the first scan reads metadata only;
+    /// a rescan with nothing changed reads nothing.
+    @Test func tenThousandFilesScanOnceAndRescanQuickly() throws {
+        let dir = temporaryDirectory("suggest-scale")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let jpg = dir + "/t.jpg", mov = dir + "/t.mov"
+        #expect(try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=64x48", "-frames:v", "1", jpg]).status == 0)
+        if Self.haveExiftool {
+            #expect(try run("exiftool", ["-q", "-overwrite_original", "-DateTimeOriginal=2026:06:14 10:00:00", jpg]).status == 0)
+        }
+        #expect(try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=30", "-t", "0.2", "-c:v", "libx264",
+                                   "-movflags", "use_metadata_tags", "-metadata", "com.apple.quicktime.creationdate=2026-06-14T10:00:00+0200", mov]).status == 0)
+        let root = dir + "/lib"
+        for f in 0..<100 {
+            let folder = "\(root)/\(f)"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            for k in 0..<100 { try FileManager.default.copyItem(atPath: k % 5 == 0 ? mov : jpg, toPath: "\(folder)/\(k).\(k % 5 == 0 ? "mov" : "jpg")") }
+        }
+        let index = try LibraryIndex(path: dir + "/library-index.db")
+        let first = try LibraryScanner.scan(library: root, index: index)
+        let again = try LibraryScanner.scan(library: root, index: index)
+        print(String(format: "suggest scan: 10,000 files, first scan %.1f s (%d read), rescan %.2f s (%d read)", first.seconds, first.read, again.seconds, again.read))
+        #expect(first.files == 10_000 && first.read == 10_000 && first.unreadable.isEmpty)
+        #expect(again.read == 0)
+        #expect(first.seconds <= 60, "first scan \(first.seconds) s")
+        #expect(again.seconds <= 2, "rescan \(again.seconds) s")
+        let items = LibraryScanner.items(try index.entries(library: root))
+        #expect(items.count == (Self.haveExiftool ? 10_000 : 2_000), "every dated file is an item")
+    }
+}
