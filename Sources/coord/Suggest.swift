@@ -185,7 +185,8 @@ struct SuggestList: ParsableCommand {
             defer { try? FileManager.default.removeItem(atPath: posters) }
             var captions: [Int: String] = [0: s.title]
             for (k, item) in s.items.enumerated() {
-                captions[k + 1] = item.local.replacingOccurrences(of: "T", with: " ").prefix(16) + "  " + item.kind.rawValue
+                // The day is in the title; each poster says its time and what it is.
+                captions[k + 1] = String(item.local.dropFirst(11).prefix(5)) + "  " + (item.kind == .livePhoto ? "Live Photo" : item.kind.rawValue)
             }
             try writeThumbnails(p, folder: posters, width: 240, columns: 5, sheet: "\(folder)/\(s.id).png", captions: captions) { _ in }
         }
