@@ -223,24 +223,21 @@ struct SuggestPause: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "pause", abstract: "Pause suggestions for one library, or for all when none is named.")
     @Argument(help: "Library folder (default: all).") var library: String?
     @OptionGroup var stateOptions: StateOptions
-    func run() throws {
-        let stores = try SuggestStores(stateOptions)
-        let path = try library.map(libraryPath)
-        guard try stores.settings.setPaused(path, true) else { errorLine("error: \(path ?? "") is not opted in"); throw ExitCode(1) }
-        print("suggestions paused\(path.map { " for \($0)" } ?? "")")
-    }
+    func run() throws { try setPaused(true, library: library, stateOptions) }
 }
 
 struct SuggestResume: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "resume", abstract: "Resume paused suggestions (one library, or all).")
     @Argument(help: "Library folder (default: all).") var library: String?
     @OptionGroup var stateOptions: StateOptions
-    func run() throws {
-        let stores = try SuggestStores(stateOptions)
-        let path = try library.map(libraryPath)
-        guard try stores.settings.setPaused(path, false) else { errorLine("error: \(path ?? "") is not opted in"); throw ExitCode(1) }
-        print("suggestions resumed\(path.map { " for \($0)" } ?? "")")
-    }
+    func run() throws { try setPaused(false, library: library, stateOptions) }
+}
+
+func setPaused(_ paused: Bool, library: String?, _ stateOptions: StateOptions) throws {
+    let stores = try SuggestStores(stateOptions)
+    let path = try library.map(libraryPath)
+    guard try stores.settings.setPaused(path, paused) else { errorLine("error: \(path ?? "") is not opted in"); throw ExitCode(1) }
+    print("suggestions \(paused ? "paused" : "resumed")\(path.map { " for \($0)" } ?? "")")
 }
 
 /// What `block` and `unblock` take.
