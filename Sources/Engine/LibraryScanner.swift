@@ -104,9 +104,8 @@ public enum LibraryScanner {
     static func key(_ path: String, _ id: String) -> String { (path as NSString).deletingLastPathComponent + "\u{0}" + id }
 
     /// The content hash of a suggestion's items (what a dismissal is keyed by), from the index's
-    /// cached file hashes, hashing files on first need.
-    public static func itemsHash(_ items: [Suggestions.Item], index: LibraryIndex, library: String) throws -> String {
-        let cached = Dictionary(try index.entries(library: library).map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+    /// cached file hashes (`cached`: the library's entries by path), hashing files on first need.
+    public static func itemsHash(_ items: [Suggestions.Item], cached: [String: LibraryIndex.Entry], index: LibraryIndex) throws -> String {
         var h = SHA256Hasher()
         for item in items {
             for path in [item.path] + (item.motion.map { [$0] } ?? []) {

@@ -38,12 +38,7 @@ public enum LivePhotoPairing {
 
     /// The content identifier a Live Photo MOV carries in its container metadata.
     public static func movieIdentifier(_ path: String) -> String? {
-        _ = configureLogging
-        var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
-        guard openLocalInput(&ctx, path) >= 0, let c = ctx else { return nil }
-        defer { avformat_close_input(&ctx) }
-        guard let e = av_dict_get(c.pointee.metadata, "com.apple.quicktime.content.identifier", nil, 0) else { return nil }
-        return String(cString: e.pointee.value)
+        (try? CaptureMetadata.read(path))?.contentIdentifier
     }
 
     /// Where in a Live Photo's movie the still was taken (seconds on the movie's timeline): the
@@ -66,11 +61,9 @@ public enum LivePhotoPairing {
         return nil
     }
 
-    /// The content identifier in a JPEG's Apple MakerNote (tag 0x0011).
+    /// The content identifier in a still's Apple MakerNote (tag 0x0011), JPEG or HEIC.
     public static func photoIdentifier(_ path: String) -> String? {
-        guard let handle = FileHandle(forReadingAtPath: path), let head = try? handle.read(upToCount: 256 * 1024) else { return nil }
-        try? handle.close()
-        return EXIF.appleContentIdentifier(jpeg: [UInt8](head))
+        (try? CaptureMetadata.read(path))?.contentIdentifier
     }
 }
 
@@ -118,7 +111,7 @@ enum QuickTimeBoxes {
     }
 }
 
-/// Just enough EXIF to read the Apple MakerNote: APP1 → TIFF → IFD0 → Exif IFD → MakerNote.
+/// EXIF pieces libexif does not read right: orientation of a TIFF block, and Apple MakerNote strings.
 enum EXIF {
     /// Orientation (tag 0x0112 in IFD0) of a TIFF-structured EXIF block.
     static func orientation(_ b: [UInt8]) -> Int? {
@@ -132,22 +125,6 @@ enum EXIF {
         }
         guard let ifd = u32(4), let n = u16(ifd), n < 1000 else { return nil }
         for k in 0..<n where u16(ifd + 2 + 12 * k) == 0x0112 { return u16(ifd + 2 + 12 * k + 8) }
-        return nil
-    }
-
-    static func appleContentIdentifier(jpeg b: [UInt8]) -> String? {
-        guard b.count > 4, b[0] == 0xFF, b[1] == 0xD8 else { return nil }
-        var i = 2
-        while i + 4 <= b.count, b[i] == 0xFF {
-            let marker = b[i + 1]
-            let length = Int(b[i + 2]) << 8 | Int(b[i + 3])
-            if marker == 0xE1, i + 10 <= b.count, Array(b[(i + 4)..<(i + 10)]) == Array("Exif\0\0".utf8) {
-                let tiff = i + 10
-                return fromTIFF(b, tiff, end: min(b.count, i + 2 + length))
-            }
-            if marker == 0xDA { break }      // image data: no EXIF before it
-            i += 2 + length
-        }
         return nil
     }
 
@@ -167,33 +144,6 @@ enum EXIF {
             let s = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
             return s.isEmpty ? nil : s
         }
-        return nil
-    }
-
-    static func fromTIFF(_ b: [UInt8], _ t: Int, end: Int) -> String? {
-        guard t + 8 <= end else { return nil }
-        let little = b[t] == 0x49
-        func u16(_ o: Int) -> Int? { o + 2 <= end ? (little ? Int(b[o]) | Int(b[o + 1]) << 8 : Int(b[o]) << 8 | Int(b[o + 1])) : nil }
-        func u32(_ o: Int) -> Int? {
-            guard o + 4 <= end else { return nil }
-            let v = little ? (UInt32(b[o]) | UInt32(b[o + 1]) << 8 | UInt32(b[o + 2]) << 16 | UInt32(b[o + 3]) << 24)
-                           : (UInt32(b[o]) << 24 | UInt32(b[o + 1]) << 16 | UInt32(b[o + 2]) << 8 | UInt32(b[o + 3]))
-            return Int(v)
-        }
-        /// (value/offset field position, count) of `tag` in the IFD at `ifd` (TIFF-relative).
-        func find(_ tag: Int, ifd: Int) -> (field: Int, count: Int)? {
-            guard let n = u16(t + ifd), n < 1000 else { return nil }
-            for k in 0..<n {
-                let e = t + ifd + 2 + 12 * k
-                if u16(e) == tag, let count = u32(e + 4) { return (e + 8, count) }
-            }
-            return nil
-        }
-        guard let ifd0 = u32(t + 4), let exifPtr = find(0x8769, ifd: ifd0), let exifIFD = u32(exifPtr.field),
-              let maker = find(0x927C, ifd: exifIFD), let makerOffset = u32(maker.field) else { return nil }
-        let m = t + makerOffset
-        guard m < end else { return nil }
-        return appleMakerNoteString(Array(b[m..<end]), tag: 0x0011)
         return nil
     }
 }

@@ -108,16 +108,18 @@ struct SuggestList: ParsableCommand {
                 for u in report.unreadable.prefix(10) { errorLine("  \(u.path): \(u.why)") }
                 if report.unreadable.count > 10 { errorLine("  … and \(report.unreadable.count - 10) more") }
             }
-            let items = LibraryScanner.items(try stores.index.entries(library: library))
+            let entries = try stores.index.entries(library: library)
+            let byPath = Dictionary(entries.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+            let items = LibraryScanner.items(entries)
             let blocks = try stores.settings.blocks(library: library).compactMap(Self.block)
             let dismissed = try stores.settings.dismissals()
             let tag = String(SHA256Hasher.hex(library).prefix(6))
             for var s in Suggestions.suggest(items, today: day, memories: settings.memories, blocks: blocks) {
                 s.id += "-" + tag
-                let hash = try LibraryScanner.itemsHash(s.items, index: stores.index, library: library)
+                let hash = try LibraryScanner.itemsHash(s.items, cached: byPath, index: stores.index)
                 listed.append((s.id, hash, library))
                 if dismissed[s.id] == hash { continue }
-                let draft = try writeDraft(s, folder: folder, today: day)
+                let draft = try writeDraft(s, itemsHash: hash, folder: folder)
                 all.append(["id": s.id, "kind": s.kind.rawValue, "title": s.title, "from": "\(s.from)", "to": "\(s.to)",
                             "items": s.items.map(\.path), "pipeline": draft])
             }
@@ -148,8 +150,10 @@ struct SuggestList: ParsableCommand {
         }
     }
 
-    /// The draft pipeline (a date title card, then the items in capture order, no text) and its contact sheet.
-    func writeDraft(_ s: Suggestions.Suggestion, folder: String, today: Suggestions.Day) throws -> String {
+    /// The draft pipeline (a date title card, then the items in capture order, no text) and its
+    /// contact sheet. A draft whose text (which names its items' content hash) is already there
+    /// beside its sheet is left as it is: listing again decodes nothing.
+    func writeDraft(_ s: Suggestions.Suggestion, itemsHash: String, folder: String) throws -> String {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         func q(_ text: String) -> String {   // a JSON string is a YAML double-quoted scalar
             let data = try! JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes])
@@ -158,6 +162,7 @@ struct SuggestList: ParsableCommand {
         var y = """
             # Suggested by `coord suggest` (\(s.kind.rawValue), \(s.title)). A draft: nothing has been rendered.
             # Edit it freely, then render it with:  coord submit \(folder)/\(s.id).yaml
+            # items sha256: \(itemsHash)
             version: 1
             name: \(q(s.id))
             output:
@@ -177,7 +182,9 @@ struct SuggestList: ParsableCommand {
             case .video: y += "  - video: \(q(item.path))\n"
             }
         }
-        let path = "\(folder)/\(s.id).yaml"
+        let path = "\(folder)/\(s.id).yaml", sheet = "\(folder)/\(s.id).png"
+        let unchanged = (try? String(contentsOfFile: path, encoding: .utf8)) == y && FileManager.default.fileExists(atPath: sheet)
+        if unchanged { return path }
         try y.write(toFile: path, atomically: true, encoding: .utf8)
         if !noContactSheets {
             let p = try loadPipeline(path)
@@ -188,7 +195,7 @@ struct SuggestList: ParsableCommand {
                 // The day is in the title; each poster says its time and what it is.
                 captions[k + 1] = String(item.local.dropFirst(11).prefix(5)) + "  " + (item.kind == .livePhoto ? "Live Photo" : item.kind.rawValue)
             }
-            try writeThumbnails(p, folder: posters, width: 240, columns: 5, sheet: "\(folder)/\(s.id).png", captions: captions) { _ in }
+            try writeThumbnails(p, folder: posters, width: 240, columns: 5, sheet: sheet, captions: captions) { _ in }
         }
         return path
     }
