@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The render benchmark (run it through scripts/bench, which sets up its environment).
 
-  scripts/bench [small|medium|all] [--reps N] [--no-moviepy] [--quality-only]
+  scripts/bench [small|medium|suggest|all] [--reps N] [--no-moviepy] [--quality-only]
 
 Workload (generated deterministically with the ffmpeg CLI into .bench/media/SIZE):
   small = 12 clips, medium = 48 clips: 1920x1080 landscape, and portrait stored as 1920x1080 with
@@ -14,6 +14,11 @@ Contenders, interleaved round by round: Threadline (embedded default, workers = 
   job as ONE ffmpeg -filter_complex command, the decode floor (ffmpeg -f null of all sources), the
   encode floor (x264 of the output's duration of 1280x720 frames at the same settings), and for
   `small` MoviePy 2 (its own venv, its own ffmpeg binary).
+
+suggest = the `coord suggest` library scan: 10,000 files (8,000 JPEGs dated in EXIF by exiftool,
+  2,000 MOVs dated by QuickTime creationdate) in 100 folders. Contenders, interleaved: the first
+  scan (`coord suggest list` on a new state folder, no contact sheets), a rescan with nothing
+  changed, and exiftool reading the same dates from the same files (`exiftool -fast2 -r`).
 """
 import argparse, datetime, json, os, platform, shlex, statistics, subprocess, sys, time
 
@@ -23,6 +28,8 @@ COORD = os.path.join(ROOT, ".build", "release", "coord")
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 CORES = os.cpu_count() or 1
 SIZES = {"small": 12, "medium": 48}
+ORDER = ["small", "medium", "suggest"]
+SUGGEST_FILES, SUGGEST_FOLDERS, SUGGEST_TODAY = 10_000, 100, "2026-06-20"
 W, H, FPS, FADE, TRIM = 1280, 720, 30, 0.25, 0.5
 
 
@@ -375,7 +382,96 @@ def bench(size, reps, moviepy):
             "results": summary, "outputs": outputs, "quality": q, "ffmpeg_command": os.path.relpath(os.path.join(out_dir, "ffmpeg-command.sh"), ROOT)}
 
 
+# ---------------------------------------------------------------- suggest scan
+
+def suggest_library():
+    """10,000 files in 100 folders; folder f holds one capture day (recent days and earlier Junes)."""
+    root = os.path.join(BENCH, "media", "suggest")
+    lib = os.path.join(root, "library")
+    done = os.path.join(root, "complete")
+    if os.path.exists(done):
+        return lib
+    subprocess.run(["rm", "-rf", root], check=True)
+    templates = os.path.join(root, "templates")
+    os.makedirs(templates)
+    args = []
+    for f in range(SUGGEST_FOLDERS):
+        year, day = (2026, 20 - f % 40) if f < 60 else (2019 + f % 7, 10 + f % 20)
+        month = 6 if day > 0 else 5
+        day = day if day > 0 else 31 + day
+        stamp = f"{year}:{month:02d}:{day:02d} {8 + f % 12:02d}:{f % 60:02d}:00"
+        jpg, mov = os.path.join(templates, f"{f}.jpg"), os.path.join(templates, f"{f}.mov")
+        run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size=320x240:rate=1,hue=h={f * 3.6}", "-frames:v", "1", jpg])
+        run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30", "-t", "0.5", "-c:v", "libx264",
+             "-preset", "ultrafast", "-movflags", "use_metadata_tags",
+             "-metadata", f"com.apple.quicktime.creationdate={stamp.replace(':', '-', 2).replace(' ', 'T')}+0200", mov])
+        args += ["-overwrite_original", f"-DateTimeOriginal={stamp}", "-OffsetTimeOriginal=+02:00", jpg, "-execute"]
+    argfile = os.path.join(root, "exif.args")
+    open(argfile, "w").write("\n".join(args) + "\n")
+    run(["exiftool", "-q", "-@", argfile])
+    per = SUGGEST_FILES // SUGGEST_FOLDERS
+    for f in range(SUGGEST_FOLDERS):
+        d = os.path.join(lib, f"{f:03d}")
+        os.makedirs(d)
+        for k in range(per):
+            ext = "mov" if k % 5 == 0 else "jpg"
+            os.link(os.path.join(templates, f"{f}.{ext}"), os.path.join(d, f"IMG_{f * per + k:05d}.{ext}"))
+    open(done, "w").write("ok\n")
+    return lib
+
+
+def bench_suggest(reps):
+    lib = suggest_library()
+    state = os.path.join(BENCH, "state", "suggest")
+    out = os.path.join(BENCH, "out", "suggest")
+    listing = [COORD, "suggest", "list", lib, "--today", SUGGEST_TODAY, "--json", "--no-contact-sheets", "--state", state, "--out", out]
+
+    def first():
+        subprocess.run(["rm", "-rf", state, out], check=True)
+        run([COORD, "suggest", "enable", lib, "--memories", "--state", state], stdout=subprocess.DEVNULL)
+        return timed(listing)
+
+    contenders = {"first scan": first, "rescan": lambda: timed(listing),
+                  "exiftool": lambda: timed(["exiftool", "-q", "-fast2", "-json", "-r", "-DateTimeOriginal", "-SubSecTimeOriginal",
+                                             "-OffsetTimeOriginal", "-CreationDate", "-CreateDate", lib])}
+    results = {k: [] for k in contenders}
+    for r in range(reps):
+        for name, fn in contenders.items():
+            m = fn()
+            results[name].append(m)
+            print(f"  suggest round {r + 1}/{reps}: {name:11s} {m['wall']:7.2f} s wall, {m['cpu']:7.2f} s CPU", file=sys.stderr, flush=True)
+    listed = json.loads(results["rescan"][-1]["stdout"])
+    dated = json.loads(results["exiftool"][-1]["stdout"])
+    summary = {}
+    for name, ms in results.items():
+        walls = [m["wall"] for m in ms]
+        summary[name] = {"wall_min": min(walls), "wall_median": statistics.median(walls), "walls": walls,
+                         "cpu_median": statistics.median(m["cpu"] for m in ms), "peak_rss_mb": max(m["rss_mb"] for m in ms)}
+    base = summary["exiftool"]["wall_median"]
+    for s in summary.values():
+        s["vs_exiftool"] = s["wall_median"] / base
+    return {"size": "suggest", "files": SUGGEST_FILES, "folders": SUGGEST_FOLDERS, "reps": reps, "today": SUGGEST_TODAY,
+            "suggestions": len(listed), "files_exiftool_read": len(dated), "results": summary,
+            "limits": {"first scan": 60, "rescan": 2}}
+
+
+def table_suggest(r):
+    rows = [f"### suggest: library scan of {r['files']:,} files in {r['folders']} folders, {r['reps']} rounds", "",
+            "| contender | wall min (s) | wall median (s) | × exiftool | limit (s) | CPU s | peak RSS (MB) |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, s in r["results"].items():
+        limit = r["limits"].get(name)
+        rows.append(f"| {name} | {s['wall_min']:.2f} | {s['wall_median']:.2f} | {s['vs_exiftool']:.2f} | "
+                    f"{limit if limit else '–'} | {s['cpu_median']:.1f} | {s['peak_rss_mb']:.0f} |")
+    rows += ["", f"`coord suggest list --today {r['today']}` made {r['suggestions']} suggestions; exiftool read {r['files_exiftool_read']:,} files. "
+             "The first scan reads each file's metadata (libexif, libavformat) and decodes no pixels; the rescan finds every "
+             "(path, size, mtime) unchanged in the index and reads nothing.", ""]
+    return "\n".join(rows)
+
+
 def table(r):
+    if r["size"] == "suggest":
+        return table_suggest(r)
     rows = [f"### {r['size']}: {r['clips']} clips + {r['stills']} stills → {r['output_seconds']:.1f} s of output, {r['reps']} rounds", "",
             "| contender | wall min (s) | wall median (s) | × ffmpeg | × floor | CPU s | cores busy | peak RSS (MB) |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -413,24 +509,24 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("size", nargs="?", default="all", choices=["small", "medium", "all"])
+    ap.add_argument("size", nargs="?", default="all", choices=["small", "medium", "suggest", "all"])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-moviepy", action="store_true")
     ap.add_argument("--quality-only", action="store_true",
                     help="recompute the quality figures of the last run's outputs (no timing) and rewrite the tables")
     a = ap.parse_args()
-    sizes = ["small", "medium"] if a.size == "all" else [a.size]
+    sizes = ORDER if a.size == "all" else [a.size]
     command = "scripts/bench " + " ".join(sys.argv[1:])
     if a.quality_only:
         path = os.path.join(BENCH, "results.json")
-        results = [r for r in json.load(open(path))["benchmarks"] if r["size"] in sizes]
+        results = [r for r in json.load(open(path))["benchmarks"] if r["size"] in sizes and r["size"] != "suggest"]
         for r in results:
             media, out_dir = os.path.join(BENCH, "media", r["size"]), os.path.join(BENCH, "out", r["size"])
             tl_out, ff_out = os.path.join(out_dir, "threadline.mp4"), os.path.join(out_dir, "ffmpeg.mp4")
             r["quality"] = quality(r["size"], media, write_pipeline(r["size"], media, tl_out), tl_out, ff_out, out_dir)
             r["quality_command"] = command
     else:
-        results = [bench(s, a.reps, not a.no_moviepy) for s in sizes]
+        results = [bench_suggest(a.reps) if s == "suggest" else bench(s, a.reps, not a.no_moviepy) for s in sizes]
         for r in results:
             r["command"], r["date"] = command, datetime.date.today().isoformat()
     print("\n".join(table(r) for r in results))
@@ -438,7 +534,7 @@ def main():
     path = os.path.join(BENCH, "results.json")
     kept = json.load(open(path))["benchmarks"] if os.path.exists(path) else []
     results = [r for r in kept if r["size"] not in sizes and "command" in r] + results
-    results.sort(key=lambda r: list(SIZES).index(r["size"]))
+    results.sort(key=lambda r: ORDER.index(r["size"]))
     doc = {"machine": machine(), "benchmarks": results}
     json.dump(doc, open(path, "w"), indent=2)
     text = "\n".join(f"{table(r)}\nMade by `{r['command']}` on {r['date']}"
@@ -452,7 +548,8 @@ def main():
           "converts the frame rate before scaling (an xfade chain instead took 1.8× as long and 18 GB).",
           "- MoviePy (small only) runs in the first round only: about ten minutes a round.",
           "- Threadline runs as `coord submit` does by default: one worker process a core, one pipeline each, "
-          "single-threaded codecs; every round starts from an empty state folder (nothing cached).", "",
+          "single-threaded codecs; every round starts from an empty state folder (nothing cached).",
+          "- The scheduler's figures (`scripts/bench-scheduler`) are in [BENCHMARKS-SCHEDULER.md](BENCHMARKS-SCHEDULER.md).", "",
           text]
     open(os.path.join(ROOT, "docs", "BENCHMARKS.md"), "w").write("\n".join(md))
 

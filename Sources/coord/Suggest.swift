@@ -120,8 +120,14 @@ struct SuggestList: ParsableCommand {
                 listed.append((s.id, hash, library))
                 if dismissed[s.id] == hash { continue }
                 let draft = try writeDraft(s, itemsHash: hash, folder: folder)
-                all.append(["id": s.id, "kind": s.kind.rawValue, "title": s.title, "from": "\(s.from)", "to": "\(s.to)",
-                            "items": s.items.map(\.path), "pipeline": draft])
+                var entry: [String: Any] = ["id": s.id, "kind": s.kind.rawValue, "title": s.title, "from": "\(s.from)", "to": "\(s.to)",
+                                            "items": s.items.map(\.path), "pipeline": draft.pipeline]
+                if let suggested = draft.suggested {
+                    entry["edited"] = true
+                    entry["suggested_pipeline"] = suggested
+                    errorLine("\(draft.pipeline) was edited, so it is kept as it is; the suggestion as it stands now is in \(suggested)")
+                }
+                all.append(entry)
             }
         }
         try stores.settings.recordListed(listed)
@@ -150,18 +156,29 @@ struct SuggestList: ParsableCommand {
         }
     }
 
+    /// Where a suggestion's draft went: `pipeline` is the file to render. A draft a person has
+    /// edited stays theirs (`edited`); the suggestion as it stands today then goes beside it.
+    struct Draft {
+        var pipeline: String
+        var edited = false
+        var suggested: String?
+    }
+
     /// The draft pipeline (a date title card, then the items in capture order, no text) and its
-    /// contact sheet. A draft whose text (which names its items' content hash) is already there
-    /// beside its sheet is left as it is: listing again decodes nothing.
-    func writeDraft(_ s: Suggestions.Suggestion, itemsHash: String, folder: String) throws -> String {
+    /// contact sheet. A draft names the sha256 of its own text, so listing again can tell a draft
+    /// it wrote (rewritten when the suggestion changes) from one a person has edited (never
+    /// overwritten: the fresh draft goes to `ID.suggested.yaml`). An unchanged draft with its
+    /// sheet already there is left as it is: listing again decodes nothing.
+    func writeDraft(_ s: Suggestions.Suggestion, itemsHash: String, folder: String) throws -> Draft {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         func q(_ text: String) -> String {   // a JSON string is a YAML double-quoted scalar
             let data = try! JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes])
             return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
         }
-        var y = """
+        let path = "\(folder)/\(s.id).yaml", sheet = "\(folder)/\(s.id).png"
+        var body = """
             # Suggested by `coord suggest` (\(s.kind.rawValue), \(s.title)). A draft: nothing has been rendered.
-            # Edit it freely, then render it with:  coord submit \(folder)/\(s.id).yaml
+            # Edit it freely (an edited draft is never overwritten), then render it with:  coord submit \(path)
             # items sha256: \(itemsHash)
             version: 1
             name: \(q(s.id))
@@ -177,17 +194,24 @@ struct SuggestList: ParsableCommand {
             """
         for item in s.items {
             switch item.kind {
-            case .photo: y += "  - photo: \(q(item.path))\n    duration: 3\n"
-            case .livePhoto: y += "  - live_photo: \(q(item.path))\n"
-            case .video: y += "  - video: \(q(item.path))\n"
+            case .photo: body += "  - photo: \(q(item.path))\n    duration: 3\n"
+            case .livePhoto: body += "  - live_photo: \(q(item.path))\n"
+            case .video: body += "  - video: \(q(item.path))\n"
             }
         }
-        let path = "\(folder)/\(s.id).yaml", sheet = "\(folder)/\(s.id).png"
-        let unchanged = (try? String(contentsOfFile: path, encoding: .utf8)) == y && FileManager.default.fileExists(atPath: sheet)
-        if unchanged { return path }
-        try y.write(toFile: path, atomically: true, encoding: .utf8)
+        let text = Self.signed(body)
+        var draft = Draft(pipeline: path)
+        var target = path
+        if let existing = try? String(contentsOfFile: path, encoding: .utf8), existing != text, !Self.unedited(existing) {
+            draft.edited = true
+            target = "\(folder)/\(s.id).suggested.yaml"
+            draft.suggested = target
+        }
+        let same = (try? String(contentsOfFile: target, encoding: .utf8)) == text
+        if same && (noContactSheets || FileManager.default.fileExists(atPath: sheet)) { return draft }
+        if !same { try text.write(toFile: target, atomically: true, encoding: .utf8) }
         if !noContactSheets {
-            let p = try loadPipeline(path)
+            let p = try loadPipeline(target)
             let posters = NSTemporaryDirectory() + "threadline-suggest-\(UUID().uuidString.prefix(8))"
             defer { try? FileManager.default.removeItem(atPath: posters) }
             var captions: [Int: String] = [0: s.title]
@@ -197,7 +221,21 @@ struct SuggestList: ParsableCommand {
             }
             try writeThumbnails(p, folder: posters, width: 240, columns: 5, sheet: sheet, captions: captions) { _ in }
         }
-        return path
+        return draft
+    }
+
+    static let signaturePrefix = "# draft sha256: "
+
+    /// The draft's text with a first line naming the sha256 of the rest.
+    static func signed(_ body: String) -> String {
+        signaturePrefix + SHA256Hasher.hex(body) + "\n" + body
+    }
+
+    /// Whether a draft on disk is still exactly as `coord suggest` wrote it.
+    static func unedited(_ text: String) -> Bool {
+        guard text.hasPrefix(signaturePrefix), let newline = text.firstIndex(of: "\n") else { return false }
+        let named = text[text.index(text.startIndex, offsetBy: signaturePrefix.count)..<newline]
+        return named == SHA256Hasher.hex(String(text[text.index(after: newline)...]))
     }
 }
 

@@ -126,13 +126,27 @@ import TestSupport
         #expect(memory["title"] as? String == "19–21 June 2019")
         #expect((memory["items"] as? [String])?.count == 4)
 
-        // The person renders a draft.
+        // The person edits a draft: listing again never overwrites it.
         let movie = try #require(memory["pipeline"] as? String)
+        let mine = try String(contentsOfFile: movie, encoding: .utf8).replacingOccurrences(of: "fps: 30", with: "fps: 25")
+        try mine.write(toFile: movie, atomically: true, encoding: .utf8)
+        let again = try Self.list(lib)
+        let kept = try #require(again.json.first { $0["kind"] as? String == "on_this_day" })
+        #expect(try String(contentsOfFile: movie, encoding: .utf8) == mine, "an edited draft is kept as it is")
+        #expect(kept["pipeline"] as? String == movie && kept["edited"] as? Bool == true)
+        let fresh = try #require(kept["suggested_pipeline"] as? String)
+        #expect(try String(contentsOfFile: fresh, encoding: .utf8).contains("fps: 30"), "the suggestion as it stands goes beside it")
+        #expect(again.err.contains("was edited"), "\(again.err)")
+        let untouched = try #require(again.json.first { $0["kind"] as? String == "recent" })
+        #expect(untouched["edited"] == nil)
+
+        // The person renders their draft.
         let submit = try run(coordPath, ["submit", movie, "--state", lib.state + "-render"], timeout: 600)
         #expect(submit.status == 0, "coord submit the memory draft: \(submit.err)")
         let output = (movie as NSString).deletingPathExtension + ".mp4"
         let facts = try ffprobe(output)
         #expect(facts.duration > 10, "title card + 4 photos: \(facts.duration) s")
+        #expect(facts.frameRate == "25/1", "their edit (fps 25) is what renders: \(facts.frameRate ?? "?")")
     }
 
     @Test(.enabled(if: tools(haveExiftool && haveShared), note))
@@ -173,6 +187,9 @@ import TestSupport
         try FileManager.default.copyItem(atPath: lib.root + "/recent/a/p3.jpg", toPath: lib.root + "/recent/a/p4.jpg")
         _ = try run("exiftool", ["-q", "-overwrite_original", "-DateTimeOriginal=2026:06:15 16:00:00", lib.root + "/recent/a/p4.jpg"])
         #expect(try titles() == ["14–15 June 2026", "19–21 June 2019"], "new items bring it back")
+        let rewritten = try #require(try Self.list(lib, ["--no-contact-sheets"]).json.first?["pipeline"] as? String)
+        #expect(try String(contentsOfFile: rewritten, encoding: .utf8).contains("/recent/a/p4.jpg"), "an unedited draft follows its suggestion")
+        #expect(!FileManager.default.fileExists(atPath: (rewritten as NSString).deletingPathExtension + ".suggested.yaml"))
         #expect(try Self.coord(["dismiss", "no-such-id"], lib).status != 0)
 
         // Paused and disabled libraries say so and write nothing.
