@@ -47,7 +47,7 @@ public final class LineageStore: Sendable {
         switch e.resultCode.primaryResultCode {
         case .SQLITE_CORRUPT, .SQLITE_NOTADB:
             return LineageError(description: """
-                the lineage database \(path) is damaged (SQLite: \(e.message ?? "\(e.resultCode)")). Move it aside (mv \(path) \(path).damaged) and run again: a new one is made, the artifact store is kept and renders are found again by their keys, but the records of past runs stay in the damaged file
+                the lineage database \(path) is damaged (SQLite: \(e.message ?? "\(e.resultCode)")). Move it aside (coord doctor --repair --state \((path as NSString).deletingLastPathComponent), or mv \(path) \(path).damaged) and run again: a new one is made, the artifact store is kept and renders are found again by their keys, but the records of past runs stay in the damaged file
                 """)
         case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_AUTH:
             return LineageError(description: """

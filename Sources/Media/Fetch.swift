@@ -1,6 +1,7 @@
 import Foundation
 import ThreadlineCore
 internal import CFFmpeg
+internal import CSupport
 
 /// Limits for bringing a source in.
 public struct FetchLimits: Sendable, Hashable, Codable {
@@ -68,32 +69,15 @@ public enum Fetch {
         return nil
     }
 
-    static func isPrivate(_ sa: UnsafeMutablePointer<sockaddr>) -> Bool {
-        if Int32(sa.pointee.sa_family) == AF_INET {
-            let b = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) } }
-            return isPrivateIPv4(b)
-        }
-        if Int32(sa.pointee.sa_family) == AF_INET6 {
-            let b = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) } }
-            if b[0..<15].allSatisfy({ $0 == 0 }) { return true }                         // :: and ::1
-            if b[0] & 0xfe == 0xfc { return true }                                      // fc00::/7 unique local
-            if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return true }                      // fe80::/10 link-local
-            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff {    // ::ffff:a.b.c.d
-                return isPrivateIPv4(Array(b[12..<16]))
-            }
-            return false
-        }
-        return true
-    }
+    static func isPrivate(_ sa: UnsafeMutablePointer<sockaddr>) -> Bool { tl_address_is_private(sa) != 0 }
 
-    static func isPrivateIPv4(_ b: [UInt8]) -> Bool {
-        switch (b[0], b[1]) {
-        case (0, _), (10, _), (127, _), (169, 254), (192, 168): return true
-        case (172, 16...31), (100, 64...127): return true                               // private; carrier-grade NAT
-        case (224...255, _): return true                                                // multicast, reserved, broadcast
-        default: return false
-        }
-    }
+    static func isPrivateIPv4(_ b: [UInt8]) -> Bool { b.count == 4 && tl_ipv4_is_private(b) != 0 }
+
+    /// Whether the connect-time guard is in place in this process (it refuses private addresses
+    /// reached by redirects or by a DNS answer that changed since the check above).
+    public static var addressGuardInstalled: Bool { tl_fetch_guard_installed() != 0 }
+
+    static let redirectedPrivately = "the server sent the download to a loopback, link-local or private address; this worker fetches only from public addresses (a farm operator can allow others with worker --allow-private-urls)"
 
     private static func copyOnce(from uri: String, to path: String, limits: FetchLimits, name: String) throws -> Int64 {
         var io: UnsafeMutablePointer<AVIOContext>? = nil
@@ -104,6 +88,10 @@ public enum Fetch {
         func overDeadline() -> MediaError {
             MediaError(.fetch, .permanent, file: name, "the download took longer than the \(Int(limits.deadline)) s limit")
         }
+        // On a farm every connection this thread makes while fetching (redirects included) is
+        // checked at connect time against the address actually used.
+        if !limits.allowPrivateAddresses { tl_fetch_guard(1) }
+        defer { tl_fetch_guard(0) }
         var opts: OpaquePointer? = nil
         // Only the web: a source URL cannot name another of libavformat's protocols.
         av_dict_set(&opts, "protocol_whitelist", "http,https,tls,tcp", 0)
@@ -113,6 +101,7 @@ public enum Fetch {
         av_dict_free(&opts)
         guard ret >= 0, let io else {
             if ret == tl_averror_exit() { throw overDeadline() }
+            if tl_fetch_guard_refused() != 0 { throw MediaError(.fetch, .permanent, file: name, "cannot open \(uri): \(redirectedPrivately)") }
             throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "cannot open \(uri): \(describe(ret))")
         }
         defer { var p: UnsafeMutablePointer<AVIOContext>? = io; avio_closep(&p) }
@@ -130,7 +119,10 @@ public enum Fetch {
             ret = buf.withUnsafeMutableBufferPointer { avio_read(io, $0.baseAddress, Int32($0.count)) }
             if ret == tl_averror_eof() || ret == 0 { break }
             if ret == tl_averror_exit() || tl_deadline_passed(deadline) != 0 { throw overDeadline() }
-            if ret < 0 { throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "reading \(uri) failed: \(describe(ret))") }
+            if ret < 0 {
+                if tl_fetch_guard_refused() != 0 { throw MediaError(.fetch, .permanent, file: name, "reading \(uri) failed: \(redirectedPrivately)") }
+                throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "reading \(uri) failed: \(describe(ret))")
+            }
             total += Int64(ret)
             if total > limits.maxBytes {
                 throw MediaError(.fetch, .permanent, file: name, "source exceeds the \(limits.maxBytes)-byte limit")

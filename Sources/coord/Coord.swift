@@ -29,7 +29,7 @@ struct Coord: AsyncParsableCommand {
         """,
         subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
                       Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self, DashboardCommand.self,
-                      SuggestCommand.self],
+                      SuggestCommand.self, Doctor.self, FetchCommand.self],
         defaultSubcommand: nil)
 }
 

@@ -124,4 +124,59 @@ import TestSupport
         #expect(file.error?.message.contains("only http(s) URLs") == true, "\(String(describing: file.error))")
         #expect(Fetch.isPrivateIPv4([8, 8, 8, 8]) == false && Fetch.isPrivateIPv4([172, 20, 0, 1]) && Fetch.isPrivateIPv4([169, 254, 169, 254]))
     }
+
+    /// Whether this machine lets us make a network namespace (root; `unshare` from util-linux).
+    static let canUnshare = (try? run("unshare", ["-n", "true"], timeout: 10).status) == 0
+
+    /// A public address that redirects to loopback: libavformat follows redirects itself, so the
+    /// check must happen where it connects. In a network namespace of its own (198.51.100.7, a
+    /// documentation address, on its loopback), `coord fetch` with the farm's rules downloads from
+    /// the public address, refuses the redirect, and takes it with --allow-private-urls.
+    @Test(.enabled(if: canUnshare, "needs root to make a network namespace (unshare -n)"))
+    func aRedirectToAPrivateAddressIsRefusedWhereTheWorkerConnects() throws {
+        let dir = temporaryDirectory("fetch-redirect")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(Fetch.addressGuardInstalled, "this process's connect is the guarded one")
+        let server = """
+            import http.server, socketserver
+            class H(http.server.BaseHTTPRequestHandler):
+                def log_message(self, *a): pass
+                def do_GET(self):
+                    if self.path == '/to-private':
+                        self.send_response(302); self.send_header('Location', 'http://127.0.0.1:8088/ok'); self.end_headers(); return
+                    if self.path == '/to-metadata':
+                        self.send_response(301); self.send_header('Location', 'http://[::1]:8088/ok'); self.end_headers(); return
+                    self.send_response(200); self.send_header('Content-Length', '5'); self.end_headers(); self.wfile.write(b'hello')
+            class S(socketserver.ThreadingMixIn, http.server.HTTPServer): daemon_threads = True
+            S(('0.0.0.0', 8088), H).serve_forever()
+            """
+        try server.write(toFile: dir + "/server.py", atomically: true, encoding: .utf8)
+        let coord = coordPath
+        let script = """
+            set -u
+            ip link set lo up && ip addr add 198.51.100.7/32 dev lo || exit 90
+            /usr/bin/python3 \(dir)/server.py >/dev/null 2>&1 & server=$!
+            for i in $(seq 50); do /usr/bin/python3 -c 'import socket; socket.create_connection(("198.51.100.7", 8088), 1)' 2>/dev/null && break; sleep 0.1; done
+            fetch() { echo "== $1"; "\(coord)" fetch "$2" -o "\(dir)/$1" ${3:-} 2>&1; echo "rc=$?"; }
+            fetch public http://198.51.100.7:8088/ok
+            fetch redirected http://198.51.100.7:8088/to-private
+            fetch redirected6 http://198.51.100.7:8088/to-metadata
+            fetch allowed http://198.51.100.7:8088/to-private --allow-private-urls
+            kill -9 $server; wait 2>/dev/null; true
+            """
+        let r = try run("unshare", ["-n", "bash", "-c", script], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        let parts = Dictionary(r.out.components(separatedBy: "== ").dropFirst().map { block -> (String, String) in
+            let name = String(block.prefix { $0 != "\n" })
+            return (name, String(block.dropFirst(name.count)))
+        }, uniquingKeysWith: { a, _ in a })
+        #expect(parts["public"]?.contains("rc=0") == true, "a public address is fetched: \(r.out)")
+        for name in ["redirected", "redirected6"] {
+            let out = parts[name] ?? ""
+            #expect(out.contains("rc=1") && out.contains("sent the download to a loopback, link-local or private address"), "\(name): \(out)")
+            #expect(!FileManager.default.fileExists(atPath: dir + "/" + name), "nothing written for \(name)")
+        }
+        #expect(parts["allowed"]?.contains("rc=0") == true, "--allow-private-urls follows it: \(r.out)")
+        #expect((try? String(contentsOfFile: dir + "/allowed", encoding: .utf8)) == "hello")
+    }
 }

@@ -69,4 +69,59 @@ import TestSupport
         let again = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
         #expect(again.status == 0, "\(again.err)")
     }
+
+    /// `coord doctor` finds each kind of damage, `--repair` mends it without deleting a record,
+    /// and the state folder works again afterwards.
+    @Test func doctorChecksAndRepairsAStateFolder() throws {
+        let dir = try rendered("doctor")
+        let state = dir + "/st"
+        func doctor(_ extra: [String] = []) throws -> (status: Int32, out: String, err: String) {
+            try run(coordPath, ["doctor", "--state", state] + extra, timeout: 60)
+        }
+        let healthy = try doctor(["--full"])
+        #expect(healthy.status == 0 && healthy.out.contains("no problems"), "\(healthy.out)\(healthy.err)")
+
+        // A run left `running` by a coordinator that is gone, a store file damaged in place (same
+        // size, so only --full sees it), a stale temporary file.
+        _ = try run("sqlite3", [state + "/lineage.db", "UPDATE run SET state = 'running', coordinator = '\(ProcessInfo.processInfo.hostName):999999' WHERE id = 1"], timeout: 10)
+        let artifacts = try run("find", [state + "/artifacts", "-type", "f"], timeout: 10).out.split(separator: "\n").map(String.init).sorted()
+        let victim = try #require(artifacts.first)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: victim))
+        bytes[bytes.count / 2] ^= 0xff
+        try bytes.write(to: URL(fileURLWithPath: victim))
+        FileManager.default.createFile(atPath: state + "/tmp/left-behind", contents: Data(count: 1000))
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: state + "/tmp/left-behind")
+
+        let quick = try doctor()
+        #expect(quick.status == 1 && quick.out.contains("runs 1 are recorded running but their coordinator is gone"), "\(quick.out)")
+        #expect(quick.out.contains("1 temporary files untouched"), "\(quick.out)")
+        let full = try doctor(["--full", "--json"])
+        let findings = (try JSONSerialization.jsonObject(with: Data(full.out.utf8)) as? [[String: Any]]) ?? []
+        #expect(findings.contains { $0["subject"] as? String == "store" && $0["level"] as? String == "problem" }, "\(full.out)")
+        #expect(FileManager.default.fileExists(atPath: victim), "nothing changes without --repair")
+
+        let repaired = try doctor(["--full", "--repair"])
+        #expect(repaired.status == 0, "\(repaired.out)")
+        #expect(repaired.out.contains("recorded interrupted") && repaired.out.contains("1 damaged artifact files removed")
+                && repaired.out.contains("stale temporary files removed"), "\(repaired.out)")
+        #expect(!FileManager.default.fileExists(atPath: victim) && !FileManager.default.fileExists(atPath: state + "/tmp/left-behind"))
+        let runState = try run("sqlite3", [state + "/lineage.db", "SELECT state FROM run WHERE id = 1"], timeout: 10).out
+        #expect(runState.trimmingCharacters(in: .whitespacesAndNewlines) == "interrupted")
+        #expect(try doctor(["--full"]).status == 0)
+
+        // A truncated database: found, moved aside (kept), and the folder renders again.
+        let db = state + "/lineage.db"
+        let data = try Data(contentsOf: URL(fileURLWithPath: db))
+        try data.prefix(5000).write(to: URL(fileURLWithPath: db))
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: db + suffix) }
+        let damaged = try doctor()
+        #expect(damaged.status == 1 && damaged.out.contains("lineage.db is damaged") && damaged.out.contains("--repair moves it aside"), "\(damaged.out)")
+        let moved = try doctor(["--repair"])
+        #expect(moved.status == 0 && moved.out.contains("moved aside to"), "\(moved.out)")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.hasPrefix("lineage.db.damaged-") }
+        #expect(aside.count == 1, "the damaged file is kept: \(aside)")
+        let again = try run(coordPath, ["submit", dir + "/p.yaml", "--state", state], timeout: 60)
+        #expect(again.status == 0, "\(again.err)")
+        #expect(try doctor(["--full"]).status == 0)
+    }
 }

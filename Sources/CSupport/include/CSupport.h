@@ -25,7 +25,17 @@ int64_t tl_peak_rss_children(void);
 /// CPU seconds (user + system) used by this process.
 double tl_cpu_seconds_self(void);
 
-#endif
+struct sockaddr;
+/// Whether an address is loopback, link-local, private, shared (CGNAT), multicast, unspecified or
+/// not an IP address at all: places a farm worker must not fetch from.
+int tl_address_is_private(const struct sockaddr *sa);
+int tl_ipv4_is_private(const uint8_t b[4]);
+/// Turns the connect-time address guard on or off for the calling thread (see netguard.c).
+void tl_fetch_guard(int on);
+/// Whether the guard refused a connection since it was last turned on, on this thread.
+int tl_fetch_guard_refused(void);
+/// Whether this process's `connect` is the guarded one.
+int tl_fetch_guard_installed(void);
 
 /// Ask the kernel to send `sig` to this process when its parent dies (Linux; no-op elsewhere).
 void tl_die_with_parent(int sig);
@@ -33,3 +43,5 @@ void tl_die_with_parent(int sig);
 /// Unblocks SIGTERM, SIGINT, SIGHUP and SIGQUIT for this thread (and threads it starts later): a
 /// parent's blocked signal mask is inherited through exec, and would leave these signals pending.
 void tl_unblock_termination_signals(void);
+
+#endif
