@@ -65,6 +65,12 @@ public final class Coordinator: Sendable {
         public var curve: CurveSettings? = nil
         /// Resume runs handed to a coordinator service that a stopped coordinator left unfinished.
         public var resumeInterrupted = false
+        /// The share of rendered stages (renders, transitions, the concat) rendered again on a
+        /// second worker before their output is accepted (0…1). Every host encodes the same bits
+        /// for the same stage key, so the two outputs must hash the same; when they differ a third
+        /// worker decides and the worker in the minority is quarantined. The sample is drawn at
+        /// random when a result arrives, so a worker cannot tell which of its stages are checked.
+        public var verifyFraction: Double = 0
         public init(bind: String) { self.bind = bind }
     }
 
@@ -212,6 +218,10 @@ struct Unit {
     /// The cache was asked (hit or miss); a miss is rendered for real.
     var checked = false
     var checking = false
+    /// Verification (--verify): outputs so far, by the worker that made them; workers that may
+    /// not take the next attempt.
+    var verifyOutputs: [(worker: String, sha256: String, result: TaskResult, attemptIDs: [Int64])] = []
+    var excluded: Set<String> = []
 }
 
 final class RunState {
@@ -715,11 +725,13 @@ final class CoordinatorCore {
         switch message {
         case .hello(let h):
             guard peer.is(.worker) else { return "this key is not a worker key: it may not register as a worker" }
+            if quarantined.contains(peer.key ?? "id:" + id) { return "this worker is quarantined: its output differed from other workers' for the same stage (see the coordinator's log)" }
             if let known = workers[id], known.key != peer.key { return "worker id \(id.prefix(64)) is already taken by another key" }
             guard (1...Limits.slotsPerWorker).contains(h.slots) else { return "slots must be 1…\(Limits.slotsPerWorker), got \(h.slots)" }
             guard (h.running?.count ?? 0) <= Limits.slotsPerWorker * 4 else { return "a hello lists at most \(Limits.slotsPerWorker * 4) running leases" }
         case .heartbeat, .result, .draining, .handBack, .leaving:
             guard peer.is(.worker) else { return "only worker keys report work" }
+            if quarantined.contains(peer.key ?? "id:" + id) { return "this worker is quarantined" }
             if let known = workers[id], known.key != peer.key { return "worker id \(id.prefix(64)) belongs to another key" }
         case .submit:
             guard peer.is(.submitter) else { return "this key may not submit (it is not in the submitters' allow-list)" }
@@ -997,6 +1009,8 @@ final class CoordinatorCore {
         guard !active.isEmpty else { return }
         var runningPerRun: [Int64: Int] = [:]
         for w in workers.values { for l in w.running { if let (r, _) = leases[l] { runningPerRun[r, default: 0] += 1 } } }
+        var skipped: [(RunState, Int)] = []
+        defer { for (run, ui) in skipped { run.enqueue(ui) } }
         while !free.isEmpty && !active.isEmpty {
             // Priority first; then fair share: the run with the fewest running units, then the oldest.
             let pick = FairShare.pick(active.map { FairShare.Candidate(run: $0.id, priority: $0.priority, running: runningPerRun[$0.id] ?? 0) })
@@ -1004,8 +1018,16 @@ final class CoordinatorCore {
             guard let ui = run.toDispatch.pop() else { active.removeAll { $0 === run }; continue }
             guard let task = run.units[ui].task ?? makeTask(run, ui) else { continue }
             let inputs = inputRefs(run, ui, task)
+            // A unit being verified goes only to a worker that has not rendered it yet.
+            let excluded = run.units[ui].excluded
+            let eligible = excluded.isEmpty ? free : free.filter { !excluded.contains($0) }
+            guard !eligible.isEmpty else {
+                skipped.append((run, ui))
+                if !run.hasDispatchable(now) { active.removeAll { $0 === run } }
+                continue
+            }
             // Prefer the free worker already holding the most input bytes.
-            let wid = free.max { a, b in (heldBytes(inputs, a), -(workers[a]?.running.count ?? 0), b) < (heldBytes(inputs, b), -(workers[b]?.running.count ?? 0), a) }!
+            let wid = eligible.max { a, b in (heldBytes(inputs, a), -(workers[a]?.running.count ?? 0), b) < (heldBytes(inputs, b), -(workers[b]?.running.count ?? 0), a) }!
             assign(run, ui, task: task, inputs: inputs, to: wid, now: now)
             runningPerRun[run.id, default: 0] += 1
             // Full, or gone: an assignment that could not be delivered loses its worker.
@@ -1257,6 +1279,7 @@ final class CoordinatorCore {
             return
         }
         guard !run.finished else { return }
+        guard let r = verified(run, ui, r, from: wid) else { return }
         do {
             try succeed(run, ui, r)
         } catch let e as PipelineError {
@@ -1264,6 +1287,80 @@ final class CoordinatorCore {
         } catch {
             failRun(run, unit: ui, message: "\(label(run, u)): \(error)")
         }
+    }
+
+    // MARK: verification
+
+    /// Workers quarantined by verification (by CURVE key when there is one, else by id): they get
+    /// no more work from this coordinator.
+    var quarantined: Set<String> = []
+
+    func quarantineKey(_ wid: String) -> String { workers[wid]?.key ?? "id:" + wid }
+
+    /// --verify: holds a rendered result until a second worker's output for the same stage hashes
+    /// the same. Returns the result to accept (an agreed one), or nil when it is held (the unit
+    /// goes back to the queue for another worker) or the run ended.
+    func verified(_ run: RunState, _ ui: Int, _ r: TaskResult, from wid: String) -> TaskResult? {
+        var u = run.units[ui]
+        guard config.verifyFraction > 0, r.cached != true, u.kind != .fetch, let sha = r.artifact?.sha256 else { return r }
+        let others = { (excluded: Set<String>) in self.workers.filter { !$0.value.draining && !excluded.contains($0.key) }.count }
+        if u.verifyOutputs.isEmpty {
+            guard Double.random(in: 0..<1) < config.verifyFraction else { return r }
+            guard others([wid]) > 0 else {
+                record("event") { try lineage.event("verify.skipped", "\(label(run, u)) from worker \(wid) not verified: no second worker", runID: run.id) }
+                return r
+            }
+        }
+        for a in u.attemptIDs {
+            record("attemptFinished") { try lineage.attemptFinished(a, state: "succeeded", started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
+        }
+        u.verifyOutputs.append((wid, sha, r, u.attemptIDs))
+        u.excluded.insert(wid)
+        let votes = Dictionary(grouping: u.verifyOutputs, by: \.sha256)
+        let (top, topVotes) = votes.map { ($0.key, $0.value.count) }.max { $0.1 < $1.1 }!
+        if u.verifyOutputs.count >= 2 && topVotes >= 2 {
+            // Agreed. A worker whose output differs from the agreed one forged or corrupted it.
+            let agreeing = u.verifyOutputs.filter { $0.sha256 == top }
+            for o in u.verifyOutputs where o.sha256 != top { quarantine(o.worker, run: run, unit: u, agreed: top, theirs: o.sha256, attempts: o.attemptIDs) }
+            record("event") { try lineage.event("verify.matched", "\(label(run, u)): workers \(agreeing.map(\.worker).joined(separator: ", ")) made the same output \(top.prefix(12))…", runID: run.id) }
+            let accepted = agreeing.last!
+            u.attemptIDs = accepted.attemptIDs
+            u.verifyOutputs = []; u.excluded = []
+            run.units[ui] = u
+            var result = accepted.result
+            result.lease = r.lease
+            return result
+        }
+        if u.verifyOutputs.count >= 3 || others(u.excluded) == 0 {
+            let who = u.verifyOutputs.map { "\($0.worker) → \($0.sha256.prefix(12))…" }.joined(separator: ", ")
+            for o in u.verifyOutputs {
+                for a in o.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "failed", started: o.result.startedAt, finished: o.result.finishedAt, errorClass: "permanent", errorMessage: "verification: outputs differ (\(who))") } }
+            }
+            run.units[ui] = u
+            failRun(run, unit: ui, message: "\(label(run, u)): verification failed: the workers' outputs differ (\(who)) and no further worker can decide; check those workers (same Threadline and FFmpeg versions?)")
+            return nil
+        }
+        if u.verifyOutputs.count == 2 {
+            log.warning("verification mismatch; a third worker decides", metadata: ["stage.id": "\(u.name)", "outputs": "\(u.verifyOutputs.map { "\($0.worker)=\($0.sha256.prefix(12))" })"])
+        }
+        // One more render of the same stage, on a worker that has not made it. Its attempts stay
+        // open until the outputs agree.
+        u.attempts = max(0, u.attempts - 1)   // a verification render is not a retry
+        run.units[ui] = u
+        run.markReady(ui)
+        return nil
+    }
+
+    func quarantine(_ wid: String, run: RunState, unit u: Unit, agreed: String, theirs: String, attempts: [Int64]) {
+        let message = "worker \(wid) quarantined: its output for \(label(run, u)) was \(theirs.prefix(12))…, other workers agreed on \(agreed.prefix(12))…"
+        for a in attempts { record("attemptFinished") { try lineage.attemptFinished(a, state: "failed", started: nil, finished: nil, errorClass: "permanent", errorMessage: message) } }
+        // Held outputs of other stages can convict it again: it is quarantined once.
+        guard quarantined.insert(quarantineKey(wid)).inserted else { return }
+        log.error("worker quarantined", metadata: ["worker.id": "\(wid)", "stage.id": "\(u.name)"])
+        record("event") { try lineage.event("worker.quarantined", message, runID: run.id) }
+        if let w = workers[wid] { send(.shutdown, to: w.identity) }
+        lose(worker: wid, reason: "quarantined by verification")
+        record("workerState") { try lineage.workerState(id: wid, state: "quarantined") }
     }
 
     func succeed(_ run: RunState, _ ui: Int, _ r: TaskResult) throws {

@@ -136,8 +136,19 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Also serve the dashboard, /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:7401.",
                                             valueName: "HOST:PORT")) var http: String?
     @Option(name: .long, help: "A file holding the bearer token HTTP clients must send (required when --http is not loopback).") var tokenFile: String?
+    @Option(name: .long, help: ArgumentHelp("Render this share of stages again on a second worker and accept an output only when both hash the same; a worker whose output differs from the others' is quarantined (e.g. 5%).",
+                                            valueName: "N%")) var verify: String?
+
+    /// --verify as a fraction, 0…1.
+    static func verifyFraction(_ text: String?) throws -> Double {
+        guard let text else { return 0 }
+        let digits = text.hasSuffix("%") ? String(text.dropLast()) : text
+        guard let n = Double(digits), n.isFinite, (0...100).contains(n) else { throw ValidationError("--verify takes a share of stages from 0% to 100%, e.g. 5%; got '\(text)'") }
+        return n / 100
+    }
 
     func validate() throws {
+        _ = try Self.verifyFraction(verify)
         if let http { do { _ = try DashboardConfiguration.parse(http, tokenFile: tokenFile) } catch { throw ValidationError("\(error)") } }
         else if tokenFile != nil { throw ValidationError("--token-file goes with --http") }
         guard bind.hasPrefix("tcp://") || bind.hasPrefix("ipc://") else { throw ValidationError("--bind takes tcp://ADDR:PORT or ipc://PATH") }
@@ -186,6 +197,7 @@ struct Serve: AsyncParsableCommand {
         config.maxAttempts = retryAttempts
         config.poisonAfterLostWorkers = poisonAfter
         config.drainTimeout = drainTimeout
+        config.verifyFraction = try Self.verifyFraction(verify)
         if let curveSecretKey {
             do {
                 let keys = try CurveKeyPair.load(curveSecretKey)

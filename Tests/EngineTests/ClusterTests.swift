@@ -146,6 +146,42 @@ import TestSupport
         return (procs, ep)
     }
 
+    /// `coord serve --verify 100%` with real workers on separate stores: every rendered stage is
+    /// made twice on different hosts' processes and the outputs hash the same (one codec thread:
+    /// the same bits everywhere), so nothing is quarantined and the movie's frames equal an
+    /// unverified render's. Prints the cost against the same render without --verify.
+    @Test func verifyWithRealWorkersAgreesAndSaysWhatItCosts() throws {
+        let dir = temporaryDirectory("verify-real")
+        let pipeline = try Self.project(dir, items: 6, seconds: 1, size: (320, 240), output: "320x180", title: true)
+        var walls: [String: [Double]] = [:]
+        var frames: [String: [String]] = [:]
+        for round in 0..<2 {
+            for (name, args) in [("plain", [String]()), ("verify", ["--verify", "100%"])] {
+                let sub = dir + "/\(name)\(round)"
+                try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: true)
+                let (procs, ep) = try Self.loopbackCluster(sub, workers: 3, serveArgs: args)
+                defer { procs.stopAll() }
+                let t0 = Date()
+                try? FileManager.default.removeItem(atPath: dir + "/out.mp4")
+                let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 300)
+                walls[name, default: []].append(Date().timeIntervalSince(t0))
+                #expect(r.status == 0, "\(name): \(r.err)\n\((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "")")
+                frames[name] = try frameMD5s(dir + "/out.mp4")
+                let db = sub + "/coord/lineage.db"
+                let quarantined = try Self.rows(db, "SELECT count(*) AS n FROM worker WHERE state = 'quarantined'")
+                #expect(quarantined.first?["n"] == "0", "honest workers were quarantined")
+                if name == "verify" {
+                    let matched = try Self.rows(db, "SELECT count(*) AS n FROM event WHERE kind = 'verify.matched'")
+                    // 6 items (5 renders + a title), 0 transitions, 1 concat: 7 verified stages.
+                    #expect(matched.first?["n"] == "7", "\(matched)")
+                }
+            }
+        }
+        #expect(frames["plain"] == frames["verify"], "a verified render's frames differ from an unverified one's")
+        let plain = walls["plain"]!.min()!, verified = walls["verify"]!.min()!
+        print(String(format: "verify 100%%: %.2f s against %.2f s without (%.2fx), 3 workers, 6 items at 320x180", verified, plain, verified / plain))
+    }
+
     @Test func killingWorkersDuringARenderLosesNothing() throws {
         let dir = temporaryDirectory("chaos")
         let pipeline = try Self.project(dir, items: 24, seconds: 2, output: "640x360", preset: "medium")

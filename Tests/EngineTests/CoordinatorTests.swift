@@ -19,8 +19,15 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     /// Called as each task starts, with its label (a test can kill the worker here).
     var onStart: ((String) -> Void)?
     let delay: Double
+    /// Outputs depend only on the task (as real renders do: the same bits on every host), and a
+    /// forging runner answers other bytes for renders, transitions and the concat.
+    var deterministic = false
+    var forge = false
+    var forged: Set<String> = []
 
-    init(delay: Double = 0.05) { self.delay = delay }
+    init(delay: Double = 0.05, deterministic: Bool = false, forge: Bool = false) {
+        self.delay = delay; self.deterministic = deterministic || forge; self.forge = forge
+    }
 
     func check(_ assignment: Assignment) -> TaskResult {
         let now = Date().timeIntervalSince1970
@@ -45,7 +52,11 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
             r.error = WireError(stage: .decode, errorClass: fail, file: task.label, message: "injected \(fail.rawValue) failure")
             return r
         }
-        let sha = SHA256Hasher.hex(task.label + lease)
+        var sha = SHA256Hasher.hex(task.label + (deterministic ? "" : lease))
+        if forge, !task.label.hasPrefix("fetch") {
+            sha = SHA256Hasher.hex(task.label + " forged")
+            lock.lock(); forged.insert(sha); lock.unlock()
+        }
         r.artifact = ArtifactRef(sha256: sha, path: "/dev/null", size: 1000)
         switch task {
         case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
@@ -65,12 +76,13 @@ final class Harness {
     let outcomes = Locked<[Int64: RunOutcome]>([:])
 
     /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
-    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil) throws {
+    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0) throws {
         lineage = try LineageStore(path: dir + "/lineage.db")
         var logger = Logger(label: "test"); logger.logLevel = .critical
         var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
         config.livenessTimeout = livenessTimeout
         config.backoffBase = 0.01
+        config.verifyFraction = verify
         coordinator = Coordinator(config, lineage: lineage, logger: logger)
         coordinator.observe { [outcomes] _, run, o in if let o { outcomes.withLock { $0[run] = o } } }
         let endpoint = try coordinator.start(context: context)
@@ -112,6 +124,57 @@ final class Harness {
 }
 
 @Suite(.serialized) struct CoordinatorTests {
+    // MARK: --verify (issue 16)
+
+    /// Every stage is rendered twice and outputs agree: the run succeeds, with each render,
+    /// transition and the concat made on two different workers.
+    @Test func verifyRendersEachStageOnTwoWorkers() throws {
+        let runner = FakeRunner(deterministic: true)
+        let h = try Harness(workers: 2, slots: 1, runner: runner, verify: 1)
+        let run = try h.submit(h.pipeline(4))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        #expect(runner.calls.filter { $0.hasPrefix("fetch") }.count == 4, "fetches are not verified")
+        #expect(runner.calls.filter { $0.hasPrefix("render") }.count == 8)
+        #expect(runner.calls.filter { $0 == "concat" }.count == 2)
+        let matched = try h.lineage.rows("SELECT count(*) AS n FROM event WHERE kind = 'verify.matched' AND run_id = ?", [run])
+        #expect(matched[0]["n"] == "5")
+        let twoWorkers = try h.lineage.rows("""
+            SELECT s.name, count(DISTINCT a.worker_id) AS w FROM attempt a JOIN stage s ON s.id = a.stage_id
+            WHERE s.run_id = ? AND s.name LIKE 'encode/%' AND a.state = 'succeeded' GROUP BY s.name
+            """, [run])
+        #expect(twoWorkers.count == 4 && twoWorkers.allSatisfy { $0["w"] == "2" }, "\(twoWorkers)")
+    }
+
+    /// A worker that answers forged bytes: a third worker decides, the forger is quarantined (its
+    /// later hellos refused), and no forged output enters lineage or the movie.
+    @Test func verifyQuarantinesAWorkerWhoseOutputDiffers() throws {
+        let honest = FakeRunner(deterministic: true), forger = FakeRunner(forge: true)
+        let h = try Harness(workers: 3, slots: 1, runner: honest, runners: [honest, honest, forger], verify: 1)
+        let run = try h.submit(h.pipeline(6))
+        guard case .succeeded = try #require(h.wait(run, timeout: 30)) else { Issue.record("run failed"); return }
+        let recorded = Set(try h.lineage.rows("SELECT sha256 FROM artifact").compactMap { $0["sha256"] })
+        #expect(!forger.forged.isEmpty, "the forger was given work")
+        #expect(recorded.isDisjoint(with: forger.forged), "a forged output was accepted")
+        let w2 = try h.lineage.rows("SELECT state FROM worker WHERE id = 'w2'")
+        #expect(w2.first?["state"] == "quarantined")
+        let events = try h.lineage.rows("SELECT message FROM event WHERE kind = 'worker.quarantined'")
+        #expect(events.count == 1 && events[0]["message"]?.contains("worker w2 quarantined") == true, "\(events)")
+        // It comes back (a reconnect after its shutdown): it gets no more work.
+        let before = forger.calls.count
+        let second = try h.submit(h.pipeline(3, name: "q"))
+        guard case .succeeded = try #require(h.wait(second, timeout: 30)) else { Issue.record("second run failed"); return }
+        #expect(forger.calls.count == before, "a quarantined worker was given work")
+    }
+
+    /// Two workers that disagree and no third to decide: the run fails and says so; nothing of
+    /// either output is recorded as the stage's output.
+    @Test func verifyWithoutATieBreakerFailsTheRunClearly() throws {
+        let h = try Harness(workers: 2, slots: 1, runner: FakeRunner(deterministic: true), runners: [FakeRunner(deterministic: true), FakeRunner(forge: true)], verify: 1)
+        let run = try h.submit(h.pipeline(2))
+        guard case .failed(let message) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run succeeded with disagreeing workers"); return }
+        #expect(message.contains("verification failed") && message.contains("no further worker can decide"), "\(message)")
+    }
+
     @Test func runsEveryStageOnceAndNeverExceedsSlots() throws {
         let runner = FakeRunner()
         let h = try Harness(workers: 2, slots: 2, runner: runner)
