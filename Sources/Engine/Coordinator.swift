@@ -1343,8 +1343,8 @@ final class CoordinatorCore {
         if u.verifyOutputs.count == 2 {
             log.warning("verification mismatch; a third worker decides", metadata: ["stage.id": "\(u.name)", "outputs": "\(u.verifyOutputs.map { "\($0.worker)=\($0.sha256.prefix(12))" })"])
         }
-        // One more render of the same stage, on a worker that has not made it. Its attempts stay
-        // open until the outputs agree.
+        // One more render of the same stage, on a worker that has not made it. The attempts so far
+        // stand as succeeded unless a vote finds their output wrong.
         u.attempts = max(0, u.attempts - 1)   // a verification render is not a retry
         run.units[ui] = u
         run.markReady(ui)
