@@ -132,18 +132,12 @@ public enum StateDoctor {
         guard let rows = try? LineageStore.readRows(path: lineage, "SELECT id, coordinator FROM run WHERE state = 'running' ORDER BY id") else {
             return [Finding(level: .warning, subject: "runs", message: "could not read the runs of \(lineage)")]
         }
-        let host = ProcessInfo.processInfo.hostName
         var orphans: [String] = [], elsewhere: [String] = []
         for row in rows {
-            let owner = row["coordinator"] ?? ""
-            let parts = owner.split(separator: ":")
-            if parts.count == 2, String(parts[0]) == host, let pid = Int32(parts[1]) {
-                if kill(pid, 0) == 0 || errno == EPERM { continue }
-                orphans.append(row["id"] ?? "?")
-            } else if parts.count == 2 {
-                elsewhere.append("\(row["id"] ?? "?") (\(owner))")
-            } else {
-                orphans.append(row["id"] ?? "?")
+            switch LineageStore.coordinatorAlive(row["coordinator"]) {
+            case true?: continue
+            case false?: orphans.append(row["id"] ?? "?")
+            case nil: elsewhere.append("\(row["id"] ?? "?") (\(row["coordinator"] ?? "?"))")
             }
         }
         var findings: [Finding] = []
@@ -157,7 +151,7 @@ public enum StateDoctor {
                                                                                : "the \(live) runs recorded running on this host have a live coordinator"))
         } else if repair {
             do {
-                let n = try LineageStore(path: lineage).recoverInterrupted()
+                let n = try LineageStore(path: lineage).recoverInterrupted(only: Set(orphans.compactMap { Int64($0) }))
                 findings.append(Finding(level: .repaired, subject: "runs",
                                         message: "\(n) runs whose coordinator is gone (\(orphans.joined(separator: ", "))) recorded interrupted; `coord submit` of the same pipeline resumes them"))
             } catch {

@@ -330,21 +330,26 @@ public final class LineageStore: Sendable {
 
     // MARK: resume
 
+    /// Whether a run's coordinator ("host:pid", as runs record it) is alive: nil when it is on
+    /// another host (this host cannot tell); false when it is gone or the record is unreadable.
+    public static func coordinatorAlive(_ owner: String?) -> Bool? {
+        let parts = owner?.split(separator: ":") ?? []
+        guard parts.count == 2, let pid = Int32(parts[1]) else { return false }
+        guard String(parts[0]) == ProcessInfo.processInfo.hostName else { return nil }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
     /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
-    /// as lost. Returns how many runs were interrupted.
+    /// as lost (`only`: just these runs). Returns how many runs were interrupted.
     @discardableResult
-    public func recoverInterrupted() throws -> Int {
-        let host = ProcessInfo.processInfo.hostName
-        return try write { db in
+    public func recoverInterrupted(only: Set<Int64>? = nil) throws -> Int {
+        try write { db in
             let rows = try Row.fetchAll(db, sql: "SELECT id, coordinator FROM run WHERE state = 'running'")
             var count = 0
             for row in rows {
                 let id: Int64 = row["id"]
                 let owner: String? = row["coordinator"]
-                let parts = owner?.split(separator: ":") ?? []
-                if parts.count == 2, String(parts[0]) == host, let pid = Int32(parts[1]), kill(pid, 0) == 0 || errno == EPERM {
-                    continue   // its coordinator is alive
-                }
+                if Self.coordinatorAlive(owner) == true || only.map({ !$0.contains(id) }) == true { continue }
                 try db.cachedStatement(sql: """
                     UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = 'coordinator stopped'
                     WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)

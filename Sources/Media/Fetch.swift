@@ -33,13 +33,10 @@ public enum Fetch {
         guard let url = URL(string: uri), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host, !host.isEmpty else {
             throw MediaError(.fetch, .permanent, file: name, "only http(s) URLs can be fetched, not \(uri)")
         }
-        if !limits.allowPrivateAddresses, let problem = privateAddressProblem(host: host) {
-            throw MediaError(.fetch, .permanent, file: name, problem)
-        }
         var lastError: MediaError?
         for attempt in 1...max(1, limits.attempts) {
             do {
-                return try copyOnce(from: uri, to: path, limits: limits, name: name)
+                return try copyOnce(from: uri, host: host, to: path, limits: limits, name: name)
             } catch let e as MediaError where e.errorClass == .retryable && attempt < limits.attempts {
                 lastError = e
                 Thread.sleep(forTimeInterval: 0.2 * Double(1 << (attempt - 1)))
@@ -48,38 +45,18 @@ public enum Fetch {
         throw lastError!
     }
 
-    /// Why `host` may not be fetched from on a farm, or nil: a name or address that resolves to
-    /// loopback, link-local, private, shared or unspecified addresses. The message is the same
-    /// whatever listens there.
-    static func privateAddressProblem(host: String) -> String? {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>? = nil
-        guard getaddrinfo(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), nil, &hints, &list) == 0 else {
-            return nil   // unresolvable: the fetch itself reports it
-        }
-        defer { freeaddrinfo(list) }
-        var p = list
-        while let a = p?.pointee {
-            if let sa = a.ai_addr, isPrivate(sa) {
-                return "\(host) is a loopback, link-local or private address; this worker fetches only from public addresses (a farm operator can allow others with worker --allow-private-urls)"
-            }
-            p = a.ai_next
-        }
-        return nil
-    }
-
-    static func isPrivate(_ sa: UnsafeMutablePointer<sockaddr>) -> Bool { tl_address_is_private(sa) != 0 }
-
     static func isPrivateIPv4(_ b: [UInt8]) -> Bool { b.count == 4 && tl_ipv4_is_private(b) != 0 }
 
-    /// Whether the connect-time guard is in place in this process (it refuses private addresses
-    /// reached by redirects or by a DNS answer that changed since the check above).
+    /// Whether the connect-time guard (CSupport/netguard.c) is in place in this process.
     public static var addressGuardInstalled: Bool { tl_fetch_guard_installed() != 0 }
 
-    static let redirectedPrivately = "the server sent the download to a loopback, link-local or private address; this worker fetches only from public addresses (a farm operator can allow others with worker --allow-private-urls)"
+    /// Why a farm fetch was refused by the guard. It names only the URL's host, so a refusal reads
+    /// the same whatever listens on which port.
+    static func privateAddress(_ host: String) -> String {
+        "\(host) leads to a loopback, link-local or private address (directly or by a redirect); this worker fetches only from public addresses (a farm operator can allow others with worker --allow-private-urls)"
+    }
 
-    private static func copyOnce(from uri: String, to path: String, limits: FetchLimits, name: String) throws -> Int64 {
+    private static func copyOnce(from uri: String, host: String, to path: String, limits: FetchLimits, name: String) throws -> Int64 {
         var io: UnsafeMutablePointer<AVIOContext>? = nil
         let deadline = UnsafeMutablePointer<Double>.allocate(capacity: 1)
         defer { deadline.deallocate() }
@@ -88,8 +65,8 @@ public enum Fetch {
         func overDeadline() -> MediaError {
             MediaError(.fetch, .permanent, file: name, "the download took longer than the \(Int(limits.deadline)) s limit")
         }
-        // On a farm every connection this thread makes while fetching (redirects included) is
-        // checked at connect time against the address actually used.
+        // On a farm every connection this thread makes while fetching is checked where it is made,
+        // against the address actually used: the URL's own host, any redirect, any DNS answer.
         if !limits.allowPrivateAddresses { tl_fetch_guard(1) }
         defer { tl_fetch_guard(0) }
         var opts: OpaquePointer? = nil
@@ -101,7 +78,7 @@ public enum Fetch {
         av_dict_free(&opts)
         guard ret >= 0, let io else {
             if ret == tl_averror_exit() { throw overDeadline() }
-            if tl_fetch_guard_refused() != 0 { throw MediaError(.fetch, .permanent, file: name, "cannot open \(uri): \(redirectedPrivately)") }
+            if tl_fetch_guard_refused() != 0 { throw MediaError(.fetch, .permanent, file: name, privateAddress(host)) }
             throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "cannot open \(uri): \(describe(ret))")
         }
         defer { var p: UnsafeMutablePointer<AVIOContext>? = io; avio_closep(&p) }
@@ -120,7 +97,7 @@ public enum Fetch {
             if ret == tl_averror_eof() || ret == 0 { break }
             if ret == tl_averror_exit() || tl_deadline_passed(deadline) != 0 { throw overDeadline() }
             if ret < 0 {
-                if tl_fetch_guard_refused() != 0 { throw MediaError(.fetch, .permanent, file: name, "reading \(uri) failed: \(redirectedPrivately)") }
+                if tl_fetch_guard_refused() != 0 { throw MediaError(.fetch, .permanent, file: name, privateAddress(host)) }
                 throw MediaError(.fetch, fetchClass(ret, uri: uri), file: name, "reading \(uri) failed: \(describe(ret))")
             }
             total += Int64(ret)
