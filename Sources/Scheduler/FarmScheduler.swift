@@ -1,0 +1,534 @@
+import DequeModule
+
+/// One stage of one run, as the scheduler knows it: a node of the run's graph.
+public struct StageRef: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var run: Int64
+    public var node: Int
+    public init(run: Int64, node: Int) { self.run = run; self.node = node }
+    public static func < (a: StageRef, b: StageRef) -> Bool { (a.run, a.node) < (b.run, b.node) }
+    public var description: String { "run \(run) node \(node)" }
+}
+
+/// The whole farm's scheduling as a state machine, in ninja's shape: runs' graphs of ready work,
+/// workers' slots, leases. It takes events and the time and returns effects; it does no I/O,
+/// reads no clock and draws no random numbers, so every policy is tested with a test clock and
+/// random event sequences in milliseconds. The coordinator feeds it what its sockets hear and
+/// carries out what it returns (sends, lineage writes).
+///
+/// Leases fence attempts: each dispatch gets a new lease, `"<epoch>-<n>"`, and only the current
+/// lease of a stage, reported by the worker it was given to, counts. Anything else is `.stale`.
+public struct FarmScheduler: Sendable {
+    public struct Configuration: Sendable {
+        /// Makes this scheduler's leases differ from an earlier coordinator's.
+        public var epoch: String
+        /// Retry backoff: base × 2^attempts × jitter (0.8…1.2, drawn from the stage, not a clock).
+        public var backoffBase: Double = 0.25
+        /// A stage whose attempts lost this many workers is poison.
+        public var poisonAfterLostWorkers: Int = 3
+        /// Cache checks a worker holds at once (they take no slot).
+        public var checksPerWorker: Int = 16
+        public init(epoch: String) { self.epoch = epoch }
+    }
+
+    /// A run handed to the scheduler.
+    public struct RunSpec: Sendable, Equatable {
+        public var id: Int64
+        public var priority: Int
+        /// `dependencies[n]`: the nodes node n waits for (the plan's dependencies).
+        public var dependencies: [[Int]]
+        /// Short joining work (fetches, transitions, the concat) goes ahead of renders.
+        public var short: [Bool]
+        /// Tries per stage for retryable failures.
+        public var maxAttempts: Int
+        /// Nodes complete before anything runs (a title has nothing to fetch).
+        public var done: [Int]
+        public init(id: Int64, priority: Int = 0, dependencies: [[Int]], short: [Bool]? = nil, maxAttempts: Int = 3, done: [Int] = []) {
+            self.id = id; self.priority = priority; self.dependencies = dependencies
+            self.short = short ?? Array(repeating: false, count: dependencies.count)
+            self.maxAttempts = maxAttempts; self.done = done
+        }
+    }
+
+    public enum Event: Sendable, Equatable {
+        case submit(RunSpec)
+        /// The answer to `.prepare`: whether a recorded artifact should be checked first, and the
+        /// stage's cost (renders go costliest first).
+        case prepared(StageRef, cacheCheck: Bool, cost: Double)
+        /// A worker said hello (again): its slots, and the leases it still runs (they hold slots
+        /// until it reports them).
+        case workerJoined(String, slots: Int, running: [String])
+        /// It stops taking work; what it runs still finishes.
+        case workerDraining(String)
+        /// It left after draining: anything it still held goes back to the queue, not counted.
+        case workerLeft(String)
+        /// It died or went silent: its attempts are lost and count towards poison.
+        case workerLost(String)
+        /// The worker no longer runs this lease (its result is in, its artifact may still be on
+        /// the way): the slot is free, the lease stays current.
+        case released(lease: String, worker: String)
+        case succeeded(lease: String, worker: String)
+        /// A cache check found no usable artifact: the stage is rendered for real.
+        case cacheMiss(lease: String, worker: String)
+        case failed(lease: String, worker: String, retryable: Bool)
+        /// The worker will not run it (draining): back to the queue at once, not counted.
+        case handedBack(lease: String, worker: String)
+        /// The assignment never reached the worker: back to the queue, not counted.
+        case notDelivered(lease: String)
+        /// The attempt's output stands, but the stage runs once more on a worker that has not
+        /// made it (verification); not counted as a retry.
+        case again(lease: String, worker: String)
+        case cancel(run: Int64)
+        /// Stop giving out work (a graceful coordinator stop); results still count.
+        case stopDispatching
+        /// Release retries whose backoff is over, and hand out work.
+        case tick
+    }
+
+    public enum Outcome: Sendable, Equatable {
+        case succeeded
+        /// A stage failed for good: a permanent error, or its attempts were spent.
+        case failed(StageRef, attempts: Int)
+        /// A stage's attempts took down this many workers.
+        case poison(StageRef, lostWorkers: Int)
+        case cancelled
+    }
+
+    public enum Effect: Sendable, Equatable {
+        /// The stage is ready: work out its task and answer `.prepared`.
+        case prepare(StageRef)
+        /// Send the stage to the worker under this lease. `attempt` numbers real attempts from 1;
+        /// a cache check carries the number its hit will have.
+        case dispatch(lease: String, StageRef, worker: String, attempt: Int, checkOnly: Bool, readySince: Double)
+        /// Stop this attempt on its worker (its run ended, or nobody knows the lease any more).
+        case cancel(lease: String, StageRef?, worker: String)
+        /// The worker went with the attempt: record it lost. The stage goes back to the queue.
+        case lost(lease: String, StageRef, worker: String, checkOnly: Bool)
+        /// The attempt came back unfinished (drain): record it handed back.
+        case handedBack(lease: String, StageRef, worker: String)
+        /// A retry waits out its backoff.
+        case retry(StageRef, notBefore: Double, attempts: Int)
+        /// A result under a lease that is not current, or from a worker it was not given to: ignored.
+        case stale(lease: String, worker: String)
+        case runEnded(Int64, Outcome)
+    }
+
+    public enum Phase: Sendable, Equatable { case waiting, ready, checking, running, done, ended }
+
+    struct Node {
+        var phase = Phase.waiting
+        var attempts = 0
+        var lostWorkers = 0
+        var notBefore = 0.0
+        var readySince = 0.0
+        var cost = 0.0
+        /// Prepared, with a recorded artifact to check before rendering.
+        var check = false
+        var prepared = false
+        var lease: String?
+        var worker: String?
+        /// Verification: workers that made this stage already.
+        var excluded: Set<String> = []
+    }
+
+    struct Run {
+        var spec: RunSpec
+        var graph: RunGraph
+        var nodes: [Node]
+        var checkLane = Deque<Int>()
+        var slotLane = ReadyQueue<Int>()
+        var delayed: [Int] = []
+        var running = 0
+    }
+
+    struct Worker {
+        var slots: Int
+        /// Leases holding a slot (current ones and those of ended runs not yet answered).
+        var running: Set<String> = []
+        var checks: Set<String> = []
+        var draining = false
+        var joined: Int
+    }
+
+    struct LeaseInfo {
+        var stage: StageRef
+        var worker: String
+        var checkOnly: Bool
+    }
+
+    public let config: Configuration
+    var runs: [Int64: Run] = [:]
+    var workers: [String: Worker] = [:]
+    var leases: [String: LeaseInfo] = [:]
+    var nextLease: UInt64 = 0
+    var joinOrder = 0
+    public private(set) var dispatching = true
+
+    public init(_ config: Configuration) { self.config = config }
+
+    // MARK: queries (pure reads for the coordinator's pages, progress and heartbeats)
+
+    public var hasRuns: Bool { !runs.isEmpty }
+    public var liveLeaseCount: Int { leases.count }
+    public func isLive(_ lease: String) -> Bool { leases[lease] != nil }
+    /// The stage a current lease runs.
+    public func stage(of lease: String) -> StageRef? { leases[lease]?.stage }
+    public func holder(of lease: String) -> String? { leases[lease]?.worker }
+    public func phase(_ s: StageRef) -> Phase { runs[s.run].map { $0.nodes.indices.contains(s.node) ? $0.nodes[s.node].phase : .ended } ?? .ended }
+    public func lease(of s: StageRef) -> String? { runs[s.run]?.nodes[s.node].lease }
+    public func attempts(_ s: StageRef) -> Int { runs[s.run]?.nodes[s.node].attempts ?? 0 }
+    public func excluded(_ s: StageRef) -> Set<String> { runs[s.run]?.nodes[s.node].excluded ?? [] }
+    public func isDraining(_ worker: String) -> Bool { workers[worker]?.draining ?? false }
+    public func knows(worker: String) -> Bool { workers[worker] != nil }
+    /// Leases a worker holds a slot or a check for.
+    public func leases(on worker: String) -> [String] { workers[worker].map { Array($0.running.union($0.checks)) } ?? [] }
+    public func busySlots(_ worker: String) -> Int { workers[worker]?.running.count ?? 0 }
+    public func slots(_ worker: String) -> Int { workers[worker]?.slots ?? 0 }
+    /// Workers taking work, other than those in `except`.
+    public func takingWork(except: Set<String> = []) -> Int { workers.filter { !$0.value.draining && !except.contains($0.key) }.count }
+    /// Stages ready and waiting for a slot or a check.
+    public var queueDepth: Int { runs.values.reduce(0) { $0 + $1.nodes.filter { $0.phase == .ready }.count } }
+
+    // MARK: events
+
+    /// Applies one event at time `now`; returns what to do, in order. `affinity(stage, worker)`
+    /// scores how much of the stage's input a worker already holds (the free worker with the
+    /// highest score gets it).
+    public mutating func handle(_ event: Event, now: Double, affinity: ((StageRef, String) -> Int64)? = nil) -> [Effect] {
+        var out: [Effect] = []
+        switch event {
+        case .submit(let spec):
+            guard runs[spec.id] == nil else { break }
+            let n = spec.dependencies.count
+            var run = Run(spec: spec, graph: RunGraph(dependencies: spec.dependencies), nodes: Array(repeating: Node(), count: n))
+            var ready = Set(run.graph.initiallyReady)
+            for d in spec.done where run.nodes.indices.contains(d) && run.nodes[d].phase != .done {
+                run.nodes[d].phase = .done
+                ready.remove(d)
+                for k in run.graph.complete(d) { ready.insert(k) }
+            }
+            runs[spec.id] = run
+            for k in ready.sorted() where runs[spec.id]!.nodes[k].phase == .waiting { makeReady(StageRef(run: spec.id, node: k), now: now, &out) }
+            endIfComplete(spec.id, &out)
+
+        case .prepared(let s, let check, let cost):
+            guard var run = runs[s.run], run.nodes.indices.contains(s.node), run.nodes[s.node].phase == .ready, !run.nodes[s.node].prepared else { break }
+            run.nodes[s.node].prepared = true
+            run.nodes[s.node].check = check
+            run.nodes[s.node].cost = cost
+            if check { run.checkLane.append(s.node) } else { run.slotLane.push(s.node, short: run.spec.short[s.node], cost: cost) }
+            runs[s.run] = run
+
+        case .workerJoined(let id, let slots, let running):
+            var w = workers[id] ?? Worker(slots: slots, joined: joinOrder)
+            if workers[id] == nil { joinOrder += 1 }
+            w.slots = max(0, slots)
+            for lease in running {
+                w.running.insert(lease)
+                // A lease nobody knows (an earlier coordinator's, or an ended run's) is stopped.
+                if !isLive(lease) { out.append(.cancel(lease: lease, nil, worker: id)) }
+            }
+            workers[id] = w
+
+        case .workerDraining(let id):
+            workers[id]?.draining = true
+
+        case .workerLeft(let id):
+            guard let w = workers.removeValue(forKey: id) else { break }
+            for lease in w.running.union(w.checks).sorted() { handBack(lease, from: id, now: now, &out) }
+
+        case .workerLost(let id):
+            guard let w = workers.removeValue(forKey: id) else { break }
+            for lease in w.checks.union(w.running).sorted() { lose(lease, worker: id, now: now, &out) }
+
+        case .released(let lease, let worker):
+            free(lease, on: worker)
+
+        case .succeeded(let lease, let worker):
+            free(lease, on: worker)
+            guard let s = current(lease, from: worker, &out) else { break }
+            leases[lease] = nil
+            var run = runs[s.run]!
+            if run.nodes[s.node].phase == .checking { run.nodes[s.node].attempts += 1 } else { run.running -= 1 }
+            run.nodes[s.node].phase = .done
+            run.nodes[s.node].lease = nil
+            run.nodes[s.node].worker = nil
+            run.nodes[s.node].excluded = []
+            let newly = run.graph.complete(s.node)
+            runs[s.run] = run
+            for k in newly where runs[s.run]!.nodes[k].phase == .waiting { makeReady(StageRef(run: s.run, node: k), now: now, &out) }
+            endIfComplete(s.run, &out)
+
+        case .cacheMiss(let lease, let worker):
+            free(lease, on: worker)
+            guard let s = current(lease, from: worker, &out) else { break }
+            leases[lease] = nil
+            var run = runs[s.run]!
+            if run.nodes[s.node].phase == .running { run.running -= 1 }
+            run.nodes[s.node].lease = nil
+            run.nodes[s.node].worker = nil
+            run.nodes[s.node].check = false
+            run.nodes[s.node].phase = .ready
+            run.nodes[s.node].readySince = now
+            run.slotLane.push(s.node, short: run.spec.short[s.node], cost: run.nodes[s.node].cost)
+            runs[s.run] = run
+
+        case .failed(let lease, let worker, let retryable):
+            free(lease, on: worker)
+            guard let s = current(lease, from: worker, &out) else { break }
+            leases[lease] = nil
+            var run = runs[s.run]!
+            var node = run.nodes[s.node]
+            if node.phase == .running { run.running -= 1 }
+            node.lease = nil; node.worker = nil
+            let attempts = node.attempts
+            let decision = RetryPolicy.decide(retryable: retryable, attempts: attempts, maxAttempts: run.spec.maxAttempts, now: now,
+                                              base: config.backoffBase, jitter: jitter(s, attempts))
+            run.nodes[s.node] = node
+            runs[s.run] = run
+            switch decision {
+            case .retry(let notBefore): delay(s, until: notBefore, now: now, &out)
+            case .fail: end(s.run, .failed(s, attempts: attempts), &out)
+            }
+
+        case .handedBack(let lease, let worker):
+            free(lease, on: worker)
+            guard current(lease, from: worker, &out) != nil else { break }
+            handBack(lease, from: worker, now: now, &out)
+
+        case .notDelivered(let lease):
+            guard let info = leases[lease] else { break }
+            free(lease, on: info.worker)
+            handBack(lease, from: info.worker, now: now, &out, record: false)
+
+        case .again(let lease, let worker):
+            free(lease, on: worker)
+            guard let s = current(lease, from: worker, &out) else { break }
+            leases[lease] = nil
+            var run = runs[s.run]!
+            var node = run.nodes[s.node]
+            if node.phase == .running { run.running -= 1 }
+            node.excluded.insert(worker)
+            node.attempts = max(0, node.attempts - 1)
+            node.lease = nil; node.worker = nil
+            node.phase = .ready; node.readySince = now; node.check = false
+            run.nodes[s.node] = node
+            run.slotLane.push(s.node, short: run.spec.short[s.node], cost: node.cost)
+            runs[s.run] = run
+
+        case .cancel(let id):
+            guard runs[id] != nil else { break }
+            end(id, .cancelled, &out)
+
+        case .stopDispatching:
+            dispatching = false
+
+        case .tick:
+            guard dispatching else { break }
+            release(now)
+            dispatchChecks(now, &out)
+            dispatchSlots(now, affinity, &out)
+        }
+        return out
+    }
+
+    // MARK: transitions
+
+    /// The stage's lease if it is current and `worker` holds it; otherwise a `.stale` effect.
+    func current(_ lease: String, from worker: String, _ out: inout [Effect]) -> StageRef? {
+        guard let info = leases[lease], info.worker == worker, runs[info.stage.run]?.nodes[info.stage.node].lease == lease else {
+            out.append(.stale(lease: lease, worker: worker))
+            return nil
+        }
+        return info.stage
+    }
+
+    mutating func free(_ lease: String, on worker: String) {
+        workers[worker]?.running.remove(lease)
+        workers[worker]?.checks.remove(lease)
+    }
+
+    mutating func makeReady(_ s: StageRef, now: Double, _ out: inout [Effect]) {
+        runs[s.run]!.nodes[s.node].phase = .ready
+        runs[s.run]!.nodes[s.node].readySince = now
+        runs[s.run]!.nodes[s.node].prepared = false
+        out.append(.prepare(s))
+    }
+
+    /// Back to its lane at once (a hand-back or an undelivered assignment): the attempt does not count.
+    mutating func handBack(_ lease: String, from worker: String, now: Double, _ out: inout [Effect], record: Bool = true) {
+        guard let info = leases.removeValue(forKey: lease), var run = runs[info.stage.run] else { return }
+        let k = info.stage.node
+        guard run.nodes[k].lease == lease else { return }
+        if record { out.append(.handedBack(lease: lease, info.stage, worker: worker)) }
+        requeue(&run, k, countedAttempt: !info.checkOnly, now: now)
+        runs[info.stage.run] = run
+    }
+
+    mutating func requeue(_ run: inout Run, _ k: Int, countedAttempt: Bool, now: Double) {
+        if run.nodes[k].phase == .running { run.running -= 1 }
+        if countedAttempt { run.nodes[k].attempts = max(0, run.nodes[k].attempts - 1) }
+        run.nodes[k].lease = nil
+        run.nodes[k].worker = nil
+        run.nodes[k].phase = .ready
+        run.nodes[k].readySince = now
+        if run.nodes[k].check { run.checkLane.append(k) } else { run.slotLane.push(k, short: run.spec.short[k], cost: run.nodes[k].cost) }
+    }
+
+    /// Its worker went. A cache check just goes back; an attempt counts towards poison and retries.
+    mutating func lose(_ lease: String, worker: String, now: Double, _ out: inout [Effect]) {
+        guard let info = leases.removeValue(forKey: lease), var run = runs[info.stage.run], run.nodes[info.stage.node].lease == lease else { return }
+        let s = info.stage
+        out.append(.lost(lease: lease, s, worker: worker, checkOnly: info.checkOnly))
+        if info.checkOnly {
+            requeue(&run, s.node, countedAttempt: false, now: now)
+            runs[s.run] = run
+            return
+        }
+        run.running -= 1
+        run.nodes[s.node].lostWorkers += 1
+        run.nodes[s.node].lease = nil
+        run.nodes[s.node].worker = nil
+        let lost = run.nodes[s.node].lostWorkers
+        runs[s.run] = run
+        if RetryPolicy.isPoison(lostWorkers: lost, limit: config.poisonAfterLostWorkers) {
+            end(s.run, .poison(s, lostWorkers: lost), &out)
+        } else {
+            let attempts = run.nodes[s.node].attempts
+            delay(s, until: now + RetryPolicy.delay(attempts: attempts, base: config.backoffBase, jitter: jitter(s, attempts)), now: now, &out)
+        }
+    }
+
+    mutating func delay(_ s: StageRef, until notBefore: Double, now: Double, _ out: inout [Effect]) {
+        runs[s.run]!.nodes[s.node].phase = .ready
+        runs[s.run]!.nodes[s.node].readySince = notBefore
+        runs[s.run]!.nodes[s.node].notBefore = notBefore
+        runs[s.run]!.nodes[s.node].check = false
+        runs[s.run]!.delayed.append(s.node)
+        out.append(.retry(s, notBefore: notBefore, attempts: runs[s.run]!.nodes[s.node].attempts))
+    }
+
+    mutating func endIfComplete(_ id: Int64, _ out: inout [Effect]) {
+        if let run = runs[id], run.graph.isComplete { end(id, .succeeded, &out) }
+    }
+
+    /// The run is over: its attempts still out are cancelled (their slots free as workers answer).
+    mutating func end(_ id: Int64, _ outcome: Outcome, _ out: inout [Effect]) {
+        guard let run = runs.removeValue(forKey: id) else { return }
+        for (k, node) in run.nodes.enumerated() {
+            guard let lease = node.lease, let worker = node.worker else { continue }
+            leases[lease] = nil
+            out.append(.cancel(lease: lease, StageRef(run: id, node: k), worker: worker))
+        }
+        out.append(.runEnded(id, outcome))
+    }
+
+    /// Spreads retries of stages that failed together: 0.8…1.2, a hash of the stage and attempt.
+    func jitter(_ s: StageRef, _ attempts: Int) -> Double {
+        var x = UInt64(bitPattern: s.run) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(s.node) &* 0xBF58_476D_1CE4_E5B9 ^ UInt64(attempts) &* 0x94D0_49BB_1331_11EB
+        x ^= x >> 31; x &*= 0xD6E8_FEB8_6659_FD93; x ^= x >> 32
+        return 0.8 + 0.4 * Double(x % 10_000) / 10_000
+    }
+
+    // MARK: dispatch
+
+    mutating func release(_ now: Double) {
+        for id in runs.keys where !runs[id]!.delayed.isEmpty {
+            var run = runs[id]!
+            var still: [Int] = []
+            for k in run.delayed {
+                guard run.nodes[k].phase == .ready, run.nodes[k].lease == nil else { continue }
+                if run.nodes[k].notBefore <= now {
+                    run.nodes[k].readySince = now
+                    run.slotLane.push(k, short: run.spec.short[k], cost: run.nodes[k].cost)
+                } else { still.append(k) }
+            }
+            run.delayed = still
+            runs[id] = run
+        }
+    }
+
+    mutating func newLease() -> String {
+        nextLease += 1
+        return "\(config.epoch)-\(nextLease)"
+    }
+
+    /// Stages with a recorded artifact are checked first, beside the slots: a few per worker.
+    mutating func dispatchChecks(_ now: Double, _ out: inout [Effect]) {
+        for id in runs.keys.sorted() where !runs[id]!.checkLane.isEmpty {
+            var run = runs[id]!
+            defer { runs[id] = run }
+            while let k = run.checkLane.first {
+                guard run.nodes[k].phase == .ready, run.nodes[k].check, run.nodes[k].lease == nil else { _ = run.checkLane.popFirst(); continue }
+                guard let wid = workers.filter({ !$0.value.draining && $0.value.checks.count < config.checksPerWorker })
+                        .min(by: { ($0.value.checks.count, $0.value.joined) < ($1.value.checks.count, $1.value.joined) })?.key else { return }
+                _ = run.checkLane.popFirst()
+                let lease = newLease()
+                run.nodes[k].phase = .checking
+                run.nodes[k].lease = lease
+                run.nodes[k].worker = wid
+                leases[lease] = LeaseInfo(stage: StageRef(run: id, node: k), worker: wid, checkOnly: true)
+                workers[wid]!.checks.insert(lease)
+                out.append(.dispatch(lease: lease, StageRef(run: id, node: k), worker: wid, attempt: run.nodes[k].attempts + 1, checkOnly: true,
+                                     readySince: run.nodes[k].readySince))
+            }
+        }
+    }
+
+    /// Credit-based: a worker never holds more attempts than its slots. Priority first; then fair
+    /// share (the run with the fewest attempts running), then the oldest run; within a run its
+    /// ready queue's order. The free worker holding most of the stage's input gets it.
+    mutating func dispatchSlots(_ now: Double, _ affinity: ((StageRef, String) -> Int64)?, _ out: inout [Effect]) {
+        var free = workers.filter { !$0.value.draining && $0.value.running.count < $0.value.slots }
+            .sorted { $0.value.joined < $1.value.joined }.map(\.key)
+        guard !free.isEmpty else { return }
+        var active = runs.keys.filter { hasDispatchable($0) }
+        var skipped: [(Int64, Int)] = []
+        defer {
+            for (id, k) in skipped {
+                guard var run = runs[id] else { continue }
+                run.slotLane.push(k, short: run.spec.short[k], cost: run.nodes[k].cost)
+                runs[id] = run
+            }
+        }
+        while !free.isEmpty && !active.isEmpty {
+            guard let id = FairShare.pick(active.map { FairShare.Candidate(run: $0, priority: runs[$0]!.spec.priority, running: runs[$0]!.running) }),
+                  let k = runs[id]!.slotLane.pop() else { break }
+            let s = StageRef(run: id, node: k)
+            let excluded = runs[id]!.nodes[k].excluded
+            let eligible = excluded.isEmpty ? free : free.filter { !excluded.contains($0) }
+            if eligible.isEmpty {
+                skipped.append((id, k))
+            } else {
+                let wid = affinity.map { score in
+                    eligible.enumerated().max { a, b in
+                        (score(s, a.element), -(workers[a.element]!.running.count), -a.offset) < (score(s, b.element), -(workers[b.element]!.running.count), -b.offset)
+                    }!.element
+                } ?? eligible.min { workers[$0]!.running.count < workers[$1]!.running.count }!
+                let lease = newLease()
+                runs[id]!.nodes[k].attempts += 1
+                runs[id]!.nodes[k].phase = .running
+                runs[id]!.nodes[k].lease = lease
+                runs[id]!.nodes[k].worker = wid
+                runs[id]!.running += 1
+                leases[lease] = LeaseInfo(stage: s, worker: wid, checkOnly: false)
+                workers[wid]!.running.insert(lease)
+                out.append(.dispatch(lease: lease, s, worker: wid, attempt: runs[id]!.nodes[k].attempts, checkOnly: false,
+                                     readySince: runs[id]!.nodes[k].readySince))
+                if workers[wid]!.running.count >= workers[wid]!.slots { free.removeAll { $0 == wid } }
+            }
+            if !hasDispatchable(id) { active.removeAll { $0 == id } }
+        }
+    }
+
+    /// Drops stale heads of the run's slot lane; true when a stage can go now.
+    mutating func hasDispatchable(_ id: Int64) -> Bool {
+        guard var run = runs[id] else { return false }
+        defer { runs[id] = run }
+        while let k = run.slotLane.first {
+            let n = run.nodes[k]
+            if n.phase != .ready || n.check || n.lease != nil || !n.prepared { _ = run.slotLane.pop(); continue }
+            return true
+        }
+        return false
+    }
+}

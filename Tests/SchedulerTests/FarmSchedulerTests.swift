@@ -1,0 +1,409 @@
+import Testing
+import PropertyBased
+@testable import Scheduler
+
+typealias Effect = FarmScheduler.Effect
+typealias Event = FarmScheduler.Event
+
+/// A farm around the scheduler, modelled independently of it: what each worker really holds,
+/// which leases can no longer count, which stages succeeded. Every effect the scheduler returns is
+/// checked against that model.
+struct Farm {
+    var scheduler: FarmScheduler
+    var now = 1_000.0
+    var toPrepare: [StageRef] = []
+    /// Leases a worker runs and will answer: lease → (stage, worker, check only, released).
+    var outstanding: [String: (stage: StageRef, worker: String, checkOnly: Bool)] = [:]
+    /// Slot-holding leases per worker, by the model.
+    var held: [String: Set<String>] = [:]
+    var slots: [String: Int] = [:]
+    var draining: Set<String> = []
+    /// Leases whose result is in but whose artifact is still being copied: the coordinator answers
+    /// them (the copy succeeds or fails) even when their worker is gone.
+    var released: Set<String> = []
+    /// Leases that can no longer succeed: answered, lost, handed back, cancelled.
+    var dead: Set<String> = []
+    /// Leases whose result was delivered (to resend as duplicates).
+    var answered: [String] = []
+    var deps: [Int64: [[Int]]] = [:]
+    var succeeded: [Int64: Set<Int>] = [:]
+    var preDone: [Int64: Set<Int>] = [:]
+    var ended: [Int64: FarmScheduler.Outcome] = [:]
+    var nextRun: Int64 = 1
+    var nextWorker = 1
+    var problems: [String] = []
+
+    init(poison: Int = 3) {
+        var c = FarmScheduler.Configuration(epoch: "t")
+        c.poisonAfterLostWorkers = poison
+        scheduler = FarmScheduler(c)
+    }
+
+    @discardableResult
+    mutating func send(_ e: Event) -> [Effect] {
+        let fx = scheduler.handle(e, now: now)
+        for f in fx { take(f) }
+        return fx
+    }
+
+    mutating func take(_ f: Effect) {
+        switch f {
+        case .prepare(let s):
+            toPrepare.append(s)
+        case .dispatch(let lease, let s, let w, _, let checkOnly, _):
+            if slots[w] == nil { problems.append("dispatched \(lease) to unknown or lost worker \(w)") }
+            if draining.contains(w) { problems.append("dispatched \(lease) to draining worker \(w)") }
+            if ended[s.run] != nil { problems.append("dispatched a stage of ended run \(s.run)") }
+            let done = succeeded[s.run, default: []].union(preDone[s.run, default: []])
+            if let d = deps[s.run], !Set(d[s.node]).isSubset(of: done) { problems.append("\(s) dispatched before its dependencies") }
+            if done.contains(s.node) { problems.append("\(s) dispatched after it succeeded") }
+            outstanding[lease] = (s, w, checkOnly)
+            if !checkOnly {
+                held[w, default: []].insert(lease)
+                if held[w]!.count > slots[w] ?? 0 { problems.append("worker \(w) holds \(held[w]!.count) attempts, has \(slots[w] ?? 0) slots") }
+            }
+        case .cancel(let lease, _, _), .lost(let lease, _, _, _), .handedBack(let lease, _, _):
+            dead.insert(lease)
+        case .retry, .stale:
+            break
+        case .runEnded(let id, let o):
+            if ended[id] != nil { problems.append("run \(id) ended twice") }
+            ended[id] = o
+        }
+    }
+
+    mutating func submit(_ raw: [[Int]], priority: Int = 0, done: [Int] = []) -> Int64 {
+        let id = nextRun; nextRun += 1
+        // Node i depends on earlier nodes only (a DAG).
+        let d: [[Int]] = raw.enumerated().map { i, r in i == 0 ? [] : r.map { $0 % i } }
+        deps[id] = d
+        let pre = done.filter { d.indices.contains($0) && d[$0].isEmpty }
+        preDone[id] = Set(pre)
+        send(.submit(.init(id: id, priority: priority, dependencies: d, short: d.indices.map { $0 % 3 == 0 }, maxAttempts: 3, done: pre)))
+        return id
+    }
+
+    mutating func join(slots n: Int) -> String {
+        let w = "w\(nextWorker)"; nextWorker += 1
+        slots[w] = n
+        send(.workerJoined(w, slots: n, running: []))
+        return w
+    }
+
+    mutating func prepareAll(check: (StageRef) -> Bool = { _ in false }) {
+        let list = toPrepare; toPrepare = []
+        for s in list { send(.prepared(s, cacheCheck: check(s), cost: Double(s.node % 4))) }
+    }
+
+    /// The worker answers `lease`: frees its slot in the model, then sends `event`.
+    mutating func answer(_ lease: String, _ make: (String, String) -> Event) -> [Effect] {
+        guard let o = outstanding.removeValue(forKey: lease) else { return [] }
+        held[o.worker]?.remove(lease)
+        let wasDead = dead.contains(lease)
+        let event = make(lease, o.worker)
+        let fx = send(event)
+        answered.append(lease)
+        let stale = fx.contains(.stale(lease: lease, worker: o.worker))
+        if case .succeeded = event {
+            if wasDead && !stale { problems.append("stale lease \(lease) succeeded") }
+            if !stale {
+                if succeeded[o.stage.run, default: []].contains(o.stage.node) { problems.append("\(o.stage) succeeded twice") }
+                succeeded[o.stage.run, default: []].insert(o.stage.node)
+            }
+        }
+        dead.insert(lease)
+        // The success that ended a run is counted above, after the scheduler answered.
+        for case .runEnded(let id, .succeeded) in fx where succeeded[id, default: []].union(preDone[id, default: []]).count != deps[id]?.count {
+            problems.append("run \(id) succeeded with stages missing")
+        }
+        return fx
+    }
+
+    mutating func lose(_ w: String) {
+        for (l, o) in outstanding where o.worker == w && !released.contains(l) { outstanding[l] = nil; dead.insert(l) }
+        held[w] = nil; slots[w] = nil; draining.remove(w)
+        send(.workerLost(w))
+    }
+
+    mutating func leave(_ w: String) {
+        for (l, o) in outstanding where o.worker == w && !released.contains(l) { outstanding[l] = nil }
+        held[w] = nil; slots[w] = nil; draining.remove(w)
+        send(.workerLeft(w))
+    }
+}
+
+@Suite struct FarmSchedulerProperties {
+    /// Random farms: runs submitted and cancelled, workers joining, draining, leaving, dying and
+    /// reconnecting; results that succeed, fail, miss the cache, come back handed back or for
+    /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended.
+    /// Throughout: never two successes for one stage, never more attempts on a worker than its
+    /// slots, nothing dispatched before its dependencies or to a draining worker, and a stale lease
+    /// never succeeds. Then, with one healthy worker, every run ends.
+    @Test func randomFarmsKeepTheirPromisesAndEveryRunEnds() async {
+        let gen = Gen.int(in: 0...9_999).array(of: 20...300)
+        await propertyCheck(count: 400, input: gen) { choices in
+            var farm = Farm()
+            var c = 0
+            func next(_ n: Int) -> Int { defer { c += 1 }; return n <= 0 ? 0 : choices[c % choices.count] % n }
+            for _ in 0..<choices.count {
+                let workers = farm.slots.keys.sorted()
+                let live = farm.outstanding.keys.sorted()
+                switch next(16) {
+                case 0, 1:
+                    let n = 1 + next(8)
+                    _ = farm.submit((0..<n).map { _ in (0..<next(3)).map { _ in next(100) } }, priority: next(4) == 0 ? 1 : 0,
+                                    done: next(3) == 0 ? [0] : [])
+                case 2:
+                    _ = farm.join(slots: 1 + next(3))
+                case 3:
+                    if let w = workers.randomPick(next) { farm.lose(w) }
+                case 4:
+                    if let w = workers.randomPick(next) { farm.draining.insert(w); farm.send(.workerDraining(w)) }
+                case 5:
+                    if let w = workers.randomPick(next) { farm.leave(w) }
+                case 6, 7, 8:
+                    guard let l = live.randomPick(next) else { break }
+                    let check = farm.outstanding[l]!.checkOnly
+                    switch next(10) {
+                    case 0...4: _ = farm.answer(l) { .succeeded(lease: $0, worker: $1) }
+                    case 5: _ = farm.answer(l) { check ? .cacheMiss(lease: $0, worker: $1) : .failed(lease: $0, worker: $1, retryable: true) }
+                    case 6: _ = farm.answer(l) { .failed(lease: $0, worker: $1, retryable: next(4) != 0) }
+                    case 7: _ = farm.answer(l) { .handedBack(lease: $0, worker: $1) }
+                    case 8: _ = farm.answer(l) { .again(lease: $0, worker: $1) }
+                    default:
+                        // The slot frees first (the artifact is still being copied); the result follows.
+                        let o = farm.outstanding[l]!
+                        farm.held[o.worker]?.remove(l)
+                        farm.released.insert(l)
+                        farm.send(.released(lease: l, worker: o.worker))
+                    }
+                case 9:
+                    // A duplicate of a result already delivered.
+                    if let l = farm.answered.randomPick(next) {
+                        let holder = farm.scheduler.holder(of: l) ?? "w1"
+                        let fx = farm.send(.succeeded(lease: l, worker: holder))
+                        if !fx.contains(.stale(lease: l, worker: holder)) { farm.problems.append("a duplicate result for \(l) counted") }
+                    }
+                case 10:
+                    // A result from a worker the lease was not given to.
+                    if let l = live.randomPick(next), let w = workers.randomPick(next), w != farm.outstanding[l]!.worker {
+                        let fx = farm.send(.succeeded(lease: l, worker: w))
+                        if !fx.contains(.stale(lease: l, worker: w)) { farm.problems.append("\(w) succeeded \(l), given to another worker") }
+                    }
+                case 11:
+                    if let id = farm.deps.keys.sorted().randomPick(next) { farm.send(.cancel(run: id)) }
+                case 12:
+                    // A worker reconnects and says hello with what it runs.
+                    if let w = workers.randomPick(next) {
+                        let running = farm.outstanding.filter { $0.value.worker == w && !farm.released.contains($0.key) }.map(\.key)
+                        farm.send(.workerJoined(w, slots: farm.slots[w]!, running: running))
+                    }
+                case 13:
+                    farm.prepareAll { _ in next(3) == 0 }
+                default:
+                    farm.now += Double(next(300)) / 100
+                    farm.send(.tick)
+                }
+                if !farm.problems.isEmpty { break }
+            }
+            #expect(farm.problems.isEmpty, "\(farm.problems.prefix(3))")
+
+            // Liveness: one healthy worker, every attempt answered, time moving on: every run ends.
+            _ = farm.join(slots: 2)
+            var rounds = 0
+            while farm.ended.count < farm.deps.count && rounds < 2_000 {
+                rounds += 1
+                farm.prepareAll()
+                for l in farm.outstanding.keys.sorted() { _ = farm.answer(l) { .succeeded(lease: $0, worker: $1) } }
+                farm.now += 100
+                farm.send(.tick)
+            }
+            #expect(farm.problems.isEmpty, "\(farm.problems.prefix(3))")
+            #expect(farm.ended.count == farm.deps.count, "runs that never ended: \(farm.deps.keys.filter { farm.ended[$0] == nil }.sorted())")
+            #expect(!farm.scheduler.hasRuns && farm.scheduler.liveLeaseCount == 0)
+        }
+    }
+}
+
+extension Array {
+    func randomPick(_ next: (Int) -> Int) -> Element? { isEmpty ? nil : self[next(count)] }
+}
+
+/// Every policy, with a test clock.
+@Suite struct FarmSchedulerPolicies {
+    func dispatches(_ fx: [Effect]) -> [(lease: String, stage: StageRef, worker: String, attempt: Int, check: Bool)] {
+        fx.compactMap { if case .dispatch(let l, let s, let w, let a, let c, _) = $0 { return (l, s, w, a, c) }; return nil }
+    }
+
+    @Test func dependenciesOrderTheWorkAndTheRunSucceeds() {
+        var farm = Farm()
+        let w = farm.join(slots: 4)
+        let run = farm.submit([[], [0], [0], [1, 2]])
+        farm.prepareAll()
+        var d = dispatches(farm.send(.tick))
+        #expect(d.map(\.stage.node) == [0] && d[0].worker == w && d[0].attempt == 1)
+        _ = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }
+        farm.prepareAll()
+        d = dispatches(farm.send(.tick))
+        #expect(Set(d.map(\.stage.node)) == [1, 2])
+        for x in d { _ = farm.answer(x.lease) { .succeeded(lease: $0, worker: $1) } }
+        farm.prepareAll()
+        d = dispatches(farm.send(.tick))
+        let fx = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(fx.last == .runEnded(run, .succeeded))
+        #expect(farm.problems.isEmpty)
+    }
+
+    @Test func aRetryWaitsOutItsBackoffThenFailsAfterMaxAttempts() {
+        var farm = Farm()
+        _ = farm.join(slots: 1)
+        let run = farm.submit([[]])
+        farm.prepareAll()
+        var d = dispatches(farm.send(.tick))
+        let fx = farm.answer(d[0].lease) { .failed(lease: $0, worker: $1, retryable: true) }
+        guard case .retry(_, let notBefore, 1) = fx.first else { Issue.record("no retry: \(fx)"); return }
+        // base 0.25 × 2^1 × jitter 0.8…1.2
+        #expect(notBefore - farm.now >= 0.4 && notBefore - farm.now <= 0.6)
+        farm.now = notBefore - 0.01
+        #expect(dispatches(farm.send(.tick)).isEmpty, "dispatched during the backoff")
+        farm.now = notBefore
+        d = dispatches(farm.send(.tick))
+        #expect(d.first?.attempt == 2)
+        _ = farm.answer(d[0].lease) { .failed(lease: $0, worker: $1, retryable: true) }
+        farm.now += 10
+        d = dispatches(farm.send(.tick))
+        #expect(d.first?.attempt == 3)
+        let last = farm.answer(d[0].lease) { .failed(lease: $0, worker: $1, retryable: true) }
+        #expect(last.last == .runEnded(run, .failed(StageRef(run: run, node: 0), attempts: 3)))
+    }
+
+    @Test func aPermanentFailureEndsTheRunAtOnceAndCancelsItsOtherAttempts() {
+        var farm = Farm()
+        _ = farm.join(slots: 2)
+        let run = farm.submit([[], []])
+        farm.prepareAll()
+        let d = dispatches(farm.send(.tick))
+        #expect(d.count == 2)
+        let fx = farm.answer(d[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        #expect(fx.contains(.cancel(lease: d[1].lease, d[1].stage, worker: d[1].worker)))
+        #expect(fx.last == .runEnded(run, .failed(d[0].stage, attempts: 1)))
+        // The cancelled attempt still holds its slot until its worker answers; then it is stale.
+        #expect(farm.scheduler.busySlots(d[1].worker) == 1)
+        let late = farm.answer(d[1].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(late == [.stale(lease: d[1].lease, worker: d[1].worker)])
+        #expect(farm.scheduler.busySlots(d[1].worker) == 0)
+    }
+
+    @Test func attemptsThatLoseThreeWorkersArePoison() {
+        var farm = Farm()
+        let run = farm.submit([[]])
+        farm.prepareAll()
+        for k in 1...3 {
+            let w = farm.join(slots: 1)
+            farm.now += 100
+            let d = dispatches(farm.send(.tick))
+            #expect(d.first?.worker == w)
+            let before = farm.ended[run]
+            farm.lose(w)
+            #expect(before == nil)
+            if k == 3 { #expect(farm.ended[run] == .poison(StageRef(run: run, node: 0), lostWorkers: 3)) }
+        }
+        #expect(farm.problems.isEmpty)
+    }
+
+    @Test func aHandBackGoesStraightBackAndIsNotCounted() {
+        var farm = Farm()
+        let a = farm.join(slots: 1)
+        _ = farm.submit([[]])
+        farm.prepareAll()
+        var d = dispatches(farm.send(.tick))
+        farm.draining.insert(a)
+        farm.send(.workerDraining(a))
+        let fx = farm.answer(d[0].lease) { .handedBack(lease: $0, worker: $1) }
+        #expect(fx == [.handedBack(lease: d[0].lease, d[0].stage, worker: a)])
+        #expect(dispatches(farm.send(.tick)).isEmpty, "a draining worker got work")
+        let b = farm.join(slots: 1)
+        d = dispatches(farm.send(.tick))
+        #expect(d.first?.worker == b && d.first?.attempt == 1)
+    }
+
+    @Test func cacheChecksTakeNoSlotAndAMissRendersForReal() {
+        var farm = Farm()
+        let w = farm.join(slots: 1)
+        let run = farm.submit([[], [], []])
+        farm.prepareAll { $0.node != 2 }
+        let d = dispatches(farm.send(.tick))
+        // Two checks beside the slot, and node 2 in the one slot.
+        #expect(d.filter(\.check).map(\.stage.node) == [0, 1] && d.filter { !$0.check }.map(\.stage.node) == [2])
+        #expect(d.allSatisfy { $0.worker == w } && farm.scheduler.busySlots(w) == 1)
+        _ = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }      // a hit
+        _ = farm.answer(d[1].lease) { .cacheMiss(lease: $0, worker: $1) }      // a miss
+        _ = farm.answer(d[2].lease) { .succeeded(lease: $0, worker: $1) }
+        let again = dispatches(farm.send(.tick))
+        #expect(again.count == 1 && again[0].stage.node == 1 && !again[0].check && again[0].attempt == 1)
+        let fx = farm.answer(again[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(fx.last == .runEnded(run, .succeeded))
+    }
+
+    @Test func priorityThenFairShareBetweenRuns() {
+        var farm = Farm()
+        let low = farm.submit(Array(repeating: [], count: 4))
+        let other = farm.submit(Array(repeating: [], count: 4))
+        let high = farm.submit(Array(repeating: [], count: 2), priority: 5)
+        farm.prepareAll()
+        _ = farm.join(slots: 6)
+        let d = dispatches(farm.send(.tick))
+        let perRun = Dictionary(grouping: d, by: \.stage.run).mapValues(\.count)
+        // The high-priority run's two first, then the other four slots shared evenly.
+        #expect(d.prefix(2).allSatisfy { $0.stage.run == high })
+        #expect(perRun[low] == 2 && perRun[other] == 2 && perRun[high] == 2)
+    }
+
+    @Test func theFreeWorkerHoldingTheInputGetsTheStage() {
+        var farm = Farm()
+        let a = farm.join(slots: 1), b = farm.join(slots: 1)
+        _ = farm.submit([[]])
+        farm.prepareAll()
+        let fx = farm.scheduler.handle(.tick, now: farm.now) { _, w in w == b ? 1_000 : 0 }
+        #expect(dispatches(fx).first?.worker == b)
+        _ = a
+    }
+
+    @Test func verificationRunsTheStageAgainOnAnotherWorker() {
+        var farm = Farm()
+        let a = farm.join(slots: 1)
+        _ = farm.submit([[]])
+        farm.prepareAll()
+        var d = dispatches(farm.send(.tick))
+        #expect(d.first?.worker == a)
+        _ = farm.answer(d[0].lease) { .again(lease: $0, worker: $1) }
+        #expect(dispatches(farm.send(.tick)).isEmpty, "the same worker verified its own output")
+        let b = farm.join(slots: 1)
+        d = dispatches(farm.send(.tick))
+        #expect(d.first?.worker == b && d.first?.attempt == 1)
+    }
+
+    @Test func aLeaseFromAnEarlierCoordinatorIsCancelledAtHello() {
+        var farm = Farm()
+        farm.slots["old"] = 1
+        let fx = farm.send(.workerJoined("old", slots: 1, running: ["x-7"]))
+        #expect(fx == [.cancel(lease: "x-7", nil, worker: "old")])
+        // It holds the slot until the worker reports it.
+        #expect(farm.scheduler.busySlots("old") == 1)
+        #expect(farm.send(.failed(lease: "x-7", worker: "old", retryable: true)) == [.stale(lease: "x-7", worker: "old")])
+        #expect(farm.scheduler.busySlots("old") == 0)
+    }
+
+    @Test func stopDispatchingGivesOutNothingButResultsStillCount() {
+        var farm = Farm()
+        _ = farm.join(slots: 1)
+        let run = farm.submit([[], []])
+        farm.prepareAll()
+        let d = dispatches(farm.send(.tick))
+        farm.send(.stopDispatching)
+        let fx = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(!fx.contains(.stale(lease: d[0].lease, worker: d[0].worker)))
+        #expect(dispatches(farm.send(.tick)).isEmpty)
+        #expect(farm.ended[run] == nil)
+    }
+}
