@@ -193,7 +193,6 @@ public final class Coordinator: Sendable {
 
 /// A dispatchable unit of work: fetch/i, render/i (decode+transform+encode of item i), transition/b, concat.
 struct Unit {
-    enum State { case waiting, ready, running, done, failed }
     /// What the unit does: fetch/i, render/i (decode+transform+encode of item i), transition/b, concat.
     enum Kind { case fetch, render, transition, concat }
     var kind: Kind
@@ -201,29 +200,22 @@ struct Unit {
     var item: Int?
     /// Lineage stage names this unit covers.
     var stages: [String]
-    var state: State = .waiting
-    var attempts = 0
-    var lostWorkers = 0
-    var notBefore = 0.0
+    /// When its current attempt's stage became ready (for the ready→started figure).
     var readyAt = 0.0
-    /// Estimated work (renders: output frames × source pixels × frame-rate ratio), longest first.
-    var cost = 0.0
-    var lease: String?
-    var worker: String?
     var attemptIDs: [Int64] = []
     var task: TaskSpec?
     var key: String?
-    /// Lineage id of the artifact offered for reuse.
+    /// Lineage id of the artifact offered for reuse, and the artifact.
     var reuseID: Int64?
-    /// The cache was asked (hit or miss); a miss is rendered for real.
-    var checked = false
-    var checking = false
-    /// Verification (--verify): outputs so far, by the worker that made them; workers that may
-    /// not take the next attempt.
+    var reuse: ArtifactRef?
+    /// Why its last attempt failed (recorded on the stage when it is retried).
+    var lastError: String?
+    /// Verification (--verify): outputs so far, by the worker that made them.
     var verifyOutputs: [(worker: String, sha256: String, result: TaskResult, attemptIDs: [Int64])] = []
-    var excluded: Set<String> = []
 }
 
+/// A run's media side: what its units make and read. Which unit is ready, running or done, and
+/// on which worker, is the scheduler's (`FarmScheduler`); unit indices are its node numbers.
 final class RunState {
     let id: Int64
     let pipeline: Pipeline
@@ -243,13 +235,12 @@ final class RunState {
     var frameCounts: [Int: Int] = [:]
     var timeline: [ItemTiming]?
     var finished = false
-    /// Units waiting for a cache answer, and units ready for a slot (in the order they became ready).
-    var toCheck = Deque<Int>()
-    var toDispatch = ReadyQueue<Int>()
+    var succeeded = false
+    /// Why it fails, should the scheduler end it now: the message, and the stage kind that failed.
+    var failure: (message: String, stage: StageKind?)?
+    var output: ArtifactRef?
     /// Which units wait for which (from the plan).
-    var graph: RunGraph
-    /// Retries waiting out their backoff.
-    var delayed: [Int] = []
+    let dependencies: [[Int]]
     var lastProgress = 0.0
     let startedAt = Date().timeIntervalSince1970
 
@@ -267,13 +258,13 @@ final class RunState {
         units.append(Unit(kind: .concat, name: "concat", item: nil, stages: ["concat"]))
         self.units = units
         for (k, u) in units.enumerated() { unitIndex[u.name] = k }
-        graph = RunState.graph(units, pipeline)
+        dependencies = RunState.dependencies(units, pipeline)
     }
 
     /// The plan's dependencies between units: a unit waits for the units that hold its stages'
     /// dependencies. The frame-exact timeline needs every item's length, so transitions and the
     /// concat (and, with a length cap, every render, fitted to it) also wait for every fetch.
-    static func graph(_ units: [Unit], _ pipeline: Pipeline) -> RunGraph {
+    static func dependencies(_ units: [Unit], _ pipeline: Pipeline) -> [[Int]] {
         var unitOfStage: [String: Int] = [:]
         for (k, u) in units.enumerated() { for s in u.stages { unitOfStage[s] = k } }
         var deps = Array(repeating: Set<Int>(), count: units.count)
@@ -285,57 +276,23 @@ final class RunState {
         for (k, u) in units.enumerated() where u.kind == .transition || u.kind == .concat || (u.kind == .render && pipeline.output.maxDuration != nil) {
             deps[k].formUnion(fetches)
         }
-        return RunGraph(dependencies: deps.map { $0.sorted() })
+        return deps.map { $0.sorted() }
     }
 
     func index(of name: String) -> Int? { unitIndex[name] }
-
-    /// Queues a checked unit for a slot: an item's render by its cost, anything else (short work
-    /// that others wait on) ahead of renders.
-    func enqueue(_ ui: Int) {
-        toDispatch.push(ui, short: units[ui].kind != .render, cost: units[ui].cost)
-    }
-
-    /// The unit becomes ready: first to the cache, then to a slot.
-    func markReady(_ ui: Int, now: Double = Date().timeIntervalSince1970) {
-        units[ui].state = .ready
-        units[ui].readyAt = now
-        if units[ui].checked { enqueue(ui) } else { toCheck.append(ui) }
-    }
-
-    /// Drops stale queue heads and parks retries still in backoff; true when a unit can go now.
-    func hasDispatchable(_ now: Double) -> Bool {
-        while let ui = toDispatch.first {
-            let u = units[ui]
-            if u.state != .ready || !u.checked { _ = toDispatch.pop(); continue }
-            if u.notBefore > now { _ = toDispatch.pop(); delayed.append(ui); continue }
-            return true
-        }
-        return false
-    }
-
-    func releaseDelayed(_ now: Double) {
-        guard !delayed.isEmpty else { return }
-        var still: [Int] = []
-        for ui in delayed { if units[ui].notBefore <= now { enqueue(ui) } else { still.append(ui) } }
-        delayed = still
-    }
+    func ref(_ ui: Int) -> StageRef { StageRef(run: id, node: ui) }
 }
 
+/// How to reach a worker. Its slots, leases and whether it drains are the scheduler's.
 struct WorkerInfo {
     var identity: Data
     /// The CURVE key it joined with (nil without CURVE): its later messages must come with it.
     var key: String?
     var hello: Hello
-    var running: Set<String> = []
-    /// Outstanding cache checks (they take no slot).
-    var checks: Set<String> = []
     var lastSeen: Double
     var lastSent: Double = 0
     /// The worker uses the coordinator's own store folder: nothing needs copying.
     var shared: Bool
-    /// It is stopping (SIGTERM): no new work goes to it.
-    var draining = false
 }
 
 /// Caps on what one peer's messages may make the coordinator do.
@@ -362,8 +319,13 @@ final class CoordinatorCore {
     var zap: ZapHandler?
     var runs: [Int64: RunState] = [:]
     var workers: [String: WorkerInfo] = [:]
-    /// lease → (run, unit index): the only leases whose results count.
-    var leases: [String: (Int64, Int)] = [:]
+    /// Which stage is ready, running or done, on which worker, under which lease: all scheduling
+    /// decisions. The coordinator feeds it events and carries out its effects.
+    var scheduler: FarmScheduler
+    var events = Deque<FarmScheduler.Event>()
+    var feeding = false
+    /// Why a worker was lost, for the attempts its loss ends.
+    var lostReason: [String: String] = [:]
     var transfers: Transfers?
     /// Results whose artifact is being copied from the worker that made it: sha256 → results.
     /// The worker's result is acknowledged only once its artifact is here, so a draining worker
@@ -387,6 +349,10 @@ final class CoordinatorCore {
 
     init(_ owner: Coordinator, context: MessagingContext) throws {
         self.owner = owner
+        var sc = FarmScheduler.Configuration(epoch: String(UUID().uuidString.prefix(8)))
+        sc.backoffBase = owner.config.backoffBase
+        sc.poisonAfterLostWorkers = owner.config.poisonAfterLostWorkers
+        scheduler = FarmScheduler(sc)
         socket = try Socket(context, .router)
         if let curve = owner.config.curve {
             let logger = owner.logger
@@ -423,8 +389,9 @@ final class CoordinatorCore {
                 case .stop(let graceful, let within):
                     if graceful && (!draining || within != nil) {
                         draining = true
+                        feed(.stopDispatching)
                         drainDeadline = Date().timeIntervalSince1970 + (within ?? config.drainTimeout)
-                        log.info("stopping: no new work; waiting for in-flight stages", metadata: ["in_flight": "\(leases.count)"])
+                        log.info("stopping: no new work; waiting for in-flight stages", metadata: ["in_flight": "\(scheduler.liveLeaseCount)"])
                     } else {
                         stopping = true
                     }
@@ -450,9 +417,9 @@ final class CoordinatorCore {
                     for (sha, outcome) in transfers.takeCompleted() { transferDone(sha, outcome) }
                 }
                 if draining {
-                    if (leases.isEmpty && awaitingUpload.isEmpty) || now >= drainDeadline { handBack(); stopping = true }
+                    if (scheduler.liveLeaseCount == 0 && awaitingUpload.isEmpty) || now >= drainDeadline { handBack(); stopping = true }
                 } else {
-                    dispatch(now)
+                    feed(.tick, now: now)
                 }
             } }
             if let failure = lineageFailure { stopForLineage(failure); stopping = true }
@@ -468,15 +435,17 @@ final class CoordinatorCore {
 
     func publishLive(_ now: Double) {
         var l = Coordinator.Live()
-        for run in runs.values { for u in run.units where u.state == .ready { l.queueDepth += 1 } }
+        l.queueDepth = scheduler.queueDepth
         for (id, w) in workers.sorted(by: { $0.key < $1.key }) {
-            let running = w.running.sorted().map { lease -> String in
-                guard let (rid, ui) = leases[lease], let run = runs[rid] else { return lease }
-                return "run \(rid): \(run.units[ui].name)"
+            let leases = scheduler.running(on: id)
+            let running = leases.sorted().map { lease -> String in
+                guard let s = scheduler.stage(of: lease), let run = runs[s.run] else { return lease }
+                return "run \(s.run): \(run.units[s.node].name)"
             }
-            l.workers.append(.init(id: id, host: w.hello.host, slots: w.hello.slots, busy: w.running.count, heartbeatAgeS: max(0, now - w.lastSeen),
-                                   draining: w.draining, running: running))
-            if !w.draining { l.slotsTotal += w.hello.slots; l.slotsBusy += w.running.count }
+            let draining = scheduler.isDraining(id)
+            l.workers.append(.init(id: id, host: w.hello.host, slots: w.hello.slots, busy: leases.count, heartbeatAgeS: max(0, now - w.lastSeen),
+                                   draining: draining, running: running))
+            if !draining { l.slotsTotal += w.hello.slots; l.slotsBusy += leases.count }
         }
         l.draining = draining
         owner.publish(l)
@@ -507,9 +476,7 @@ final class CoordinatorCore {
         let message = "\(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again to resume."
         log.critical("stopping: \(message)")
         owner.failure.withLock { $0 = message }
-        for (lease, (runID, ui)) in leases {
-            if let w = runs[runID]?.units[ui].worker, let info = workers[w] { send(.cancel(lease: lease), to: info.identity) }
-        }
+        for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
         for run in runs.values where !run.finished {
             run.finished = true
             ended(run, state: "failed", message: message, output: nil)
@@ -520,10 +487,7 @@ final class CoordinatorCore {
     /// Graceful stop: attempts still running are cancelled and recorded as handed back; their runs
     /// stay resumable.
     func handBack() {
-        for (lease, (runID, ui)) in leases {
-            guard let run = runs[runID], let w = run.units[ui].worker, let info = workers[w] else { continue }
-            send(.cancel(lease: lease), to: info.identity)
-        }
+        for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
         for run in runs.values where !run.finished {
             record("interruptRun") { try lineage.interruptRun(run.id, reason: "coordinator stopped; the run resumes when a coordinator starts on this state folder") }
             for w in watchers[run.id] ?? [] {
@@ -593,18 +557,14 @@ final class CoordinatorCore {
         var titles: [Int] = []
         for (i, item) in pipeline.items.enumerated() where item.sources.isEmpty {
             guard let fi = run.index(of: "fetch/\(i)") else { continue }
-            run.units[fi].state = .done
             titles.append(fi)
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
             try lineage.stageUpdate(ids["fetch/\(i)"]!, state: "succeeded", params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
                                     finished: Date().timeIntervalSince1970, seconds: 0)
         }
         try updateTimeline(run)
-        for k in run.graph.initiallyReady where run.units[k].state == .waiting {
-            run.markReady(k)
-            for s in run.units[k].stages { try lineage.stageUpdate(ids[s]!, state: "ready") }
-        }
-        for fi in titles { try unitDone(run, fi) }
+        feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
+                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles)))
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run, force: true)
         return runID
@@ -613,21 +573,8 @@ final class CoordinatorCore {
     /// Stops a run: its attempts are cancelled on their workers (whose slots free as they answer).
     func cancel(run id: Int64, reason: String) -> Bool {
         guard let run = runs[id], !run.finished else { return false }
-        run.finished = true
-        let now = Date().timeIntervalSince1970
-        for (k, u) in run.units.enumerated() where u.state == .running || u.state == .ready || u.state == .waiting {
-            if let lease = u.lease {
-                if let w = u.worker, let info = workers[w] { send(.cancel(lease: lease), to: info.identity) }
-                leases[lease] = nil
-                for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "cancelled", started: nil, finished: now) } }
-            }
-            run.units[k].state = .failed
-        }
-        record("runFinished") { try lineage.runFinished(id, state: "cancelled", error: reason) }
-        log.info("run cancelled", metadata: ["run.id": "\(id)"])
-        ended(run, state: "cancelled", message: reason, output: nil)
-        owner.notify(nil, id, .failed(message: "run \(id) was cancelled"))
-        runs[id] = nil
+        run.failure = (reason, nil)
+        feed(.cancel(run: id))
         return true
     }
 
@@ -658,13 +605,10 @@ final class CoordinatorCore {
         case .hello(let h):
             let known = workers[id]
             let shared = config.store == nil || h.storeID == nil || h.storeID == config.store?.id
-            var running = known?.running ?? []
-            for lease in h.running ?? [] {
-                running.insert(lease)   // it holds a slot until the worker reports it
-                if leases[lease] == nil { send(.cancel(lease: lease), to: identity) }
-            }
-            workers[id] = WorkerInfo(identity: identity, key: peer.key, hello: h, running: running, checks: known?.checks ?? [], lastSeen: now, shared: shared,
-                                     draining: h.draining ?? known?.draining ?? false)
+            workers[id] = WorkerInfo(identity: identity, key: peer.key, hello: h, lastSeen: now, shared: shared)
+            // What it still runs holds its slots until it reports them; leases nobody knows are cancelled.
+            feed(.workerJoined(id, slots: h.slots, running: h.running ?? []), now: now)
+            if h.draining == true { feed(.workerDraining(id), now: now) }
             record("workerSeen") { try lineage.workerSeen(id: id, host: h.host, pid: h.pid, slots: h.slots, version: h.version) }
             if known == nil {
                 log.info("worker joined", metadata: ["worker.id": "\(id)", "worker.slots": "\(h.slots)", "worker.host": "\(h.host)",
@@ -673,13 +617,11 @@ final class CoordinatorCore {
         case .heartbeat(let running):
             guard workers[id] != nil else { send(.reannounce, to: identity); return }   // declared lost, or we restarted
             workers[id]!.lastSeen = now
-            for lease in running where leases[lease] == nil { send(.cancel(lease: lease), to: identity) }
+            for lease in running where !scheduler.isLive(lease) { send(.cancel(lease: lease), to: identity) }
         case .result(let r):
-            if workers[id] != nil {
-                workers[id]!.lastSeen = now
-                workers[id]!.running.remove(r.lease)
-                workers[id]!.checks.remove(r.lease)
-            }
+            if workers[id] != nil { workers[id]!.lastSeen = now }
+            // The slot is free now; the result counts once its artifact is here.
+            feed(.released(lease: r.lease, worker: id), now: now)
             if !received(r, from: id, identity: identity) { send(.ack(lease: r.lease), to: identity) }
         case .pull(let sha, let offset, let length):
             transfers?.serve(sha256: sha, offset: offset, length: length, to: identity)
@@ -701,17 +643,13 @@ final class CoordinatorCore {
             send(.statusReply(status(run, for: peer)), to: identity)
         case .draining(let running):
             guard workers[id] != nil else { return }
-            workers[id]!.draining = true
+            feed(.workerDraining(id), now: now)
             workers[id]!.lastSeen = now
             record("workerState") { try lineage.workerState(id: id, state: "draining") }
             log.info("worker draining", metadata: ["worker.id": "\(id)", "in_flight": "\(running.count)"])
         case .handBack(let lease):
-            if workers[id] != nil {
-                workers[id]!.running.remove(lease)
-                workers[id]!.checks.remove(lease)
-                workers[id]!.lastSeen = now
-            }
-            handBack(lease: lease, from: id, now: now)
+            if workers[id] != nil { workers[id]!.lastSeen = now }
+            feed(.handedBack(lease: lease, worker: id), now: now)
         case .leaving:
             leave(worker: id, now: now)
         case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
@@ -777,7 +715,7 @@ final class CoordinatorCore {
 
     func heartbeat(_ now: Double) {
         for (id, w) in workers where now - w.lastSent >= config.heartbeatInterval {
-            send(.heartbeat(running: Array(w.running)), to: w.identity)
+            send(.heartbeat(running: scheduler.running(on: id)), to: w.identity)
             workers[id]!.lastSent = now
         }
     }
@@ -876,7 +814,7 @@ final class CoordinatorCore {
     /// True when the result waits for its artifact to be copied (it is acknowledged then).
     @discardableResult
     func received(_ r: TaskResult, from wid: String, identity: Data) -> Bool {
-        guard let (runID, ui) = leases[r.lease], runs[runID]?.units[ui].lease == r.lease else { finish(r, from: wid); return false }
+        guard scheduler.isLive(r.lease) else { finish(r, from: wid); return false }
         var r = r
         if let art = r.artifact {
             holders[art.sha256, default: []].insert(wid)
@@ -933,28 +871,10 @@ final class CoordinatorCore {
         }
     }
 
-    /// A draining worker gives an attempt back: it goes straight back to the queue, and counts
-    /// neither as a try nor as a lost worker.
-    func handBack(lease: String, from wid: String, now: Double) {
-        guard let (runID, ui) = leases[lease], let run = runs[runID], run.units[ui].lease == lease else { return }
-        leases[lease] = nil
-        var u = run.units[ui]
-        for a in u.attemptIDs {
-            record("attemptFinished") { try lineage.attemptFinished(a, state: "handed_back", started: nil, finished: now, errorMessage: "handed back by worker \(wid) (draining)") }
-        }
-        if u.checking { u.checking = false } else { u.attempts = max(0, u.attempts - 1) }
-        u.lease = nil; u.worker = nil
-        run.units[ui] = u
-        run.markReady(ui, now: now)
-        log.info("attempt handed back", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)"])
-        progress(run)
-    }
-
     /// A drained worker leaves: not lost; anything it still held goes back to the queue.
     func leave(worker id: String, now: Double) {
-        guard let w = workers[id] else { return }
-        for lease in w.running.union(w.checks) { handBack(lease: lease, from: id, now: now) }
-        workers[id] = nil
+        guard let w = workers.removeValue(forKey: id) else { return }
+        feed(.workerLeft(id), now: now)
         forget(worker: id, w)
         record("workerState") { try lineage.workerState(id: id, state: "gone") }
         log.info("worker left", metadata: ["worker.id": "\(id)"])
@@ -970,69 +890,145 @@ final class CoordinatorCore {
         log.warning("worker lost", metadata: ["worker.id": "\(id)", "reason": "\(reason)"])
         record("workerState") { try lineage.workerState(id: id, state: "lost") }
         forget(worker: id, w)
-        for lease in w.checks {
-            guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
-            for a in run.units[ui].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil) } }
-            run.units[ui].checking = false; run.units[ui].lease = nil; run.units[ui].worker = nil
-            run.markReady(ui)
-        }
-        for lease in w.running {
-            guard let (runID, ui) = leases.removeValue(forKey: lease), let run = runs[runID] else { continue }
-            var u = run.units[ui]
-            for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil, errorClass: "retryable",
-                                             errorMessage: "worker \(id) lost: \(reason)") }
+        lostReason[id] = reason
+        feed(.workerLost(id))
+    }
+
+    // MARK: the scheduler
+
+    /// Hands the scheduler an event and carries out what it decides. Events raised while
+    /// effects are carried out (an assignment that cannot be delivered) wait their turn.
+    func feed(_ event: FarmScheduler.Event, now: Double = Date().timeIntervalSince1970) {
+        events.append(event)
+        guard !feeding else { return }
+        feeding = true
+        defer { feeding = false }
+        while let e = events.popFirst() {
+            let affinity: ((StageRef, String) -> Int64)? = holders.isEmpty ? nil : { [self] s, w in
+                guard let run = runs[s.run], let task = run.units[s.node].task else { return 0 }
+                return heldBytes(inputRefs(run, s.node, task), w)
             }
-            u.lostWorkers += 1
-            u.lease = nil; u.worker = nil
-            run.units[ui] = u
-            if RetryPolicy.isPoison(lostWorkers: u.lostWorkers, limit: config.poisonAfterLostWorkers) {
-                failRun(run, unit: ui, message: "\(label(run, u)): poison — its attempts lost \(u.lostWorkers) workers; not retried")
-            } else {
-                retry(run, ui, error: "worker lost")
-            }
+            for effect in scheduler.handle(e, now: now, affinity: affinity) { carryOut(effect, now: now) }
         }
     }
 
-    // MARK: dispatch
-
-    static let checksPerWorker = 16
-
-    func dispatch(_ now: Double) {
-        dispatchCacheChecks(now)
-        // Credit-based: a worker never holds more tasks than its slots.
-        var free = workers.filter { !$0.value.draining && $0.value.running.count < $0.value.hello.slots }.map(\.key).sorted()
-        guard !free.isEmpty else { return }
-        var active = runs.values.filter { !$0.finished }
-        for r in active { r.releaseDelayed(now) }
-        active = active.filter { $0.hasDispatchable(now) }
-        guard !active.isEmpty else { return }
-        var runningPerRun: [Int64: Int] = [:]
-        for w in workers.values { for l in w.running { if let (r, _) = leases[l] { runningPerRun[r, default: 0] += 1 } } }
-        var skipped: [(RunState, Int)] = []
-        defer { for (run, ui) in skipped { run.enqueue(ui) } }
-        while !free.isEmpty && !active.isEmpty {
-            // Priority first; then fair share: the run with the fewest running units, then the oldest.
-            let pick = FairShare.pick(active.map { FairShare.Candidate(run: $0.id, priority: $0.priority, running: runningPerRun[$0.id] ?? 0) })
-            let run = active.first { $0.id == pick }!
-            guard let ui = run.toDispatch.pop() else { active.removeAll { $0 === run }; continue }
-            guard let task = run.units[ui].task ?? makeTask(run, ui) else { continue }
-            let inputs = inputRefs(run, ui, task)
-            // A unit being verified goes only to a worker that has not rendered it yet.
-            let excluded = run.units[ui].excluded
-            let eligible = excluded.isEmpty ? free : free.filter { !excluded.contains($0) }
-            guard !eligible.isEmpty else {
-                skipped.append((run, ui))
-                if !run.hasDispatchable(now) { active.removeAll { $0 === run } }
-                continue
+    func carryOut(_ effect: FarmScheduler.Effect, now: Double) {
+        switch effect {
+        case .prepare(let s):
+            prepare(s)
+        case .dispatch(let lease, let s, let wid, let attempt, let checkOnly, let readySince):
+            dispatch(lease: lease, s, to: wid, attempt: attempt, checkOnly: checkOnly, readySince: readySince, now: now)
+        case .cancel(let lease, let s, let wid):
+            if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
+            if let s, let run = runs[s.run] {
+                for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "cancelled", started: nil, finished: now) } }
             }
-            // Prefer the free worker already holding the most input bytes.
-            let wid = eligible.max { a, b in (heldBytes(inputs, a), -(workers[a]?.running.count ?? 0), b) < (heldBytes(inputs, b), -(workers[b]?.running.count ?? 0), a) }!
-            assign(run, ui, task: task, inputs: inputs, to: wid, now: now)
-            runningPerRun[run.id, default: 0] += 1
-            // Full, or gone: an assignment that could not be delivered loses its worker.
-            if workers[wid].map({ $0.running.count >= $0.hello.slots }) ?? true { free.removeAll { $0 == wid } }
-            if !run.hasDispatchable(now) { active.removeAll { $0 === run } }
+        case .lost(_, let s, let wid, let checkOnly):
+            guard let run = runs[s.run] else { return }
+            let reason = lostReason[wid] ?? "lost"
+            for a in run.units[s.node].attemptIDs {
+                record("attemptFinished") {
+                    if checkOnly { try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil) } else {
+                        try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil, errorClass: "retryable", errorMessage: "worker \(wid) lost: \(reason)")
+                    }
+                }
+            }
+            if !checkOnly { run.units[s.node].lastError = "worker lost" }
+        case .handedBack(_, let s, let wid):
+            guard let run = runs[s.run] else { return }
+            let u = run.units[s.node]
+            for a in u.attemptIDs {
+                record("attemptFinished") { try lineage.attemptFinished(a, state: "handed_back", started: nil, finished: now, errorMessage: "handed back by worker \(wid) (draining)") }
+            }
+            log.info("attempt handed back", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)"])
+            progress(run)
+        case .retry(let s, _, _):
+            guard let run = runs[s.run] else { return }
+            let u = run.units[s.node]
+            for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: "ready", error: u.lastError) } }
+            progress(run)
+        case .stale(let lease, let wid):
+            record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
+        case .runEnded(let id, let outcome):
+            guard let run = runs[id] else { return }
+            runEnded(run, outcome, now: now)
+        }
+    }
+
+    /// A unit is ready: record it, work out its task and output key, and tell the scheduler
+    /// whether an artifact recorded under that key should be checked before rendering.
+    func prepare(_ s: StageRef) {
+        guard let run = runs[s.run] else { return }
+        let ui = s.node
+        var u = run.units[ui]
+        let task = makeTask(run, ui)
+        let key = task.flatMap { stageKey(run, $0) }
+        u.task = task; u.key = key; u.reuseID = nil; u.reuse = nil
+        var params: String? = nil
+        var cost = 0.0
+        if case .segment(let spec) = task, let i = u.item {
+            let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
+            params = (try? encoder.encode(spec.edits)).map { String(decoding: $0, as: UTF8.self) }
+            if let f = run.facts[i], let n = run.frameCounts[i] { cost = Self.renderCost(f, frames: n, fps: run.pipeline.output.fps.double) }
+        }
+        for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: "ready", params: params, key: u.kind == .render ? key : nil) } }
+        var check = false
+        if let key, let candidate = try? lineage.cachedArtifact(key: key) {
+            u.reuseID = candidate.id
+            u.reuse = ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size)
+            check = true
+        }
+        run.units[ui] = u
+        guard task != nil else {
+            run.failure = ("\(label(run, u)): could not work out its task (an input it needs was not recorded); submit again", nil)
+            feed(.fail(s))
+            return
+        }
+        feed(.prepared(s, cacheCheck: check, cost: cost))
+    }
+
+    /// Sends a stage to the worker the scheduler chose, under its lease.
+    func dispatch(lease: String, _ s: StageRef, to wid: String, attempt: Int, checkOnly: Bool, readySince: Double, now: Double) {
+        guard let run = runs[s.run], let worker = workers[wid], let task = run.units[s.node].task else { feed(.notDelivered(lease: lease)); return }
+        var u = run.units[s.node]
+        let stageIDs = u.stages.map { run.stageIDs[$0]! }
+        var assignment: Assignment
+        var inputs: [ArtifactRef] = []
+        if checkOnly, let reuse = u.reuse {
+            assignment = Assignment(lease: lease, task: task, key: u.key, reuse: reuse, checkOnly: true)
+            assignment.inputs = [reuse]
+            u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid, slot: nil, lease: lease) } ?? []
+        } else {
+            u.reuseID = nil
+            inputs = inputRefs(run, s.node, task)
+            assignment = Assignment(lease: lease, task: task, key: u.key)
+            assignment.inputs = inputs.isEmpty ? nil : inputs
+            if case .segment = task, let i = u.item, let src = run.sources[i] {
+                assignment.source = src.0
+                assignment.origin = run.files.isEmpty ? run.pipeline.items[i].sources.first?.uri : nil
+            }
+            u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid,
+                                                             slot: max(0, scheduler.busySlots(wid) - 1), lease: lease) } ?? []
+        }
+        u.readyAt = readySince
+        run.units[s.node] = u
+        guard (try? socket.send([worker.identity, Envelope(.assign(assignment)).encoded()])) == true else {
+            // Never delivered (the worker's connection is gone): not this stage's fault, so it
+            // does not count towards poison; it goes straight back to the queue.
+            for a in u.attemptIDs {
+                record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: now, errorClass: "retryable",
+                                             errorMessage: "not delivered: worker \(wid) is unreachable") }
+            }
+            feed(.notDelivered(lease: lease))
+            lose(worker: wid, reason: "unreachable")
+            return
+        }
+        for i in inputs { holders[i.sha256, default: []].insert(wid) }
+        workers[wid]!.lastSent = now
+        if !checkOnly {
+            owner.stats.withLock { $0.dispatched += 1 }
+            log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
+            progress(run)
         }
     }
 
@@ -1075,81 +1071,6 @@ final class CoordinatorCore {
             }
         }
         return refs
-    }
-
-    /// Units whose key has a recorded artifact are first offered as cache checks, beside the slots.
-    func dispatchCacheChecks(_ now: Double) {
-        for run in runs.values.sorted(by: { $0.id < $1.id }) where !run.finished {
-            while let ui = run.toCheck.first {
-                guard run.units[ui].state == .ready, !run.units[ui].checked else { _ = run.toCheck.popFirst(); continue }
-                let task = makeTask(run, ui)
-                let key = task.flatMap { stageKey(run, $0) }
-                guard let task, let key, let candidate = try? lineage.cachedArtifact(key: key) else {
-                    _ = run.toCheck.popFirst()
-                    run.units[ui].checked = true
-                    // Remember what was worked out: the dispatch needs the same task and key.
-                    run.units[ui].task = task
-                    run.units[ui].key = key
-                    run.enqueue(ui)
-                    continue
-                }
-                guard let wid = workers.filter({ !$0.value.draining && $0.value.checks.count < Self.checksPerWorker })
-                        .min(by: { ($0.value.checks.count, $0.key) < ($1.value.checks.count, $1.key) })?.key else { return }
-                _ = run.toCheck.popFirst()
-                var u = run.units[ui]
-                let lease = UUID().uuidString
-                u.lease = lease; u.worker = wid; u.state = .running; u.checking = true; u.task = task; u.key = key; u.reuseID = candidate.id
-                u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: u.stages.map { run.stageIDs[$0]! }, attemptNo: u.attempts + 1,
-                                                                 worker: wid, slot: nil, lease: lease) } ?? []
-                run.units[ui] = u
-                leases[lease] = (run.id, ui)
-                workers[wid]!.checks.insert(lease)
-                let reuse = ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size)
-                var a = Assignment(lease: lease, task: task, key: key, reuse: reuse, checkOnly: true)
-                a.inputs = [reuse]
-                send(.assign(a), to: workers[wid]!.identity)
-            }
-        }
-    }
-
-    func assign(_ run: RunState, _ ui: Int, task: TaskSpec, inputs: [ArtifactRef], to wid: String, now: Double) {
-        var u = run.units[ui]
-        u.attempts += 1
-        let lease = UUID().uuidString
-        let key = u.key ?? stageKey(run, task)
-        u.lease = lease; u.worker = wid; u.state = .running; u.task = task; u.key = key; u.reuseID = nil
-        let stageIDs = u.stages.map { run.stageIDs[$0]! }
-        u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: u.attempts, worker: wid,
-                                                         slot: workers[wid]!.running.count, lease: lease) } ?? []
-        run.units[ui] = u
-        leases[lease] = (run.id, ui)
-        workers[wid]!.running.insert(lease)
-        var assignment = Assignment(lease: lease, task: task, key: key)
-        assignment.inputs = inputs.isEmpty ? nil : inputs
-        if case .segment = task, let i = u.item, let src = run.sources[i] {
-            assignment.source = src.0
-            assignment.origin = run.files.isEmpty ? run.pipeline.items[i].sources.first?.uri : nil
-        }
-        guard (try? socket.send([workers[wid]!.identity, Envelope(.assign(assignment)).encoded()])) == true else {
-            // Never delivered (the worker's connection is gone): not this stage's fault, so it
-            // does not count towards poison; it goes straight back to the queue.
-            workers[wid]!.running.remove(lease)
-            leases[lease] = nil
-            for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: now, errorClass: "retryable",
-                                             errorMessage: "not delivered: worker \(wid) is unreachable") }
-            }
-            run.units[ui].lease = nil
-            run.units[ui].worker = nil
-            run.markReady(ui, now: now)
-            lose(worker: wid, reason: "unreachable")
-            return
-        }
-        for i in inputs { holders[i.sha256, default: []].insert(wid) }
-        workers[wid]!.lastSent = now
-        owner.stats.withLock { $0.dispatched += 1 }
-        log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
-        progress(run)
     }
 
     func makeTask(_ run: RunState, _ ui: Int) -> TaskSpec? {
@@ -1235,53 +1156,46 @@ final class CoordinatorCore {
     // MARK: results
 
     func finish(_ r: TaskResult, from wid: String) {
-        guard let (runID, ui) = leases.removeValue(forKey: r.lease), let run = runs[runID], run.units[ui].lease == r.lease else {
+        guard let s = scheduler.stage(of: r.lease), scheduler.holder(of: r.lease) == wid, let run = runs[s.run], !run.finished else {
             // A stale lease: the stage was reassigned or its run ended. Never counted.
-            record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)") }
+            feed(.succeeded(lease: r.lease, worker: wid))
             return
         }
+        let ui = s.node
         var u = run.units[ui]
-        u.lease = nil
-        if u.checking {
-            u.checking = false
-            u.checked = true
+        if scheduler.phase(s) == .checking {
             if r.cached != true {
                 // A miss (missing or altered artifact): render it for real.
                 for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "missed", started: r.startedAt, finished: r.finishedAt) } }
-                u.reuseID = nil
+                u.reuseID = nil; u.reuse = nil
                 run.units[ui] = u
-                run.markReady(ui)
+                feed(.cacheMiss(lease: r.lease, worker: wid))
                 return
             }
-            u.attempts += 1
         } else {
             let wait = r.startedAt - u.readyAt
             owner.stats.withLock { if $0.readyToStarted.count < 2_000_000 { $0.readyToStarted.append(wait) } }
         }
-        run.units[ui] = u
         if let e = r.error {
             for (k, a) in u.attemptIDs.enumerated() {
                 let failedHere = u.stages[k].hasPrefix(e.stage.rawValue) || u.stages.count == 1
                 record("attemptFinished") { try lineage.attemptFinished(a, state: failedHere ? "failed" : "cancelled", started: r.startedAt, finished: r.finishedAt,
                                              errorClass: e.errorClass.rawValue, errorMessage: e.message, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
             }
-            guard !run.finished else { return }
-            let decision = RetryPolicy.decide(retryable: e.errorClass == .retryable, attempts: u.attempts,
-                                              maxAttempts: run.pipeline.retryAttempts ?? config.maxAttempts, now: Date().timeIntervalSince1970,
-                                              base: config.backoffBase, jitter: Double.random(in: 0.8...1.2))
-            if case .retry(let notBefore) = decision {
-                log.warning("attempt failed, retrying", metadata: ["stage.id": "\(u.name)", "error": "\(e)"])
-                retry(run, ui, error: e.description, notBefore: notBefore)
-            } else {
-                let tries = e.errorClass == .retryable ? " after \(u.attempts) attempts" : ""
-                failRun(run, unit: ui, message: "\(label(run, u)): \(e.description)\(tries)", failedStage: e.stage)
-            }
+            let attempts = scheduler.attempts(s)
+            let tries = e.errorClass == .retryable ? " after \(attempts) attempts" : ""
+            // Used only if the scheduler ends the run; otherwise the stage is retried.
+            run.failure = ("\(label(run, u)): \(e.description)\(tries)", e.stage)
+            u.lastError = e.description
+            run.units[ui] = u
+            if e.errorClass == .retryable { log.warning("attempt failed", metadata: ["stage.id": "\(u.name)", "error": "\(e)"]) }
+            feed(.failed(lease: r.lease, worker: wid, retryable: e.errorClass == .retryable))
             return
         }
-        guard !run.finished else { return }
         guard let r = verified(run, ui, r, from: wid) else { return }
         do {
             try succeed(run, ui, r)
+            feed(.succeeded(lease: r.lease, worker: wid))
         } catch let e as PipelineError {
             failRun(run, unit: ui, message: e.description)
         } catch {
@@ -1303,7 +1217,7 @@ final class CoordinatorCore {
     func verified(_ run: RunState, _ ui: Int, _ r: TaskResult, from wid: String) -> TaskResult? {
         var u = run.units[ui]
         guard config.verifyFraction > 0, r.cached != true, u.kind != .fetch, let sha = r.artifact?.sha256 else { return r }
-        let others = { (excluded: Set<String>) in self.workers.filter { !$0.value.draining && !excluded.contains($0.key) }.count }
+        let others = { (excluded: Set<String>) in self.scheduler.takingWork(except: excluded) }
         if u.verifyOutputs.isEmpty {
             guard Double.random(in: 0..<1) < config.verifyFraction else { return r }
             guard others([wid]) > 0 else {
@@ -1315,7 +1229,7 @@ final class CoordinatorCore {
             record("attemptFinished") { try lineage.attemptFinished(a, state: "succeeded", started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
         }
         u.verifyOutputs.append((wid, sha, r, u.attemptIDs))
-        u.excluded.insert(wid)
+        let excluded = scheduler.excluded(run.ref(ui)).union(u.verifyOutputs.map(\.worker))
         let votes = Dictionary(grouping: u.verifyOutputs, by: \.sha256)
         let (top, topVotes) = votes.map { ($0.key, $0.value.count) }.max { $0.1 < $1.1 }!
         if u.verifyOutputs.count >= 2 && topVotes >= 2 {
@@ -1325,13 +1239,13 @@ final class CoordinatorCore {
             record("event") { try lineage.event("verify.matched", "\(label(run, u)): workers \(agreeing.map(\.worker).joined(separator: ", ")) made the same output \(top.prefix(12))…", runID: run.id) }
             let accepted = agreeing.last!
             u.attemptIDs = accepted.attemptIDs
-            u.verifyOutputs = []; u.excluded = []
+            u.verifyOutputs = []
             run.units[ui] = u
             var result = accepted.result
             result.lease = r.lease
             return result
         }
-        if u.verifyOutputs.count >= 3 || others(u.excluded) == 0 {
+        if u.verifyOutputs.count >= 3 || others(excluded) == 0 {
             let who = u.verifyOutputs.map { "\($0.worker) → \($0.sha256.prefix(12))…" }.joined(separator: ", ")
             for o in u.verifyOutputs {
                 for a in o.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "failed", started: o.result.startedAt, finished: o.result.finishedAt, errorClass: "permanent", errorMessage: "verification: outputs differ (\(who))") } }
@@ -1343,11 +1257,10 @@ final class CoordinatorCore {
         if u.verifyOutputs.count == 2 {
             log.warning("verification mismatch; a third worker decides", metadata: ["stage.id": "\(u.name)", "outputs": "\(u.verifyOutputs.map { "\($0.worker)=\($0.sha256.prefix(12))" })"])
         }
-        // One more render of the same stage, on a worker that has not made it. The attempts so far
-        // stand as succeeded unless a vote finds their output wrong.
-        u.attempts = max(0, u.attempts - 1)   // a verification render is not a retry
+        // One more render of the same stage, on a worker that has not made it (not a retry). The
+        // attempts so far stand as succeeded unless a vote finds their output wrong.
         run.units[ui] = u
-        run.markReady(ui)
+        feed(.again(lease: r.lease, worker: wid))
         return nil
     }
 
@@ -1364,9 +1277,7 @@ final class CoordinatorCore {
     }
 
     func succeed(_ run: RunState, _ ui: Int, _ r: TaskResult) throws {
-        var u = run.units[ui]
-        u.state = .done
-        run.units[ui] = u
+        let u = run.units[ui]
         let p = run.pipeline
         let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
         let done = Date().timeIntervalSince1970
@@ -1381,11 +1292,7 @@ final class CoordinatorCore {
             run.sources[i] = (art, aid)
             run.facts[i] = facts
             run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
-            if let ri = run.index(of: "render/\(i)") {
-                run.units[ri].cost = Self.renderCost(facts, frames: run.frameCounts[i]!, fps: p.output.fps.double)
-            }
             try updateTimeline(run)
-            try unitDone(run, ui)
         } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {
             let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: run.sources[i].map { [$0.1] } ?? [])
             let seconds = [report.decodeSeconds, report.transformSeconds, report.encodeSeconds]
@@ -1395,7 +1302,6 @@ final class CoordinatorCore {
                 try lineage.stageUpdate(run.stageIDs[s]!, state: "succeeded", finished: done, seconds: seconds[k])
             }
             run.segments[i] = (art, aid)
-            try unitDone(run, ui)
         } else if u.kind == .transition, let b = u.item, let art = r.artifact {
             let inputs = [run.segments[b]?.1, run.segments[b + 1]?.1].compactMap { $0 }
             let aid = try recordOutput(run, u, r, kind: "transition", facts: nil, inputs: inputs)
@@ -1406,7 +1312,6 @@ final class CoordinatorCore {
             try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded", params: params, key: u.key, finished: done,
                                     seconds: r.finishedAt - r.startedAt)
             run.transitions[b] = (art, aid)
-            try unitDone(run, ui)
         } else if u.kind == .concat, let art = r.artifact {
             let out = p.output.path
             let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: run.segments.values.map(\.1))
@@ -1428,33 +1333,10 @@ final class CoordinatorCore {
                 return nil }()
             try lineage.stageUpdate(run.stageIDs["concat"]!, state: "succeeded", params: concatParams, key: u.key ?? art.sha256,
                                     finished: done, seconds: r.finishedAt - r.startedAt)
-            run.finished = true
-            try lineage.runFinished(run.id, state: "succeeded")
-            log.info("run succeeded", metadata: ["run.id": "\(run.id)", "output": "\(out)"])
-            progress(run, force: true)
-            ended(run, state: "succeeded", message: nil, output: art)
-            owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: done - run.startedAt))
-            runs[run.id] = nil
+            run.output = art
             return
         }
         progress(run)
-    }
-
-    /// A unit is done: the units waiting only for it (by the plan's dependencies) become ready.
-    /// A render made ready knows its parameters and output key now (the source is fetched).
-    func unitDone(_ run: RunState, _ ui: Int) throws {
-        let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
-        for k in run.graph.complete(ui) where run.units[k].state == .waiting {
-            run.markReady(k)
-            var params: String? = nil, key: String? = nil
-            if run.units[k].kind == .render, run.pipeline.output.maxDuration == nil, let i = run.units[k].item,
-               let src = run.sources[i], let n = run.frameCounts[i] {
-                let spec = Planner.segmentSpec(run.pipeline, index: i, sourcePath: src.0.path, frameCount: n)
-                params = String(decoding: try encoder.encode(spec.edits), as: UTF8.self)
-                key = segmentKey(spec, sourceSHA256: src.0.sha256)
-            }
-            for s in run.units[k].stages { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", params: params, key: key) }
-        }
     }
 
     /// A render's relative cost: frames out, times source pixels, times how many source frames
@@ -1482,38 +1364,56 @@ final class CoordinatorCore {
         }
     }
 
-    func retry(_ run: RunState, _ ui: Int, error: String, notBefore: Double? = nil) {
-        var u = run.units[ui]
-        u.notBefore = notBefore ?? Date().timeIntervalSince1970 + RetryPolicy.delay(attempts: u.attempts, base: config.backoffBase, jitter: Double.random(in: 0.8...1.2))
-        run.units[ui] = u
-        run.markReady(ui)
-        for s in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[s]!, state: "ready", error: error) } }
-        progress(run)
-    }
-
+    /// Fails the run now (its output could not be recorded, or verification failed).
     func failRun(_ run: RunState, unit ui: Int, message: String, failedStage: StageKind? = nil) {
         guard !run.finished else { return }
+        run.failure = (message, failedStage)
+        feed(.fail(run.ref(ui)))
+    }
+
+    /// The scheduler ended a run: record how, tell its observers and watchers, forget it.
+    func runEnded(_ run: RunState, _ outcome: FarmScheduler.Outcome, now: Double) {
         run.finished = true
-        run.units[ui].state = .failed
-        for s in run.units[ui].stages {
-            let failed = failedStage.map { s.hasPrefix($0.rawValue) } ?? true
-            record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[s]!, state: failed ? "failed" : "cancelled", error: failed ? message : nil,
-                                     finished: Date().timeIntervalSince1970) }
-        }
-        // Stop the run's other attempts; their slots free when the workers answer.
-        for (k, u) in run.units.enumerated() where u.state == .running {
-            if let lease = u.lease, let w = u.worker, let info = workers[w] {
-                send(.cancel(lease: lease), to: info.identity)
-                leases[lease] = nil
-                for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "cancelled", started: nil, finished: nil) } }
-            }
-            run.units[k].state = .failed
-        }
-        record("runFinished") { try lineage.runFinished(run.id, state: "failed", error: message) }
-        log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
-        ended(run, state: "failed", message: message, output: nil)
-        owner.notify(nil, run.id, .failed(message: message))
         runs[run.id] = nil
+        switch outcome {
+        case .succeeded:
+            guard let art = run.output else {
+                let message = "\(run.pipeline.name) (concat): the worker reported the movie done but sent no file; submit again"
+                record("runFinished") { try lineage.runFinished(run.id, state: "failed", error: message) }
+                ended(run, state: "failed", message: message, output: nil)
+                owner.notify(nil, run.id, .failed(message: message))
+                return
+            }
+            run.succeeded = true
+            record("runFinished") { try lineage.runFinished(run.id, state: "succeeded") }
+            let out = run.pipeline.output.path
+            log.info("run succeeded", metadata: ["run.id": "\(run.id)", "output": "\(out)"])
+            progress(run, force: true)
+            ended(run, state: "succeeded", message: nil, output: art)
+            owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: now - run.startedAt))
+        case .cancelled:
+            let reason = run.failure?.message ?? "cancelled"
+            record("runFinished") { try lineage.runFinished(run.id, state: "cancelled", error: reason) }
+            log.info("run cancelled", metadata: ["run.id": "\(run.id)"])
+            ended(run, state: "cancelled", message: reason, output: nil)
+            owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
+        case .failed(let s, _), .poison(let s, _):
+            let u = run.units[s.node]
+            var message = run.failure?.message ?? "\(label(run, u)) failed"
+            var failedStage = run.failure?.stage
+            if case .poison(_, let lost) = outcome {
+                message = "\(label(run, u)): poison — its attempts lost \(lost) workers; not retried"
+                failedStage = nil
+            }
+            for st in u.stages {
+                let failed = failedStage.map { st.hasPrefix($0.rawValue) } ?? true
+                record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: failed ? "failed" : "cancelled", error: failed ? message : nil, finished: now) }
+            }
+            record("runFinished") { try lineage.runFinished(run.id, state: "failed", error: message) }
+            log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
+            ended(run, state: "failed", message: message, output: nil)
+            owner.notify(nil, run.id, .failed(message: message))
+        }
     }
 
     func label(_ run: RunState, _ u: Unit) -> String {
@@ -1532,9 +1432,13 @@ final class CoordinatorCore {
         let itemsDone = run.segments.count
         var done = 0, total = 0
         var running: [String] = []
-        for u in run.units {
+        for (k, u) in run.units.enumerated() {
             total += u.stages.count
-            if u.state == .done { done += u.stages.count } else if u.state == .running { running.append(u.name) }
+            switch run.succeeded ? .done : scheduler.phase(run.ref(k)) {
+            case .done: done += u.stages.count
+            case .running, .checking: running.append(u.name)
+            default: break
+            }
         }
         var p = RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
                             running: running.count > 64 ? Array(running.prefix(64)) : running, elapsed: now - run.startedAt)

@@ -78,6 +78,9 @@ public struct FarmScheduler: Sendable {
         /// made it (verification); not counted as a retry.
         case again(lease: String, worker: String)
         case cancel(run: Int64)
+        /// The coordinator failed the stage itself (its output could not be recorded, or its
+        /// verification failed): the run ends. The stage's own lease is not cancelled (it reported).
+        case fail(StageRef)
         /// Stop giving out work (a graceful coordinator stop); results still count.
         case stopDispatching
         /// Release retries whose backoff is over, and hand out work.
@@ -181,12 +184,16 @@ public struct FarmScheduler: Sendable {
     public func knows(worker: String) -> Bool { workers[worker] != nil }
     /// Leases a worker holds a slot or a check for.
     public func leases(on worker: String) -> [String] { workers[worker].map { Array($0.running.union($0.checks)) } ?? [] }
+    /// Leases holding a worker's slots (cache checks not included).
+    public func running(on worker: String) -> [String] { workers[worker].map { Array($0.running) } ?? [] }
+    /// Every current lease and the worker it was given to.
+    public var liveLeases: [(lease: String, worker: String)] { leases.map { ($0.key, $0.value.worker) } }
     public func busySlots(_ worker: String) -> Int { workers[worker]?.running.count ?? 0 }
     public func slots(_ worker: String) -> Int { workers[worker]?.slots ?? 0 }
     /// Workers taking work, other than those in `except`.
     public func takingWork(except: Set<String> = []) -> Int { workers.filter { !$0.value.draining && !except.contains($0.key) }.count }
     /// Stages ready and waiting for a slot or a check.
-    public var queueDepth: Int { runs.values.reduce(0) { $0 + $1.nodes.filter { $0.phase == .ready }.count } }
+    public var queueDepth: Int { runs.values.reduce(0) { n, run in n + run.nodes.reduce(0) { $0 + ($1.phase == .ready ? 1 : 0) } } }
 
     // MARK: events
 
@@ -211,7 +218,9 @@ public struct FarmScheduler: Sendable {
             endIfComplete(spec.id, &out)
 
         case .prepared(let s, let check, let cost):
-            guard var run = runs[s.run], run.nodes.indices.contains(s.node), run.nodes[s.node].phase == .ready, !run.nodes[s.node].prepared else { break }
+            guard runs[s.run].map({ $0.nodes.indices.contains(s.node) && $0.nodes[s.node].phase == .ready && !$0.nodes[s.node].prepared }) == true
+            else { break }
+            var run = take(s.run)
             run.nodes[s.node].prepared = true
             run.nodes[s.node].check = check
             run.nodes[s.node].cost = cost
@@ -247,14 +256,17 @@ public struct FarmScheduler: Sendable {
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
             leases[lease] = nil
-            var run = runs[s.run]!
-            if run.nodes[s.node].phase == .checking { run.nodes[s.node].attempts += 1 } else { run.running -= 1 }
-            run.nodes[s.node].phase = .done
-            run.nodes[s.node].lease = nil
-            run.nodes[s.node].worker = nil
-            run.nodes[s.node].excluded = []
-            let newly = run.graph.complete(s.node)
-            runs[s.run] = run
+            let newly: [Int]
+            do {
+                var run = take(s.run)
+                if run.nodes[s.node].phase == .checking { run.nodes[s.node].attempts += 1 } else { run.running -= 1 }
+                run.nodes[s.node].phase = .done
+                run.nodes[s.node].lease = nil
+                run.nodes[s.node].worker = nil
+                run.nodes[s.node].excluded = []
+                newly = run.graph.complete(s.node)
+                runs[s.run] = run
+            }
             for k in newly where runs[s.run]!.nodes[k].phase == .waiting { makeReady(StageRef(run: s.run, node: k), now: now, &out) }
             endIfComplete(s.run, &out)
 
@@ -262,7 +274,7 @@ public struct FarmScheduler: Sendable {
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
             leases[lease] = nil
-            var run = runs[s.run]!
+            var run = take(s.run)
             if run.nodes[s.node].phase == .running { run.running -= 1 }
             run.nodes[s.node].lease = nil
             run.nodes[s.node].worker = nil
@@ -276,15 +288,12 @@ public struct FarmScheduler: Sendable {
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
             leases[lease] = nil
-            var run = runs[s.run]!
-            var node = run.nodes[s.node]
-            if node.phase == .running { run.running -= 1 }
-            node.lease = nil; node.worker = nil
-            let attempts = node.attempts
-            let decision = RetryPolicy.decide(retryable: retryable, attempts: attempts, maxAttempts: run.spec.maxAttempts, now: now,
+            let attempts = runs[s.run]!.nodes[s.node].attempts
+            if runs[s.run]!.nodes[s.node].phase == .running { runs[s.run]!.running -= 1 }
+            runs[s.run]!.nodes[s.node].lease = nil
+            runs[s.run]!.nodes[s.node].worker = nil
+            let decision = RetryPolicy.decide(retryable: retryable, attempts: attempts, maxAttempts: runs[s.run]!.spec.maxAttempts, now: now,
                                               base: config.backoffBase, jitter: jitter(s, attempts))
-            run.nodes[s.node] = node
-            runs[s.run] = run
             switch decision {
             case .retry(let notBefore): delay(s, until: notBefore, now: now, &out)
             case .fail: end(s.run, .failed(s, attempts: attempts), &out)
@@ -304,7 +313,7 @@ public struct FarmScheduler: Sendable {
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
             leases[lease] = nil
-            var run = runs[s.run]!
+            var run = take(s.run)
             var node = run.nodes[s.node]
             if node.phase == .running { run.running -= 1 }
             node.excluded.insert(worker)
@@ -319,6 +328,15 @@ public struct FarmScheduler: Sendable {
             guard runs[id] != nil else { break }
             end(id, .cancelled, &out)
 
+        case .fail(let s):
+            guard runs[s.run]?.nodes.indices.contains(s.node) == true else { break }
+            if let lease = runs[s.run]!.nodes[s.node].lease {
+                leases[lease] = nil
+                runs[s.run]!.nodes[s.node].lease = nil
+                runs[s.run]!.nodes[s.node].worker = nil
+            }
+            end(s.run, .failed(s, attempts: runs[s.run]!.nodes[s.node].attempts), &out)
+
         case .stopDispatching:
             dispatching = false
 
@@ -332,6 +350,10 @@ public struct FarmScheduler: Sendable {
     }
 
     // MARK: transitions
+
+    /// Takes a run out of the table to change it: a copy left in the table would make the first
+    /// change copy all the run's nodes. Put it back with `runs[id] = run`.
+    mutating func take(_ id: Int64) -> Run { runs.removeValue(forKey: id)! }
 
     /// The stage's lease if it is current and `worker` holds it; otherwise a `.stale` effect.
     func current(_ lease: String, from worker: String, _ out: inout [Effect]) -> StageRef? {
@@ -356,9 +378,9 @@ public struct FarmScheduler: Sendable {
 
     /// Back to its lane at once (a hand-back or an undelivered assignment): the attempt does not count.
     mutating func handBack(_ lease: String, from worker: String, now: Double, _ out: inout [Effect], record: Bool = true) {
-        guard let info = leases.removeValue(forKey: lease), var run = runs[info.stage.run] else { return }
+        guard let info = leases.removeValue(forKey: lease), runs[info.stage.run]?.nodes[info.stage.node].lease == lease else { return }
         let k = info.stage.node
-        guard run.nodes[k].lease == lease else { return }
+        var run = take(info.stage.run)
         if record { out.append(.handedBack(lease: lease, info.stage, worker: worker)) }
         requeue(&run, k, countedAttempt: !info.checkOnly, now: now)
         runs[info.stage.run] = run
@@ -376,24 +398,24 @@ public struct FarmScheduler: Sendable {
 
     /// Its worker went. A cache check just goes back; an attempt counts towards poison and retries.
     mutating func lose(_ lease: String, worker: String, now: Double, _ out: inout [Effect]) {
-        guard let info = leases.removeValue(forKey: lease), var run = runs[info.stage.run], run.nodes[info.stage.node].lease == lease else { return }
+        guard let info = leases.removeValue(forKey: lease), runs[info.stage.run]?.nodes[info.stage.node].lease == lease else { return }
         let s = info.stage
         out.append(.lost(lease: lease, s, worker: worker, checkOnly: info.checkOnly))
         if info.checkOnly {
+            var run = take(s.run)
             requeue(&run, s.node, countedAttempt: false, now: now)
             runs[s.run] = run
             return
         }
-        run.running -= 1
-        run.nodes[s.node].lostWorkers += 1
-        run.nodes[s.node].lease = nil
-        run.nodes[s.node].worker = nil
-        let lost = run.nodes[s.node].lostWorkers
-        runs[s.run] = run
+        runs[s.run]!.running -= 1
+        runs[s.run]!.nodes[s.node].lostWorkers += 1
+        runs[s.run]!.nodes[s.node].lease = nil
+        runs[s.run]!.nodes[s.node].worker = nil
+        let lost = runs[s.run]!.nodes[s.node].lostWorkers
+        let attempts = runs[s.run]!.nodes[s.node].attempts
         if RetryPolicy.isPoison(lostWorkers: lost, limit: config.poisonAfterLostWorkers) {
             end(s.run, .poison(s, lostWorkers: lost), &out)
         } else {
-            let attempts = run.nodes[s.node].attempts
             delay(s, until: now + RetryPolicy.delay(attempts: attempts, base: config.backoffBase, jitter: jitter(s, attempts)), now: now, &out)
         }
     }
@@ -432,8 +454,8 @@ public struct FarmScheduler: Sendable {
     // MARK: dispatch
 
     mutating func release(_ now: Double) {
-        for id in runs.keys where !runs[id]!.delayed.isEmpty {
-            var run = runs[id]!
+        for id in Array(runs.keys) where !runs[id]!.delayed.isEmpty {
+            var run = take(id)
             var still: [Int] = []
             for k in run.delayed {
                 guard run.nodes[k].phase == .ready, run.nodes[k].lease == nil else { continue }
@@ -455,7 +477,7 @@ public struct FarmScheduler: Sendable {
     /// Stages with a recorded artifact are checked first, beside the slots: a few per worker.
     mutating func dispatchChecks(_ now: Double, _ out: inout [Effect]) {
         for id in runs.keys.sorted() where !runs[id]!.checkLane.isEmpty {
-            var run = runs[id]!
+            var run = take(id)
             defer { runs[id] = run }
             while let k = run.checkLane.first {
                 guard run.nodes[k].phase == .ready, run.nodes[k].check, run.nodes[k].lease == nil else { _ = run.checkLane.popFirst(); continue }
@@ -481,11 +503,12 @@ public struct FarmScheduler: Sendable {
         var free = workers.filter { !$0.value.draining && $0.value.running.count < $0.value.slots }
             .sorted { $0.value.joined < $1.value.joined }.map(\.key)
         guard !free.isEmpty else { return }
-        var active = runs.keys.filter { hasDispatchable($0) }
+        var active = Array(runs.keys).filter { hasDispatchable($0) }
         var skipped: [(Int64, Int)] = []
         defer {
             for (id, k) in skipped {
-                guard var run = runs[id] else { continue }
+                guard runs[id] != nil else { continue }
+                var run = take(id)
                 run.slotLane.push(k, short: run.spec.short[k], cost: run.nodes[k].cost)
                 runs[id] = run
             }
@@ -522,7 +545,8 @@ public struct FarmScheduler: Sendable {
 
     /// Drops stale heads of the run's slot lane; true when a stage can go now.
     mutating func hasDispatchable(_ id: Int64) -> Bool {
-        guard var run = runs[id] else { return false }
+        guard runs[id] != nil else { return false }
+        var run = take(id)
         defer { runs[id] = run }
         while let k = run.slotLane.first {
             let n = run.nodes[k]

@@ -191,7 +191,12 @@ struct Farm {
                         if !fx.contains(.stale(lease: l, worker: w)) { farm.problems.append("\(w) succeeded \(l), given to another worker") }
                     }
                 case 11:
-                    if let id = farm.deps.keys.sorted().randomPick(next) { farm.send(.cancel(run: id)) }
+                    if next(2) == 0 {
+                        if let id = farm.deps.keys.sorted().randomPick(next) { farm.send(.cancel(run: id)) }
+                    } else if let l = live.randomPick(next) {
+                        // The coordinator fails the stage itself (its output could not be recorded).
+                        farm.send(.fail(farm.outstanding[l]!.stage))
+                    }
                 case 12:
                     // A worker reconnects and says hello with what it runs.
                     if let w = workers.randomPick(next) {
