@@ -904,9 +904,14 @@ final class CoordinatorCore {
         feeding = true
         defer { feeding = false }
         while let e = events.popFirst() {
+            // The scheduler scores each free worker for a stage: work out the stage's inputs once.
+            var memo: (StageRef, [ArtifactRef])?
             let affinity: ((StageRef, String) -> Int64)? = holders.isEmpty ? nil : { [self] s, w in
-                guard let run = runs[s.run], let task = run.units[s.node].task else { return 0 }
-                return heldBytes(inputRefs(run, s.node, task), w)
+                if memo?.0 != s {
+                    guard let run = runs[s.run], let task = run.units[s.node].task else { return 0 }
+                    memo = (s, inputRefs(run, s.node, task))
+                }
+                return heldBytes(memo!.1, w)
             }
             for effect in scheduler.handle(e, now: now, affinity: affinity) { carryOut(effect, now: now) }
         }

@@ -210,11 +210,10 @@ public enum Planner {
 
     /// How item `index`'s segment of `frameCount` frames is cut and faded, or nil when it is whole.
     public static func cut(_ pipeline: Pipeline, index: Int, frameCount: Int) -> SegmentCut? {
-        let overlap = overlaps(pipeline)
         let headBaked = index > 0 && bakesFade(after: index - 1, in: pipeline)
-        let tailBaked = index < overlap.count && bakesFade(after: index, in: pipeline)
+        let tailBaked = index < pipeline.items.count - 1 && bakesFade(after: index, in: pipeline)
         guard headBaked || tailBaked else { return nil }
-        let head = headBaked ? overlap[index - 1] : 0, tail = tailBaked ? overlap[index] : 0
+        let head = headBaked ? overlap(after: index - 1, in: pipeline) : 0, tail = tailBaked ? overlap(after: index, in: pipeline) : 0
         let range = bakedRange(frames: frameCount, bakedHead: head, bakedTail: tail)
         return SegmentCut(first: range.first, end: range.end, fadeIn: head - range.first, fadeOut: tail / 2)
     }
@@ -228,9 +227,12 @@ public enum Planner {
 
     /// Overlap frames at each boundary (0 where there is no transition).
     public static func overlaps(_ pipeline: Pipeline) -> [Int] {
-        pipeline.items.indices.dropLast().map { b in
-            transition(after: b, in: pipeline).map { Timing.frames(seconds: $0.duration, fps: pipeline.output.fps) } ?? 0
-        }
+        pipeline.items.indices.dropLast().map { overlap(after: $0, in: pipeline) }
+    }
+
+    /// Overlap frames at boundary `b` (after item b), 0 where there is no transition.
+    public static func overlap(after b: Int, in pipeline: Pipeline) -> Int {
+        transition(after: b, in: pipeline).map { Timing.frames(seconds: $0.duration, fps: pipeline.output.fps) } ?? 0
     }
 
     /// Frames an item lasts in the output, given its source's facts.
@@ -419,9 +421,8 @@ public enum Planner {
                                edits: item.edits, profile: pipeline.output.segmentProfile)
         // Key frames where transition segments cut the segment: after the shared head, before the
         // shared tail. A baked fade cuts nothing: the segment ends (or starts) there instead.
-        let overlap = overlaps(pipeline)
-        let head = index > 0 && !bakesFade(after: index - 1, in: pipeline) ? overlap[index - 1] : 0
-        let tail = index < overlap.count && !bakesFade(after: index, in: pipeline) ? overlap[index] : 0
+        let head = index > 0 && !bakesFade(after: index - 1, in: pipeline) ? overlap(after: index - 1, in: pipeline) : 0
+        let tail = index < pipeline.items.count - 1 && !bakesFade(after: index, in: pipeline) ? overlap(after: index, in: pipeline) : 0
         let cuts = Set([head, frameCount - tail]).filter { $0 > 0 && $0 < frameCount }.sorted()
         spec.keyframes = cuts.isEmpty ? nil : cuts
         spec.cut = cut(pipeline, index: index, frameCount: frameCount)
