@@ -814,7 +814,7 @@ final class CoordinatorCore {
     /// True when the result waits for its artifact to be copied (it is acknowledged then).
     @discardableResult
     func received(_ r: TaskResult, from wid: String, identity: Data) -> Bool {
-        guard scheduler.isLive(r.lease) else { finish(r, from: wid); return false }
+        guard scheduler.current(r.lease, from: wid) != nil else { finish(r, from: wid); return false }
         var r = r
         if let art = r.artifact {
             holders[art.sha256, default: []].insert(wid)
@@ -1161,9 +1161,9 @@ final class CoordinatorCore {
     // MARK: results
 
     func finish(_ r: TaskResult, from wid: String) {
-        guard let s = scheduler.stage(of: r.lease), scheduler.holder(of: r.lease) == wid, let run = runs[s.run], !run.finished else {
-            // A stale lease: the stage was reassigned or its run ended. Never counted.
-            feed(.succeeded(lease: r.lease, worker: wid))
+        guard let s = scheduler.current(r.lease, from: wid), let run = runs[s.run], !run.finished else {
+            // A stale lease: the stage was reassigned or its run ended, or another worker holds it. Never counted.
+            record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)") }
             return
         }
         let ui = s.node

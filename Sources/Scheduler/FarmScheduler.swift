@@ -173,6 +173,11 @@ public struct FarmScheduler: Sendable {
     public var hasRuns: Bool { !runs.isEmpty }
     public var liveLeaseCount: Int { leases.count }
     public func isLive(_ lease: String) -> Bool { leases[lease] != nil }
+    /// The stage `lease` runs, if it is current and was given to `worker`: the only results that count.
+    public func current(_ lease: String, from worker: String) -> StageRef? {
+        guard let info = leases[lease], info.worker == worker, runs[info.stage.run]?.nodes[info.stage.node].lease == lease else { return nil }
+        return info.stage
+    }
     /// The stage a current lease runs.
     public func stage(of lease: String) -> StageRef? { leases[lease]?.stage }
     public func holder(of lease: String) -> String? { leases[lease]?.worker }
@@ -357,11 +362,11 @@ public struct FarmScheduler: Sendable {
 
     /// The stage's lease if it is current and `worker` holds it; otherwise a `.stale` effect.
     func current(_ lease: String, from worker: String, _ out: inout [Effect]) -> StageRef? {
-        guard let info = leases[lease], info.worker == worker, runs[info.stage.run]?.nodes[info.stage.node].lease == lease else {
+        guard let s = current(lease, from: worker) else {
             out.append(.stale(lease: lease, worker: worker))
             return nil
         }
-        return info.stage
+        return s
     }
 
     mutating func free(_ lease: String, on worker: String) {
