@@ -182,19 +182,14 @@ public struct FarmScheduler: Sendable {
     public func stage(of lease: String) -> StageRef? { leases[lease]?.stage }
     public func holder(of lease: String) -> String? { leases[lease]?.worker }
     public func phase(_ s: StageRef) -> Phase { runs[s.run].map { $0.nodes.indices.contains(s.node) ? $0.nodes[s.node].phase : .ended } ?? .ended }
-    public func lease(of s: StageRef) -> String? { runs[s.run]?.nodes[s.node].lease }
     public func attempts(_ s: StageRef) -> Int { runs[s.run]?.nodes[s.node].attempts ?? 0 }
     public func excluded(_ s: StageRef) -> Set<String> { runs[s.run]?.nodes[s.node].excluded ?? [] }
     public func isDraining(_ worker: String) -> Bool { workers[worker]?.draining ?? false }
-    public func knows(worker: String) -> Bool { workers[worker] != nil }
-    /// Leases a worker holds a slot or a check for.
-    public func leases(on worker: String) -> [String] { workers[worker].map { Array($0.running.union($0.checks)) } ?? [] }
     /// Leases holding a worker's slots (cache checks not included).
     public func running(on worker: String) -> [String] { workers[worker].map { Array($0.running) } ?? [] }
     /// Every current lease and the worker it was given to.
     public var liveLeases: [(lease: String, worker: String)] { leases.map { ($0.key, $0.value.worker) } }
     public func busySlots(_ worker: String) -> Int { workers[worker]?.running.count ?? 0 }
-    public func slots(_ worker: String) -> Int { workers[worker]?.slots ?? 0 }
     /// Workers taking work, other than those in `except`.
     public func takingWork(except: Set<String> = []) -> Int { workers.filter { !$0.value.draining && !except.contains($0.key) }.count }
     /// Stages ready and waiting for a slot or a check.
