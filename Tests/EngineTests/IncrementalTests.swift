@@ -60,9 +60,13 @@ import TestSupport
         try Self.project(dir, items: 3, seconds: 1)
         let first = try Self.submit(dir)
         let db = try LineageStore(path: dir + "/state/lineage.db")
-        let segments = try db.rows("SELECT uri FROM artifact WHERE kind = 'segment' ORDER BY id")
+        // Segments in item order (the workers finish them in any order, so not by artifact id).
+        let segments = try db.rows("""
+            SELECT a.uri FROM artifact a JOIN attempt t ON t.id = a.attempt_id JOIN stage s ON s.id = t.stage_id
+            WHERE a.kind = 'segment' AND s.run_id = ? ORDER BY s.item_idx
+            """, [first.run])
         #expect(segments.count == 3)
-        // Alter one segment's bytes and delete another.
+        // Alter item 1's segment bytes and delete item 2's: both render again, item 3 is a cache hit.
         let altered = segments[0]["uri"]!, deleted = segments[1]["uri"]!
         var bytes = try Data(contentsOf: URL(fileURLWithPath: altered))
         bytes[bytes.count / 2] ^= 0xFF
