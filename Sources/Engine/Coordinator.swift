@@ -118,6 +118,8 @@ public final class Coordinator: Sendable {
     let lineage: LineageStore
     let logger: Logger
     private let inbox = Mutex<[Command]>([])
+    /// Rings when a command is queued, so the coordinator thread takes it at once (not after its poll's timeout).
+    let commandWakeup = Wakeup()
     private let observers = Mutex<[@Sendable (RunProgress?, Int64, RunOutcome?) -> Void]>([])
     private let boundEndpoint = Mutex<String?>(nil)
     private let ready = DispatchSemaphore(value: 0)
@@ -159,7 +161,7 @@ public final class Coordinator: Sendable {
             inbox.append(.submit(pipeline, priority: priority, reply))
             return true
         }
-        if !queued { reply(.failure(stoppedError)) }
+        if queued { commandWakeup.signal() } else { reply(.failure(stoppedError)) }
     }
 
     /// Set once the coordinator thread has left its loop: submits are refused from then on.
@@ -176,11 +178,14 @@ public final class Coordinator: Sendable {
         }
         for case .submit(_, _, let reply) in left { reply(.failure(stoppedError)) }
     }
-    public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) } }
+    public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) }; commandWakeup.signal() }
     /// Graceful: stop dispatching, let in-flight attempts finish (up to the drain timeout), hand
     /// the rest back and leave unfinished runs to be resumed. Otherwise stop at once.
     /// `within` overrides the configured drain timeout (0: hand everything back now).
-    public func stop(graceful: Bool = false, within: Double? = nil) { inbox.withLock { $0.append(.stop(graceful: graceful, within: within)) } }
+    public func stop(graceful: Bool = false, within: Double? = nil) {
+        inbox.withLock { $0.append(.stop(graceful: graceful, within: within)) }
+        commandWakeup.signal()
+    }
     /// Blocks until the coordinator thread has ended.
     public func waitUntilStopped() { stoppedSignal.wait(); stoppedSignal.signal() }
 
@@ -379,7 +384,8 @@ final class CoordinatorCore {
     func loop() {
         var stopping = false
         while !stopping {
-            for c in owner.takeCommands() {
+            let commands = owner.takeCommands()
+            for c in commands {
                 switch c {
                 case .submit(let p, let priority, let reply): reply(Result { try submit(p, priority: priority) })
                 case .workerExited(let pid):
@@ -398,7 +404,8 @@ final class CoordinatorCore {
                 }
             }
             var waiting = false
-            do { waiting = try Socket.poll([socket], timeoutMs: 5).first == true } catch { log.error("poll failed: \(error)") }
+            // A command just taken (a submit) may have made work ready: dispatch it this turn, not after the timeout.
+            do { waiting = try socket.wait(timeoutMs: commands.isEmpty ? 5 : 0, wakeup: owner.commandWakeup) } catch { log.error("poll failed: \(error)") }
             let now = Date().timeIntervalSince1970
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
             // One lineage transaction for everything this turn of the loop records.
@@ -406,7 +413,11 @@ final class CoordinatorCore {
                 if waiting {
                     do {
                         var n = 0
-                        while n < 2000, let (frames, peer) = try socket.receiveFromPeer() { handle(frames, from: peer); n += 1 }
+                        while n < 2000, let (frames, peer) = try socket.receiveFromPeer() {
+                            handle(frames, from: peer); n += 1
+                            // What the message made ready goes out now, not after the rest of the turn's messages.
+                            if !draining && scheduler.hasQueuedWork { feed(.tick) }
+                        }
                     } catch {
                         log.error("receive failed: \(error)")
                     }

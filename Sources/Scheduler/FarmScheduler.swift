@@ -171,6 +171,9 @@ public struct FarmScheduler: Sendable {
     // MARK: queries (pure reads for the coordinator's pages, progress and heartbeats)
 
     public var hasRuns: Bool { !runs.isEmpty }
+    /// Whether a `tick` could dispatch something now: dispatching, and a stage waits in a lane.
+    /// Cheap (one look per run), so the coordinator can tick after every message it handles.
+    public var hasQueuedWork: Bool { dispatching && runs.values.contains { !$0.slotLane.isEmpty || !$0.checkLane.isEmpty || !$0.delayed.isEmpty } }
     public var liveLeaseCount: Int { leases.count }
     public func isLive(_ lease: String) -> Bool { leases[lease] != nil }
     /// The stage `lease` runs, if it is current and was given to `worker`: the only results that count.
