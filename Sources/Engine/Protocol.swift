@@ -1,10 +1,13 @@
 import Foundation
 import ThreadlineCore
 import Media
+import Wire
 
-/// The coordinator ↔ worker message schema. Each message is one JSON frame; `v` lets the
-/// schema grow, and a peer drops (and logs) what it cannot decode.
-public enum WireMessage: Codable, Sendable {
+/// What coordinators, workers and submitters say to one another, as the engine handles it. On the
+/// wire each message is one protocol frame (Sources/Wire/Schema/wire.proto, converted in
+/// WireCoding.swift), so renaming anything here does not change the protocol; a peer drops (and
+/// logs) a frame it cannot decode.
+public enum WireMessage: Sendable {
     /// Worker → coordinator, first message and after every reconnect.
     case hello(Hello)
     /// Both ways, about once a second; any message also counts as one.
@@ -84,17 +87,12 @@ public struct StatusReply: Codable, Sendable {
     public var failures: [[String: String]]
 }
 
-public struct Envelope: Codable, Sendable {
-    public static let version = 1
+public struct Envelope: Sendable {
+    /// The protocol version this peer speaks (see `Wire.Frame`).
+    public static var version: Int { Int(Frame.version) }
     public var v: Int
     public var message: WireMessage
     public init(_ message: WireMessage) { v = Envelope.version; self.message = message }
-
-    public func encoded() -> Data { (try? JSONEncoder().encode(self)) ?? Data() }
-    public static func decode(_ data: Data) -> Envelope? {
-        guard let e = try? JSONDecoder().decode(Envelope.self, from: data), e.v == version else { return nil }
-        return e
-    }
 }
 
 public struct Hello: Codable, Sendable {
@@ -185,6 +183,40 @@ public struct TaskResult: Codable, Sendable {
     public var maxRSS: Int64
     /// The output was a verified artifact reused from an earlier attempt, not rendered again.
     public var cached: Bool? = nil
+}
+
+extension Assignment {
+    /// The same assignment with `f` applied to every file it reads, field by field: the source,
+    /// fonts, stickers, watermark and soundtrack, the segments a transition or concat joins, and
+    /// the stored source to verify. Titles, captions and names are text and stay as they are.
+    public func mappingFiles(_ f: (String) -> String) -> Assignment {
+        var a = self
+        func profile(_ p: OutputProfile) -> OutputProfile {
+            var p = p
+            if let w = p.watermark?.image { p.watermark?.image = f(w) }
+            if let s = p.soundtrack?.source { p.soundtrack?.source = f(s) }
+            return p
+        }
+        switch task {
+        case .fetch(let uri, let name):
+            a.task = .fetch(uri: f(uri), name: name)
+        case .segment(var spec):
+            spec.sourcePath = f(spec.sourcePath)
+            if let font = spec.title?.font { spec.title?.font = f(font) }
+            if let font = spec.edits.text?.font { spec.edits.text?.font = f(font) }
+            for k in spec.edits.stickers.indices { spec.edits.stickers[k].image = f(spec.edits.stickers[k].image) }
+            spec.profile = profile(spec.profile)
+            a.task = .segment(spec)
+        case .transition(var spec, let from, let to, let index):
+            spec.profile = profile(spec.profile)
+            a.task = .transition(spec, from: f(from), to: f(to), index: index)
+        case .concat(var inputs, let p):
+            for k in inputs.indices { inputs[k].path = f(inputs[k].path) }
+            a.task = .concat(inputs, profile: profile(p))
+        }
+        if let path = a.source?.path { a.source?.path = f(path) }
+        return a
+    }
 }
 
 extension WireMessage {

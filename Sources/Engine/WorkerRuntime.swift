@@ -35,7 +35,7 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
-    public static let version = "0.2.0"
+    public static let version = "0.3.0"
     public static func defaultID() -> String { "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(6))" }
 
     let config: Configuration
@@ -269,17 +269,11 @@ public final class WorkerRuntime: Sendable {
         socket.close(lingerMs: 1000)
     }
 
-    /// The assignment with every input path replaced by where this worker holds that input.
+    /// The assignment with every input path replaced by where this worker holds that input: the
+    /// task's typed file fields only (see `Assignment.mappingFiles`), never text that happens to
+    /// read like one of those paths.
     static func rewrite(_ a: Assignment, _ paths: [String: String]) -> Assignment {
-        let changes = paths.filter { $0.key != $0.value }
-        guard !changes.isEmpty else { return a }
-        let encoder = JSONEncoder()
-        guard var json = (try? encoder.encode(a)).map({ String(decoding: $0, as: UTF8.self) }) else { return a }
-        for (from, to) in changes {
-            guard let f = try? encoder.encode(from), let t = try? encoder.encode(to) else { continue }
-            json = json.replacingOccurrences(of: String(decoding: f, as: UTF8.self), with: String(decoding: t, as: UTF8.self))
-        }
-        return (try? JSONDecoder().decode(Assignment.self, from: Data(json.utf8))) ?? a
+        paths.allSatisfy({ $0.key == $0.value }) ? a : a.mappingFiles { paths[$0] ?? $0 }
     }
 
     private func start(_ a: Assignment) {

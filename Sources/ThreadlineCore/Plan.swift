@@ -105,6 +105,9 @@ public struct TransitionSpec: Sendable, Hashable, Codable {
     public var fromFrame: Int
     public var fromSample: Int
     public var profile: OutputProfile
+    public init(kind: Transition.Kind, frames: Int, samples: Int, fromFrame: Int, fromSample: Int, profile: OutputProfile) {
+        self.kind = kind; self.frames = frames; self.samples = samples; self.fromFrame = fromFrame; self.fromSample = fromSample; self.profile = profile
+    }
 }
 
 /// Where an item's segment starts and ends among the item's frames, and the fades through black

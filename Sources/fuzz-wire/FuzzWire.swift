@@ -38,7 +38,7 @@ func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CC
         if args.first == "--write-seeds", args.count == 2 {
             try FileManager.default.createDirectory(atPath: args[1], withIntermediateDirectories: true)
             for (k, m) in WireMessage.examples.enumerated() {
-                try Envelope(m).encoded().write(to: URL(fileURLWithPath: "\(args[1])/seed-\(k).json"))
+                try Envelope(m).encoded().write(to: URL(fileURLWithPath: "\(args[1])/seed-\(k).bin"))
             }
             return
         }

@@ -21,12 +21,14 @@ import Testing
         }
     }
 
-    /// Inputs kept from fuzzing, and hand-made malformed envelopes (`reject-*`: a wrong or missing
-    /// version, a wrong type, an unknown message, truncated JSON, bytes that are not UTF-8) that a
-    /// decoder must refuse. Whatever does decode must survive re-encoding.
+    /// Inputs kept from fuzzing, and hand-made malformed frames that a decoder must refuse
+    /// (`reject-*`): protocol 1's JSON envelopes (a peer that was not upgraded), and protocol 2
+    /// frames with no version or version 1, an unknown message, a field of the wrong wire type, no
+    /// or a wrong end mark, a length past the end, and render documents of another schema or of the
+    /// wrong type. Whatever does decode must survive re-encoding.
     @Test func regressionInputsDecodeOrAreRejected() throws {
         let files = Self.files("regressions")
-        #expect(files.filter { $0.lastPathComponent.hasPrefix("reject-") }.count >= 6)
+        #expect(files.filter { $0.lastPathComponent.hasPrefix("reject-") }.count >= 14)
         for url in files {
             let decoded = Envelope.decode(try Data(contentsOf: url))
             if url.lastPathComponent.hasPrefix("reject-") {
