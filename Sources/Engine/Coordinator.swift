@@ -490,7 +490,7 @@ final class CoordinatorCore {
         for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
         for run in runs.values where !run.finished {
             run.finished = true
-            ended(run, state: "failed", message: message, output: nil)
+            ended(run, state: .failed, message: message, output: nil)
             owner.notify(nil, run.id, .failed(message: message))
         }
     }
@@ -542,7 +542,7 @@ final class CoordinatorCore {
             if planning {
                 // The last coordinator stopped while planning this run: resuming it could stop this one too.
                 log.error("not resuming run \(runID): planning it stopped the last coordinator", metadata: ["run.id": "\(runID)"])
-                record("runFinished") { try lineage.runFinished(runID, state: "failed", error: "quarantined: planning this run stopped the coordinator, so it is not resumed; check the pipeline and submit it again") }
+                record("runFinished") { try lineage.runFinished(runID, state: .failed, error: "quarantined: planning this run stopped the coordinator, so it is not resumed; check the pipeline and submit it again") }
                 continue
             }
             guard let s = try? JSONDecoder().decode(Submission.self, from: Data(json.utf8)) else { continue }
@@ -555,7 +555,7 @@ final class CoordinatorCore {
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
             } catch {
                 log.error("cannot resume run \(runID): \(error)")
-                record("runFinished") { try lineage.runFinished(runID, state: "failed", error: "could not resume: \(error)") }
+                record("runFinished") { try lineage.runFinished(runID, state: .failed, error: "could not resume: \(error)") }
             }
         }
     }
@@ -570,7 +570,7 @@ final class CoordinatorCore {
             guard let fi = run.index(of: "fetch/\(i)") else { continue }
             titles.append(fi)
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
-            try lineage.stageUpdate(ids["fetch/\(i)"]!, state: "succeeded", params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
+            try lineage.stageUpdate(ids["fetch/\(i)"]!, state: .succeeded, params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
                                     finished: Date().timeIntervalSince1970, seconds: 0)
         }
         try updateTimeline(run)
@@ -646,7 +646,7 @@ final class CoordinatorCore {
             watch(run, from: identity)
         case .cancelRun(let run):
             if cancel(run: run, reason: "cancelled by \(id.prefix(64))") {
-                send(.ended(RunEnd(run: run, state: "cancelled", message: "cancelled", output: nil, outputPath: "", seconds: 0)), to: identity)
+                send(.ended(RunEnd(run: run, state: .cancelled, message: "cancelled", output: nil, outputPath: "", seconds: 0)), to: identity)
             } else {
                 watch(run, from: identity, once: true)
             }
@@ -656,7 +656,7 @@ final class CoordinatorCore {
             guard workers[id] != nil else { return }
             feed(.workerDraining(id), now: now)
             workers[id]!.lastSeen = now
-            record("workerState") { try lineage.workerState(id: id, state: "draining") }
+            record("workerState") { try lineage.workerState(id: id, state: .draining) }
             log.info("worker draining", metadata: ["worker.id": "\(id)", "in_flight": "\(running.count)"])
         case .handBack(let lease):
             if workers[id] != nil { workers[id]!.lastSeen = now }
@@ -887,7 +887,7 @@ final class CoordinatorCore {
         guard let w = workers.removeValue(forKey: id) else { return }
         feed(.workerLeft(id), now: now)
         forget(worker: id, w)
-        record("workerState") { try lineage.workerState(id: id, state: "gone") }
+        record("workerState") { try lineage.workerState(id: id, state: .gone) }
         log.info("worker left", metadata: ["worker.id": "\(id)"])
     }
 
@@ -899,7 +899,7 @@ final class CoordinatorCore {
     func lose(worker id: String, reason: String) {
         guard let w = workers.removeValue(forKey: id) else { return }
         log.warning("worker lost", metadata: ["worker.id": "\(id)", "reason": "\(reason)"])
-        record("workerState") { try lineage.workerState(id: id, state: "lost") }
+        record("workerState") { try lineage.workerState(id: id, state: .lost) }
         forget(worker: id, w)
         lostReason[id] = reason
         feed(.workerLost(id))
@@ -937,15 +937,15 @@ final class CoordinatorCore {
         case .cancel(let lease, let s, let wid):
             if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
             if let s, let run = runs[s.run] {
-                for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "cancelled", started: nil, finished: now) } }
+                for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: now) } }
             }
         case .lost(_, let s, let wid, let checkOnly):
             guard let run = runs[s.run] else { return }
             let reason = lostReason[wid] ?? "lost"
             for a in run.units[s.node].attemptIDs {
                 record("attemptFinished") {
-                    if checkOnly { try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil) } else {
-                        try lineage.attemptFinished(a, state: "lost", started: nil, finished: nil, errorClass: "retryable", errorMessage: "worker \(wid) lost: \(reason)")
+                    if checkOnly { try lineage.attemptFinished(a, state: .lost, started: nil, finished: nil) } else {
+                        try lineage.attemptFinished(a, state: .lost, started: nil, finished: nil, errorClass: "retryable", errorMessage: "worker \(wid) lost: \(reason)")
                     }
                 }
             }
@@ -954,14 +954,14 @@ final class CoordinatorCore {
             guard let run = runs[s.run] else { return }
             let u = run.units[s.node]
             for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: "handed_back", started: nil, finished: now, errorMessage: "handed back by worker \(wid) (draining)") }
+                record("attemptFinished") { try lineage.attemptFinished(a, state: .handedBack, started: nil, finished: now, errorMessage: "handed back by worker \(wid) (draining)") }
             }
             log.info("attempt handed back", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)"])
             progress(run)
         case .retry(let s, _, _):
             guard let run = runs[s.run] else { return }
             let u = run.units[s.node]
-            for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: "ready", error: u.lastError) } }
+            for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: .ready, error: u.lastError) } }
             progress(run)
         case .stale(let lease, let wid):
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
@@ -987,7 +987,7 @@ final class CoordinatorCore {
             params = (try? encoder.encode(spec.edits)).map { String(decoding: $0, as: UTF8.self) }
             if let f = run.facts[i], let n = run.frameCounts[i] { cost = Self.renderCost(f, frames: n, fps: run.pipeline.output.fps.double) }
         }
-        for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: "ready", params: params, key: u.kind == .render ? key : nil) } }
+        for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: .ready, params: params, key: u.kind == .render ? key : nil) } }
         var check = false
         if let key, let candidate = try? lineage.cachedArtifact(key: key) {
             u.reuseID = candidate.id
@@ -1032,7 +1032,7 @@ final class CoordinatorCore {
             // Never delivered (the worker's connection is gone): not this stage's fault, so it
             // does not count towards poison; it goes straight back to the queue.
             for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: "lost", started: nil, finished: now, errorClass: "retryable",
+                record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: now, errorClass: "retryable",
                                              errorMessage: "not delivered: worker \(wid) is unreachable") }
             }
             feed(.notDelivered(lease: lease))
@@ -1167,7 +1167,7 @@ final class CoordinatorCore {
                                           key: u.key, attemptID: u.attemptIDs.last, inputs: inputs)
     }
 
-    func attemptState(_ r: TaskResult) -> String { r.cached == true ? "cached" : "succeeded" }
+    func attemptState(_ r: TaskResult) -> AttemptStatus { r.cached == true ? .cached : .succeeded }
 
     // MARK: results
 
@@ -1182,7 +1182,7 @@ final class CoordinatorCore {
         if scheduler.phase(s) == .checking {
             if r.cached != true {
                 // A miss (missing or altered artifact): render it for real.
-                for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "missed", started: r.startedAt, finished: r.finishedAt) } }
+                for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .missed, started: r.startedAt, finished: r.finishedAt) } }
                 u.reuseID = nil; u.reuse = nil
                 run.units[ui] = u
                 feed(.cacheMiss(lease: r.lease, worker: wid))
@@ -1195,7 +1195,7 @@ final class CoordinatorCore {
         if let e = r.error {
             for (k, a) in u.attemptIDs.enumerated() {
                 let failedHere = u.stages[k].hasPrefix(e.stage.rawValue) || u.stages.count == 1
-                record("attemptFinished") { try lineage.attemptFinished(a, state: failedHere ? "failed" : "cancelled", started: r.startedAt, finished: r.finishedAt,
+                record("attemptFinished") { try lineage.attemptFinished(a, state: failedHere ? .failed : .cancelled, started: r.startedAt, finished: r.finishedAt,
                                              errorClass: e.errorClass.rawValue, errorMessage: e.message, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
             }
             let attempts = scheduler.attempts(s)
@@ -1242,7 +1242,7 @@ final class CoordinatorCore {
             }
         }
         for a in u.attemptIDs {
-            record("attemptFinished") { try lineage.attemptFinished(a, state: "succeeded", started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
+            record("attemptFinished") { try lineage.attemptFinished(a, state: .succeeded, started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
         }
         u.verifyOutputs.append((wid, sha, r, u.attemptIDs))
         let excluded = scheduler.excluded(run.ref(ui)).union(u.verifyOutputs.map(\.worker))
@@ -1264,7 +1264,7 @@ final class CoordinatorCore {
         if u.verifyOutputs.count >= 3 || others(excluded) == 0 {
             let who = u.verifyOutputs.map { "\($0.worker) → \($0.sha256.prefix(12))…" }.joined(separator: ", ")
             for o in u.verifyOutputs {
-                for a in o.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: "failed", started: o.result.startedAt, finished: o.result.finishedAt, errorClass: "permanent", errorMessage: "verification: outputs differ (\(who))") } }
+                for a in o.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .failed, started: o.result.startedAt, finished: o.result.finishedAt, errorClass: "permanent", errorMessage: "verification: outputs differ (\(who))") } }
             }
             run.units[ui] = u
             failRun(run, unit: ui, message: "\(label(run, u)): verification failed: the workers' outputs differ (\(who)) and no further worker can decide; check those workers (same Threadline and FFmpeg versions?)")
@@ -1282,14 +1282,14 @@ final class CoordinatorCore {
 
     func quarantine(_ wid: String, run: RunState, unit u: Unit, agreed: String, theirs: String, attempts: [Int64]) {
         let message = "worker \(wid) quarantined: its output for \(label(run, u)) was \(theirs.prefix(12))…, other workers agreed on \(agreed.prefix(12))…"
-        for a in attempts { record("attemptFinished") { try lineage.attemptFinished(a, state: "failed", started: nil, finished: nil, errorClass: "permanent", errorMessage: message) } }
+        for a in attempts { record("attemptFinished") { try lineage.attemptFinished(a, state: .failed, started: nil, finished: nil, errorClass: "permanent", errorMessage: message) } }
         // Held outputs of other stages can convict it again: it is quarantined once.
         guard quarantined.insert(quarantineKey(wid)).inserted else { return }
         log.error("worker quarantined", metadata: ["worker.id": "\(wid)", "stage.id": "\(u.name)"])
         record("event") { try lineage.event("worker.quarantined", message, runID: run.id) }
         if let w = workers[wid] { send(.shutdown, to: w.identity) }
         lose(worker: wid, reason: "quarantined by verification")
-        record("workerState") { try lineage.workerState(id: wid, state: "quarantined") }
+        record("workerState") { try lineage.workerState(id: wid, state: .quarantined) }
     }
 
     func succeed(_ run: RunState, _ ui: Int, _ r: TaskResult) throws {
@@ -1302,7 +1302,7 @@ final class CoordinatorCore {
             let factsJSON = String(decoding: try encoder.encode(facts), as: UTF8.self)
             let aid = try recordOutput(run, u, r, kind: "source", facts: factsJSON, inputs: [])
             try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
-            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded",
+            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: .succeeded,
                                     params: "{\"uri\":\"\(p.items[i].sources[0].uri)\"}", key: u.key ?? art.sha256,
                                     finished: done, seconds: r.finishedAt - r.startedAt)
             run.sources[i] = (art, aid)
@@ -1315,7 +1315,7 @@ final class CoordinatorCore {
             for (k, s) in u.stages.enumerated() {
                 try lineage.attemptFinished(u.attemptIDs[k], state: attemptState(r), started: r.startedAt, finished: r.finishedAt,
                                             cpu: k == 0 ? r.cpuSeconds : nil, maxRSS: r.maxRSS)
-                try lineage.stageUpdate(run.stageIDs[s]!, state: "succeeded", finished: done, seconds: seconds[k])
+                try lineage.stageUpdate(run.stageIDs[s]!, state: .succeeded, finished: done, seconds: seconds[k])
             }
             run.segments[i] = (art, aid)
         } else if u.kind == .transition, let b = u.item, let art = r.artifact {
@@ -1325,7 +1325,7 @@ final class CoordinatorCore {
             let params: String? = { if case .transition(let spec, _, _, _) = u.task {
                     return (try? encoder.encode(spec)).map { String(decoding: $0, as: UTF8.self) } }
                 return nil }()
-            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: "succeeded", params: params, key: u.key, finished: done,
+            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: .succeeded, params: params, key: u.key, finished: done,
                                     seconds: r.finishedAt - r.startedAt)
             run.transitions[b] = (art, aid)
         } else if u.kind == .concat, let art = r.artifact {
@@ -1347,7 +1347,7 @@ final class CoordinatorCore {
                     var n = inputs; for k in n.indices { n[k].path = "" }
                     return (try? encoder.encode(ConcatKey(inputs: n, profile: profile))).map { String(decoding: $0, as: UTF8.self) } }
                 return nil }()
-            try lineage.stageUpdate(run.stageIDs["concat"]!, state: "succeeded", params: concatParams, key: u.key ?? art.sha256,
+            try lineage.stageUpdate(run.stageIDs["concat"]!, state: .succeeded, params: concatParams, key: u.key ?? art.sha256,
                                     finished: done, seconds: r.finishedAt - r.startedAt)
             run.output = art
             return
@@ -1395,23 +1395,23 @@ final class CoordinatorCore {
         case .succeeded:
             guard let art = run.output else {
                 let message = "\(run.pipeline.name) (concat): the worker reported the movie done but sent no file; submit again"
-                record("runFinished") { try lineage.runFinished(run.id, state: "failed", error: message) }
-                ended(run, state: "failed", message: message, output: nil)
+                record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
+                ended(run, state: .failed, message: message, output: nil)
                 owner.notify(nil, run.id, .failed(message: message))
                 return
             }
             run.succeeded = true
-            record("runFinished") { try lineage.runFinished(run.id, state: "succeeded") }
+            record("runFinished") { try lineage.runFinished(run.id, state: .succeeded) }
             let out = run.pipeline.output.path
             log.info("run succeeded", metadata: ["run.id": "\(run.id)", "output": "\(out)"])
             progress(run, force: true)
-            ended(run, state: "succeeded", message: nil, output: art)
+            ended(run, state: .succeeded, message: nil, output: art)
             owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: now - run.startedAt))
         case .cancelled:
             let reason = run.failure?.message ?? "cancelled"
-            record("runFinished") { try lineage.runFinished(run.id, state: "cancelled", error: reason) }
+            record("runFinished") { try lineage.runFinished(run.id, state: .cancelled, error: reason) }
             log.info("run cancelled", metadata: ["run.id": "\(run.id)"])
-            ended(run, state: "cancelled", message: reason, output: nil)
+            ended(run, state: .cancelled, message: reason, output: nil)
             owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
         case .failed(let s, _), .poison(let s, _):
             let u = run.units[s.node]
@@ -1423,11 +1423,11 @@ final class CoordinatorCore {
             }
             for st in u.stages {
                 let failed = failedStage.map { st.hasPrefix($0.rawValue) } ?? true
-                record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: failed ? "failed" : "cancelled", error: failed ? message : nil, finished: now) }
+                record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
             }
-            record("runFinished") { try lineage.runFinished(run.id, state: "failed", error: message) }
+            record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
             log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
-            ended(run, state: "failed", message: message, output: nil)
+            ended(run, state: .failed, message: message, output: nil)
             owner.notify(nil, run.id, .failed(message: message))
         }
     }

@@ -11,7 +11,7 @@ public enum FarmMetrics {
     public static let lineageWriteSeconds = "threadline_lineage_write_seconds"
 
     /// Stage states that end a stage.
-    public static let endStates: Set<String> = ["succeeded", "failed", "cancelled"]
+    public static let endStates: Set<String> = Set(StageStatus.allCases.filter(\.isEnd).map(\.rawValue))
 
     /// The outcome label of an ended stage: succeeded, cached, failed or cancelled.
     public static func outcome(state: String, cached: Bool) -> String { state == "succeeded" && cached ? "cached" : state }

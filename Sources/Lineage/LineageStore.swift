@@ -530,17 +530,17 @@ public final class LineageStore: Sendable {
         }
     }
 
-    public func stageUpdate(_ stageID: Int64, state: String, params: String? = nil, key: String? = nil, error: String? = nil,
+    public func stageUpdate(_ stageID: Int64, state: StageStatus, params: String? = nil, key: String? = nil, error: String? = nil,
                             started: Double? = nil, finished: Double? = nil, seconds: Double? = nil, attempts: Int? = nil) throws {
         try write { db in
             // A stage reaching an end state for the first time is counted (threadline_stages_total).
             var ended: (kind: String, cached: Bool)?
-            if FarmMetrics.endStates.contains(state),
+            if state.isEnd,
                let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT kind, state, cached FROM stage WHERE id = ?"), arguments: [stageID]),
                !FarmMetrics.endStates.contains(row["state"] as String) {
                 ended = (row["kind"], row["cached"] as Int != 0)
             }
-            defer { if let ended { FarmMetrics.stageEnded(kind: ended.kind, state: state, cached: ended.cached, seconds: seconds) } }
+            defer { if let ended { FarmMetrics.stageEnded(kind: ended.kind, state: state.rawValue, cached: ended.cached, seconds: seconds) } }
             try db.cachedStatement(sql: """
                 UPDATE stage SET state = ?,
                     params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256),
@@ -548,22 +548,22 @@ public final class LineageStore: Sendable {
                     started_at = coalesce(started_at, ?), finished_at = coalesce(?, finished_at),
                     seconds = coalesce(?, seconds), attempts = coalesce(?, attempts)
                 WHERE id = ?
-                """).execute(arguments: [state, params, params.map { SHA256Hasher.hex($0) }, key, error, started, finished, seconds, attempts, stageID])
+                """).execute(arguments: [state.rawValue, params, params.map { SHA256Hasher.hex($0) }, key, error, started, finished, seconds, attempts, stageID])
         }
     }
 
-    public func workerSeen(id: String, host: String, pid: Int, slots: Int, version: String, state: String = "up") throws {
+    public func workerSeen(id: String, host: String, pid: Int, slots: Int, version: String, state: WorkerStatus = .up) throws {
         try write { db in
             let t = now()
             try db.cachedStatement(sql: """
                 INSERT INTO worker (id, host, pid, slots, version, first_seen, last_seen, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET last_seen = excluded.last_seen, state = excluded.state, slots = excluded.slots
-                """).execute(arguments: [id, host, pid, slots, version, t, t, state])
+                """).execute(arguments: [id, host, pid, slots, version, t, t, state.rawValue])
         }
     }
 
-    public func workerState(id: String, state: String) throws {
-        try write { db in try db.cachedStatement(sql: "UPDATE worker SET state = ?, last_seen = ? WHERE id = ?").execute(arguments: [state, now(), id]) }
+    public func workerState(id: String, state: WorkerStatus) throws {
+        try write { db in try db.cachedStatement(sql: "UPDATE worker SET state = ?, last_seen = ? WHERE id = ?").execute(arguments: [state.rawValue, now(), id]) }
     }
 
     /// Records one try of a stage (for decode/transform/encode, one attempt row per stage).
@@ -581,13 +581,13 @@ public final class LineageStore: Sendable {
         }
     }
 
-    public func attemptFinished(_ attemptID: Int64, state: String, started: Double?, finished: Double?, errorClass: String? = nil,
+    public func attemptFinished(_ attemptID: Int64, state: AttemptStatus, started: Double?, finished: Double?, errorClass: String? = nil,
                                 errorMessage: String? = nil, cpu: Double? = nil, maxRSS: Int64? = nil) throws {
         try write { db in
             try db.cachedStatement(sql: """
                 UPDATE attempt SET state = ?, started_at = coalesce(?, started_at), finished_at = coalesce(?, ?),
                     error_class = ?, error_message = ?, cpu_s = ?, max_rss = ? WHERE id = ?
-                """).execute(arguments: [state, started, finished, now(), errorClass, errorMessage, cpu, maxRSS, attemptID])
+                """).execute(arguments: [state.rawValue, started, finished, now(), errorClass, errorMessage, cpu, maxRSS, attemptID])
         }
     }
 
@@ -609,15 +609,15 @@ public final class LineageStore: Sendable {
         }
     }
 
-    public func runFinished(_ runID: Int64, state: String, error: String? = nil) throws {
+    public func runFinished(_ runID: Int64, state: RunStatus, error: String? = nil) throws {
         try write { db in
-            try db.cachedStatement(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?").execute(arguments: [state, now(), error, runID])
+            try db.cachedStatement(sql: "UPDATE run SET state = ?, finished_at = ?, error = ? WHERE id = ?").execute(arguments: [state.rawValue, now(), error, runID])
             // A run that ended leaves no stage waiting or running: the ones it did not finish are cancelled.
             let left = try Row.fetchAll(db.cachedStatement(sql: "SELECT kind, count(*) AS n FROM stage WHERE run_id = ? AND state IN ('pending', 'ready', 'running') GROUP BY kind"),
                                         arguments: [runID])
             try db.cachedStatement(sql: "UPDATE stage SET state = 'cancelled' WHERE run_id = ? AND state IN ('pending', 'ready', 'running')").execute(arguments: [runID])
             for r in left { FarmMetrics.stagesCancelled(kind: r["kind"], count: r["n"]) }
-            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)").execute(arguments: [now(), runID, "run.\(state)", error ?? state])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, ?, ?)").execute(arguments: [now(), runID, "run.\(state.rawValue)", error ?? state.rawValue])
             let w = writeStatistics
             try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'lineage.writes', ?)").execute(arguments: [now(), runID, String(format: "writes=%d max_write_ms=%.1f", w.count, w.maxSeconds * 1000)])
         }

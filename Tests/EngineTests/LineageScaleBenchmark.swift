@@ -23,17 +23,17 @@ struct LineageScaleBenchmark {
             var segments: [Int64] = []
             for i in 0..<24 {
                 let f = try store.attemptDispatched(stageIDs: [ids["fetch/\(i)"]!], attemptNo: 1, worker: "w", slot: 0, lease: UUID().uuidString)
-                try store.attemptFinished(f[0], state: "succeeded", started: 1, finished: 2, cpu: 0.1, maxRSS: 1)
+                try store.attemptFinished(f[0], state: .succeeded, started: 1, finished: 2, cpu: 0.1, maxRSS: 1)
                 let src = try store.recordArtifact(sha256: SHA256Hasher.hex("src\(r)-\(i)"), uri: "/store/src\(r)-\(i)", size: 1 << 20, kind: "source",
                                                    facts: "{\"duration\":3}", key: SHA256Hasher.hex("fk\(r)-\(i)"), attemptID: f[0])
-                try store.stageUpdate(ids["fetch/\(i)"]!, state: "succeeded", params: "{\"uri\":\"x\"}", key: "k", finished: 2, seconds: 1)
+                try store.stageUpdate(ids["fetch/\(i)"]!, state: .succeeded, params: "{\"uri\":\"x\"}", key: "k", finished: 2, seconds: 1)
                 let names = ["decode/\(i)", "transform/\(i)", "encode/\(i)"]
                 let a = try store.attemptDispatched(stageIDs: names.map { ids[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: UUID().uuidString)
                 let seg = try store.recordArtifact(sha256: SHA256Hasher.hex("seg\(r)-\(i)"), uri: "/store/seg\(r)-\(i)", size: 1 << 19, kind: "segment",
                                                    facts: nil, key: SHA256Hasher.hex("sk\(r)-\(i)"), attemptID: a.last, inputs: [src])
                 for (k, n) in names.enumerated() {
-                    try store.attemptFinished(a[k], state: "succeeded", started: 2, finished: 3, cpu: 0.5, maxRSS: 1)
-                    try store.stageUpdate(ids[n]!, state: "succeeded", params: "{\"volume\":1}", key: "k", finished: 3, seconds: 0.3)
+                    try store.attemptFinished(a[k], state: .succeeded, started: 2, finished: 3, cpu: 0.5, maxRSS: 1)
+                    try store.stageUpdate(ids[n]!, state: .succeeded, params: "{\"volume\":1}", key: "k", finished: 3, seconds: 0.3)
                 }
                 segments.append(seg)
             }
@@ -43,9 +43,9 @@ struct LineageScaleBenchmark {
             _ = movie
             try store.recordArtifact(sha256: SHA256Hasher.hex("movie\(r)"), uri: p.output.path, size: 1 << 24, kind: "output",
                                      facts: nil, key: nil, attemptID: c[0], inputs: segments)
-            try store.attemptFinished(c[0], state: "succeeded", started: 3, finished: 4)
-            try store.stageUpdate(ids["concat"]!, state: "succeeded", finished: 4, seconds: 1)
-            try store.runFinished(runID, state: "succeeded")
+            try store.attemptFinished(c[0], state: .succeeded, started: 3, finished: 4)
+            try store.stageUpdate(ids["concat"]!, state: .succeeded, finished: 4, seconds: 1)
+            try store.runFinished(runID, state: .succeeded)
             lastOutput = p.output.path
         }
         let writeSeconds = Date().timeIntervalSince(t0)
