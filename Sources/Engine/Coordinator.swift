@@ -502,7 +502,7 @@ final class CoordinatorCore {
         for run in runs.values where !run.finished {
             record("interruptRun") { try lineage.interruptRun(run.id, reason: "coordinator stopped; the run resumes when a coordinator starts on this state folder") }
             for w in watchers[run.id] ?? [] {
-                send(.ended(RunEnd(run: run.id, state: "interrupted", message: "the coordinator stopped; the run resumes when it starts again",
+                send(.ended(RunEnd(run: run.id, state: RunStatus.interrupted.rawValue, message: "the coordinator stopped; the run resumes when it starts again",
                                    output: nil, outputPath: run.pipeline.output.path, seconds: Date().timeIntervalSince1970 - run.startedAt)), to: w)
             }
         }
@@ -646,7 +646,7 @@ final class CoordinatorCore {
             watch(run, from: identity)
         case .cancelRun(let run):
             if cancel(run: run, reason: "cancelled by \(id.prefix(64))") {
-                send(.ended(RunEnd(run: run, state: .cancelled, message: "cancelled", output: nil, outputPath: "", seconds: 0)), to: identity)
+                send(.ended(RunEnd(run: run, state: RunStatus.cancelled.rawValue, message: "cancelled", output: nil, outputPath: "", seconds: 0)), to: identity)
             } else {
                 watch(run, from: identity, once: true)
             }
@@ -799,8 +799,8 @@ final class CoordinatorCore {
              to: identity)
     }
 
-    func ended(_ run: RunState, state: String, message: String?, output: ArtifactRef?) {
-        let end = RunEnd(run: run.id, state: state, message: message, output: output, outputPath: run.pipeline.output.path,
+    func ended(_ run: RunState, state: RunStatus, message: String?, output: ArtifactRef?) {
+        let end = RunEnd(run: run.id, state: state.rawValue, message: message, output: output, outputPath: run.pipeline.output.path,
                          seconds: Date().timeIntervalSince1970 - run.startedAt)
         for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
     }
