@@ -597,7 +597,8 @@ final class CoordinatorCore {
             return
         }
         guard let envelope = Envelope.decode(frames[1]) else {
-            dropped("undecodable message", ["peer": "\(id.prefix(64))", "bytes": "\(frames[1].count)"])
+            dropped("undecodable message", ["peer": "\(id.prefix(64))", "bytes": "\(frames[1].count)",
+                                             "reason": "\(Envelope.refusal(frames[1]).map(String.init(describing:)) ?? "unknown")"])
             return
         }
         let identity = frames[0]

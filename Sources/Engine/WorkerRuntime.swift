@@ -193,7 +193,8 @@ public final class WorkerRuntime: Sendable {
                     announce()
                 }
                 guard let data = frames.first, let envelope = Envelope.decode(data) else {
-                    logger.warning("dropped an undecodable message", metadata: ["bytes": "\(frames.first?.count ?? 0)"])
+                    logger.warning("dropped an undecodable message", metadata: ["bytes": "\(frames.first?.count ?? 0)",
+                                                                            "reason": "\(frames.first.flatMap(Envelope.refusal).map(String.init(describing:)) ?? "empty")"])
                     continue
                 }
                 switch envelope.message {
