@@ -57,10 +57,16 @@ let package = Package(
                                .product(name: "HeapModule", package: "swift-collections")]),
         // Pure: "For You" suggestions from a dated library (grouping, sizes, titles, blocks). No I/O, no clock.
         .target(name: "Suggestions"),
-        // Coordinator, worker runtime, artifact store; the photo-library scanner.
-        .target(name: "Engine",
-                dependencies: ["ThreadlineCore", "Media", "Transport", "Wire", "Lineage", "CSupport", "Scheduler", "Suggestions",
+        // The farm: coordinator, worker runtime, artifact store, the protocol between them. It
+        // does no media work and does not link FFmpeg: stage keys come from ThreadlineCore.
+        .target(name: "Farm",
+                dependencies: ["ThreadlineCore", "Transport", "Wire", "Lineage", "CSupport", "Scheduler",
                                .product(name: "DequeModule", package: "swift-collections"),
+                               .product(name: "Logging", package: "swift-log")]),
+        // The farm with the media engine plugged in: the real task runner, Live Photo pairing,
+        // the photo-library scanner. Re-exports Farm.
+        .target(name: "Engine",
+                dependencies: ["Farm", "ThreadlineCore", "Media", "Lineage", "CSupport", "Suggestions",
                                .product(name: "Logging", package: "swift-log")]),
 
         // Owns HTTP: the read-only dashboard, its JSON API and /metrics (Hummingbird, Prometheus).
@@ -81,7 +87,7 @@ let package = Package(
 
         // Fuzz targets (libFuzzer with scripts/fuzz; plain builds replay inputs).
         .executableTarget(name: "fuzz-pipeline", dependencies: ["ThreadlineCore"]),
-        .executableTarget(name: "fuzz-wire", dependencies: ["Engine"]),
+        .executableTarget(name: "fuzz-wire", dependencies: ["Farm"]),
 
         // Helpers for tests: generated media, ffprobe, running the real binaries.
         .target(name: "TestSupport", dependencies: ["ThreadlineCore"], path: "Tests/TestSupport"),
@@ -89,7 +95,7 @@ let package = Package(
         .testTarget(name: "SuggestionsTests", dependencies: ["Suggestions"]),
         .testTarget(name: "SchedulerTests", dependencies: ["Scheduler", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "ThreadlineCore", "TestSupport"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport", "Dashboard",
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "Farm", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport", "Dashboard",
                                                         .product(name: "GRDB", package: "GRDB.swift")]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,5 @@
 import Foundation
+import ThreadlineCore
 internal import CFFmpeg
 internal import CHeif
 internal import CExif

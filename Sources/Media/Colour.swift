@@ -129,19 +129,3 @@ struct SourceColour: Equatable {
         }
     }
 }
-
-/// Colours for filters that draw straight onto the movie's BT.709 Y'CbCr pictures (drawtext, pad).
-/// FFmpeg 5.1's drawing code converts RGB to Y'CbCr with BT.601's coefficients whatever the
-/// picture is, so a `#00c000` text would show as (0,160,0). This gives the RGB that BT.601 turns
-/// into the Y'CbCr BT.709 gives the intended colour; exact for colours inside both gamuts
-/// (white, black and greys are the same either way), clamped otherwise.
-func drawColour(_ hex: String) -> String {
-    guard let (r8, g8, b8) = PipelineLoader.parseColor(hex), r8 != g8 || g8 != b8 else { return filterColor(hex) }
-    // Y'CbCr (Y in 0…1, Cb/Cr in -0.5…0.5) by BT.709, then back to RGB by BT.601.
-    let r = Double(r8) / 255, g = Double(g8) / 255, b = Double(b8) / 255
-    let y = 0.2126 * r + 0.7152 * g + 0.0722 * b
-    let cb = (b - y) / 1.8556, cr = (r - y) / 1.5748
-    let r2 = y + 1.402 * cr, g2 = y - 0.344136 * cb - 0.714136 * cr, b2 = y + 1.772 * cb
-    func byte(_ v: Double) -> Int { Int((min(1, max(0, v)) * 255).rounded()) }
-    return String(format: "0x%02X%02X%02X", byte(r2), byte(g2), byte(b2))
-}

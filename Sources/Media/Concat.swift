@@ -2,27 +2,6 @@ import Foundation
 import ThreadlineCore
 internal import CFFmpeg
 
-/// One segment as concat takes it: its file and its exact share of the timeline.
-public struct ConcatInput: Sendable, Hashable, Codable {
-    public var path: String
-    public var frameCount: Int
-    public var sampleCount: Int
-    public var label: String
-    /// Where the part starts in its segment (a key frame), and its first audio sample there.
-    public var firstFrame: Int
-    public var firstSample: Int
-    public init(path: String, frameCount: Int, sampleCount: Int, label: String, firstFrame: Int = 0, firstSample: Int = 0) {
-        self.path = path; self.frameCount = frameCount; self.sampleCount = sampleCount; self.label = label
-        self.firstFrame = firstFrame; self.firstSample = firstSample
-    }
-}
-
-public struct ConcatReport: Sendable, Hashable, Codable {
-    public var seconds = 0.0
-    public var frames = 0
-    public var samples = 0
-}
-
 /// Joins segments into the finished movie: video stream-copied, audio joined sample-exact and
 /// encoded to AAC once (no priming gaps at joins), MP4 with faststart.
 public enum Concat {

@@ -140,12 +140,6 @@ final class Decoder {
     deinit { var p: UnsafeMutablePointer<AVCodecContext>? = ctx; avcodec_free_context(&p) }
 }
 
-/// Converts "#rrggbb" to libavfilter's "0xRRGGBB".
-func filterColor(_ hex: String) -> String {
-    guard let (r, g, b) = PipelineLoader.parseColor(hex) else { return "black" }
-    return String(format: "0x%02X%02X%02X", r, g, b)
-}
-
 /// Opens a local media file for demuxing with libavformat's protocols limited to `file`: a path
 /// that is really a URL (`http:`, `tcp:`, `concat:`, …) or a playlist naming other files cannot
 /// make the decoder reach anything but the file it was given.

@@ -1,27 +1,6 @@
 import ThreadlineCore
 internal import CFFmpeg
 
-/// A failure inside the media engine, attributed to the stage where it happened.
-public struct MediaError: Error, Sendable, CustomStringConvertible {
-    public enum Class: String, Sendable, Codable {
-        /// Worth another attempt: I/O hiccup, network error, out of disk.
-        case retryable
-        /// Another attempt gives the same result: undecodable input, impossible parameters.
-        case permanent
-    }
-    public var stage: StageKind
-    public var errorClass: Class
-    /// The file concerned, as the user named it.
-    public var file: String
-    public var message: String
-
-    public init(_ stage: StageKind, _ errorClass: Class, file: String, _ message: String) {
-        self.stage = stage; self.errorClass = errorClass; self.file = file; self.message = message
-    }
-
-    public var description: String { "\(stage.rawValue) failed on \(file): \(message)" }
-}
-
 func avErrorString(_ code: Int32) -> String {
     var buf = [CChar](repeating: 0, count: 256)
     tl_err2str(code, &buf, buf.count)

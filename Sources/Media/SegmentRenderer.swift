@@ -2,29 +2,10 @@ import Foundation
 import ThreadlineCore
 internal import CFFmpeg
 
-/// How long each stage of one item's streamed pipeline took.
-public struct SegmentReport: Sendable, Hashable, Codable {
-    public var decodeSeconds = 0.0
-    public var transformSeconds = 0.0
-    public var encodeSeconds = 0.0
-    public var framesDecoded = 0
-    public var framesOut = 0
-    public var samplesOut = 0
-    public init() {}
-}
-
 /// Renders one item into a segment: H.264 in the output profile (starting on a key frame)
 /// plus 48 kHz stereo PCM, in a MOV. Decode → transform → encode run as one streamed pipeline;
 /// frames stay in memory, and each stage's time and failures are attributed to it.
 public enum SegmentRenderer {
-    /// What the renderer would do to an upright, square-pixel source for this spec: part of the
-    /// segment's cache key.
-    public static func fingerprint(_ spec: SegmentSpec) -> String {
-        let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
-        return chain.description(for: .init(orientation: nil, sar: AVRational(num: 1, den: 1), colour: .output))
-            + (chain.scalesFirst ? " (scaled first)" : "")
-    }
-
     public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
         if let title = spec.title { return try TitleRenderer.render(spec, title: title, to: path) }
         if spec.still == true { return try PhotoRenderer.render(spec, to: path) }

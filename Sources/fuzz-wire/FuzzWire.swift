@@ -3,7 +3,7 @@
 // encode again and decode to the same message kind.
 //   scripts/fuzz wire 1000000
 import Foundation
-import Engine
+import Farm
 
 func fuzzOne(_ data: Data) {
     guard let e = Envelope.decode(data) else { return }

@@ -3,6 +3,7 @@ import Testing
 import Lineage
 import Transport
 @testable import Engine
+@testable import Farm
 import TestSupport
 
 /// `coord serve` and `worker` processes as a real cluster: on loopback, and across three network

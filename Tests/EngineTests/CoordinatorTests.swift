@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Logging
 @testable import Engine
+@testable import Farm
 import ThreadlineCore
 import Transport
 import Lineage

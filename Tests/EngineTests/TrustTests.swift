@@ -4,6 +4,7 @@ import ThreadlineCore
 import Transport
 import Lineage
 @testable import Engine
+@testable import Farm
 import Media
 import TestSupport
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Engine
+@testable import Farm
 
 /// The wire decoder on the fuzzer's seeds and on every input kept from fuzzing.
 @Suite struct WireFuzzTests {

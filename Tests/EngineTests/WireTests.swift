@@ -4,6 +4,7 @@ import ThreadlineCore
 import Media
 import Wire
 @testable import Engine
+@testable import Farm
 
 /// The farm protocol (Sources/Wire/Schema/wire.proto): every message survives a round trip, the
 /// render documents it carries are pinned, and a worker rewrites file fields only.
@@ -82,7 +83,7 @@ import Wire
             if ProcessInfo.processInfo.environment["THREADLINE_PIN_DOCUMENTS"] == "1" { try json.write(to: url) }
             let pinned = try #require(try? Data(contentsOf: url), "no pinned \(url.lastPathComponent): run the test with THREADLINE_PIN_DOCUMENTS=1")
             #expect(json == pinned, """
-                the \(name) document changed shape: bump DocumentSchema.version (Sources/Engine/WireCoding.swift), then pin it anew with THREADLINE_PIN_DOCUMENTS=1
+                the \(name) document changed shape: bump DocumentSchema.version (Sources/Farm/WireCoding.swift), then pin it anew with THREADLINE_PIN_DOCUMENTS=1
                 """)
         }
     }

@@ -1,6 +1,5 @@
 import Foundation
 import ThreadlineCore
-import Media
 import Wire
 
 /// What coordinators, workers and submitters say to one another, as the engine handles it. On the
@@ -183,6 +182,12 @@ public struct TaskResult: Codable, Sendable {
     public var maxRSS: Int64
     /// The output was a verified artifact reused from an earlier attempt, not rendered again.
     public var cached: Bool? = nil
+
+    public init(lease: String, error: WireError?, artifact: ArtifactRef?, facts: MediaFacts?, segment: SegmentReport?,
+                startedAt: Double, finishedAt: Double, cpuSeconds: Double, maxRSS: Int64, cached: Bool? = nil) {
+        self.lease = lease; self.error = error; self.artifact = artifact; self.facts = facts; self.segment = segment
+        self.startedAt = startedAt; self.finishedAt = finishedAt; self.cpuSeconds = cpuSeconds; self.maxRSS = maxRSS; self.cached = cached
+    }
 }
 
 extension Assignment {

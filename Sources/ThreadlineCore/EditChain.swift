@@ -1,6 +1,4 @@
 import Foundation
-import ThreadlineCore
-internal import CFFmpeg
 
 /// The one edit chain: how any item's picture — a video frame, a photo, a Ken Burns window, a
 /// generated title — becomes a finished frame of the movie. Every renderer builds its libavfilter
@@ -12,36 +10,77 @@ internal import CFFmpeg
 ///
 /// Looks are defined on display-referred BT.709 pictures, so they come after the conversion;
 /// everything drawn on top (text, stickers, watermark) is converted to BT.709 itself.
-struct EditChain {
-    let edits: Edits
-    let profile: OutputProfile
+///
+/// The chain is text (a libavfilter graph description) built from the plan alone, so it lives
+/// here and not in Media: Media builds its graphs from it, and the coordinator fingerprints a
+/// segment's render with it (`fingerprint`) without linking FFmpeg.
+public struct EditChain: Sendable {
+    public let edits: Edits
+    public let profile: OutputProfile
     /// Where the text, watermark and sticker images are for this render (placeholders for fingerprints).
-    let files: OverlayFiles.Paths
+    public let files: Files
+
+    public init(edits: Edits, profile: OutputProfile, files: Files) {
+        self.edits = edits; self.profile = profile; self.files = files
+    }
+
+    /// The files a chain reads besides the picture: the text overlay's words and the watermark
+    /// and sticker images, under names that need no escaping in a filter graph.
+    public struct Files: Sendable {
+        public var text = "TEXT"
+        public var watermark = "WATERMARK"
+        public var stickers: [String] = []
+        public init(text: String = "TEXT", watermark: String = "WATERMARK", stickers: [String] = []) {
+            self.text = text; self.watermark = watermark; self.stickers = stickers
+        }
+        /// Placeholder names, for fingerprints.
+        public static func placeholders(_ edits: Edits) -> Files { Files(stickers: edits.stickers.indices.map { "STICKER\($0)" }) }
+    }
+
+    /// How a stored picture is made upright: its filters, in order, and the quarter turns they make.
+    public struct Upright: Sendable, Equatable {
+        public var filters: [String]
+        public var clockwise: Int
+        public init(filters: [String], clockwise: Int) { self.filters = filters; self.clockwise = clockwise }
+    }
 
     /// A decoded picture as the chain receives it.
-    struct Source {
-        var orientation: Orientation?
-        var sar: AVRational
-        var colour: SourceColour
+    public struct Source {
+        public var orientation: Upright?
+        /// Its sample aspect ratio (num, den); 0 or negative: unknown, taken as square.
+        public var sar: (num: Int, den: Int)
+        /// The filters that convert its colour to the movie's BT.709 (empty when it is already).
+        public var toOutput: [String]
         /// The decoded size; with it, a chain that only turns, flips and fits scales first.
-        var size: (width: Int, height: Int)?
+        public var size: (width: Int, height: Int)?
+        public init(orientation: Upright?, sar: (num: Int, den: Int), toOutput: [String], size: (width: Int, height: Int)? = nil) {
+            self.orientation = orientation; self.sar = sar; self.toOutput = toOutput; self.size = size
+        }
+    }
+
+    /// What the renderer does to an upright, square-pixel BT.709 source for this segment: part of
+    /// the segment's cache key, so a change to the chain renders again.
+    public static func fingerprint(_ spec: SegmentSpec) -> String {
+        let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
+        return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: []))
+            + (chain.scalesFirst ? " (scaled first)" : "")
     }
 
     /// Whether the picture depends on the output slot (a windowed text or sticker): renderers
     /// that reuse one filtered picture must filter per slot then.
-    var variesPerSlot: Bool { edits.text?.isWindowed == true || edits.stickers.contains { $0.isWindowed } }
+    public var variesPerSlot: Bool { edits.text?.isWindowed == true || edits.stickers.contains { $0.isWindowed } }
 
     // MARK: whole chains
 
     /// The chain for a decoded picture, from the buffer source to the finished frame.
-    func description(for source: Source) -> String {
+    public func description(for source: Source) -> String {
         let body = scaledFirst(source) ?? self.body(source)
         return finish(body)
     }
 
     /// The same picture as `body`, scaling before turning and colouring — or nil when the chain
     /// does more than turn, flip and fit (a crop, non-square pixels, an odd angle, blur fit).
-    func scaledFirst(_ source: Source) -> String? {
+    public func scaledFirst(_ source: Source) -> String? {
         let turns = source.orientation?.filters ?? []
         guard let size = source.size, scalesFirst,
               turns.allSatisfy({ $0.hasPrefix("transpose=") || $0 == "hflip" || $0 == "vflip" }),
@@ -55,7 +94,7 @@ struct EditChain {
         let tw = (H * uw + uh / 2) / uh, th = (W * uh + uw / 2) / uw
         var (w, h) = fit == .letterbox ? (min(tw, W), min(th, H)) : (max(tw, W), max(th, H))
         if fit == .letterbox { w = max(2, w / 2 * 2); h = max(2, h / 2 * 2) }
-        var chain = ["scale=\(sideways ? h : w):\(sideways ? w : h)"] + source.colour.toOutput + turns
+        var chain = ["scale=\(sideways ? h : w):\(sideways ? w : h)"] + source.toOutput + turns
         chain += Self.userTurns(edits)
         chain += look
         chain.append(fit == .letterbox ? "pad=\(W):\(H):(ow-iw)/2:(oh-ih)/2:color=\(drawColour(profile.background))" : "crop=\(W):\(H)")
@@ -64,13 +103,13 @@ struct EditChain {
 
     /// Whether the edits allow scaling first on an upright, square-pixel source: no crop, and a
     /// letterbox or crop fit (blur fit needs the whole picture twice).
-    var scalesFirst: Bool {
+    public var scalesFirst: Bool {
         let fit = edits.fit ?? profile.fit
         return (edits.crop == nil || edits.crop == CropRect(x: 0, y: 0, width: 1, height: 1)) && (fit == .letterbox || fit == .crop)
     }
 
     /// Everything up to the fitted frame: the picture (`picture`), then the fit.
-    func body(_ source: Source) -> String {
+    public func body(_ source: Source) -> String {
         var chain = picture(source)
         let w = profile.width, h = profile.height
         switch edits.fit ?? profile.fit {
@@ -93,8 +132,8 @@ struct EditChain {
 
     /// The picture before fitting: in BT.709, upright, turned, cropped, square pixels, coloured.
     /// Ken Burns builds its oversampled base from this.
-    func picture(_ source: Source) -> [String] {
-        var chain = source.colour.toOutput
+    public func picture(_ source: Source) -> [String] {
+        var chain = source.toOutput
         chain += source.orientation?.filters ?? []
         chain += Self.userTurns(edits)
         if let c = edits.crop, c != CropRect(x: 0, y: 0, width: 1, height: 1) {
@@ -109,7 +148,7 @@ struct EditChain {
     }
 
     /// Ends a chain whose frames are output-sized BT.709: text, stickers, watermark, yuv420p.
-    func finish(_ body: String) -> String {
+    public func finish(_ body: String) -> String {
         var graph = ([body] + textOverlay).joined(separator: ",")
         var label = 0
         func overlay(_ source: String, x: String, y: String, enable: String?) {
@@ -146,12 +185,12 @@ struct EditChain {
 
     /// An RGBA image (sRGB) to Y'CbCr with alpha in the movie's BT.709, for overlay. Left to
     /// libavfilter, the conversion would use BT.601 and shift every logo's colours.
-    static let overlayImageToOutput = "scale=out_color_matrix=bt709:out_range=tv,format=yuva420p"
+    public static let overlayImageToOutput = "scale=out_color_matrix=bt709:out_range=tv,format=yuva420p"
 
     /// A timeline expression true for the output slots whose time lies in [start, end): frames
     /// are pushed with their slot as pts in 1/fps, and the bounds sit half a frame early so
     /// rounding cannot move them.
-    func window(_ start: Double?, _ end: Double?) -> String? {
+    public func window(_ start: Double?, _ end: Double?) -> String? {
         guard start != nil || end != nil else { return nil }
         let fps = profile.fps.double
         func edge(_ seconds: Double) -> String {
@@ -167,7 +206,7 @@ struct EditChain {
     // MARK: pieces
 
     /// The user's rotate and flip, in that order.
-    static func userTurns(_ edits: Edits) -> [String] {
+    public static func userTurns(_ edits: Edits) -> [String] {
         var chain: [String] = []
         switch edits.rotate {
         case 90: chain.append("transpose=clock")
@@ -185,7 +224,7 @@ struct EditChain {
     }
 
     /// drawtext for the text overlay on the fitted frame; the text itself comes from a file.
-    var textOverlay: [String] {
+    public var textOverlay: [String] {
         guard let text = edits.text else { return [] }
         let size = text.size ?? max(10, profile.height / 18)
         let m = "h*0.05"
@@ -207,7 +246,7 @@ struct EditChain {
 
     /// The look, then the adjustments, on BT.709 Y'CbCr. Filters that work on RGB get explicit
     /// BT.709 conversions around them (libavfilter's own would use BT.601).
-    var look: [String] {
+    public var look: [String] {
         var f: [String] = []
         switch edits.look {
         case .mono: f.append("hue=s=0")
@@ -230,52 +269,29 @@ struct EditChain {
     }
 
     /// RGB-only filters between explicit BT.709 conversions.
-    static func inRGB(_ filters: [String]) -> [String] {
+    public static func inRGB(_ filters: [String]) -> [String] {
         ["scale=in_color_matrix=bt709:in_range=tv", "format=gbrp"] + filters + ["scale=out_color_matrix=bt709:out_range=tv", "format=yuv420p"]
     }
 }
 
-/// The files a chain reads besides the picture: the text overlay's words and the watermark and
-/// sticker images, copied under names that need no escaping in a filter graph (removed with this object).
-final class OverlayFiles {
-    struct Paths {
-        var text = "TEXT"
-        var watermark = "WATERMARK"
-        var stickers: [String] = []
-        /// Placeholder names, for fingerprints.
-        static func placeholders(_ edits: Edits) -> Paths { Paths(stickers: edits.stickers.indices.map { "STICKER\($0)" }) }
-    }
-    let paths: Paths
-    private let made: [String]
+/// Colours for filters that draw straight onto the movie's BT.709 Y'CbCr pictures (drawtext, pad).
+/// FFmpeg 5.1's drawing code converts RGB to Y'CbCr with BT.601's coefficients whatever the
+/// picture is, so a `#00c000` text would show as (0,160,0). This gives the RGB that BT.601 turns
+/// into the Y'CbCr BT.709 gives the intended colour; exact for colours inside both gamuts
+/// (white, black and greys are the same either way), clamped otherwise.
+public func drawColour(_ hex: String) -> String {
+    guard let (r8, g8, b8) = PipelineLoader.parseColor(hex), r8 != g8 || g8 != b8 else { return filterColor(hex) }
+    // Y'CbCr (Y in 0…1, Cb/Cr in -0.5…0.5) by BT.709, then back to RGB by BT.601.
+    let r = Double(r8) / 255, g = Double(g8) / 255, b = Double(b8) / 255
+    let y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    let cb = (b - y) / 1.8556, cr = (r - y) / 1.5748
+    let r2 = y + 1.402 * cr, g2 = y - 0.344136 * cb - 0.714136 * cr, b2 = y + 1.772 * cb
+    func byte(_ v: Double) -> Int { Int((min(1, max(0, v)) * 255).rounded()) }
+    return String(format: "0x%02X%02X%02X", byte(r2), byte(g2), byte(b2))
+}
 
-    init(edits: Edits, profile: OutputProfile, name: String) throws {
-        var paths = Paths()
-        var made: [String] = []
-        let dir = NSTemporaryDirectory()
-        func copy(_ image: String, what: String) throws -> String {
-            let ext = (image as NSString).pathExtension
-            let p = dir + "threadline-img-\(UUID().uuidString).\(ext.isEmpty ? "png" : ext)"
-            do { try FileManager.default.copyItem(atPath: image, toPath: p) } catch {
-                throw MediaError(.transform, .permanent, file: (image as NSString).lastPathComponent,
-                                 "cannot read the \(what): \(error.localizedDescription)")
-            }
-            made.append(p)
-            return p
-        }
-        do {
-            if let text = edits.text {
-                let p = dir + "threadline-text-\(UUID().uuidString).txt"
-                try text.value.write(toFile: p, atomically: true, encoding: .utf8)
-                made.append(p); paths.text = p
-            }
-            if let w = profile.watermark { paths.watermark = try copy(w.image, what: "watermark image") }
-            paths.stickers = try edits.stickers.map { try copy($0.image, what: "sticker image") }
-        } catch {
-            for p in made { try? FileManager.default.removeItem(atPath: p) }
-            throw error
-        }
-        self.paths = paths
-        self.made = made
-    }
-    deinit { for p in made { try? FileManager.default.removeItem(atPath: p) } }
+/// Converts "#rrggbb" to libavfilter's "0xRRGGBB".
+public func filterColor(_ hex: String) -> String {
+    guard let (r, g, b) = PipelineLoader.parseColor(hex) else { return "black" }
+    return String(format: "0x%02X%02X%02X", r, g, b)
 }

@@ -3,7 +3,6 @@ import Logging
 import ThreadlineCore
 import Transport
 import Lineage
-import Media
 
 /// A runner that does no media work, for measuring the scheduler alone: fetch reports fixed
 /// facts, everything else an empty artifact, at once.

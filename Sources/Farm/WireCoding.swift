@@ -1,6 +1,5 @@
 import Foundation
 import ThreadlineCore
-import Media
 import Wire
 
 /// Between the engine's messages (`WireMessage`) and the protocol's own types (`Sources/Wire`,

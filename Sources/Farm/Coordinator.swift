@@ -4,7 +4,6 @@ import Logging
 import ThreadlineCore
 import Transport
 import Lineage
-import Media
 import Scheduler
 import DequeModule
 
@@ -1150,7 +1149,7 @@ final class CoordinatorCore {
     }
 
     func segmentKey(_ spec: SegmentSpec, sourceSHA256: String) -> String {
-        StageKey.segment(spec, sourceSHA256: sourceSHA256, renderer: SegmentRenderer.fingerprint(spec))
+        StageKey.segment(spec, sourceSHA256: sourceSHA256, renderer: EditChain.fingerprint(spec))
     }
 
     struct ConcatKey: Codable { var inputs: [ConcatInput]; var profile: OutputProfile }

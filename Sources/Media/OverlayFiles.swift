@@ -1,0 +1,50 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+extension EditChain.Source {
+    /// A decoded picture: its orientation, sample aspect ratio and colour as FFmpeg reports them.
+    init(orientation: Orientation?, sar: AVRational, colour: SourceColour, size: (width: Int, height: Int)? = nil) {
+        self.init(orientation: orientation.map { EditChain.Upright(filters: $0.filters, clockwise: $0.clockwise) },
+                  sar: (Int(sar.num), Int(sar.den)), toOutput: colour.toOutput, size: size)
+    }
+}
+
+/// The files a chain reads besides the picture: the text overlay's words and the watermark and
+/// sticker images, copied under names that need no escaping in a filter graph (removed with this object).
+final class OverlayFiles {
+    typealias Paths = EditChain.Files
+    let paths: Paths
+    private let made: [String]
+
+    init(edits: Edits, profile: OutputProfile, name: String) throws {
+        var paths = Paths()
+        var made: [String] = []
+        let dir = NSTemporaryDirectory()
+        func copy(_ image: String, what: String) throws -> String {
+            let ext = (image as NSString).pathExtension
+            let p = dir + "threadline-img-\(UUID().uuidString).\(ext.isEmpty ? "png" : ext)"
+            do { try FileManager.default.copyItem(atPath: image, toPath: p) } catch {
+                throw MediaError(.transform, .permanent, file: (image as NSString).lastPathComponent,
+                                 "cannot read the \(what): \(error.localizedDescription)")
+            }
+            made.append(p)
+            return p
+        }
+        do {
+            if let text = edits.text {
+                let p = dir + "threadline-text-\(UUID().uuidString).txt"
+                try text.value.write(toFile: p, atomically: true, encoding: .utf8)
+                made.append(p); paths.text = p
+            }
+            if let w = profile.watermark { paths.watermark = try copy(w.image, what: "watermark image") }
+            paths.stickers = try edits.stickers.map { try copy($0.image, what: "sticker image") }
+        } catch {
+            for p in made { try? FileManager.default.removeItem(atPath: p) }
+            throw error
+        }
+        self.paths = paths
+        self.made = made
+    }
+    deinit { for p in made { try? FileManager.default.removeItem(atPath: p) } }
+}

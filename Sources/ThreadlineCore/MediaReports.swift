@@ -1,0 +1,58 @@
+import Foundation
+
+// What the media engine reports and how it fails, as plain values: the coordinator and the
+// protocol carry them without linking the engine (Media, which owns FFmpeg).
+
+/// A failure inside the media engine, attributed to the stage where it happened.
+public struct MediaError: Error, Sendable, CustomStringConvertible {
+    public enum Class: String, Sendable, Codable {
+        /// Worth another attempt: I/O hiccup, network error, out of disk.
+        case retryable
+        /// Another attempt gives the same result: undecodable input, impossible parameters.
+        case permanent
+    }
+    public var stage: StageKind
+    public var errorClass: Class
+    /// The file concerned, as the user named it.
+    public var file: String
+    public var message: String
+
+    public init(_ stage: StageKind, _ errorClass: Class, file: String, _ message: String) {
+        self.stage = stage; self.errorClass = errorClass; self.file = file; self.message = message
+    }
+
+    public var description: String { "\(stage.rawValue) failed on \(file): \(message)" }
+}
+
+/// How long each stage of one item's streamed pipeline took.
+public struct SegmentReport: Sendable, Hashable, Codable {
+    public var decodeSeconds = 0.0
+    public var transformSeconds = 0.0
+    public var encodeSeconds = 0.0
+    public var framesDecoded = 0
+    public var framesOut = 0
+    public var samplesOut = 0
+    public init() {}
+}
+
+/// One segment as concat takes it: its file and its exact share of the timeline.
+public struct ConcatInput: Sendable, Hashable, Codable {
+    public var path: String
+    public var frameCount: Int
+    public var sampleCount: Int
+    public var label: String
+    /// Where the part starts in its segment (a key frame), and its first audio sample there.
+    public var firstFrame: Int
+    public var firstSample: Int
+    public init(path: String, frameCount: Int, sampleCount: Int, label: String, firstFrame: Int = 0, firstSample: Int = 0) {
+        self.path = path; self.frameCount = frameCount; self.sampleCount = sampleCount; self.label = label
+        self.firstFrame = firstFrame; self.firstSample = firstSample
+    }
+}
+
+public struct ConcatReport: Sendable, Hashable, Codable {
+    public var seconds = 0.0
+    public var frames = 0
+    public var samples = 0
+    public init() {}
+}
