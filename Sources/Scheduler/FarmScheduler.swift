@@ -185,6 +185,9 @@ public struct FarmScheduler: Sendable {
     public func stage(of lease: String) -> StageRef? { leases[lease]?.stage }
     public func holder(of lease: String) -> String? { leases[lease]?.worker }
     public func phase(_ s: StageRef) -> Phase { runs[s.run].map { $0.nodes.indices.contains(s.node) ? $0.nodes[s.node].phase : .ended } ?? .ended }
+    /// Every node's phase in one run, by node (empty when the run has ended): one lookup for a
+    /// progress report instead of one per node.
+    public func phases(ofRun id: Int64) -> [Phase] { runs[id]?.nodes.map(\.phase) ?? [] }
     public func attempts(_ s: StageRef) -> Int { runs[s.run]?.nodes[s.node].attempts ?? 0 }
     public func excluded(_ s: StageRef) -> Set<String> { runs[s.run]?.nodes[s.node].excluded ?? [] }
     public func isDraining(_ worker: String) -> Bool { workers[worker]?.draining ?? false }
