@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The render benchmark (run it through scripts/bench, which sets up its environment).
 
-  scripts/bench [small|medium|suggest|all] [--reps N] [--no-moviepy] [--quality-only]
+  scripts/bench [small|medium|batch|suggest|all] [--reps N] [--no-moviepy] [--quality-only]
 
 Workload (generated deterministically with the ffmpeg CLI into .bench/media/SIZE):
   small = 12 clips, medium = 48 clips: 1920x1080 landscape, and portrait stored as 1920x1080 with
@@ -14,6 +14,11 @@ Contenders, interleaved round by round: Threadline (embedded default, workers = 
   job as ONE ffmpeg -filter_complex command, the decode floor (ffmpeg -f null of all sources), the
   encode floor (x264 of the output's duration of 1280x720 frames at the same settings), and for
   `small` MoviePy 2 (its own venv, its own ffmpeg binary).
+
+batch = 40 distinct small projects (three 3 s clips each from a pool of eight 1280x720 clips, two
+  of them portrait; captions per project; 640x360, 0.25 s fades; no soundtrack). Contenders,
+  interleaved: one `coord submit` of all 40 pipeline files on a fresh state folder, and the 40
+  expert ffmpeg commands (as above) run two at a time with `xargs -P 2`.
 
 suggest = the `coord suggest` library scan: 10,000 files (8,000 JPEGs dated in EXIF by exiftool,
   2,000 MOVs dated by QuickTime creationdate) in 100 folders. Contenders, interleaved: the first
@@ -28,7 +33,7 @@ COORD = os.path.join(ROOT, ".build", "release", "coord")
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 CORES = os.cpu_count() or 1
 SIZES = {"small": 12, "medium": 48}
-ORDER = ["small", "medium", "suggest"]
+ORDER = ["small", "medium", "batch", "suggest"]
 SUGGEST_FILES, SUGGEST_FOLDERS, SUGGEST_TODAY = 10_000, 100, "2026-06-20"
 W, H, FPS, FADE, TRIM = 1280, 720, 30, 0.25, 0.5
 
@@ -119,6 +124,10 @@ def write_pipeline(size, media, output):
 # ---------------------------------------------------------------- the expert ffmpeg command
 
 def ffmpeg_command(size, media, pipeline, output):
+    return expert_command(items(size), media, pipeline, output, W, H, music=True)
+
+
+def expert_command(job_items, media, pipeline, output, W, H, music):
     """ONE ffmpeg -filter_complex command for the same job, frame counts taken from Threadline's plan.
 
     Written as an expert would: each item is cut to exactly the frames and samples it shows, its
@@ -133,7 +142,7 @@ def ffmpeg_command(size, media, pipeline, output):
     for k in range(1, n):
         overlap[k] = timeline[k - 1]["sampleStart"] + timeline[k - 1]["sampleCount"] - timeline[k]["sampleStart"]
     inputs, f, joined = [], [], []
-    for idx, ((kind, s), t) in enumerate(zip(items(size), timeline)):
+    for idx, ((kind, s), t) in enumerate(zip(job_items, timeline)):
         frames, samples = t["frameCount"], t["sampleCount"]
         head, tail = t["headFrames"], t["tailFrames"]
         # Through black: the first half of a transition shows the outgoing item fading out,
@@ -169,7 +178,7 @@ def ffmpeg_command(size, media, pipeline, output):
             f.append(f"[{idx}:v]fps={FPS},tpad=stop_mode=clone:stop=-1,trim=start_frame={first}:end_frame={last},setpts=PTS-STARTPTS,"
                      f"{fit}eq=contrast=1.05:saturation=1.1,"
                      f"pad={W}:{H}:(ow-iw)/2:(oh-ih)/2,setsar=1,"
-                     f"drawtext=fontfile={FONT}:text='2026-06-{idx % 28 + 1:02d}':fontsize={H // 18}:fontcolor=white:"
+                     f"drawtext=fontfile={FONT}:text='{s.get('text', f'2026-06-{idx % 28 + 1:02d}')}':fontsize={H // 18}:fontcolor=white:"
                      f"shadowx=2:shadowy=2:shadowcolor=black@0.6:x=h*0.05:y=h-text_h-h*0.05,{vf}[v{idx}]")
             f.append(f"[{idx}:a]aresample=48000,aformat=sample_fmts=fltp:channel_layouts=stereo,apad,"
                      f"atrim=start_sample={first_s}:end_sample={last_s},asetpts=PTS-STARTPTS,{af}[a{idx}]")
@@ -183,10 +192,12 @@ def ffmpeg_command(size, media, pipeline, output):
         joined.append(f"[v{idx}][a{idx}]")
     f.append("".join(joined) + f"concat=n={n}:v=1:a=1[vout][acat]")
     total = (timeline[-1]["startFrame"] + timeline[-1]["frameCount"]) / FPS
-    music = n
-    inputs += ["-i", os.path.join(media, "music.m4a")]
-    f.append(f"[{music}:a]aresample=48000,aformat=sample_fmts=fltp:channel_layouts=stereo,atrim=0:{total:.6f},volume=0.3[m]")
-    f.append("[acat][m]amix=inputs=2:duration=first:normalize=0[aout]")
+    if music:
+        inputs += ["-i", os.path.join(media, "music.m4a")]
+        f.append(f"[{n}:a]aresample=48000,aformat=sample_fmts=fltp:channel_layouts=stereo,atrim=0:{total:.6f},volume=0.3[m]")
+        f.append("[acat][m]amix=inputs=2:duration=first:normalize=0[aout]")
+    else:
+        f[-1] = f[-1].replace("[acat]", "[aout]")
     return ["ffmpeg", "-v", "error", "-y", *inputs, "-filter_complex", ";".join(f), "-map", "[vout]", "-map", "[aout]",
             "-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p",
             "-c:a", "aac", "-b:a", "160k", "-movflags", "+faststart", output], total
@@ -382,6 +393,108 @@ def bench(size, reps, moviepy):
             "results": summary, "outputs": outputs, "quality": q, "ffmpeg_command": os.path.relpath(os.path.join(out_dir, "ffmpeg-command.sh"), ROOT)}
 
 
+# ---------------------------------------------------------------- batch: many small projects at once
+
+BATCH_PROJECTS, BATCH_POOL, BW, BH = 40, 8, 640, 360
+
+
+def batch_items(k):
+    """Project k: three of the pool's clips (each project a different trio and captions)."""
+    picks = [k % BATCH_POOL, (k + 3) % BATCH_POOL, (k + 5) % BATCH_POOL]
+    return [("clip", {"name": f"clip{c}.mp4", "portrait": c % 4 == 1, "text": f"Project {k + 1} · {i + 1}"}) for i, c in enumerate(picks)]
+
+
+def generate_batch():
+    d = os.path.join(BENCH, "media", "batch")
+    os.makedirs(d, exist_ok=True)
+    for c in range(BATCH_POOL):
+        path = os.path.join(d, f"clip{c}.mp4")
+        if os.path.exists(path):
+            continue
+        tmp = path + ".tmp.mp4"
+        run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size=1280x720:rate=30:duration=3",
+             "-f", "lavfi", "-i", f"sine=frequency={300 + 40 * c}:sample_rate=48000:duration=3",
+             "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "128k", "-ac", "2",
+             "-movflags", "+faststart", tmp])
+        if c % 4 == 1:
+            set_rotation(tmp, 90)
+        os.replace(tmp, path)
+    return d
+
+
+def write_batch_pipeline(k, media, output):
+    lines = ["# scripts/bench: one project of the batch job", "version: 1", f"name: batch-{k + 1:02d}", "output:",
+             f"  path: {output}", f"  size: {BW}x{BH}", f"  fps: {FPS}", "  fit: letterbox",
+             "  video: { codec: h264, crf: 23, preset: veryfast }", "  audio: { codec: aac, bitrate: 160k }",
+             f"transition: {{ type: fade, duration: {FADE} }}", "clips:"]
+    for kind, s in batch_items(k):
+        lines += [f"  - video: {s['name']}", f"    trim: {{ start: {TRIM} }}", "    adjust: { contrast: 1.05, saturation: 1.1 }",
+                  f"    text: {{ value: \"{s['text']}\", position: bottom-left }}"]
+    path = os.path.join(media, f"p{k + 1:02d}.yaml")
+    open(path, "w").write("\n".join(lines) + "\n")
+    return path
+
+
+def bench_batch(reps):
+    """40 distinct small projects: one `coord submit` of all 40 files against the same projects as
+    per-project expert ffmpeg commands, two at a time (xargs -P 2), interleaved round by round."""
+    media = generate_batch()
+    out = os.path.join(BENCH, "out", "batch")
+    for sub in ("threadline", "ffmpeg"):
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+    pipelines, scripts, seconds = [], [], 0.0
+    for k in range(BATCH_PROJECTS):
+        p = write_batch_pipeline(k, media, os.path.join(out, "threadline", f"p{k + 1:02d}.mp4"))
+        cmd, total = expert_command(batch_items(k), media, p, os.path.join(out, "ffmpeg", f"p{k + 1:02d}.mp4"), BW, BH, music=False)
+        sp = os.path.join(out, "ffmpeg", f"p{k + 1:02d}.sh")
+        open(sp, "w").write(shlex.join(cmd) + "\n")
+        pipelines.append(p); scripts.append(sp); seconds += total
+    state = os.path.join(BENCH, "state", "batch")
+
+    def tl():
+        if os.path.isdir(state):
+            subprocess.run(["rm", "-rf", state], check=True)      # cold: nothing cached
+        m = timed([COORD, "submit", *pipelines, "--state", state, "--workers", str(CORES), "--json"])
+        states = [json.loads(l)["state"] for l in m["stdout"].strip().splitlines() if l.startswith("{")]
+        if states.count("succeeded") != BATCH_PROJECTS:
+            raise RuntimeError(f"batch: {states.count('succeeded')} of {BATCH_PROJECTS} projects succeeded")
+        return m
+
+    listing = os.path.join(out, "ffmpeg", "commands.txt")
+    open(listing, "w").write("\n".join(scripts) + "\n")
+    contenders = {"threadline": tl, "ffmpeg (xargs -P 2)": lambda: timed(["xargs", "-a", listing, "-P", "2", "-n", "1", "sh"])}
+    results = {k: [] for k in contenders}
+    for r in range(reps):
+        for name, fn in contenders.items():
+            m = fn()
+            results[name].append(m)
+            print(f"  batch round {r + 1}/{reps}: {name:20s} {m['wall']:7.2f} s wall, {m['cpu']:7.2f} s CPU", file=sys.stderr, flush=True)
+    summary = {}
+    for name, ms in results.items():
+        walls = [m["wall"] for m in ms]
+        summary[name] = {"wall_min": min(walls), "wall_median": statistics.median(walls), "walls": walls,
+                         "cpu_median": statistics.median([m["cpu"] for m in ms]), "peak_rss_mb": max(m["rss_mb"] for m in ms)}
+    ffw = summary["ffmpeg (xargs -P 2)"]["wall_median"]
+    for v in summary.values():
+        v["vs_ffmpeg"] = v["wall_median"] / ffw
+    frames = {sub: sum(probe(os.path.join(out, sub, f"p{k + 1:02d}.mp4"))["frames"] for k in range(BATCH_PROJECTS))
+              for sub in ("threadline", "ffmpeg")}
+    return {"size": "batch", "projects": BATCH_PROJECTS, "output_seconds": seconds, "reps": reps, "results": summary,
+            "frames": frames, "goal": 0.8}
+
+
+def table_batch(r):
+    rows = [f"### batch: {r['projects']} distinct small projects (3 clips each, {BW}x{BH}) → {r['output_seconds']:.1f} s of output in all, "
+            f"{r['reps']} rounds", "",
+            "| contender | wall min (s) | wall median (s) | × ffmpeg | CPU s | peak RSS (MB) |", "|---|---:|---:|---:|---:|---:|"]
+    for name, s in r["results"].items():
+        rows.append(f"| {name} | {s['wall_min']:.2f} | {s['wall_median']:.2f} | {s['vs_ffmpeg']:.2f} | {s['cpu_median']:.1f} | {s['peak_rss_mb']:.0f} |")
+    rows += ["", f"Threadline: one `coord submit` of all {r['projects']} pipeline files on a fresh state folder (all projects share "
+             f"the workers). ffmpeg: one expert command per project (as `small`, without the soundtrack), two at a time. "
+             f"Frames written: threadline {r['frames']['threadline']}, ffmpeg {r['frames']['ffmpeg']}. Goal: ≤ {r['goal']}× ffmpeg.", ""]
+    return "\n".join(rows)
+
+
 # ---------------------------------------------------------------- suggest scan
 
 def suggest_library():
@@ -472,6 +585,8 @@ def table_suggest(r):
 def table(r):
     if r["size"] == "suggest":
         return table_suggest(r)
+    if r["size"] == "batch":
+        return table_batch(r)
     rows = [f"### {r['size']}: {r['clips']} clips + {r['stills']} stills → {r['output_seconds']:.1f} s of output, {r['reps']} rounds", "",
             "| contender | wall min (s) | wall median (s) | × ffmpeg | × floor | CPU s | cores busy | peak RSS (MB) |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -509,7 +624,7 @@ def machine():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("size", nargs="?", default="all", choices=["small", "medium", "suggest", "all"])
+    ap.add_argument("size", nargs="?", default="all", choices=["small", "medium", "batch", "suggest", "all"])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-moviepy", action="store_true")
     ap.add_argument("--quality-only", action="store_true",
@@ -519,14 +634,14 @@ def main():
     command = "scripts/bench " + " ".join(sys.argv[1:])
     if a.quality_only:
         path = os.path.join(BENCH, "results.json")
-        results = [r for r in json.load(open(path))["benchmarks"] if r["size"] in sizes and r["size"] != "suggest"]
+        results = [r for r in json.load(open(path))["benchmarks"] if r["size"] in sizes and r["size"] not in ("suggest", "batch")]
         for r in results:
             media, out_dir = os.path.join(BENCH, "media", r["size"]), os.path.join(BENCH, "out", r["size"])
             tl_out, ff_out = os.path.join(out_dir, "threadline.mp4"), os.path.join(out_dir, "ffmpeg.mp4")
             r["quality"] = quality(r["size"], media, write_pipeline(r["size"], media, tl_out), tl_out, ff_out, out_dir)
             r["quality_command"] = command
     else:
-        results = [bench_suggest(a.reps) if s == "suggest" else bench(s, a.reps, not a.no_moviepy) for s in sizes]
+        results = [bench_suggest(a.reps) if s == "suggest" else bench_batch(a.reps) if s == "batch" else bench(s, a.reps, not a.no_moviepy) for s in sizes]
         for r in results:
             r["command"], r["date"] = command, datetime.date.today().isoformat()
     print("\n".join(table(r) for r in results))
