@@ -273,6 +273,19 @@ def timed(cmd, env=None):
     return {"wall": wall, "cpu": cpu, "rss_mb": rss, "stdout": r.stdout.decode()}
 
 
+def interleave(label, contenders, reps, once=()):
+    """Runs the contenders round by round (`once`: only in the first round); their measurements by name."""
+    results = {k: [] for k in contenders}
+    for r in range(reps):
+        for name, fn in contenders.items():
+            if name in once and r > 0:
+                continue
+            m = fn()
+            results[name].append(m)
+            print(f"  {label} round {r + 1}/{reps}: {name:20s} {m['wall']:7.2f} s wall, {m['cpu']:7.2f} s CPU", file=sys.stderr, flush=True)
+    return results
+
+
 def threadline(pipeline, state):
     if os.path.isdir(state):
         subprocess.run(["rm", "-rf", state], check=True)     # a cold render every round: nothing cached
@@ -360,14 +373,7 @@ def bench(size, reps, moviepy):
     }
     if moviepy and size == "small":
         contenders["moviepy"] = lambda: timed(moviepy_command(size, media, mp_out))
-    results = {k: [] for k in contenders}
-    for r in range(reps):
-        for name, fn in contenders.items():
-            if name == "moviepy" and r > 0:
-                continue                      # ten minutes a round: once is enough to compare
-            m = fn()
-            results[name].append(m)
-            print(f"  {size} round {r + 1}/{reps}: {name:13s} {m['wall']:7.2f} s wall, {m['cpu']:7.2f} s CPU", file=sys.stderr, flush=True)
+    results = interleave(size, contenders, reps, once={"moviepy"})   # MoviePy: ten minutes a round, once is enough
     summary = {}
     for name, ms in results.items():
         walls = [m["wall"] for m in ms]
@@ -463,12 +469,7 @@ def bench_batch(reps):
     listing = os.path.join(out, "ffmpeg", "commands.txt")
     open(listing, "w").write("\n".join(scripts) + "\n")
     contenders = {"threadline": tl, "ffmpeg (xargs -P 2)": lambda: timed(["xargs", "-a", listing, "-P", "2", "-n", "1", "sh"])}
-    results = {k: [] for k in contenders}
-    for r in range(reps):
-        for name, fn in contenders.items():
-            m = fn()
-            results[name].append(m)
-            print(f"  batch round {r + 1}/{reps}: {name:20s} {m['wall']:7.2f} s wall, {m['cpu']:7.2f} s CPU", file=sys.stderr, flush=True)
+    results = interleave("batch", contenders, reps)
     summary = {}
     for name, ms in results.items():
         walls = [m["wall"] for m in ms]
@@ -547,12 +548,7 @@ def bench_suggest(reps):
     contenders = {"first scan": first, "rescan": lambda: timed(listing),
                   "exiftool": lambda: timed(["exiftool", "-q", "-fast2", "-json", "-r", "-DateTimeOriginal", "-SubSecTimeOriginal",
                                              "-OffsetTimeOriginal", "-CreationDate", "-CreateDate", lib])}
-    results = {k: [] for k in contenders}
-    for r in range(reps):
-        for name, fn in contenders.items():
-            m = fn()
-            results[name].append(m)
-            print(f"  suggest round {r + 1}/{reps}: {name:11s} {m['wall']:7.2f} s wall, {m['cpu']:7.2f} s CPU", file=sys.stderr, flush=True)
+    results = interleave("suggest", contenders, reps)
     listed = json.loads(results["rescan"][-1]["stdout"])
     dated = json.loads(results["exiftool"][-1]["stdout"])
     summary = {}

@@ -999,7 +999,6 @@ final class CoordinatorCore {
             u.reuse = ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size)
             check = true
         }
-        run.units[ui] = u
         guard task != nil else {
             run.failure = ("\(label(run, u)): could not work out its task (an input it needs was not recorded); submit again", nil)
             feed(.fail(s))
@@ -1032,7 +1031,6 @@ final class CoordinatorCore {
                                                              slot: max(0, scheduler.busySlots(wid) - 1), lease: lease) } ?? []
         }
         u.readyAt = readySince
-        run.units[s.node] = u
         guard (try? socket.send([worker.identity, Envelope(.assign(assignment)).encoded()])) == true else {
             // Never delivered (the worker's connection is gone): not this stage's fault, so it
             // does not count towards poison; it goes straight back to the queue.
@@ -1189,7 +1187,6 @@ final class CoordinatorCore {
                 // A miss (missing or altered artifact): render it for real.
                 for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .missed, started: r.startedAt, finished: r.finishedAt) } }
                 u.reuseID = nil; u.reuse = nil
-                run.units[ui] = u
                 feed(.cacheMiss(lease: r.lease, worker: wid))
                 return
             }
@@ -1208,7 +1205,6 @@ final class CoordinatorCore {
             // Used only if the scheduler ends the run; otherwise the stage is retried.
             run.failure = ("\(label(run, u)): \(e.description)\(tries)", e.stage)
             u.lastError = e.description
-            run.units[ui] = u
             if e.errorClass == .retryable { log.warning("attempt failed", metadata: ["stage.id": "\(u.name)", "error": "\(e)"]) }
             feed(.failed(lease: r.lease, worker: wid, retryable: e.errorClass == .retryable))
             return
@@ -1261,7 +1257,6 @@ final class CoordinatorCore {
             let accepted = agreeing.last!
             u.attemptIDs = accepted.attemptIDs
             u.verifyOutputs = []
-            run.units[ui] = u
             var result = accepted.result
             result.lease = r.lease
             return result
@@ -1271,7 +1266,6 @@ final class CoordinatorCore {
             for o in u.verifyOutputs {
                 for a in o.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .failed, started: o.result.startedAt, finished: o.result.finishedAt, errorClass: "permanent", errorMessage: "verification: outputs differ (\(who))") } }
             }
-            run.units[ui] = u
             failRun(run, unit: ui, message: "\(label(run, u)): verification failed: the workers' outputs differ (\(who)) and no further worker can decide; check those workers (same Threadline and FFmpeg versions?)")
             return nil
         }
@@ -1280,7 +1274,6 @@ final class CoordinatorCore {
         }
         // One more render of the same stage, on a worker that has not made it (not a retry). The
         // attempts so far stand as succeeded unless a vote finds their output wrong.
-        run.units[ui] = u
         feed(.again(lease: r.lease, worker: wid))
         return nil
     }
