@@ -89,6 +89,7 @@ public struct Dashboard: Sendable {
     let ready: (@Sendable () -> String?)?
     let exporter: FarmExporter?
     let posters = PosterCache()
+    let answers = AnswerCache()
     let logger: Logger
 
     /// - live: the coordinator's figures (nil for `coord dashboard`).
@@ -131,13 +132,26 @@ public struct Dashboard: Sendable {
             let limit = request.uri.queryParameters.get("limit", as: Int.self).map { max(1, min($0, 100_000)) } ?? 1000
             return try Self.json(try reader.runs(limit: limit))
         }
+        // A run's detail (once it has finished: a running run's duration moves with the clock) and
+        // its attempts are answered from memory while lineage has not changed: a page refreshed
+        // ten times a second during a render mostly finds nothing new (about 3 polls in 4).
         router.get("/api/runs/:id") { _, context in
-            guard let id = context.parameters.get("id", as: Int64.self), let detail = try reader.run(id) else { throw HTTPError(.notFound) }
-            return try Self.json(detail)
+            guard let id = context.parameters.get("id", as: Int64.self) else { throw HTTPError(.notFound) }
+            let version = try reader.dataVersion()
+            if let bytes = self.answers.get("run/\(id)", version: version) { return Self.json(bytes) }
+            guard let detail = try reader.run(id) else { throw HTTPError(.notFound) }
+            let bytes = try Self.encode(detail)
+            if detail.run.state != "running" { self.answers.put("run/\(id)", version: version, bytes) }
+            return Self.json(bytes)
         }
         router.get("/api/runs/:id/attempts") { _, context in
-            guard let id = context.parameters.get("id", as: Int64.self), try reader.runs(limit: 1, id: id).first != nil else { throw HTTPError(.notFound) }
-            return try Self.json(try reader.attempts(run: id))
+            guard let id = context.parameters.get("id", as: Int64.self) else { throw HTTPError(.notFound) }
+            let version = try reader.dataVersion()
+            if let bytes = self.answers.get("attempts/\(id)", version: version) { return Self.json(bytes) }
+            guard try reader.runs(limit: 1, id: id).first != nil else { throw HTTPError(.notFound) }
+            let bytes = try Self.encode(try reader.attempts(run: id))
+            self.answers.put("attempts/\(id)", version: version, bytes)
+            return Self.json(bytes)
         }
         router.get("/api/workers") { _, _ in try Self.json(try self.workers()) }
         router.get("/api/farm") { _, _ in try Self.json(try self.farm()) }
@@ -324,11 +338,29 @@ public struct Dashboard: Sendable {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
-    static func json(_ value: some Encodable) throws -> Response {
+    static func json(_ value: some Encodable) throws -> Response { json(try encode(value)) }
+
+    static func encode(_ value: some Encodable) throws -> Data {
         let encoder = JSONEncoder()
         encoder.keyEncodingStrategy = .convertToSnakeCase
-        let data = try encoder.encode(value)
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return try encoder.encode(value)
+    }
+
+    static func json(_ data: Data) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+/// Encoded answers by what was asked, each with the lineage data version it was read at; an
+/// answer is used only while that version is current (read before the query, so a commit
+/// racing the query costs one more read, never a stale answer). The newest 256 kept.
+final class AnswerCache: Sendable {
+    private let entries = Mutex<[String: (version: Int64, bytes: Data)]>([:])
+    func get(_ key: String, version: Int64) -> Data? {
+        entries.withLock { e in e[key].flatMap { $0.version == version ? $0.bytes : nil } }
+    }
+    func put(_ key: String, version: Int64, _ bytes: Data) {
+        entries.withLock { if $0.count >= 256 { $0.removeAll() }; $0[key] = (version, bytes) }
     }
 }
 
