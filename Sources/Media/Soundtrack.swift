@@ -4,13 +4,15 @@ internal import CFFmpeg
 
 /// A song's section as 48 kHz stereo s16, decoded once and then looped (or followed by silence).
 /// Decoding starts a second before the section and drops up to `from` by timestamp: decoders such
-/// as MP3's give silence right after a seek.
+/// as MP3's give silence right after a seek. It stops after `needed` samples (the movie's length):
+/// a section at least that long is never looped, and a 400 s song under a 75 s movie was 0.27 s
+/// of decoding at the end of every render, four fifths of it thrown away.
 final class SoundtrackReader {
     let soundtrack: Soundtrack
     let section: [Int16]
     private var cursor = 0
 
-    init(_ soundtrack: Soundtrack) throws {
+    init(_ soundtrack: Soundtrack, needed: Int? = nil) throws {
         self.soundtrack = soundtrack
         let name = (soundtrack.source as NSString).lastPathComponent
         let input = try InputFile(path: soundtrack.source, name: name, stage: .concat)
@@ -21,7 +23,8 @@ final class SoundtrackReader {
         if preroll > 0 {
             av_seek_frame(input.ctx, -1, Int64(((input.origin + preroll) * Double(AV_TIME_BASE)).rounded(.down)), AVSEEK_FLAG_BACKWARD)
         }
-        let limit = soundtrack.to.map { Int((($0 - soundtrack.from) * Double(Timing.sampleRate)).rounded()) }
+        let sectionLength = soundtrack.to.map { Int((($0 - soundtrack.from) * Double(Timing.sampleRate)).rounded()) }
+        let limit = [sectionLength, needed.map { max(1, $0) }].compactMap { $0 }.min()
         var out: [Int16] = []
         var skip: Int? = nil
         let packet = Packet(), frame = Frame()
@@ -80,7 +83,7 @@ final class SoundtrackMixer {
 
     init(_ soundtrack: Soundtrack, totalSamples: Int) throws {
         self.soundtrack = soundtrack
-        reader = try SoundtrackReader(soundtrack)
+        reader = try SoundtrackReader(soundtrack, needed: totalSamples)
         self.totalSamples = totalSamples
     }
 

@@ -169,6 +169,24 @@ import TestSupport
         #expect(rms(2.9, 2.98) < 0.4 * rms(1.4, 1.6), "no fade out")
     }
 
+    /// Only as much of the song as the movie needs is decoded: the music under a 3 s movie is the
+    /// song's first 3 s to the end (440 Hz, then 880 Hz from 2.5 s), not cut short.
+    @Test func aLongSongUnderAShortMovieIsItsFirstSeconds() throws {
+        let dir = temporaryDirectory("longsong")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=2.5",
+                                   "-f", "lavfi", "-i", "sine=frequency=880:sample_rate=48000:duration=37.5",
+                                   "-filter_complex", "[0:a][1:a]concat=n=2:v=0:a=1", "-c:a", "aac", "-b:a", "128k", dir + "/song.m4a"])
+        #expect(r.status == 0, "\(r.err)")
+        try Self.project(dir, soundtrack: "{ source: song.m4a, volume: 1.0 }")
+        let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(s.status == 0, "\(s.err)")
+        let pcm = try decodeAudio(dir + "/out.mp4")
+        #expect(abs(Double(pcm.count) / 48000 - 3.0) <= 1.0 / 30)
+        #expect(abs(toneFrequency(pcm[48000..<96000]) - 440) < 15)
+        #expect(abs(toneFrequency(pcm[Int(2.6 * 48000)..<Int(2.95 * 48000)]) - 880) < 15)
+        #expect(longestSilenceMs(pcm, edge: 0.1) < 5)
+    }
+
     @Test func anUnreadableSoundtrackIsALocatedErrorAtSubmit() throws {
         let dir = temporaryDirectory("badsong")
         try "not music".write(toFile: dir + "/song.mp3", atomically: true, encoding: .utf8)
