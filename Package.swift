@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // SHA-256 for stage keys and content addresses (BoringSSL's, with the CPU's SHA extensions).
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // The farm protocol's encoding (Sources/Wire). Exact: scripts/generate-wire builds the same version's generator.
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
     ],
@@ -31,7 +33,6 @@ let package = Package(
                                          "libavfilter-dev", "libswscale-dev", "libswresample-dev"])]),
         .systemLibrary(name: "CZeroMQ", path: "Sources/CZeroMQ", pkgConfig: "libzmq",
                        providers: [.apt(["libzmq3-dev"])]),
-        // Hashing verifies every reused artifact: keep it optimised even in debug builds.
         .systemLibrary(name: "CHeif", path: "Sources/CHeif", pkgConfig: "libheif", providers: [.apt(["libheif-dev"])]),
         .systemLibrary(name: "CLCMS", path: "Sources/CLCMS", pkgConfig: "lcms2", providers: [.apt(["liblcms2-dev"])]),
         .systemLibrary(name: "CExif", path: "Sources/CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
@@ -39,7 +40,7 @@ let package = Package(
 
         // Pure: pipeline model, YAML loading with locations, planning, stage keys.
         .target(name: "ThreadlineCore",
-                dependencies: ["CSupport", .product(name: "Yams", package: "Yams")]),
+                dependencies: ["CSupport", .product(name: "Yams", package: "Yams"), .product(name: "Crypto", package: "swift-crypto")]),
         // Owns FFmpeg.
         .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "CExif", "ThreadlineCore", "CSupport"]),
         // Owns ZeroMQ.

@@ -1,32 +1,23 @@
-import CSupport
+import Crypto
 import Foundation
 
-/// SHA-256, hex encoded. Used for stage keys and content addresses.
+/// SHA-256, hex encoded. Used for stage keys and content addresses. swift-crypto computes it
+/// (BoringSSL's code, which uses the CPU's SHA extensions where it has them).
 public struct SHA256Hasher: ~Copyable {
-    private var ctx = tl_sha256_ctx()
-    public init() { tl_sha256_init(&ctx) }
+    private var hash = SHA256()
+    public init() {}
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        tl_sha256_update(&ctx, base, bytes.count)
+        guard bytes.count > 0 else { return }
+        hash.update(bufferPointer: bytes)
     }
-    public mutating func update(_ data: Data) { data.withUnsafeBytes { update($0) } }
+    public mutating func update(_ data: Data) { hash.update(data: data) }
     public mutating func update(_ string: String) { update(Data(string.utf8)) }
     public consuming func finalize() -> String {
-        var out = [UInt8](repeating: 0, count: 32)
-        tl_sha256_final(&ctx, &out)
         let digits = Array("0123456789abcdef".utf8)
-        var hex = [UInt8](repeating: 0, count: out.count * 2)
-        for (i, b) in out.enumerated() { hex[2 * i] = digits[Int(b >> 4)]; hex[2 * i + 1] = digits[Int(b & 15)] }
+        var hex = [UInt8](repeating: 0, count: SHA256.byteCount * 2)
+        for (i, b) in hash.finalize().enumerated() { hex[2 * i] = digits[Int(b >> 4)]; hex[2 * i + 1] = digits[Int(b & 15)] }
         return String(decoding: hex, as: UTF8.self)
     }
-
-    /// Whether the CPU's SHA extensions do the hashing here (x86 SHA-NI), else portable C.
-    public static var accelerated: Bool { tl_sha256_accelerated() != 0 }
-
-    /// Uses the CPU's SHA extensions where it has them (the default), or the portable code only;
-    /// returns whether they are in use now. The digests are the same either way.
-    @discardableResult
-    public static func useAcceleration(_ on: Bool) -> Bool { tl_sha256_use_acceleration(on ? 1 : 0) != 0 }
 
     public static func hex(_ data: Data) -> String { var h = SHA256Hasher(); h.update(data); return h.finalize() }
     public static func hex(_ string: String) -> String { hex(Data(string.utf8)) }

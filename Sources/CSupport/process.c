@@ -1,0 +1,29 @@
+#include "CSupport.h"
+#include <sys/resource.h>
+
+int64_t tl_peak_rss_self(void) {
+    struct rusage u; getrusage(RUSAGE_SELF, &u); return (int64_t)u.ru_maxrss * 1024;
+}
+int64_t tl_peak_rss_children(void) {
+    struct rusage u; getrusage(RUSAGE_CHILDREN, &u); return (int64_t)u.ru_maxrss * 1024;
+}
+double tl_cpu_seconds_self(void) {
+    struct rusage u; getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+
+#ifdef __linux__
+#include <sys/prctl.h>
+void tl_die_with_parent(int sig) { prctl(PR_SET_PDEATHSIG, sig); }
+#else
+void tl_die_with_parent(int sig) { (void)sig; }
+#endif
+
+#include <signal.h>
+#include <pthread.h>
+void tl_unblock_termination_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT); sigaddset(&set, SIGHUP); sigaddset(&set, SIGQUIT);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
