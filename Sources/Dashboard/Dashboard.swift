@@ -132,16 +132,20 @@ public struct Dashboard: Sendable {
             let limit = request.uri.queryParameters.get("limit", as: Int.self).map { max(1, min($0, 100_000)) } ?? 1000
             return try Self.json(try reader.runs(limit: limit))
         }
-        // A run's detail (once it has finished: a running run's duration moves with the clock) and
-        // its attempts are answered from memory while lineage has not changed: a page refreshed
-        // ten times a second during a render mostly finds nothing new (about 3 polls in 4).
+        // A run's detail and its attempts are answered from memory while lineage has not changed:
+        // a page refreshed ten times a second during a render mostly finds nothing new (about 3
+        // polls in 4). A running run's duration and ETA move with the clock: its detail is kept
+        // for the rest of the second it was read in (the page shows whole seconds).
         router.get("/api/runs/:id") { _, context in
             guard let id = context.parameters.get("id", as: Int64.self) else { throw HTTPError(.notFound) }
             let version = try reader.dataVersion()
-            if let bytes = self.answers.get("run/\(id)", version: version) { return Self.json(bytes) }
+            let second = Int64(Date().timeIntervalSince1970)
+            if let bytes = self.answers.get("run/\(id)", version: version) ?? self.answers.get("run/\(id)@\(second)", version: version) {
+                return Self.json(bytes)
+            }
             guard let detail = try reader.run(id) else { throw HTTPError(.notFound) }
             let bytes = try Self.encode(detail)
-            if detail.run.state != "running" { self.answers.put("run/\(id)", version: version, bytes) }
+            self.answers.put(detail.run.state == "running" ? "run/\(id)@\(second)" : "run/\(id)", version: version, bytes)
             return Self.json(bytes)
         }
         router.get("/api/runs/:id/attempts") { _, context in
