@@ -134,27 +134,21 @@ public struct Dashboard: Sendable {
         }
         // A run's detail and its attempts are answered from memory while lineage has not changed:
         // a page refreshed ten times a second during a render mostly finds nothing new (about 3
-        // polls in 4). A running run's duration and ETA move with the clock: its detail is kept
-        // for the rest of the second it was read in (the page shows whole seconds).
+        // polls in 4). A running run's duration and ETA move with the clock, so its detail is
+        // kept for the second it was read in (the page shows whole seconds).
         router.get("/api/runs/:id") { _, context in
             guard let id = context.parameters.get("id", as: Int64.self) else { throw HTTPError(.notFound) }
-            let version = try reader.dataVersion()
             let second = Int64(Date().timeIntervalSince1970)
-            if let bytes = self.answers.get("run/\(id)", version: version) ?? self.answers.get("run/\(id)@\(second)", version: version) {
-                return Self.json(bytes)
-            }
-            guard let detail = try reader.run(id) else { throw HTTPError(.notFound) }
-            let bytes = try Self.encode(detail)
-            self.answers.put(detail.run.state == "running" ? "run/\(id)@\(second)" : "run/\(id)", version: version, bytes)
+            guard let bytes = try self.answers.answer("run/\(id)@\(second)", version: try reader.dataVersion(), {
+                try reader.run(id).map(Self.encode)
+            }) else { throw HTTPError(.notFound) }
             return Self.json(bytes)
         }
         router.get("/api/runs/:id/attempts") { _, context in
             guard let id = context.parameters.get("id", as: Int64.self) else { throw HTTPError(.notFound) }
-            let version = try reader.dataVersion()
-            if let bytes = self.answers.get("attempts/\(id)", version: version) { return Self.json(bytes) }
-            guard try reader.runs(limit: 1, id: id).first != nil else { throw HTTPError(.notFound) }
-            let bytes = try Self.encode(try reader.attempts(run: id))
-            self.answers.put("attempts/\(id)", version: version, bytes)
+            guard let bytes = try self.answers.answer("attempts/\(id)", version: try reader.dataVersion(), {
+                try reader.runs(limit: 1, id: id).isEmpty ? nil : try Self.encode(try reader.attempts(run: id))
+            }) else { throw HTTPError(.notFound) }
             return Self.json(bytes)
         }
         router.get("/api/workers") { _, _ in try Self.json(try self.workers()) }
@@ -360,11 +354,13 @@ public struct Dashboard: Sendable {
 /// racing the query costs one more read, never a stale answer). The newest 256 kept.
 final class AnswerCache: Sendable {
     private let entries = Mutex<[String: (version: Int64, bytes: Data)]>([:])
-    func get(_ key: String, version: Int64) -> Data? {
-        entries.withLock { e in e[key].flatMap { $0.version == version ? $0.bytes : nil } }
-    }
-    func put(_ key: String, version: Int64, _ bytes: Data) {
+
+    /// The answer kept for `key` at `version`, else `make()`'s (kept when there is one).
+    func answer(_ key: String, version: Int64, _ make: () throws -> Data?) throws -> Data? {
+        if let kept = entries.withLock({ $0[key] }), kept.version == version { return kept.bytes }
+        guard let bytes = try make() else { return nil }
         entries.withLock { if $0.count >= 256 { $0.removeAll() }; $0[key] = (version, bytes) }
+        return bytes
     }
 }
 

@@ -12,7 +12,7 @@ final class SoundtrackReader {
     let section: [Int16]
     private var cursor = 0
 
-    init(_ soundtrack: Soundtrack, needed: Int? = nil) throws {
+    init(_ soundtrack: Soundtrack, needed: Int) throws {
         self.soundtrack = soundtrack
         let name = (soundtrack.source as NSString).lastPathComponent
         let input = try InputFile(path: soundtrack.source, name: name, stage: .concat)
@@ -24,7 +24,7 @@ final class SoundtrackReader {
             av_seek_frame(input.ctx, -1, Int64(((input.origin + preroll) * Double(AV_TIME_BASE)).rounded(.down)), AVSEEK_FLAG_BACKWARD)
         }
         let sectionLength = soundtrack.to.map { Int((($0 - soundtrack.from) * Double(Timing.sampleRate)).rounded()) }
-        let limit = [sectionLength, needed.map { max(1, $0) }].compactMap { $0 }.min()
+        let limit = min(sectionLength ?? Int.max, max(1, needed))
         var out: [Int16] = []
         var skip: Int? = nil
         let packet = Packet(), frame = Frame()
@@ -44,7 +44,7 @@ final class SoundtrackReader {
                 }
             }
         }
-        while limit.map({ out.count / 2 < $0 }) ?? true {
+        while out.count / 2 < limit {
             let ret = av_read_frame(input.ctx, packet.ptr)
             if ret < 0 { avcodec_send_packet(decoder.ctx, nil); try take(); try resampler.convert(nil, into: &out); break }
             defer { packet.unref() }
@@ -52,7 +52,7 @@ final class SoundtrackReader {
             if avcodec_send_packet(decoder.ctx, packet.ptr) < 0 { continue }   // a damaged packet of music: skip it
             try take()
         }
-        if let limit, out.count / 2 > limit { out.removeLast(out.count - limit * 2) }
+        if out.count / 2 > limit { out.removeLast(out.count - limit * 2) }
         guard !out.isEmpty else { throw MediaError(.concat, .permanent, file: name, "the soundtrack's section \(soundtrack.from)… s is empty") }
         section = out
     }
