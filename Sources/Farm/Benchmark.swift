@@ -34,6 +34,9 @@ public enum SchedulerBenchmark {
         public var lineageStagesPerSecond: Double
         public var lightLoadLatencyMedianMs: Double
         public var lightLoadLatencyP99Ms: Double
+        /// The part of that latency the coordinator held a ready stage before sending it.
+        public var lightLoadHeldMedianMs: Double
+        public var lightLoadHeldP99Ms: Double
         public var queuedStages: Int
         public var rssBeforeMB: Double
         public var rssQueuedMB: Double
@@ -106,12 +109,13 @@ public enum SchedulerBenchmark {
         let seconds = Date().timeIntervalSince(t0)
         let attempts = c.coordinator.stats.withLock { $0.dispatched }
         // 2. Latency at light load: small runs one after another, so slots are free when stages become ready.
-        c.coordinator.stats.withLock { $0.readyToStarted = [] }
+        c.coordinator.stats.withLock { $0.readyToStarted = []; $0.readyToSent = [] }
         for k in 0..<40 {
             let r = c.submit(pipeline(items: 8, name: "light\(k)"))
             c.wait(r)
         }
         let lat = c.coordinator.stats.withLock { $0.readyToStarted }.sorted()
+        let held = c.coordinator.stats.withLock { $0.readyToSent }.sorted()
         c.stop()
         log(String(format: "throughput: %d attempts in %.2f s; light-load latency over %d attempts", attempts, seconds, lat.count))
         // 3. Memory: a coordinator with `queued` stages waiting and no workers.
@@ -124,9 +128,10 @@ public enum SchedulerBenchmark {
         usleep(500_000)
         let rss1 = rssMB()
         q.stop()
-        func pct(_ p: Double) -> Double { lat.isEmpty ? 0 : lat[min(lat.count - 1, Int(Double(lat.count) * p))] * 1000 }
+        func pct(_ p: Double, of sorted: [Double]) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000 }
         return Figures(workers: workers, items: items, attempts: attempts, seconds: seconds, attemptsPerSecond: Double(attempts) / seconds,
-                       lineageStagesPerSecond: Double(items * 4 + 1) / seconds, lightLoadLatencyMedianMs: pct(0.5), lightLoadLatencyP99Ms: pct(0.99),
+                       lineageStagesPerSecond: Double(items * 4 + 1) / seconds, lightLoadLatencyMedianMs: pct(0.5, of: lat), lightLoadLatencyP99Ms: pct(0.99, of: lat),
+                       lightLoadHeldMedianMs: pct(0.5, of: held), lightLoadHeldP99Ms: pct(0.99, of: held),
                        queuedStages: itemsQueued * 2, rssBeforeMB: rss0, rssQueuedMB: rss1, submitSeconds: submitSeconds)
     }
 }

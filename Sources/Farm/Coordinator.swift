@@ -105,6 +105,8 @@ public final class Coordinator: Sendable {
         public var dispatched = 0
         /// Seconds from a unit becoming ready to its attempt starting on a worker (sampled).
         public var readyToStarted: [Double] = []
+        /// Of that, seconds the coordinator held the unit before sending it (same samples).
+        public var readyToSent: [Double] = []
     }
 
     enum Command {
@@ -211,6 +213,8 @@ final class Unit {
     }
     /// When its current attempt's stage became ready (for the ready→started figure).
     var readyAt = 0.0
+    /// When its current attempt was sent.
+    var sentAt = 0.0
     var attemptIDs: [Int64] = []
     var task: TaskSpec?
     var key: String?
@@ -389,31 +393,37 @@ final class CoordinatorCore {
         var stopping = false
         while !stopping {
             let commands = owner.takeCommands()
-            for c in commands {
-                switch c {
-                case .submit(let p, let priority, let reply): reply(Result { try submit(p, priority: priority) })
-                case .workerExited(let pid):
-                    if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) && $0.value.hello.host == ProcessInfo.processInfo.hostName }) {
-                        lose(worker: id, reason: "process exited")
-                    }
-                case .stop(let graceful, let within):
-                    if graceful && (!draining || within != nil) {
-                        draining = true
-                        feed(.stopDispatching)
-                        drainDeadline = Date().timeIntervalSince1970 + (within ?? config.drainTimeout)
-                        log.info("stopping: no new work; waiting for in-flight stages", metadata: ["in_flight": "\(scheduler.liveLeaseCount)"])
-                    } else {
-                        stopping = true
-                    }
-                }
-            }
             var waiting = false
             // A command just taken (a submit) may have made work ready: dispatch it this turn, not after the timeout.
             do { waiting = try socket.wait(timeoutMs: commands.isEmpty ? 5 : 0, wakeup: owner.commandWakeup) } catch { log.error("poll failed: \(error)") }
             let now = Date().timeIntervalSince1970
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
             // One lineage transaction for everything this turn of the loop records.
+            // Submitters hear their run's id once its rows are committed.
+            var replies: [(@Sendable (Result<Int64, Error>) -> Void, Result<Int64, Error>)] = []
             record("batch commit") { try lineage.batch {
+                // Commands first, in the same transaction: a submit's rows are one commit, and the
+                // stages it made ready go out at once.
+                for c in commands {
+                    switch c {
+                    case .submit(let p, let priority, let reply):
+                        replies.append((reply, Result { try submit(p, priority: priority) }))
+                    case .workerExited(let pid):
+                        if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) && $0.value.hello.host == ProcessInfo.processInfo.hostName }) {
+                            lose(worker: id, reason: "process exited")
+                        }
+                    case .stop(let graceful, let within):
+                        if graceful && (!draining || within != nil) {
+                            draining = true
+                            feed(.stopDispatching)
+                            drainDeadline = Date().timeIntervalSince1970 + (within ?? config.drainTimeout)
+                            log.info("stopping: no new work; waiting for in-flight stages", metadata: ["in_flight": "\(scheduler.liveLeaseCount)"])
+                        } else {
+                            stopping = true
+                        }
+                    }
+                }
+                if !draining && scheduler.hasQueuedWork { feed(.tick) }
                 if waiting {
                     do {
                         var n = 0
@@ -437,7 +447,14 @@ final class CoordinatorCore {
                     feed(.tick, now: now)
                 }
             } }
-            if let failure = lineageFailure { stopForLineage(failure); stopping = true }
+            if let failure = lineageFailure {
+                for (reply, result) in replies {
+                    reply(result.flatMap { _ in .failure(PipelineError("the run could not be recorded: \(failure)", at: nil)) })
+                }
+                stopForLineage(failure); stopping = true
+            } else {
+                for (reply, result) in replies { reply(result) }
+            }
             heartbeat(now)
             if now - lastWatcherTick > 1 { lastWatcherTick = now; for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } } }
             if now - lastLivePublish > 0.2 { lastLivePublish = now; publishLive(now) }
@@ -1031,6 +1048,7 @@ final class CoordinatorCore {
                                                              slot: max(0, scheduler.busySlots(wid) - 1), lease: lease) } ?? []
         }
         u.readyAt = readySince
+        u.sentAt = Date().timeIntervalSince1970
         guard (try? socket.send([worker.identity, Envelope(.assign(assignment)).encoded()])) == true else {
             // Never delivered (the worker's connection is gone): not this stage's fault, so it
             // does not count towards poison; it goes straight back to the queue.
@@ -1192,7 +1210,8 @@ final class CoordinatorCore {
             }
         } else {
             let wait = r.startedAt - u.readyAt
-            owner.stats.withLock { if $0.readyToStarted.count < 2_000_000 { $0.readyToStarted.append(wait) } }
+            let held = u.sentAt - u.readyAt
+            owner.stats.withLock { if $0.readyToStarted.count < 2_000_000 { $0.readyToStarted.append(wait); $0.readyToSent.append(held) } }
         }
         if let e = r.error {
             for (k, a) in u.attemptIDs.enumerated() {
