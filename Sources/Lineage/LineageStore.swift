@@ -310,6 +310,15 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// A write that lands whole or not at all, also inside a batch (as a savepoint there): a run
+    /// and its stage rows, say, where the batch's other writes must not be lost with it.
+    func writeWhole<T>(_ body: (Database) throws -> T) throws -> T {
+        guard let open = openBatch else { return try write(body) }
+        var result: T?
+        try open.inSavepoint { result = try body(open); return .commit }
+        return result!
+    }
+
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         if let open = openBatch { return try body(open) }
         return try db.read(body)
@@ -501,7 +510,7 @@ public final class LineageStore: Sendable {
     /// `submission`: for runs handed to `coord serve`, what it needs to resume them after a restart.
     public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil, priority: Int = 0,
                           submission: String? = nil, ownerKey: String? = nil) throws -> (runID: Int64, stageIDs: [String: Int64]) {
-        try write { db in
+        try writeWhole { db in
             try db.cachedStatement(sql: """
                 INSERT INTO run (name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitter, submitted_at, state, coordinator,
                                  priority, submission_json, owner_key)

@@ -31,6 +31,27 @@ import TestSupport
         }
     }
 
+    /// The coordinator records a submit inside its turn's transaction: a run whose rows fail half-way
+    /// leaves no run behind, and the turn's other writes still land.
+    @Test func aRunThatCannotBeRecordedWholeLeavesNothingInsideABatch() throws {
+        let dir = temporaryDirectory("whole")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        let p = Pipeline(name: "half", output: OutputProfile(path: dir + "/out.mp4"),
+                         items: [Item(kind: .video(source: SourceRef(dir + "/a.mov"), trim: nil))])
+        let stages = Planner.stages(for: p)
+        // A stage twice: the second insert breaks UNIQUE (run_id, name) after the run row went in.
+        try lineage.batch {
+            #expect(throws: (any Error).self) { _ = try lineage.createRun(p, stages: stages + [stages[0]]) }
+            try lineage.event("test.kept", "written in the same batch")
+            _ = try lineage.createRun(p, stages: stages)
+        }
+        let runs = try LineageStore.readRows(path: dir + "/l.db", "SELECT count(*) AS n FROM run")
+        let stageRows = try LineageStore.readRows(path: dir + "/l.db", "SELECT count(*) AS n FROM stage")
+        let kept = try LineageStore.readRows(path: dir + "/l.db", "SELECT count(*) AS n FROM event WHERE kind = 'test.kept'")
+        #expect(runs.first?["n"] == "1" && stageRows.first?["n"] == "\(stages.count)", "\(runs) \(stageRows)")
+        #expect(kept.first?["n"] == "1")
+    }
+
     @Test func everyDocumentedQueryRunsOnARealRender() throws {
         let db = Self.render + "/state/lineage.db"
         let doc = try String(contentsOfFile: repositoryRoot + "/docs/LINEAGE.md", encoding: .utf8)
