@@ -315,7 +315,7 @@ public final class LineageStore: Sendable {
     func writeWhole<T>(_ body: (Database) throws -> T) throws -> T {
         guard let open = openBatch else { return try write(body) }
         var result: T?
-        try open.inSavepoint { result = try body(open); return .commit }
+        do { try open.inSavepoint { result = try body(open); return .commit } } catch { throw Self.explain(error, path: path) }
         return result!
     }
 
