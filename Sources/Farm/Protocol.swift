@@ -131,7 +131,7 @@ public struct Assignment: Codable, Sendable {
     }
 }
 
-public enum TaskSpec: Codable, Sendable {
+public indirect enum TaskSpec: Codable, Sendable {
     /// Bring a source into the store and probe it.
     case fetch(uri: String, name: String)
     /// decode → transform → encode of one item, as one streamed pipeline.
