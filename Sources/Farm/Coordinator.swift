@@ -398,9 +398,9 @@ final class CoordinatorCore {
             do { waiting = try socket.wait(timeoutMs: commands.isEmpty ? 5 : 0, wakeup: owner.commandWakeup) } catch { log.error("poll failed: \(error)") }
             let now = Date().timeIntervalSince1970
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
-            // One lineage transaction for everything this turn of the loop records.
             // Submitters hear their run's id once its rows are committed.
             var replies: [(@Sendable (Result<Int64, Error>) -> Void, Result<Int64, Error>)] = []
+            // One lineage transaction for everything this turn of the loop records.
             record("batch commit") { try lineage.batch {
                 // Commands first, in the same transaction: a submit's rows are one commit, and the
                 // stages it made ready go out at once.
