@@ -1000,7 +1000,7 @@ final class CoordinatorCore {
         let ui = s.node
         let u = run.units[ui]
         let task = makeTask(run, ui)
-        let key = task.flatMap { stageKey(run, $0) }
+        let key = task.flatMap { stageKey(run, ui, $0) }
         u.task = task; u.key = key; u.reuseID = nil; u.reuse = nil
         var params: String? = nil
         var cost = 0.0
@@ -1082,9 +1082,8 @@ final class CoordinatorCore {
             return run.files[uri].map { [ArtifactRef(sha256: $0.sha256, path: uri, size: $0.size)] } ?? []
         case .segment:
             if let i = run.units[ui].item, let src = run.sources[i] { refs.append(src.0) }
-        case .transition(_, let from, let to, _):
-            let all = Array(run.segments.values.map(\.0))
-            refs += [from, to].compactMap { p in all.first { $0.path == p } }
+        case .transition(_, let from, let to, let b):
+            refs += [(from, run.segments[b]?.0), (to, run.segments[b + 1]?.0)].compactMap { path, seg in seg?.path == path ? seg : nil }
         case .concat(let inputs, _):
             let all = Array(run.segments.values.map(\.0)) + Array(run.transitions.values.map(\.0))
             var byPath: [String: ArtifactRef] = [:]
@@ -1143,7 +1142,7 @@ final class CoordinatorCore {
     }
 
     /// The output key of a unit's task: what its output depends on, and nothing else.
-    func stageKey(_ run: RunState, _ task: TaskSpec) -> String? {
+    func stageKey(_ run: RunState, _ ui: Int, _ task: TaskSpec) -> String? {
         switch task {
         case .fetch(let uri, _):
             // A submitter's file: keyed by its content.
@@ -1155,14 +1154,18 @@ final class CoordinatorCore {
             return StageKey.compute(kind: .fetch, inputs: [], parameters: ["uri": uri, "size": "\(size)", "mtime": "\(mtime)"])
         case .segment(let spec):
             if spec.title != nil { return segmentKey(spec, sourceSHA256: "") }   // the title is all in the spec
-            guard let i = run.sources.first(where: { $0.value.0.path == spec.sourcePath })?.value.0 else { return nil }
-            return segmentKey(spec, sourceSHA256: i.sha256)
-        case .transition(let spec, let from, let to, _):
-            let shas = [from, to].map { path in run.segments.values.first { $0.0.path == path }?.0.sha256 ?? path }
+            // The item's own source (one lookup; a scan of every item's source made a run's
+            // renders quadratic in its length).
+            guard let i = run.units[ui].item, let src = run.sources[i]?.0, src.path == spec.sourcePath else { return nil }
+            return segmentKey(spec, sourceSHA256: src.sha256)
+        case .transition(let spec, let from, let to, let b):
+            let shas = [(from, run.segments[b]?.0), (to, run.segments[b + 1]?.0)].map { path, seg in seg.map { $0.path == path ? $0.sha256 : path } ?? path }
             return StageKey.compute(kind: .transition, inputs: shas, parameters: spec)
         case .concat(let inputs, let profile):
-            let all = Array(run.segments.values) + Array(run.transitions.values)
-            let shas = inputs.map { input in all.first { $0.0.path == input.path }?.0.sha256 ?? input.path }
+            var shaByPath: [String: String] = [:]
+            for (a, _) in run.segments.values { shaByPath[a.path] = a.sha256 }
+            for (a, _) in run.transitions.values { shaByPath[a.path] = a.sha256 }
+            let shas = inputs.map { shaByPath[$0.path] ?? $0.path }
             var normalised = inputs
             for k in normalised.indices { normalised[k].path = ""; normalised[k].label = "" }
             return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.movieProfile))
