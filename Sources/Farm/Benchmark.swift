@@ -41,6 +41,10 @@ public enum SchedulerBenchmark {
         public var rssBeforeMB: Double
         public var rssQueuedMB: Double
         public var submitSeconds: Double
+        /// The same transport with nothing else: one ROUTER, the same number of DEALER threads,
+        /// an assignment, a result and an acknowledgement per attempt, each the size of the real
+        /// frame; no scheduling, recording or bookkeeping. The ceiling for `attemptsPerSecond`.
+        public var transportFloorAttemptsPerSecond: Double
     }
 
     static func rssMB() -> Double {
@@ -95,6 +99,75 @@ public enum SchedulerBenchmark {
         }
     }
 
+    /// Sizes of the real frames of a render attempt: its assignment, its result, the acknowledgement.
+    static func frameSizes() -> (assign: Int, result: Int, ack: Int) {
+        let p = pipeline(items: 1, name: "floor")
+        let spec = Planner.segmentSpec(p, index: 0, sourcePath: "/bench/store/\(String(repeating: "0", count: 64))", frameCount: 30)
+        let lease = UUID().uuidString
+        var a = Assignment(lease: lease, task: .segment(spec), key: String(repeating: "f", count: 64))
+        a.inputs = [ArtifactRef(sha256: String(repeating: "0", count: 64), path: spec.sourcePath, size: 1 << 20)]
+        let r = NoopTaskRunner().run(a, isCancelled: { false })
+        return (Envelope(.assign(a)).encoded().count, Envelope(.result(r)).encoded().count, Envelope(.ack(lease: lease)).encoded().count)
+    }
+
+    /// Attempts per second through the transport alone (see `Figures.transportFloorAttemptsPerSecond`).
+    static func transportFloor(workers: Int, attempts: Int) throws -> Double {
+        let sizes = frameSizes()
+        let context = MessagingContext()
+        let router = try Socket(context, .router)
+        let endpoint = try router.bind("tcp://127.0.0.1:*")
+        let assign = Data([UInt8(ascii: "A")] + [UInt8](repeating: 0x2a, count: max(0, sizes.assign - 1)))
+        let result = Data([UInt8(ascii: "R")] + [UInt8](repeating: 0x2a, count: max(0, sizes.result - 1)))
+        let ack = Data([UInt8(ascii: "K")] + [UInt8](repeating: 0x2a, count: max(0, sizes.ack - 1)))
+        let stop = Data([UInt8(ascii: "S")])
+        let threads = (0..<workers).map { i in
+            let t = Thread {
+                guard let s = try? Socket(context, .dealer) else { return }
+                defer { s.close(lingerMs: 0) }
+                try? s.setIdentity("floor\(i)")
+                try? s.connect(endpoint)
+                _ = try? s.send([Data("hello".utf8)])
+                // As a worker does: wait for the socket, read, answer an assignment with a result.
+                while let frames = try? s.receive(timeoutMs: -1), let first = frames.first?.first {
+                    if first == UInt8(ascii: "S") { return }
+                    if first == UInt8(ascii: "A") { _ = try? s.send([result]) }
+                }
+            }
+            t.stackSize = 1 << 20
+            t.start()
+            return t
+        }
+        _ = threads
+        var sent = 0, done = 0, said = 0
+        var t0: Date?
+        var peers: [Data] = []
+        while done < attempts {
+            guard let frames = try router.receive(timeoutMs: -1), frames.count == 2 else { continue }
+            let (peer, body) = (frames[0], frames[1])
+            if body.first == UInt8(ascii: "R") {
+                done += 1
+                _ = try router.send([peer, ack])
+            } else {
+                said += 1
+                peers.append(peer)
+                if said == workers { t0 = Date() }
+            }
+            // The clock starts once every worker has said hello; each gets work as it becomes free.
+            if let _ = t0, sent < attempts {
+                if said == workers && sent == 0 {
+                    for p in peers where sent < attempts { _ = try router.send([p, assign]); sent += 1 }
+                } else if body.first == UInt8(ascii: "R") {
+                    _ = try router.send([peer, assign]); sent += 1
+                }
+            }
+        }
+        let seconds = Date().timeIntervalSince(t0 ?? Date())
+        for p in peers { _ = try router.send([p, stop]) }
+        usleep(100_000)
+        router.close(lingerMs: 0)
+        return Double(done) / seconds
+    }
+
     public static func run(workers: Int, items: Int, queued: Int, directory: String, log: (String) -> Void) throws -> Figures {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // 1. Throughput: one run of `items` items (a fetch and a render each, then a concat).
@@ -128,10 +201,15 @@ public enum SchedulerBenchmark {
         usleep(500_000)
         let rss1 = rssMB()
         q.stop()
+        // 4. The transport's own ceiling, with the same number of workers and as many attempts.
+        let floor = try transportFloor(workers: workers, attempts: attempts)
+        let sizes = frameSizes()
+        log(String(format: "transport alone: %.0f attempts/s (frames of %d, %d and %d bytes)", floor, sizes.assign, sizes.result, sizes.ack))
         func pct(_ p: Double, of sorted: [Double]) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000 }
         return Figures(workers: workers, items: items, attempts: attempts, seconds: seconds, attemptsPerSecond: Double(attempts) / seconds,
                        lineageStagesPerSecond: Double(items * 4 + 1) / seconds, lightLoadLatencyMedianMs: pct(0.5, of: lat), lightLoadLatencyP99Ms: pct(0.99, of: lat),
                        lightLoadHeldMedianMs: pct(0.5, of: held), lightLoadHeldP99Ms: pct(0.99, of: held),
-                       queuedStages: itemsQueued * 2, rssBeforeMB: rss0, rssQueuedMB: rss1, submitSeconds: submitSeconds)
+                       queuedStages: itemsQueued * 2, rssBeforeMB: rss0, rssQueuedMB: rss1, submitSeconds: submitSeconds,
+                       transportFloorAttemptsPerSecond: floor)
     }
 }

@@ -1,0 +1,26 @@
+import Foundation
+import Testing
+@testable import Farm
+import Lineage
+
+/// `coord bench-scheduler` at a small size: the figures it prints come from a run that really
+/// dispatched and recorded every attempt, and the transport-alone ceiling beside them is measured.
+@Suite struct SchedulerBenchmarkTests {
+    @Test func smallRunRecordsEveryAttemptAndMeasuresTheTransportCeiling() throws {
+        let dir = NSTemporaryDirectory() + "threadline-bench-test-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let f = try SchedulerBenchmark.run(workers: 4, items: 40, queued: 200, directory: dir) { _ in }
+        // Each item is a fetch and a render; the run ends with one concat.
+        #expect(f.attempts == 81)
+        let recorded = try LineageStore.readRows(path: dir + "/throughput/lineage.db", """
+            SELECT count(DISTINCT a.lease) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id
+            WHERE s.run_id = 1 AND a.state = 'succeeded' AND s.kind IN ('fetch', 'decode', 'concat')
+            """)
+        #expect(recorded.first?["n"] == "81")
+        #expect(f.attemptsPerSecond > 0 && f.transportFloorAttemptsPerSecond > 0)
+        // The memory figure's run: 200 stages queued (100 items) with no worker.
+        #expect(f.queuedStages == 200)
+        #expect(f.lightLoadLatencyMedianMs > 0 && f.lightLoadLatencyP99Ms >= f.lightLoadLatencyMedianMs)
+        #expect(f.transportFloorAttemptsPerSecond > f.attemptsPerSecond, "the transport alone carries more than the whole farm")
+    }
+}
