@@ -29,6 +29,43 @@ import TestSupport
         (path, Item(kind: .video(source: SourceRef(path), trim: trim), edits: edits))
     }
 
+    /// A movie's audio of 8 s or more is AAC-encoded as two halves on two threads and spliced at
+    /// an AAC frame boundary (`Concat.encodeAudio`). The splice must not be heard: around it the
+    /// decoded movie follows its source as closely as it does anywhere else.
+    @Test func longAudioIsSplicedWithoutAClick() throws {
+        let dir = temporaryDirectory()
+        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 10, tone: 440)
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
+        let (out, timeline) = try Self.render([Self.video("\(dir)/a.mp4")], profile: profile, dir: dir)
+        let total = timeline.reduce(0) { $0 + $1.sampleCount }
+        #expect(total >= 8 * 48_000, "long enough to be encoded in two halves")
+        let m = (total / 2 / 1024) * 1024      // the splice, as encodeAudio places it
+        let movie = try decodeAudio(out), source = try decodeAudio("\(dir)/a.mp4")
+        #expect(abs(movie.count - source.count) <= 1024)
+        // The generated source is mono; the movie is stereo with it at -3 dB in each channel
+        // (FFmpeg's centre mix level), so it is compared at its own level.
+        let n = min(movie.count, source.count)
+        var cross = 0.0, power = 0.0
+        for k in 0..<n {
+            let a = Double(movie[k]), b = Double(source[k])
+            cross += a * b
+            power += b * b
+        }
+        let gain = cross / power
+        #expect(gain > 0.6 && gain < 1.1, "the movie's level against its source: \(gain)")
+        func worstError(around c: Int) -> Int {
+            var worst = 0.0
+            for k in c - 2048..<c + 2048 { worst = max(worst, abs(Double(movie[k]) - gain * Double(source[k]))) }
+            return Int(worst.rounded())
+        }
+        let atSplice = worstError(around: m)
+        let elsewhere = [m / 2, m / 2 + 5000, m + m / 2, m + m / 2 + 5000].map(worstError).max()!
+        // The tone is 1/8 of full scale (4096): a dropped, doubled or misaligned AAC frame is
+        // an error of thousands; two encodings of the same signal agree to a few dozen.
+        #expect(elsewhere < 400, "the movie follows its source away from the splice (worst error \(elsewhere))")
+        #expect(atSplice <= max(2 * elsewhere, 100), "worst error at the splice \(atSplice), elsewhere \(elsewhere)")
+    }
+
     @Test func twoClipsJoinExactly() throws {
         let dir = temporaryDirectory()
         try Generate.clip("\(dir)/a.mp4", fps: "30", seconds: 1.0)
