@@ -111,8 +111,7 @@ public enum SchedulerBenchmark {
     }
 
     /// Attempts per second through the transport alone (see `Figures.transportFloorAttemptsPerSecond`).
-    static func transportFloor(workers: Int, attempts: Int) throws -> Double {
-        let sizes = frameSizes()
+    static func transportFloor(workers: Int, attempts: Int, sizes: (assign: Int, result: Int, ack: Int)) throws -> Double {
         let context = MessagingContext()
         let router = try Socket(context, .router)
         let endpoint = try router.bind("tcp://127.0.0.1:*")
@@ -120,7 +119,7 @@ public enum SchedulerBenchmark {
         let result = Data([UInt8(ascii: "R")] + [UInt8](repeating: 0x2a, count: max(0, sizes.result - 1)))
         let ack = Data([UInt8(ascii: "K")] + [UInt8](repeating: 0x2a, count: max(0, sizes.ack - 1)))
         let stop = Data([UInt8(ascii: "S")])
-        let threads = (0..<workers).map { i in
+        for i in 0..<workers {
             let t = Thread {
                 guard let s = try? Socket(context, .dealer) else { return }
                 defer { s.close(lingerMs: 0) }
@@ -135,9 +134,7 @@ public enum SchedulerBenchmark {
             }
             t.stackSize = 1 << 20
             t.start()
-            return t
         }
-        _ = threads
         var sent = 0, done = 0, said = 0
         var t0: Date?
         var peers: [Data] = []
@@ -202,8 +199,8 @@ public enum SchedulerBenchmark {
         let rss1 = rssMB()
         q.stop()
         // 4. The transport's own ceiling, with the same number of workers and as many attempts.
-        let floor = try transportFloor(workers: workers, attempts: attempts)
         let sizes = frameSizes()
+        let floor = try transportFloor(workers: workers, attempts: attempts, sizes: sizes)
         log(String(format: "transport alone: %.0f attempts/s (frames of %d, %d and %d bytes)", floor, sizes.assign, sizes.result, sizes.ack))
         func pct(_ p: Double, of sorted: [Double]) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000 }
         return Figures(workers: workers, items: items, attempts: attempts, seconds: seconds, attemptsPerSecond: Double(attempts) / seconds,
