@@ -115,10 +115,9 @@ public enum SchedulerBenchmark {
         let context = MessagingContext()
         let router = try Socket(context, .router)
         let endpoint = try router.bind("tcp://127.0.0.1:*")
-        let assign = Data([UInt8(ascii: "A")] + [UInt8](repeating: 0x2a, count: max(0, sizes.assign - 1)))
-        let result = Data([UInt8(ascii: "R")] + [UInt8](repeating: 0x2a, count: max(0, sizes.result - 1)))
-        let ack = Data([UInt8(ascii: "K")] + [UInt8](repeating: 0x2a, count: max(0, sizes.ack - 1)))
-        let stop = Data([UInt8(ascii: "S")])
+        // A frame of `size` bytes whose first byte says what it is.
+        func frame(_ tag: Unicode.Scalar, _ size: Int) -> Data { Data([UInt8(ascii: tag)] + [UInt8](repeating: 0x2a, count: max(0, size - 1))) }
+        let assign = frame("A", sizes.assign), result = frame("R", sizes.result), ack = frame("K", sizes.ack), stop = frame("S", 1)
         for i in 0..<workers {
             let t = Thread {
                 guard let s = try? Socket(context, .dealer) else { return }
@@ -135,30 +134,25 @@ public enum SchedulerBenchmark {
             t.stackSize = 1 << 20
             t.start()
         }
-        var sent = 0, done = 0, said = 0
-        var t0: Date?
+        var sent = 0, done = 0
+        var t0 = Date()
         var peers: [Data] = []
+        // The clock starts once every worker has said hello; then each gets work as it becomes free.
         while done < attempts {
             guard let frames = try router.receive(timeoutMs: -1), frames.count == 2 else { continue }
             let (peer, body) = (frames[0], frames[1])
             if body.first == UInt8(ascii: "R") {
                 done += 1
                 _ = try router.send([peer, ack])
+                if sent < attempts { _ = try router.send([peer, assign]); sent += 1 }
             } else {
-                said += 1
                 peers.append(peer)
-                if said == workers { t0 = Date() }
-            }
-            // The clock starts once every worker has said hello; each gets work as it becomes free.
-            if let _ = t0, sent < attempts {
-                if said == workers && sent == 0 {
-                    for p in peers where sent < attempts { _ = try router.send([p, assign]); sent += 1 }
-                } else if body.first == UInt8(ascii: "R") {
-                    _ = try router.send([peer, assign]); sent += 1
-                }
+                guard peers.count == workers else { continue }
+                t0 = Date()
+                for p in peers where sent < attempts { _ = try router.send([p, assign]); sent += 1 }
             }
         }
-        let seconds = Date().timeIntervalSince(t0 ?? Date())
+        let seconds = Date().timeIntervalSince(t0)
         for p in peers { _ = try router.send([p, stop]) }
         usleep(100_000)
         router.close(lingerMs: 0)

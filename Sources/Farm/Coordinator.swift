@@ -294,6 +294,20 @@ final class RunState {
 
     func index(of name: String) -> Int? { unitIndex[name] }
     func ref(_ ui: Int) -> StageRef { StageRef(run: id, node: ui) }
+
+    /// Segments and transitions made so far, by the path a concat names them by.
+    func renderedByPath() -> [String: ArtifactRef] {
+        var byPath: [String: ArtifactRef] = [:]
+        for (a, _) in segments.values { byPath[a.path] = a }
+        for (a, _) in transitions.values { byPath[a.path] = a }
+        return byPath
+    }
+
+    /// The two segments a transition after item `b` reads, under the paths its task names; a
+    /// segment is nil unless it is the file named.
+    func transitionInputs(from: String, to: String, after b: Int) -> [(path: String, segment: ArtifactRef?)] {
+        [(from, segments[b]?.0), (to, segments[b + 1]?.0)].map { path, seg in (path, seg?.path == path ? seg : nil) }
+    }
 }
 
 /// How to reach a worker. Its slots, leases and whether it drains are the scheduler's.
@@ -1083,11 +1097,9 @@ final class CoordinatorCore {
         case .segment:
             if let i = run.units[ui].item, let src = run.sources[i] { refs.append(src.0) }
         case .transition(_, let from, let to, let b):
-            refs += [(from, run.segments[b]?.0), (to, run.segments[b + 1]?.0)].compactMap { path, seg in seg?.path == path ? seg : nil }
+            refs += run.transitionInputs(from: from, to: to, after: b).compactMap(\.segment)
         case .concat(let inputs, _):
-            let all = Array(run.segments.values.map(\.0)) + Array(run.transitions.values.map(\.0))
-            var byPath: [String: ArtifactRef] = [:]
-            for a in all { byPath[a.path] = a }
+            let byPath = run.renderedByPath()
             refs += inputs.compactMap { byPath[$0.path] }
         }
         // The other files the task reads (fonts, stickers, watermark; the soundtrack for the
@@ -1159,13 +1171,11 @@ final class CoordinatorCore {
             guard let i = run.units[ui].item, let src = run.sources[i]?.0, src.path == spec.sourcePath else { return nil }
             return segmentKey(spec, sourceSHA256: src.sha256)
         case .transition(let spec, let from, let to, let b):
-            let shas = [(from, run.segments[b]?.0), (to, run.segments[b + 1]?.0)].map { path, seg in seg.map { $0.path == path ? $0.sha256 : path } ?? path }
+            let shas = run.transitionInputs(from: from, to: to, after: b).map { $0.segment?.sha256 ?? $0.path }
             return StageKey.compute(kind: .transition, inputs: shas, parameters: spec)
         case .concat(let inputs, let profile):
-            var shaByPath: [String: String] = [:]
-            for (a, _) in run.segments.values { shaByPath[a.path] = a.sha256 }
-            for (a, _) in run.transitions.values { shaByPath[a.path] = a.sha256 }
-            let shas = inputs.map { shaByPath[$0.path] ?? $0.path }
+            let byPath = run.renderedByPath()
+            let shas = inputs.map { byPath[$0.path]?.sha256 ?? $0.path }
             var normalised = inputs
             for k in normalised.indices { normalised[k].path = ""; normalised[k].label = "" }
             return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.movieProfile))
