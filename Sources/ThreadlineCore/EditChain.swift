@@ -64,6 +64,7 @@ public struct EditChain: Sendable {
         let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
         return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: []))
             + (chain.scalesFirst ? " (scaled first)" : "")
+            + (spec.kenBurns != nil ? " (Ken Burns over a 4:2:0 base)" : "")
     }
 
     /// Whether the picture depends on the output slot (a windowed text or sticker): renderers
