@@ -83,7 +83,9 @@ public struct MediaTaskRunner: TaskRunner {
             case .concat(let inputs, let profile):
                 let tmp = store.temporaryPath(suffix: ".mp4")
                 do {
-                    _ = try Concat.run(inputs, profile: profile, to: tmp)
+                    // Encoded audio chunks beside the store's artifacts: an edit to a later item
+                    // re-encodes the movie's audio from that item on, not from the start.
+                    _ = try Concat.run(inputs, profile: profile, to: tmp, audioCache: store.root + "/audio-chunks")
                     result.artifact = try store.adopt(tmp)
                 } catch {
                     try? FileManager.default.removeItem(atPath: tmp); throw error

@@ -5,8 +5,11 @@ internal import CFFmpeg
 /// Joins segments into the finished movie: video stream-copied, audio joined sample-exact and
 /// encoded to AAC once (no priming gaps at joins), MP4 with faststart.
 public enum Concat {
-    public static func run(_ inputs: [ConcatInput], profile: OutputProfile, to path: String) throws -> ConcatReport {
-        guard profile.isGIF else { return try movie(inputs, profile: profile, to: path) }
+    /// `audioCache`: a folder where encoded audio chunks are kept by their sound (see
+    /// `AudioChunks`), so the next concat of a movie that begins the same encodes only the rest.
+    public static func run(_ inputs: [ConcatInput], profile: OutputProfile, to path: String, audioCache: String? = nil) throws -> ConcatReport {
+        let cache = audioCache.map { AudioChunkCache(directory: $0) }
+        guard profile.isGIF else { return try movie(inputs, profile: profile, to: path, cache: cache) }
         // A GIF is made from the finished movie, which is made exactly as for MP4 first.
         let movie = path + ".movie.mp4"
         defer { try? FileManager.default.removeItem(atPath: movie) }
@@ -17,7 +20,7 @@ public enum Concat {
         return report
     }
 
-    static func movie(_ inputs: [ConcatInput], profile: OutputProfile, to path: String) throws -> ConcatReport {
+    static func movie(_ inputs: [ConcatInput], profile: OutputProfile, to path: String, cache: AudioChunkCache? = nil) throws -> ConcatReport {
         _ = configureLogging
         let t0 = now()
         let name = (profile.path as NSString).lastPathComponent
@@ -116,57 +119,24 @@ public enum Concat {
             report.samples += seg.sampleCount
         }
         if let aOut {
-            try encodeAudio(pcm, bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, output: output, stream: aOut, name: name)
+            let audio = try AudioChunks.encode(pcm, bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, name: name, cache: cache)
+            report.audioChunks = audio.chunks
+            report.audioChunksReused = audio.reused
+            let pkt = Packet()
+            for p in audio.packets {
+                guard av_new_packet(pkt.ptr, Int32(p.data.count)) >= 0 else { throw MediaError(.concat, .retryable, file: name, "out of memory") }
+                p.data.withUnsafeBytes { pkt.ptr.pointee.data.update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: p.data.count) }
+                pkt.ptr.pointee.pts = p.pts; pkt.ptr.pointee.dts = p.dts; pkt.ptr.pointee.duration = p.duration
+                pkt.ptr.pointee.flags = p.flags
+                pkt.ptr.pointee.stream_index = aOut.pointee.index
+                av_packet_rescale_ts(pkt.ptr, AVRational(num: 1, den: Int32(Timing.sampleRate)), aOut.pointee.time_base)
+                defer { pkt.unref() }
+                try output.write(pkt.ptr)
+            }
         }
         try output.finish()
         report.seconds = now() - t0
         return report
-    }
-
-    /// Encodes the movie's audio to AAC once. Long audio is encoded as two halves on two threads,
-    /// spliced at an AAC frame boundary M: the first encoder runs a frame past M, the second starts
-    /// two frames before it (pre-roll), and only packets on the right side of M are kept, so the
-    /// decoder's overlap-add at M joins two encodings of the same signal.
-    static func encodeAudio(_ pcm: [Int16], bitrate: Int, globalHeader: Bool, output: OutputFile,
-                            stream: UnsafeMutablePointer<AVStream>, name: String) throws {
-        let total = pcm.count / 2
-        let frame = 1024
-        let halves: [(from: Int, to: Int, keep: Range<Int64>)]
-        if total >= 8 * Timing.sampleRate {
-            let m = (total / 2 / frame) * frame
-            halves = [(0, m + frame, Int64.min..<Int64(m)), (m - 2 * frame, total, Int64(m)..<Int64.max)]
-        } else {
-            halves = [(0, total, Int64.min..<Int64.max)]
-        }
-        final class Results: @unchecked Sendable { var packets: [[CollectedPacket]] = [[], []]; var errors: [Error?] = [nil, nil] }
-        let results = Results()
-        DispatchQueue.concurrentPerform(iterations: halves.count) { k in
-            do {
-                let h = halves[k]
-                let encoder = try AudioEncoder(bitrate: bitrate, globalHeader: globalHeader, file: name, collect: true)
-                try pcm.withUnsafeBytes { raw in
-                    try encoder.append(raw.baseAddress! + h.from * 4, samples: h.to - h.from, output: nil, stream: nil)
-                }
-                try encoder.finish(output: nil, stream: nil)
-                results.packets[k] = encoder.collected.compactMap { p in
-                    var q = p
-                    q.pts += Int64(h.from); q.dts += Int64(h.from)
-                    return h.keep.contains(q.pts) ? q : nil
-                }
-            } catch { results.errors[k] = error }
-        }
-        if let e = results.errors.compactMap({ $0 }).first { throw e }
-        let pkt = Packet()
-        for p in results.packets.joined() {
-            guard av_new_packet(pkt.ptr, Int32(p.data.count)) >= 0 else { throw MediaError(.concat, .retryable, file: name, "out of memory") }
-            p.data.withUnsafeBytes { pkt.ptr.pointee.data.update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: p.data.count) }
-            pkt.ptr.pointee.pts = p.pts; pkt.ptr.pointee.dts = p.dts; pkt.ptr.pointee.duration = p.duration
-            pkt.ptr.pointee.flags = p.flags
-            pkt.ptr.pointee.stream_index = stream.pointee.index
-            av_packet_rescale_ts(pkt.ptr, AVRational(num: 1, den: Int32(Timing.sampleRate)), stream.pointee.time_base)
-            defer { pkt.unref() }
-            try output.write(pkt.ptr)
-        }
     }
 
     static func extradata(_ st: UnsafeMutablePointer<AVStream>) -> [UInt8] {

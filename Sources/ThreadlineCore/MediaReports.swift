@@ -54,5 +54,9 @@ public struct ConcatReport: Sendable, Hashable, Codable {
     public var seconds = 0.0
     public var frames = 0
     public var samples = 0
+    /// The movie's audio is AAC-encoded in chunks; those whose sound an earlier concat on this
+    /// worker already encoded are taken from its audio-chunk cache.
+    public var audioChunks = 0
+    public var audioChunksReused = 0
     public init() {}
 }

@@ -29,17 +29,17 @@ import TestSupport
         (path, Item(kind: .video(source: SourceRef(path), trim: trim), edits: edits))
     }
 
-    /// A movie's audio of 8 s or more is AAC-encoded as two halves on two threads and spliced at
-    /// an AAC frame boundary (`Concat.encodeAudio`). The splice must not be heard: around it the
-    /// decoded movie follows its source as closely as it does anywhere else.
+    /// A movie's audio is AAC-encoded in chunks of 2.73 s on as many threads as there are cores,
+    /// spliced at AAC frame boundaries (`AudioChunks`). No splice may be heard: around each one
+    /// the decoded movie follows its source as closely as it does anywhere else.
     @Test func longAudioIsSplicedWithoutAClick() throws {
         let dir = temporaryDirectory()
         try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 10, tone: 440)
         let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
         let (out, timeline) = try Self.render([Self.video("\(dir)/a.mp4")], profile: profile, dir: dir)
         let total = timeline.reduce(0) { $0 + $1.sampleCount }
-        #expect(total >= 8 * 48_000, "long enough to be encoded in two halves")
-        let m = (total / 2 / 1024) * 1024      // the splice, as encodeAudio places it
+        let splices = AudioChunks.layout(total: total).dropFirst().map { Int($0.keep.lowerBound) }
+        #expect(splices.count == 3, "10 s of audio is four chunks: \(splices)")
         let movie = try decodeAudio(out), source = try decodeAudio("\(dir)/a.mp4")
         #expect(abs(movie.count - source.count) <= 1024)
         // The generated source is mono; the movie is stereo with it at -3 dB in each channel
@@ -58,12 +58,61 @@ import TestSupport
             for k in c - 2048..<c + 2048 { worst = max(worst, abs(Double(movie[k]) - gain * Double(source[k]))) }
             return Int(worst.rounded())
         }
-        let atSplice = worstError(around: m)
-        let elsewhere = [m / 2, m / 2 + 5000, m + m / 2, m + m / 2 + 5000].map(worstError).max()!
+        // Halfway between splices, and a little after those places.
+        var between: [Int] = []
+        for (a, b) in zip([0] + splices, splices) { between += [(a + b) / 2, (a + b) / 2 + 5000] }
+        let elsewhere = between.map(worstError).max()!
         // The tone is 1/8 of full scale (4096): a dropped, doubled or misaligned AAC frame is
         // an error of thousands; two encodings of the same signal agree to a few dozen.
-        #expect(elsewhere < 400, "the movie follows its source away from the splice (worst error \(elsewhere))")
-        #expect(atSplice <= max(2 * elsewhere, 100), "worst error at the splice \(atSplice), elsewhere \(elsewhere)")
+        #expect(elsewhere < 400, "the movie follows its source away from the splices (worst error \(elsewhere))")
+        for m in splices {
+            let atSplice = worstError(around: m)
+            #expect(atSplice <= max(2 * elsewhere, 100), "worst error at the splice at sample \(m): \(atSplice), elsewhere \(elsewhere)")
+        }
+    }
+
+    /// Encoded audio chunks are kept by their sound: a concat whose audio begins as an earlier
+    /// one's did encodes only the chunks from the first difference on, and its movie is the same,
+    /// byte for byte, as one made without the cache.
+    @Test func aLaterEditReencodesOnlyTheAudioAfterIt() throws {
+        let dir = temporaryDirectory()
+        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 6, tone: 440)
+        try Generate.clip("\(dir)/b.mp4", width: 160, height: 90, fps: "30", seconds: 4, tone: 660)
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
+        let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/a.mp4").1, Self.video("\(dir)/b.mp4").1])
+        let timeline = try Planner.timeline(for: pipeline, facts: ["\(dir)/a.mp4": try Probe.facts(path: "\(dir)/a.mp4"),
+                                                                   "\(dir)/b.mp4": try Probe.facts(path: "\(dir)/b.mp4")])
+        var inputs: [ConcatInput] = []
+        for (i, t) in timeline.enumerated() {
+            let spec = Planner.segmentSpec(pipeline, index: i, sourcePath: "\(dir)/\(i == 0 ? "a" : "b").mp4", frameCount: t.frameCount)
+            _ = try SegmentRenderer.render(spec, to: "\(dir)/seg\(i).mov")
+            inputs.append(ConcatInput(path: "\(dir)/seg\(i).mov", frameCount: t.frameCount, sampleCount: t.sampleCount, label: "clip \(i)"))
+        }
+        // The edit: the second item ends a second earlier.
+        var edited = inputs
+        edited[1].frameCount -= 30; edited[1].sampleCount -= 48_000
+        let cache = "\(dir)/chunks"
+        let first = try Concat.run(inputs, profile: profile, to: "\(dir)/first.mp4", audioCache: cache)
+        #expect(first.audioChunks == 4 && first.audioChunksReused == 0)
+        let again = try Concat.run(inputs, profile: profile, to: "\(dir)/again.mp4", audioCache: cache)
+        #expect(again.audioChunksReused == again.audioChunks, "the same movie again takes every chunk from the cache")
+        let edit = try Concat.run(edited, profile: profile, to: "\(dir)/edit.mp4", audioCache: cache)
+        // The movie's first 9 s are unchanged: chunks 0-2 (to 8.19 s, plus a frame) are reused and
+        // only the last one, now 8.15-9 s, is encoded.
+        #expect(edit.audioChunks == 4 && edit.audioChunksReused == 3, "\(edit)")
+        let fresh = try Concat.run(edited, profile: profile, to: "\(dir)/fresh.mp4")
+        #expect(fresh.audioChunksReused == 0)
+        let bytes = { (name: String) in FileManager.default.contents(atPath: "\(dir)/\(name).mp4") }
+        #expect(bytes("again") == bytes("first"))
+        #expect(bytes("edit") == bytes("fresh"), "a movie made with reused chunks is the one made without them")
+        #expect(bytes("edit") != bytes("first"))
+        // A damaged cache file is a miss, not a broken movie.
+        for name in try FileManager.default.contentsOfDirectory(atPath: cache) {
+            try Data([1, 2, 3]).write(to: URL(fileURLWithPath: "\(cache)/\(name)"))
+        }
+        let damaged = try Concat.run(edited, profile: profile, to: "\(dir)/damaged.mp4", audioCache: cache)
+        #expect(damaged.audioChunksReused == 0)
+        #expect(bytes("damaged") == bytes("fresh"))
     }
 
     @Test func twoClipsJoinExactly() throws {

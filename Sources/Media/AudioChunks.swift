@@ -1,0 +1,152 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// The movie's audio is AAC-encoded in chunks of `frames` encoder frames, on as many threads as
+/// there are cores, and the chunks are spliced at frame boundaries: each chunk's encoder starts
+/// two frames before its boundary (pre-roll) and runs one frame past its end, and only the
+/// packets on its own side of each boundary are kept, so the decoder's overlap-add at a boundary
+/// joins two encodings of the same signal (SegmentTests proves the splices inaudible).
+///
+/// A chunk's packets depend on nothing but the sound it was given and the encoder's settings, so
+/// they are kept in a cache under the SHA-256 of that sound: a concat whose audio begins as an
+/// earlier one's did (an edit to a later item) encodes only the chunks from the edit on, and its
+/// movie is the same, byte for byte, as one encoded without the cache.
+enum AudioChunks {
+    /// 128 frames of 1024 samples: 2.73 s at 48 kHz.
+    static let frames = 128
+    static let frameSamples = 1024
+
+    struct Chunk: Equatable {
+        /// The samples given to the chunk's encoder.
+        var from: Int, to: Int
+        /// The packets kept, by their position in the movie (samples).
+        var keep: Range<Int64>
+    }
+
+    /// The chunks of `total` samples of audio.
+    static func layout(total: Int) -> [Chunk] {
+        let size = frames * frameSamples
+        let n = max(1, (total + size - 1) / size)
+        return (0..<n).map { k in
+            let first = k == 0, last = k == n - 1
+            let lo = k * size, hi = (k + 1) * size
+            return Chunk(from: first ? 0 : lo - 2 * frameSamples, to: last ? total : min(total, hi + frameSamples),
+                         keep: (first ? Int64.min : Int64(lo))..<(last ? Int64.max : Int64(hi)))
+        }
+    }
+
+    /// Encodes interleaved s16 stereo `pcm` and returns its packets in order (timestamps in
+    /// samples), with how many chunks there were and how many came from `cache`.
+    static func encode(_ pcm: [Int16], bitrate: Int, globalHeader: Bool, name: String,
+                       cache: AudioChunkCache?) throws -> (packets: [CollectedPacket], chunks: Int, reused: Int) {
+        let chunks = layout(total: pcm.count / 2)
+        // What besides the sound decides the packets: the encoder, its settings, where the chunk's
+        // kept packets begin and end relative to its first sample.
+        let encoder = "aac \(avcodec_version()) \(bitrate) \(globalHeader) \(frames)"
+        final class Results: @unchecked Sendable {
+            var packets: [[CollectedPacket]]
+            var errors: [Error?]
+            var reused: [Bool]
+            init(_ n: Int) { packets = Array(repeating: [], count: n); errors = Array(repeating: nil, count: n); reused = Array(repeating: false, count: n) }
+        }
+        let results = Results(chunks.count)
+        DispatchQueue.concurrentPerform(iterations: chunks.count) { k in
+            do {
+                let c = chunks[k]
+                let relative = "\(c.keep.lowerBound == .min ? "open" : "\(c.keep.lowerBound - Int64(c.from))")..<\(c.keep.upperBound == .max ? "open" : "\(c.keep.upperBound - Int64(c.from))")"
+                let key = cache.map { cache in
+                    pcm.withUnsafeBytes { raw in
+                        cache.key(sound: UnsafeRawBufferPointer(rebasing: raw[(c.from * 4)..<(c.to * 4)]), settings: encoder + " " + relative)
+                    }
+                }
+                var packets: [CollectedPacket]
+                if let cache, let key, let stored = cache.load(key) {
+                    packets = stored
+                    results.reused[k] = true
+                } else {
+                    let aac = try AudioEncoder(bitrate: bitrate, globalHeader: globalHeader, file: name, collect: true)
+                    if c.to > c.from {
+                        try pcm.withUnsafeBytes { raw in
+                            try aac.append(raw.baseAddress! + c.from * 4, samples: c.to - c.from, output: nil, stream: nil)
+                        }
+                    }
+                    try aac.finish(output: nil, stream: nil)
+                    // Kept in the chunk's own timeline (its first sample at 0), as cached.
+                    packets = aac.collected.filter { c.keep.contains($0.pts + Int64(c.from)) }
+                    if let cache, let key { cache.store(key, packets) }
+                }
+                for i in packets.indices { packets[i].pts += Int64(c.from); packets[i].dts += Int64(c.from) }
+                results.packets[k] = packets
+            } catch { results.errors[k] = error }
+        }
+        if let e = results.errors.compactMap({ $0 }).first { throw e }
+        cache?.trim()
+        return (Array(results.packets.joined()), chunks.count, results.reused.filter { $0 }.count)
+    }
+}
+
+/// Encoded audio chunks on disk, one file each, named by the SHA-256 of their sound and
+/// settings. A file is written whole (a temporary file renamed into place), so concats on workers
+/// sharing the folder never read half of one; one that cannot be read is a miss. Past `limit`
+/// files the least recently used are removed (a hit renews a file's time).
+struct AudioChunkCache: Sendable {
+    let directory: String
+    let limit: Int
+
+    init(directory: String, limit: Int = 4096) {
+        self.directory = directory; self.limit = limit
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    func key(sound: UnsafeRawBufferPointer, settings: String) -> String {
+        var h = SHA256Hasher()
+        h.update(settings + "\n")
+        h.update(sound)
+        return h.finalize()
+    }
+
+    func path(_ key: String) -> String { directory + "/" + key }
+
+    func load(_ key: String) -> [CollectedPacket]? {
+        guard let data = FileManager.default.contents(atPath: path(key)) else { return nil }
+        var packets: [CollectedPacket] = []
+        var at = 0
+        func int64() -> Int64? {
+            guard at + 8 <= data.count else { return nil }
+            defer { at += 8 }
+            return data.withUnsafeBytes { Int64(littleEndian: $0.loadUnaligned(fromByteOffset: at, as: Int64.self)) }
+        }
+        while at < data.count {
+            guard let pts = int64(), let dts = int64(), let duration = int64(), let flags = int64(), let size = int64(),
+                  size >= 0, at + Int(size) <= data.count else { return nil }
+            packets.append(CollectedPacket(data: data.subdata(in: at..<(at + Int(size))), pts: pts, dts: dts, duration: duration, flags: Int32(truncatingIfNeeded: flags)))
+            at += Int(size)
+        }
+        utimes(path(key), nil)
+        return packets
+    }
+
+    func store(_ key: String, _ packets: [CollectedPacket]) {
+        var data = Data()
+        for p in packets {
+            for v in [p.pts, p.dts, p.duration, Int64(p.flags), Int64(p.data.count)] { withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) } }
+            data.append(p.data)
+        }
+        let tmp = path(key) + ".tmp-\(UUID().uuidString.prefix(8))"
+        guard FileManager.default.createFile(atPath: tmp, contents: data) else { return }
+        if rename(tmp, path(key)) != 0 { unlink(tmp) }
+    }
+
+    /// Removes the least recently used files once there are more than `limit`, down to 3/4 of it.
+    func trim() {
+        let fm = FileManager.default
+        guard let names = try? fm.contentsOfDirectory(atPath: directory), names.count > limit else { return }
+        let dated = names.map { name -> (String, Date) in
+            (name, ((try? fm.attributesOfItem(atPath: directory + "/" + name))?[.modificationDate] as? Date) ?? .distantPast)
+        }
+        for (name, _) in dated.sorted(by: { $0.1 < $1.1 }).prefix(names.count - limit * 3 / 4) {
+            try? fm.removeItem(atPath: directory + "/" + name)
+        }
+    }
+}
