@@ -44,11 +44,15 @@ enum AudioChunks {
         // What besides the sound decides the packets: the encoder, its settings, where the chunk's
         // kept packets begin and end relative to its first sample.
         let encoder = "aac \(avcodec_version()) \(bitrate) \(globalHeader) \(frames)"
+        /// Each chunk's outcome, written under the lock (threads write different slots of the same arrays).
         final class Results: @unchecked Sendable {
+            private let lock = NSLock()
             var packets: [[CollectedPacket]]
             var errors: [Error?]
             var reused: [Bool]
             init(_ n: Int) { packets = Array(repeating: [], count: n); errors = Array(repeating: nil, count: n); reused = Array(repeating: false, count: n) }
+            func set(_ k: Int, packets p: [CollectedPacket], reused r: Bool) { lock.lock(); packets[k] = p; reused[k] = r; lock.unlock() }
+            func fail(_ k: Int, _ e: Error) { lock.lock(); errors[k] = e; lock.unlock() }
         }
         let results = Results(chunks.count)
         DispatchQueue.concurrentPerform(iterations: chunks.count) { k in
@@ -61,9 +65,10 @@ enum AudioChunks {
                     }
                 }
                 var packets: [CollectedPacket]
+                var reused = false
                 if let cache, let key, let stored = cache.load(key) {
                     packets = stored
-                    results.reused[k] = true
+                    reused = true
                 } else {
                     let aac = try AudioEncoder(bitrate: bitrate, globalHeader: globalHeader, file: name, collect: true)
                     if c.to > c.from {
@@ -77,8 +82,8 @@ enum AudioChunks {
                     if let cache, let key { cache.store(key, packets) }
                 }
                 for i in packets.indices { packets[i].pts += Int64(c.from); packets[i].dts += Int64(c.from) }
-                results.packets[k] = packets
-            } catch { results.errors[k] = error }
+                results.set(k, packets: packets, reused: reused)
+            } catch { results.fail(k, error) }
         }
         if let e = results.errors.compactMap({ $0 }).first { throw e }
         cache?.trim()
