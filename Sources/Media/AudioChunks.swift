@@ -17,11 +17,17 @@ enum AudioChunks {
     static let frames = 128
     static let frameSamples = 1024
 
-    struct Chunk: Equatable {
+    struct Chunk {
         /// The samples given to the chunk's encoder.
         var from: Int, to: Int
         /// The packets kept, by their position in the movie (samples).
         var keep: Range<Int64>
+        /// The kept range from the chunk's first sample, as its cache key names it.
+        var relativeKeep: String {
+            let lo = keep.lowerBound == .min ? "open" : "\(keep.lowerBound - Int64(from))"
+            let hi = keep.upperBound == .max ? "open" : "\(keep.upperBound - Int64(from))"
+            return "\(lo)..<\(hi)"
+        }
     }
 
     /// The chunks of `total` samples of audio.
@@ -56,30 +62,19 @@ enum AudioChunks {
         }
         let results = Results(chunks.count)
         DispatchQueue.concurrentPerform(iterations: chunks.count) { k in
+            let c = chunks[k]
             do {
-                let c = chunks[k]
-                let relative = "\(c.keep.lowerBound == .min ? "open" : "\(c.keep.lowerBound - Int64(c.from))")..<\(c.keep.upperBound == .max ? "open" : "\(c.keep.upperBound - Int64(c.from))")"
-                let key = cache.map { cache in
-                    pcm.withUnsafeBytes { raw in
-                        cache.key(sound: UnsafeRawBufferPointer(rebasing: raw[(c.from * 4)..<(c.to * 4)]), settings: encoder + " " + relative)
-                    }
-                }
-                var packets: [CollectedPacket]
-                var reused = false
-                if let cache, let key, let stored = cache.load(key) {
-                    packets = stored
-                    reused = true
-                } else {
+                var (packets, reused) = try pcm.withUnsafeBytes { raw -> ([CollectedPacket], Bool) in
+                    let sound = UnsafeRawBufferPointer(rebasing: raw[(c.from * 4)..<(c.to * 4)])
+                    let key = cache?.key(sound: sound, settings: encoder + " " + c.relativeKeep)
+                    if let cache, let key, let stored = cache.load(key) { return (stored, true) }
                     let aac = try AudioEncoder(bitrate: bitrate, globalHeader: globalHeader, file: name, collect: true)
-                    if c.to > c.from {
-                        try pcm.withUnsafeBytes { raw in
-                            try aac.append(raw.baseAddress! + c.from * 4, samples: c.to - c.from, output: nil, stream: nil)
-                        }
-                    }
+                    if let start = sound.baseAddress, c.to > c.from { try aac.append(start, samples: c.to - c.from, output: nil, stream: nil) }
                     try aac.finish(output: nil, stream: nil)
                     // Kept in the chunk's own timeline (its first sample at 0), as cached.
-                    packets = aac.collected.filter { c.keep.contains($0.pts + Int64(c.from)) }
-                    if let cache, let key { cache.store(key, packets) }
+                    let kept = aac.collected.filter { c.keep.contains($0.pts + Int64(c.from)) }
+                    if let cache, let key { cache.store(key, kept) }
+                    return (kept, false)
                 }
                 for i in packets.indices { packets[i].pts += Int64(c.from); packets[i].dts += Int64(c.from) }
                 results.set(k, packets: packets, reused: reused)
