@@ -50,20 +50,18 @@ enum AudioChunks {
         // What besides the sound decides the packets: the encoder, its settings, where the chunk's
         // kept packets begin and end relative to its first sample.
         let encoder = "aac \(avcodec_version()) \(bitrate) \(globalHeader) \(frames)"
-        /// Each chunk's outcome, written under the lock (threads write different slots of the same arrays).
-        final class Results: @unchecked Sendable {
+        /// Each chunk's outcome (its packets in the movie's timeline, and whether they came from the
+        /// cache), written under the lock: the threads write different slots of the same array.
+        final class Outcomes: @unchecked Sendable {
             private let lock = NSLock()
-            var packets: [[CollectedPacket]]
-            var errors: [Error?]
-            var reused: [Bool]
-            init(_ n: Int) { packets = Array(repeating: [], count: n); errors = Array(repeating: nil, count: n); reused = Array(repeating: false, count: n) }
-            func set(_ k: Int, packets p: [CollectedPacket], reused r: Bool) { lock.lock(); packets[k] = p; reused[k] = r; lock.unlock() }
-            func fail(_ k: Int, _ e: Error) { lock.lock(); errors[k] = e; lock.unlock() }
+            private(set) var all: [Result<(packets: [CollectedPacket], reused: Bool), Error>?]
+            init(_ n: Int) { all = Array(repeating: nil, count: n) }
+            func set(_ k: Int, _ r: Result<(packets: [CollectedPacket], reused: Bool), Error>) { lock.lock(); all[k] = r; lock.unlock() }
         }
-        let results = Results(chunks.count)
+        let outcomes = Outcomes(chunks.count)
         DispatchQueue.concurrentPerform(iterations: chunks.count) { k in
             let c = chunks[k]
-            do {
+            outcomes.set(k, Result {
                 var (packets, reused) = try pcm.withUnsafeBytes { raw -> ([CollectedPacket], Bool) in
                     let sound = UnsafeRawBufferPointer(rebasing: raw[(c.from * 4)..<(c.to * 4)])
                     let key = cache?.key(sound: sound, settings: encoder + " " + c.relativeKeep)
@@ -77,12 +75,13 @@ enum AudioChunks {
                     return (kept, false)
                 }
                 for i in packets.indices { packets[i].pts += Int64(c.from); packets[i].dts += Int64(c.from) }
-                results.set(k, packets: packets, reused: reused)
-            } catch { results.fail(k, error) }
+                return (packets, reused)
+            })
         }
-        if let e = results.errors.compactMap({ $0 }).first { throw e }
+        // concurrentPerform returns once every iteration has, so every slot is set.
+        let done = try outcomes.all.map { try $0!.get() }
         cache?.trim()
-        return (Array(results.packets.joined()), chunks.count, results.reused.filter { $0 }.count)
+        return (Array(done.map(\.packets).joined()), chunks.count, done.filter(\.reused).count)
     }
 }
 
