@@ -29,17 +29,17 @@ import TestSupport
         (path, Item(kind: .video(source: SourceRef(path), trim: trim), edits: edits))
     }
 
-    /// A movie's audio is AAC-encoded in chunks of 2.73 s on as many threads as there are cores,
+    /// A movie's audio is AAC-encoded in chunks of 10.92 s on as many threads as there are cores,
     /// spliced at AAC frame boundaries (`AudioChunks`). No splice may be heard: around each one
     /// the decoded movie follows its source as closely as it does anywhere else.
     @Test func longAudioIsSplicedWithoutAClick() throws {
         let dir = temporaryDirectory()
-        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 10, tone: 440)
+        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 36, tone: 440)
         let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
         let (out, timeline) = try Self.render([Self.video("\(dir)/a.mp4")], profile: profile, dir: dir)
         let total = timeline.reduce(0) { $0 + $1.sampleCount }
         let splices = AudioChunks.layout(total: total).dropFirst().map { Int($0.keep.lowerBound) }
-        #expect(splices.count == 3, "10 s of audio is four chunks: \(splices)")
+        #expect(splices.count == 3, "36 s of audio is four chunks: \(splices)")
         let movie = try decodeAudio(out), source = try decodeAudio("\(dir)/a.mp4")
         #expect(abs(movie.count - source.count) <= 1024)
         // The generated source is mono; the movie is stereo with it at -3 dB in each channel
@@ -76,8 +76,8 @@ import TestSupport
     /// byte for byte, as one made without the cache.
     @Test func aLaterEditReencodesOnlyTheAudioAfterIt() throws {
         let dir = temporaryDirectory()
-        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 6, tone: 440)
-        try Generate.clip("\(dir)/b.mp4", width: 160, height: 90, fps: "30", seconds: 4, tone: 660)
+        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 24, tone: 440)
+        try Generate.clip("\(dir)/b.mp4", width: 160, height: 90, fps: "30", seconds: 12, tone: 660)
         let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
         let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/a.mp4").1, Self.video("\(dir)/b.mp4").1])
         let timeline = try Planner.timeline(for: pipeline, facts: ["\(dir)/a.mp4": try Probe.facts(path: "\(dir)/a.mp4"),
@@ -97,8 +97,8 @@ import TestSupport
         let again = try Concat.run(inputs, profile: profile, to: "\(dir)/again.mp4", audioCache: cache)
         #expect(again.audioChunksReused == again.audioChunks, "the same movie again takes every chunk from the cache")
         let edit = try Concat.run(edited, profile: profile, to: "\(dir)/edit.mp4", audioCache: cache)
-        // The movie's first 9 s are unchanged: chunks 0-2 (to 8.19 s, plus a frame) are reused and
-        // only the last one, now 8.15-9 s, is encoded.
+        // The movie's first 35 s are unchanged: chunks 0-2 (to 32.77 s, plus a frame) are reused
+        // and only the last one, now 32.73-35 s, is encoded.
         #expect(edit.audioChunks == 4 && edit.audioChunksReused == 3, "\(edit)")
         let fresh = try Concat.run(edited, profile: profile, to: "\(dir)/fresh.mp4")
         #expect(fresh.audioChunksReused == 0)
