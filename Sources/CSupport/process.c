@@ -27,3 +27,12 @@ void tl_unblock_termination_signals(void) {
     sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT); sigaddset(&set, SIGHUP); sigaddset(&set, SIGQUIT);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
+
+#ifdef __GLIBC__
+#include <malloc.h>
+int tl_malloc_keep(int mmap_threshold, int trim_threshold) {
+    return mallopt(M_MMAP_THRESHOLD, mmap_threshold) && mallopt(M_TRIM_THRESHOLD, trim_threshold);
+}
+#else
+int tl_malloc_keep(int mmap_threshold, int trim_threshold) { (void)mmap_threshold; (void)trim_threshold; return 0; }
+#endif

@@ -1,6 +1,7 @@
 import Foundation
 import ThreadlineCore
 internal import CFFmpeg
+internal import CSupport
 
 /// Quiet libav's console output once per process (errors still come back as codes).
 let configureLogging: Void = {
@@ -110,6 +111,21 @@ final class InputFile {
 /// least CPU on each frame. 0 lets the codecs choose (about one per core).
 public enum MediaThreads {
     nonisolated(unsafe) public static var perPipeline: Int32 = 1
+}
+
+/// How a process that renders one stage after another keeps its memory.
+public enum MediaMemory {
+    /// Every stage opens its own decoder, filter graph and x264 encoder, whose frame buffers (0.3 to
+    /// 12 MB each) glibc's malloc gives from fresh mmaps and returns to the kernel when the stage
+    /// ends, so the next stage faults in and zeroes the same pages again. With buffers up to 32 MiB
+    /// taken from the heap and up to 64 MiB of freed heap kept, a worker reuses them: the 40-project
+    /// batch bench took 795,000 page faults and 3.3 s of system time before, 72,000 and 1.5 s
+    /// after, and 4 % less wall time; a worker's peak RSS grew by about 50 MB. An operator's own
+    /// `GLIBC_TUNABLES` for malloc is left alone.
+    public static func keepFreedBuffers() {
+        if let tunables = ProcessInfo.processInfo.environment["GLIBC_TUNABLES"], tunables.contains("glibc.malloc.") { return }
+        _ = tl_malloc_keep(32 << 20, 64 << 20)
+    }
 }
 
 /// Owns a decoder for one stream.

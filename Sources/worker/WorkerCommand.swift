@@ -99,6 +99,7 @@ struct WorkerCommand: AsyncParsableCommand {
             if let parentPid, getppid() != parentPid { Glibc._exit(0) }
         }
         MediaThreads.perPipeline = Int32(threads)
+        MediaMemory.keepFreedBuffers()
         var logger = Logger(label: "threadline.worker") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .error : .info
         let env = ProcessInfo.processInfo.environment

@@ -9,6 +9,9 @@ int64_t tl_peak_rss_self(void);
 int64_t tl_peak_rss_children(void);
 /// CPU seconds (user + system) used by this process.
 double tl_cpu_seconds_self(void);
+/// mallopt: allocations below `mmap_threshold` bytes come from the heap, and up to `trim_threshold`
+/// bytes of freed heap are kept (glibc; elsewhere nothing). 1 when both were set.
+int tl_malloc_keep(int mmap_threshold, int trim_threshold);
 
 struct sockaddr;
 /// Whether an address is loopback, link-local, private, shared (CGNAT), multicast, unspecified or
