@@ -47,44 +47,99 @@ enum AudioChunks {
         }
     }
 
-    /// Encodes interleaved s16 stereo `pcm` and returns its packets in order (timestamps in
-    /// samples), with how many chunks there were and how many came from `cache`.
-    static func encode(_ pcm: [Int16], bitrate: Int, globalHeader: Bool, name: String,
-                       cache: AudioChunkCache?) throws -> (packets: [CollectedPacket], chunks: Int, reused: Int) {
-        let chunks = layout(total: pcm.count / 2)
-        // What besides the sound decides the packets: the encoder, its settings, where the chunk's
-        // kept packets begin and end relative to its first sample.
-        let encoder = "aac \(avcodec_version()) \(bitrate) \(globalHeader) \(frames)"
-        /// Each chunk's outcome (its packets in the movie's timeline, and whether they came from the
-        /// cache), written under the lock: the threads write different slots of the same array.
-        final class Outcomes: @unchecked Sendable {
-            private let lock = NSLock()
-            private(set) var all: [Result<(packets: [CollectedPacket], reused: Bool), Error>?]
-            init(_ n: Int) { all = Array(repeating: nil, count: n) }
-            func set(_ k: Int, _ r: Result<(packets: [CollectedPacket], reused: Bool), Error>) { lock.lock(); all[k] = r; lock.unlock() }
+    /// What besides the sound decides a chunk's packets: the encoder, its settings, and where the
+    /// chunk's kept packets begin and end relative to its first sample.
+    static func settings(bitrate: Int, globalHeader: Bool) -> String {
+        "aac \(avcodec_version()) \(bitrate) \(globalHeader) \(frames)"
+    }
+
+    /// One chunk encoded (or found in `cache`): its kept packets in the movie's timeline.
+    static func encode(_ c: Chunk, sound: UnsafeRawBufferPointer, settings: String, bitrate: Int, globalHeader: Bool, name: String,
+                       cache: AudioChunkCache?) throws -> (packets: [CollectedPacket], reused: Bool) {
+        let key = cache?.key(sound: sound, settings: settings + " " + c.relativeKeep)
+        var packets: [CollectedPacket]
+        var reused = false
+        if let cache, let key, let stored = cache.load(key) {
+            packets = stored
+            reused = true
+        } else {
+            let aac = try AudioEncoder(bitrate: bitrate, globalHeader: globalHeader, file: name, collect: true)
+            if let start = sound.baseAddress, c.to > c.from { try aac.append(start, samples: c.to - c.from, output: nil, stream: nil) }
+            try aac.finish(output: nil, stream: nil)
+            // Kept in the chunk's own timeline (its first sample at 0), as cached.
+            packets = aac.collected.filter { c.keep.contains($0.pts + Int64(c.from)) }
+            if let cache, let key { cache.store(key, packets) }
         }
-        let outcomes = Outcomes(chunks.count)
-        DispatchQueue.concurrentPerform(iterations: chunks.count) { k in
-            let c = chunks[k]
-            outcomes.set(k, Result {
-                var (packets, reused) = try pcm.withUnsafeBytes { raw -> ([CollectedPacket], Bool) in
-                    let sound = UnsafeRawBufferPointer(rebasing: raw[(c.from * 4)..<(c.to * 4)])
-                    let key = cache?.key(sound: sound, settings: encoder + " " + c.relativeKeep)
-                    if let cache, let key, let stored = cache.load(key) { return (stored, true) }
-                    let aac = try AudioEncoder(bitrate: bitrate, globalHeader: globalHeader, file: name, collect: true)
-                    if let start = sound.baseAddress, c.to > c.from { try aac.append(start, samples: c.to - c.from, output: nil, stream: nil) }
-                    try aac.finish(output: nil, stream: nil)
-                    // Kept in the chunk's own timeline (its first sample at 0), as cached.
-                    let kept = aac.collected.filter { c.keep.contains($0.pts + Int64(c.from)) }
-                    if let cache, let key { cache.store(key, kept) }
-                    return (kept, false)
-                }
-                for i in packets.indices { packets[i].pts += Int64(c.from); packets[i].dts += Int64(c.from) }
-                return (packets, reused)
-            })
+        for i in packets.indices { packets[i].pts += Int64(c.from); packets[i].dts += Int64(c.from) }
+        return (packets, reused)
+    }
+}
+
+/// The movie's sound as the concat gathers it, segment by segment: each chunk is handed to an
+/// encoder thread (at most one a core) as soon as all its samples are in, so the encoding overlaps
+/// the reading of the later segments instead of waiting for the last of them. The packets are
+/// the same as encoding the whole sound at the end: each chunk sees exactly the same samples.
+final class AudioChunkEncoder: @unchecked Sendable {
+    let total: Int
+    let chunks: [AudioChunks.Chunk]
+    private let pcm: UnsafeMutablePointer<Int16>
+    /// Samples (stereo pairs) written so far: only the gathering thread writes, below nothing
+    /// an encoder reads (a chunk starts once `filled` has passed its end).
+    private(set) var filled = 0
+    private var started = 0
+    private let settings: String, bitrate: Int, globalHeader: Bool, name: String
+    private let cache: AudioChunkCache?
+    private let queue = OperationQueue()
+    private let lock = NSLock()
+    private var outcomes: [Result<(packets: [CollectedPacket], reused: Bool), Error>?]
+
+    /// `total`: the movie's samples, known before gathering (the segments' sample counts).
+    init(total: Int, bitrate: Int, globalHeader: Bool, name: String, cache: AudioChunkCache?) {
+        self.total = total
+        chunks = AudioChunks.layout(total: total)
+        pcm = .allocate(capacity: max(1, total * 2))
+        settings = AudioChunks.settings(bitrate: bitrate, globalHeader: globalHeader)
+        self.bitrate = bitrate; self.globalHeader = globalHeader; self.name = name; self.cache = cache
+        outcomes = Array(repeating: nil, count: chunks.count)
+        queue.maxConcurrentOperationCount = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    }
+
+    deinit {
+        // A concat that failed half-way: chunks not begun are dropped, running ones finish before
+        // the sound they read goes away.
+        queue.cancelAllOperations()
+        queue.waitUntilAllOperationsAreFinished()
+        pcm.deallocate()
+    }
+
+    /// Appends `n` interleaved stereo samples and starts every chunk they complete.
+    func append(_ samples: UnsafePointer<Int16>, count n: Int) throws {
+        guard n > 0 else { return }
+        guard filled + n <= total else { throw MediaError(.concat, .permanent, file: name, "the segments hold more sound than planned (\(filled + n) samples, \(total) expected)") }
+        (pcm + filled * 2).update(from: samples, count: n * 2)
+        filled += n
+        startReady()
+    }
+
+    private func startReady() {
+        while started < chunks.count && chunks[started].to <= filled {
+            let k = started, c = chunks[k]
+            started += 1
+            queue.addOperation { [self] in
+                let sound = UnsafeRawBufferPointer(start: UnsafeRawPointer(pcm + c.from * 2), count: (c.to - c.from) * 4)
+                let r = Result { try AudioChunks.encode(c, sound: sound, settings: settings, bitrate: bitrate, globalHeader: globalHeader, name: name, cache: cache) }
+                lock.lock(); outcomes[k] = r; lock.unlock()
+            }
         }
-        // concurrentPerform returns once every iteration has, so every slot is set.
-        let done = try outcomes.all.map { try $0!.get() }
+    }
+
+    /// Waits for every chunk and returns the packets in order, with how many chunks there were and
+    /// how many came from the cache.
+    func finish() throws -> (packets: [CollectedPacket], chunks: Int, reused: Int) {
+        guard filled == total else { throw MediaError(.concat, .permanent, file: name, "the segments hold \(filled) samples of sound, \(total) planned") }
+        startReady()
+        queue.waitUntilAllOperationsAreFinished()
+        let done = try lock.withLock { outcomes }.map { try $0!.get() }
         cache?.trim()
         return (Array(done.map(\.packets).joined()), chunks.count, done.filter(\.reused).count)
     }

@@ -51,15 +51,16 @@ public enum Concat {
         var report = ConcatReport()
         let pkt = Packet()
         let mixer = profile.isGIF ? nil : try profile.soundtrack.map { try SoundtrackMixer($0, totalSamples: inputs.reduce(0) { $0 + $1.sampleCount }) }
-        /// The movie's audio (through the soundtrack mix, when there is one), encoded at the end.
-        var pcm: [Int16] = []
-        if aOut != nil { pcm.reserveCapacity(inputs.reduce(0) { $0 + $1.sampleCount } * 2) }
+        /// The movie's audio (through the soundtrack mix, when there is one), encoded chunk by chunk
+        /// while the later segments are read.
+        let audio = aOut == nil ? nil : AudioChunkEncoder(total: inputs.reduce(0) { $0 + $1.sampleCount }, bitrate: profile.audio.bitrate,
+                                                          globalHeader: output.needsGlobalHeader, name: name, cache: cache)
         func feed(_ data: UnsafeRawPointer, _ n: Int) throws {
-            guard aOut != nil else { return }
+            guard let audio else { return }
             if let mixer {
-                pcm.append(contentsOf: try mixer.mix(data, samples: n))
+                try mixer.mix(data, samples: n).withUnsafeBufferPointer { try audio.append($0.baseAddress!, count: n) }
             } else {
-                pcm.append(contentsOf: UnsafeBufferPointer(start: data.assumingMemoryBound(to: Int16.self), count: n * 2))
+                try audio.append(data.assumingMemoryBound(to: Int16.self), count: n)
             }
         }
         var lastDTS = Int64.min
@@ -118,8 +119,7 @@ public enum Concat {
             report.frames += seg.frameCount
             report.samples += seg.sampleCount
         }
-        if let aOut {
-            let audio = try AudioChunks.encode(pcm, bitrate: profile.audio.bitrate, globalHeader: output.needsGlobalHeader, name: name, cache: cache)
+        if let aOut, let audio = try audio?.finish() {
             report.audioChunks = audio.chunks
             report.audioChunksReused = audio.reused
             let pkt = Packet()
