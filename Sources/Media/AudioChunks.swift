@@ -90,8 +90,18 @@ final class AudioChunkEncoder: @unchecked Sendable {
     private let settings: String, bitrate: Int, globalHeader: Bool, name: String
     private let cache: AudioChunkCache?
     private let queue = OperationQueue()
-    private let lock = NSLock()
-    private var outcomes: [Result<(packets: [CollectedPacket], reused: Bool), Error>?]
+    private let outcomes: Outcomes
+
+    /// Each chunk's outcome, set by the encoder threads under the lock.
+    private final class Outcomes: @unchecked Sendable {
+        private let lock = NSLock()
+        private var all: [Result<(packets: [CollectedPacket], reused: Bool), Error>?]
+        init(_ n: Int) { all = Array(repeating: nil, count: n) }
+        func set(_ k: Int, _ r: Result<(packets: [CollectedPacket], reused: Bool), Error>) { lock.withLock { all[k] = r } }
+        var results: [Result<(packets: [CollectedPacket], reused: Bool), Error>?] { lock.withLock { all } }
+    }
+    /// The sound's memory, handed to encoder threads that read only what is complete.
+    private struct Sound: @unchecked Sendable { let base: UnsafeMutablePointer<Int16> }
 
     /// `total`: the movie's samples, known before gathering (the segments' sample counts).
     init(total: Int, bitrate: Int, globalHeader: Bool, name: String, cache: AudioChunkCache?) {
@@ -100,13 +110,14 @@ final class AudioChunkEncoder: @unchecked Sendable {
         pcm = .allocate(capacity: max(1, total * 2))
         settings = AudioChunks.settings(bitrate: bitrate, globalHeader: globalHeader)
         self.bitrate = bitrate; self.globalHeader = globalHeader; self.name = name; self.cache = cache
-        outcomes = Array(repeating: nil, count: chunks.count)
+        outcomes = Outcomes(chunks.count)
         queue.maxConcurrentOperationCount = max(1, ProcessInfo.processInfo.activeProcessorCount)
     }
 
     deinit {
         // A concat that failed half-way: chunks not begun are dropped, running ones finish before
-        // the sound they read goes away.
+        // the sound they read goes away (the encoder threads hold no reference to this object, so
+        // this runs on the gathering thread as soon as the concat lets go of it).
         queue.cancelAllOperations()
         queue.waitUntilAllOperationsAreFinished()
         pcm.deallocate()
@@ -125,10 +136,12 @@ final class AudioChunkEncoder: @unchecked Sendable {
         while started < chunks.count && chunks[started].to <= filled {
             let k = started, c = chunks[k]
             started += 1
-            queue.addOperation { [self] in
-                let sound = UnsafeRawBufferPointer(start: UnsafeRawPointer(pcm + c.from * 2), count: (c.to - c.from) * 4)
-                let r = Result { try AudioChunks.encode(c, sound: sound, settings: settings, bitrate: bitrate, globalHeader: globalHeader, name: name, cache: cache) }
-                lock.lock(); outcomes[k] = r; lock.unlock()
+            let pcm = Sound(base: pcm), outcomes = outcomes, settings = settings, bitrate = bitrate, globalHeader = globalHeader,
+                name = name, cache = cache
+            queue.addOperation {
+                let sound = UnsafeRawBufferPointer(start: UnsafeRawPointer(pcm.base + c.from * 2), count: (c.to - c.from) * 4)
+                outcomes.set(k, Result { try AudioChunks.encode(c, sound: sound, settings: settings, bitrate: bitrate, globalHeader: globalHeader,
+                                                                 name: name, cache: cache) })
             }
         }
     }
@@ -139,7 +152,7 @@ final class AudioChunkEncoder: @unchecked Sendable {
         guard filled == total else { throw MediaError(.concat, .permanent, file: name, "the segments hold \(filled) samples of sound, \(total) planned") }
         startReady()
         queue.waitUntilAllOperationsAreFinished()
-        let done = try lock.withLock { outcomes }.map { try $0!.get() }
+        let done = try outcomes.results.map { try $0!.get() }
         cache?.trim()
         return (Array(done.map(\.packets).joined()), chunks.count, done.filter(\.reused).count)
     }

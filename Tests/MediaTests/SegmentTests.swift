@@ -115,6 +115,34 @@ import TestSupport
         #expect(bytes("damaged") == bytes("fresh"))
     }
 
+    /// A concat that fails after some audio chunks have begun encoding (the second segment is
+    /// shorter than planned) reports the segment and leaves no encoder running behind it.
+    @Test func aConcatThatFailsHalfWayReportsTheSegment() throws {
+        let dir = temporaryDirectory()
+        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 24, tone: 440)
+        try Generate.clip("\(dir)/b.mp4", width: 160, height: 90, fps: "30", seconds: 2, tone: 660)
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
+        let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/a.mp4").1, Self.video("\(dir)/b.mp4").1])
+        let timeline = try Planner.timeline(for: pipeline, facts: ["\(dir)/a.mp4": try Probe.facts(path: "\(dir)/a.mp4"),
+                                                                   "\(dir)/b.mp4": try Probe.facts(path: "\(dir)/b.mp4")])
+        var inputs: [ConcatInput] = []
+        for (i, t) in timeline.enumerated() {
+            let spec = Planner.segmentSpec(pipeline, index: i, sourcePath: "\(dir)/\(i == 0 ? "a" : "b").mp4", frameCount: t.frameCount)
+            _ = try SegmentRenderer.render(spec, to: "\(dir)/seg\(i).mov")
+            inputs.append(ConcatInput(path: "\(dir)/seg\(i).mov", frameCount: t.frameCount, sampleCount: t.sampleCount, label: "clip \(i)"))
+        }
+        // The plan says the second segment is 30 frames longer than it is: the first's 24 s of
+        // sound have started two chunks by the time that is found.
+        inputs[1].frameCount += 30; inputs[1].sampleCount += 48_000
+        for _ in 0..<3 {
+            #expect {
+                _ = try Concat.run(inputs, profile: profile, to: "\(dir)/out.mp4", audioCache: "\(dir)/chunks")
+            } throws: { error in
+                "\(error)".contains("clip 1") && "\(error)".contains("expected \(inputs[1].frameCount)")
+            }
+        }
+    }
+
     @Test func twoClipsJoinExactly() throws {
         let dir = temporaryDirectory()
         try Generate.clip("\(dir)/a.mp4", fps: "30", seconds: 1.0)
