@@ -71,13 +71,12 @@ import TestSupport
         }
     }
 
-    /// Encoded audio chunks are kept by their sound: a concat whose audio begins as an earlier
-    /// one's did encodes only the chunks from the first difference on, and its movie is the same,
-    /// byte for byte, as one made without the cache.
-    @Test func aLaterEditReencodesOnlyTheAudioAfterIt() throws {
+    /// Two rendered segments of tones (440 and 660 Hz) at 160x90, `first` and `second` seconds
+    /// long, with the concat inputs the plan gives them.
+    static func twoToneSegments(seconds first: Double, _ second: Double) throws -> (String, OutputProfile, [ConcatInput]) {
         let dir = temporaryDirectory()
-        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 24, tone: 440)
-        try Generate.clip("\(dir)/b.mp4", width: 160, height: 90, fps: "30", seconds: 12, tone: 660)
+        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: first, tone: 440)
+        try Generate.clip("\(dir)/b.mp4", width: 160, height: 90, fps: "30", seconds: second, tone: 660)
         let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
         let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/a.mp4").1, Self.video("\(dir)/b.mp4").1])
         let timeline = try Planner.timeline(for: pipeline, facts: ["\(dir)/a.mp4": try Probe.facts(path: "\(dir)/a.mp4"),
@@ -88,6 +87,14 @@ import TestSupport
             _ = try SegmentRenderer.render(spec, to: "\(dir)/seg\(i).mov")
             inputs.append(ConcatInput(path: "\(dir)/seg\(i).mov", frameCount: t.frameCount, sampleCount: t.sampleCount, label: "clip \(i)"))
         }
+        return (dir, profile, inputs)
+    }
+
+    /// Encoded audio chunks are kept by their sound: a concat whose audio begins as an earlier
+    /// one's did encodes only the chunks from the first difference on, and its movie is the same,
+    /// byte for byte, as one made without the cache.
+    @Test func aLaterEditReencodesOnlyTheAudioAfterIt() throws {
+        let (dir, profile, inputs) = try Self.twoToneSegments(seconds: 24, 12)
         // The edit: the second item ends a second earlier.
         var edited = inputs
         edited[1].frameCount -= 30; edited[1].sampleCount -= 48_000
@@ -118,19 +125,8 @@ import TestSupport
     /// A concat that fails after some audio chunks have begun encoding (the second segment is
     /// shorter than planned) reports the segment and leaves no encoder running behind it.
     @Test func aConcatThatFailsHalfWayReportsTheSegment() throws {
-        let dir = temporaryDirectory()
-        try Generate.clip("\(dir)/a.mp4", width: 160, height: 90, fps: "30", seconds: 24, tone: 440)
-        try Generate.clip("\(dir)/b.mp4", width: 160, height: 90, fps: "30", seconds: 2, tone: 660)
-        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 160, height: 90, fps: Rational(30, 1))
-        let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/a.mp4").1, Self.video("\(dir)/b.mp4").1])
-        let timeline = try Planner.timeline(for: pipeline, facts: ["\(dir)/a.mp4": try Probe.facts(path: "\(dir)/a.mp4"),
-                                                                   "\(dir)/b.mp4": try Probe.facts(path: "\(dir)/b.mp4")])
-        var inputs: [ConcatInput] = []
-        for (i, t) in timeline.enumerated() {
-            let spec = Planner.segmentSpec(pipeline, index: i, sourcePath: "\(dir)/\(i == 0 ? "a" : "b").mp4", frameCount: t.frameCount)
-            _ = try SegmentRenderer.render(spec, to: "\(dir)/seg\(i).mov")
-            inputs.append(ConcatInput(path: "\(dir)/seg\(i).mov", frameCount: t.frameCount, sampleCount: t.sampleCount, label: "clip \(i)"))
-        }
+        let (dir, profile, planned) = try Self.twoToneSegments(seconds: 24, 2)
+        var inputs = planned
         // The plan says the second segment is 30 frames longer than it is: the first's 24 s of
         // sound have started two chunks by the time that is found.
         inputs[1].frameCount += 30; inputs[1].sampleCount += 48_000
