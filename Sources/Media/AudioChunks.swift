@@ -54,9 +54,9 @@ enum AudioChunks {
     }
 
     /// One chunk encoded (or found in `cache`): its kept packets in the movie's timeline.
-    static func encode(_ c: Chunk, sound: UnsafeRawBufferPointer, settings: String, bitrate: Int, globalHeader: Bool, name: String,
+    static func encode(_ c: Chunk, sound: UnsafeRawBufferPointer, bitrate: Int, globalHeader: Bool, name: String,
                        cache: AudioChunkCache?) throws -> (packets: [CollectedPacket], reused: Bool) {
-        let key = cache?.key(sound: sound, settings: settings + " " + c.relativeKeep)
+        let key = cache?.key(sound: sound, settings: settings(bitrate: bitrate, globalHeader: globalHeader) + " " + c.relativeKeep)
         var packets: [CollectedPacket]
         var reused = false
         if let cache, let key, let stored = cache.load(key) {
@@ -87,7 +87,7 @@ final class AudioChunkEncoder: @unchecked Sendable {
     /// an encoder reads (a chunk starts once `filled` has passed its end).
     private(set) var filled = 0
     private var started = 0
-    private let settings: String, bitrate: Int, globalHeader: Bool, name: String
+    private let bitrate: Int, globalHeader: Bool, name: String
     private let cache: AudioChunkCache?
     private let queue = OperationQueue()
     private let outcomes: Outcomes
@@ -108,7 +108,6 @@ final class AudioChunkEncoder: @unchecked Sendable {
         self.total = total
         chunks = AudioChunks.layout(total: total)
         pcm = .allocate(capacity: max(1, total * 2))
-        settings = AudioChunks.settings(bitrate: bitrate, globalHeader: globalHeader)
         self.bitrate = bitrate; self.globalHeader = globalHeader; self.name = name; self.cache = cache
         outcomes = Outcomes(chunks.count)
         queue.maxConcurrentOperationCount = max(1, ProcessInfo.processInfo.activeProcessorCount)
@@ -136,12 +135,10 @@ final class AudioChunkEncoder: @unchecked Sendable {
         while started < chunks.count && chunks[started].to <= filled {
             let k = started, c = chunks[k]
             started += 1
-            let pcm = Sound(base: pcm), outcomes = outcomes, settings = settings, bitrate = bitrate, globalHeader = globalHeader,
-                name = name, cache = cache
+            let pcm = Sound(base: pcm), outcomes = outcomes, bitrate = bitrate, globalHeader = globalHeader, name = name, cache = cache
             queue.addOperation {
                 let sound = UnsafeRawBufferPointer(start: UnsafeRawPointer(pcm.base + c.from * 2), count: (c.to - c.from) * 4)
-                outcomes.set(k, Result { try AudioChunks.encode(c, sound: sound, settings: settings, bitrate: bitrate, globalHeader: globalHeader,
-                                                                 name: name, cache: cache) })
+                outcomes.set(k, Result { try AudioChunks.encode(c, sound: sound, bitrate: bitrate, globalHeader: globalHeader, name: name, cache: cache) })
             }
         }
     }

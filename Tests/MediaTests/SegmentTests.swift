@@ -123,7 +123,7 @@ import TestSupport
     }
 
     /// A concat that fails after some audio chunks have begun encoding (the second segment is
-    /// shorter than planned) reports the segment and leaves no encoder running behind it.
+    /// shorter than planned) reports that segment, and does so again each time it is run.
     @Test func aConcatThatFailsHalfWayReportsTheSegment() throws {
         let (dir, profile, planned) = try Self.twoToneSegments(seconds: 24, 2)
         var inputs = planned
