@@ -208,9 +208,15 @@ final class Unit {
     let item: Int?
     /// Lineage stage names this unit covers.
     let stages: [String]
+    /// Their lineage row ids, in the same order (set once the run's rows exist).
+    var stageRows: [Int64] = []
     init(kind: Kind, name: String, item: Int?, stages: [String]) {
         self.kind = kind; self.name = name; self.item = item; self.stages = stages
     }
+    /// What `prepare` has to record on the unit's stage rows (ready, with its parameters and key)
+    /// and has not yet: written with the dispatch when the unit goes out in the same feed, else
+    /// as a row of its own when the feed ends (`CoordinatorCore.recordReady`).
+    var unrecordedReady: LineageStore.StageParameters?
     /// When its current attempt's stage became ready (for the ready→started figure).
     var readyAt = 0.0
     /// When its current attempt was sent.
@@ -270,7 +276,10 @@ final class RunState {
         }
         units.append(Unit(kind: .concat, name: "concat", item: nil, stages: ["concat"]))
         self.units = units
-        for (k, u) in units.enumerated() { unitIndex[u.name] = k }
+        for (k, u) in units.enumerated() {
+            unitIndex[u.name] = k
+            u.stageRows = u.stages.map { stageIDs[$0]! }
+        }
         dependencies = RunState.dependencies(units, pipeline)
     }
 
@@ -949,7 +958,7 @@ final class CoordinatorCore {
         events.append(event)
         guard !feeding else { return }
         feeding = true
-        defer { feeding = false }
+        defer { feeding = false; recordReady() }
         while let e = events.popFirst() {
             // The scheduler scores each free worker for a stage: work out the stage's inputs once.
             var memo: (StageRef, [ArtifactRef])?
@@ -1016,14 +1025,15 @@ final class CoordinatorCore {
         let task = makeTask(run, ui)
         let key = task.flatMap { stageKey(run, ui, $0) }
         u.task = task; u.key = key; u.reuseID = nil; u.reuse = nil
-        var params: String? = nil
+        var ready = LineageStore.StageParameters(params: nil, key: u.kind == .render ? key : nil)
         var cost = 0.0
         if case .segment(let spec) = task, let i = u.item {
-            let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
-            params = (try? encoder.encode(spec.edits)).map { String(decoding: $0, as: UTF8.self) }
+            ready = editsParameters(spec.edits, key: ready.key)
             if let f = run.facts[i], let n = run.frameCounts[i] { cost = Self.renderCost(f, frames: n, fps: run.pipeline.output.fps.double) }
         }
-        for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: .ready, params: params, key: u.kind == .render ? key : nil) } }
+        // Recorded with the dispatch if the unit goes out in this feed, else when the feed ends.
+        if u.unrecordedReady == nil { unrecordedReady.append(s) }
+        u.unrecordedReady = ready
         var check = false
         if let key, let candidate = try? lineage.cachedArtifact(key: key) {
             u.reuseID = candidate.id
@@ -1038,17 +1048,58 @@ final class CoordinatorCore {
         feed(.prepared(s, cacheCheck: check, cost: cost))
     }
 
+    /// Units prepared whose ready rows are not written yet (see `Unit.unrecordedReady`).
+    var unrecordedReady: [StageRef] = []
+
+    /// Writes the ready rows of units prepared and not sent (all of them, or one run's).
+    func recordReady(run only: Int64? = nil) {
+        guard !unrecordedReady.isEmpty else { return }
+        var left: [StageRef] = []
+        for s in unrecordedReady {
+            if let only, s.run != only { left.append(s); continue }
+            guard let run = runs[s.run] ?? (s.run == only ? endingRun : nil) else { continue }
+            let u = run.units[s.node]
+            guard let ready = u.unrecordedReady else { continue }
+            u.unrecordedReady = nil
+            record("stagesReady") { try lineage.stagesReady(u.stageRows, ready) }
+        }
+        unrecordedReady = left
+    }
+
+    /// The run `runEnded` is ending (no longer in `runs`), for `recordReady`.
+    var endingRun: RunState?
+
+    /// A render's recorded parameters (its edits as JSON, and their hash), kept for the edits
+    /// last seen: items of one pipeline mostly share them, and encoding them was a tenth of the
+    /// coordinator's work per render.
+    var editsJSON: [Edits: LineageStore.StageParameters] = [:]
+
+    func editsParameters(_ edits: Edits, key: String?) -> LineageStore.StageParameters {
+        var p: LineageStore.StageParameters
+        if let known = editsJSON[edits] { p = known } else {
+            let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
+            p = LineageStore.StageParameters(params: (try? encoder.encode(edits)).map { String(decoding: $0, as: UTF8.self) }, key: nil)
+            if editsJSON.count >= 256 { editsJSON.removeAll(keepingCapacity: true) }
+            editsJSON[edits] = p
+        }
+        p.key = key
+        return p
+    }
+
     /// Sends a stage to the worker the scheduler chose, under its lease.
     func dispatch(lease: String, _ s: StageRef, to wid: String, attempt: Int, checkOnly: Bool, readySince: Double, now: Double) {
         guard let run = runs[s.run], let worker = workers[wid], let task = run.units[s.node].task else { feed(.notDelivered(lease: lease)); return }
         let u = run.units[s.node]
-        let stageIDs = u.stages.map { run.stageIDs[$0]! }
+        let stageIDs = u.stageRows
+        let ready = u.unrecordedReady
+        u.unrecordedReady = nil
         var assignment: Assignment
         var inputs: [ArtifactRef] = []
         if checkOnly, let reuse = u.reuse {
             assignment = Assignment(lease: lease, task: task, key: u.key, reuse: reuse, checkOnly: true)
             assignment.inputs = [reuse]
-            u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid, slot: nil, lease: lease) } ?? []
+            u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid, slot: nil, lease: lease,
+                                                                                         ready: ready) } ?? []
         } else {
             u.reuseID = nil
             inputs = inputRefs(run, s.node, task)
@@ -1059,7 +1110,7 @@ final class CoordinatorCore {
                 assignment.origin = run.files.isEmpty ? run.pipeline.items[i].sources.first?.uri : nil
             }
             u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid,
-                                                             slot: max(0, scheduler.busySlots(wid) - 1), lease: lease) } ?? []
+                                                             slot: max(0, scheduler.busySlots(wid) - 1), lease: lease, ready: ready) } ?? []
         }
         u.readyAt = readySince
         u.sentAt = Date().timeIntervalSince1970
@@ -1183,7 +1234,21 @@ final class CoordinatorCore {
     }
 
     func segmentKey(_ spec: SegmentSpec, sourceSHA256: String) -> String {
-        StageKey.segment(spec, sourceSHA256: sourceSHA256, renderer: EditChain.fingerprint(spec))
+        StageKey.segment(spec, sourceSHA256: sourceSHA256, renderer: fingerprint(spec))
+    }
+
+    /// The renderer's fingerprint depends on the edits, the output and whether the item is a Ken
+    /// Burns still, which a pipeline's items mostly share: kept for the last few hundred seen.
+    struct FingerprintInputs: Hashable { var edits: Edits; var profile: OutputProfile; var kenBurns: Bool }
+    var fingerprints: [FingerprintInputs: String] = [:]
+
+    func fingerprint(_ spec: SegmentSpec) -> String {
+        let k = FingerprintInputs(edits: spec.edits, profile: spec.profile, kenBurns: spec.kenBurns != nil)
+        if let known = fingerprints[k] { return known }
+        let f = EditChain.fingerprint(spec)
+        if fingerprints.count >= 256 { fingerprints.removeAll(keepingCapacity: true) }
+        fingerprints[k] = f
+        return f
     }
 
     struct ConcatKey: Codable { var inputs: [ConcatInput]; var profile: OutputProfile }
@@ -1193,7 +1258,7 @@ final class CoordinatorCore {
         let art = r.artifact!
         if r.cached == true, let id = u.reuseID {
             for a in u.attemptIDs { try lineage.linkArtifact(attemptID: a, artifactID: id, inputs: inputs) }
-            for s in u.stages { try lineage.stageCached(run.stageIDs[s]!) }
+            for id in u.stageRows { try lineage.stageCached(id) }
             try lineage.event("stage.cached", "\(u.name) reused artifact \(art.sha256.prefix(12))", runID: run.id, stageID: run.stageIDs[u.stages[0]])
             return id
         }
@@ -1325,6 +1390,9 @@ final class CoordinatorCore {
     func succeed(_ run: RunState, _ ui: Int, _ r: TaskResult) throws {
         let u = run.units[ui]
         let p = run.pipeline
+        // Each stage's first and only success: the metric needs no read of its row.
+        let cached = r.cached == true && u.reuseID != nil
+        func first(_ k: Int) -> (kind: String, cached: Bool) { (String(u.stages[k].prefix { $0 != "/" }), cached) }
         let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
         let done = Date().timeIntervalSince1970
         if u.kind == .fetch, let i = u.item, let art = r.artifact,
@@ -1332,9 +1400,9 @@ final class CoordinatorCore {
             let factsJSON = String(decoding: try encoder.encode(facts), as: UTF8.self)
             let aid = try recordOutput(run, u, r, kind: "source", facts: factsJSON, inputs: [])
             try lineage.attemptFinished(u.attemptIDs[0], state: attemptState(r), started: r.startedAt, finished: r.finishedAt, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
-            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: .succeeded,
+            try lineage.stageUpdate(u.stageRows[0], state: .succeeded,
                                     params: "{\"uri\":\"\(p.items[i].sources[0].uri)\"}", key: u.key ?? art.sha256,
-                                    finished: done, seconds: r.finishedAt - r.startedAt)
+                                    finished: done, seconds: r.finishedAt - r.startedAt, first: first(0))
             run.sources[i] = (art, aid)
             run.facts[i] = facts
             run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
@@ -1342,10 +1410,10 @@ final class CoordinatorCore {
         } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {
             let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: run.sources[i].map { [$0.1] } ?? [])
             let seconds = [report.decodeSeconds, report.transformSeconds, report.encodeSeconds]
-            for (k, s) in u.stages.enumerated() {
+            for k in u.stages.indices {
                 try lineage.attemptFinished(u.attemptIDs[k], state: attemptState(r), started: r.startedAt, finished: r.finishedAt,
                                             cpu: k == 0 ? r.cpuSeconds : nil, maxRSS: r.maxRSS)
-                try lineage.stageUpdate(run.stageIDs[s]!, state: .succeeded, finished: done, seconds: seconds[k])
+                try lineage.stageUpdate(u.stageRows[k], state: .succeeded, finished: done, seconds: seconds[k], first: first(k))
             }
             run.segments[i] = (art, aid)
         } else if u.kind == .transition, let b = u.item, let art = r.artifact {
@@ -1355,8 +1423,8 @@ final class CoordinatorCore {
             let params: String? = { if case .transition(let spec, _, _, _) = u.task {
                     return (try? encoder.encode(spec)).map { String(decoding: $0, as: UTF8.self) } }
                 return nil }()
-            try lineage.stageUpdate(run.stageIDs[u.stages[0]]!, state: .succeeded, params: params, key: u.key, finished: done,
-                                    seconds: r.finishedAt - r.startedAt)
+            try lineage.stageUpdate(u.stageRows[0], state: .succeeded, params: params, key: u.key, finished: done,
+                                    seconds: r.finishedAt - r.startedAt, first: first(0))
             run.transitions[b] = (art, aid)
         } else if u.kind == .concat, let art = r.artifact {
             let out = p.output.path
@@ -1377,8 +1445,8 @@ final class CoordinatorCore {
                     var n = inputs; for k in n.indices { n[k].path = "" }
                     return (try? encoder.encode(ConcatKey(inputs: n, profile: profile))).map { String(decoding: $0, as: UTF8.self) } }
                 return nil }()
-            try lineage.stageUpdate(run.stageIDs["concat"]!, state: .succeeded, params: concatParams, key: u.key ?? art.sha256,
-                                    finished: done, seconds: r.finishedAt - r.startedAt)
+            try lineage.stageUpdate(u.stageRows[0], state: .succeeded, params: concatParams, key: u.key ?? art.sha256,
+                                    finished: done, seconds: r.finishedAt - r.startedAt, first: first(0))
             run.output = art
             return
         }
@@ -1421,6 +1489,9 @@ final class CoordinatorCore {
     func runEnded(_ run: RunState, _ outcome: FarmScheduler.Outcome, now: Double) {
         run.finished = true
         runs[run.id] = nil
+        endingRun = run
+        recordReady(run: run.id)
+        endingRun = nil
         switch outcome {
         case .succeeded:
             guard let art = run.output else {

@@ -548,12 +548,37 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// What a ready stage records besides its state: its parameters (JSON) and their SHA-256,
+    /// and its output key.
+    public struct StageParameters: Sendable {
+        public var params: String?
+        public var paramsSHA256: String?
+        public var key: String?
+        public init(params: String?, key: String?) {
+            self.params = params; self.paramsSHA256 = params.map { SHA256Hasher.hex($0) }; self.key = key
+        }
+    }
+
+    /// Stages that became ready, with what they record (one UPDATE each).
+    public func stagesReady(_ stageIDs: [Int64], _ p: StageParameters) throws {
+        try write { db in
+            let update = try db.cachedStatement(sql: """
+                UPDATE stage SET state = 'ready', params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256),
+                    key = coalesce(?, key) WHERE id = ?
+                """)
+            for id in stageIDs { try update.execute(arguments: [p.params, p.paramsSHA256, p.key, id]) }
+        }
+    }
+
+    /// `first`: the caller knows this is the stage's first end state, its kind and whether it was
+    /// cached (the metric then needs no read of the row).
     public func stageUpdate(_ stageID: Int64, state: StageStatus, params: String? = nil, key: String? = nil, error: String? = nil,
-                            started: Double? = nil, finished: Double? = nil, seconds: Double? = nil, attempts: Int? = nil) throws {
+                            started: Double? = nil, finished: Double? = nil, seconds: Double? = nil, attempts: Int? = nil,
+                            first: (kind: String, cached: Bool)? = nil) throws {
         try write { db in
             // A stage reaching an end state for the first time is counted (threadline_stages_total).
-            var ended: (kind: String, cached: Bool)?
-            if state.isEnd,
+            var ended: (kind: String, cached: Bool)? = state.isEnd ? first : nil
+            if state.isEnd, first == nil,
                let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT kind, state, cached FROM stage WHERE id = ?"), arguments: [stageID]),
                !FarmMetrics.endStates.contains(row["state"] as String) {
                 ended = (row["kind"], row["cached"] as Int != 0)
@@ -585,15 +610,24 @@ public final class LineageStore: Sendable {
     }
 
     /// Records one try of a stage (for decode/transform/encode, one attempt row per stage).
-    public func attemptDispatched(stageIDs: [Int64], attemptNo: Int, worker: String, slot: Int?, lease: String) throws -> [Int64] {
+    /// `ready`: what the stages' rows record as ready, when that was not written yet (a stage made
+    /// ready and sent in the same turn needs one UPDATE, not two).
+    public func attemptDispatched(stageIDs: [Int64], attemptNo: Int, worker: String, slot: Int?, lease: String,
+                                  ready: StageParameters? = nil) throws -> [Int64] {
         try write { db in
             var ids: [Int64] = []
+            let t = now()
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO attempt (stage_id, attempt_no, worker_id, slot, lease, dispatched_at, state) VALUES (?, ?, ?, ?, ?, ?, 'running')
+                """)
+            let update = try db.cachedStatement(sql: """
+                UPDATE stage SET state = 'running', attempts = ?, started_at = coalesce(started_at, ?),
+                    params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256), key = coalesce(?, key) WHERE id = ?
+                """)
             for (i, s) in stageIDs.enumerated() {
-                try db.cachedStatement(sql: """
-                    INSERT INTO attempt (stage_id, attempt_no, worker_id, slot, lease, dispatched_at, state) VALUES (?, ?, ?, ?, ?, ?, 'running')
-                    """).execute(arguments: [s, attemptNo, worker, slot, stageIDs.count > 1 ? "\(lease)#\(i)" : lease, now()])
+                try insert.execute(arguments: [s, attemptNo, worker, slot, stageIDs.count > 1 ? "\(lease)#\(i)" : lease, t])
                 ids.append(db.lastInsertedRowID)
-                try db.cachedStatement(sql: "UPDATE stage SET state = 'running', attempts = ?, started_at = coalesce(started_at, ?) WHERE id = ?").execute(arguments: [attemptNo, now(), s])
+                try update.execute(arguments: [attemptNo, t, ready?.params, ready?.paramsSHA256, ready?.key, s])
             }
             return ids
         }
