@@ -1029,7 +1029,7 @@ final class CoordinatorCore {
         var cost = 0.0
         if case .segment(let spec) = task, let i = u.item {
             ready = editsParameters(spec.edits, key: ready.key)
-            if let f = run.facts[i], let n = run.frameCounts[i] { cost = Self.renderCost(f, frames: n, fps: run.pipeline.output.fps.double) }
+            if let f = run.facts[i] { cost = RenderCost.estimate(f, spec: spec) }
         }
         // Recorded with the dispatch if the unit goes out in this feed, else when the feed ends.
         if u.unrecordedReady == nil { unrecordedReady.append(s) }
@@ -1451,16 +1451,6 @@ final class CoordinatorCore {
             return
         }
         progress(run)
-    }
-
-    /// A render's relative cost: frames out, times source pixels, times how many source frames
-    /// are decoded per frame out; HEVC decodes at about half H.264's speed.
-    static func renderCost(_ f: MediaFacts, frames: Int, fps: Double) -> Double {
-        if f.isStill { return Double(frames) * 1.5 }     // Ken Burns scales a large picture every frame
-        let rate = max(1, (f.frameRate ?? fps) / fps)
-        let pixels = Double(max(1, f.width * f.height)) / 2_073_600
-        let codec = ["hevc", "h265"].contains(f.videoCodec?.lowercased() ?? "") ? 2.0 : 1.0
-        return Double(frames) * rate * max(0.25, pixels) * codec
     }
 
     /// Once every item's length is known, the frame-exact timeline.

@@ -1,0 +1,49 @@
+import Foundation
+
+/// How long a render takes relative to the run's other renders: the scheduler sends a run's
+/// costliest renders first, so the run does not end on one long render while the other cores idle.
+/// Only the order matters; the unit is milliseconds of one core of the machine the figures come
+/// from (`scripts/bench small`'s floors on the 2-core EPYC of docs/BENCHMARKS.md):
+///
+/// - each output frame: scaling and filters 1.5 ms, x264 8.9 ms for a full 1280x720 picture, both
+///   in proportion to the output's pixels; letterbox bars cost x264 about a third of picture;
+/// - each source frame decoded: 4.8 ms at 1080p H.264, in proportion to its pixels; HEVC 1.3x
+///   (1.07-1.4x on the bench's clips, `ffmpeg -threads 1 -i clip -f null -`);
+///   the frames a faster source has between the shown ones (60 fps shown at 30) count half,
+///   because the renderer skips the ones nothing refers to;
+/// - a still moved over (Ken Burns): 5.4 ms a frame for resampling the large picture.
+public enum RenderCost {
+    public static func estimate(_ f: MediaFacts, spec: SegmentSpec) -> Double {
+        let p = spec.profile
+        let outputPixels = Double(max(1, p.width * p.height))
+        let outputScale = outputPixels / 921_600
+        let frames = Double(spec.frameCount)
+        let picture = pictureShare(f, spec: spec)
+        let perFrame = 1.5 * outputScale + 8.9 * outputScale * (0.35 + 0.65 * picture)
+        if f.isStill {
+            return frames * (perFrame + (spec.kenBurns != nil ? 5.4 * outputScale : 0))
+        }
+        let sourcePixels = Double(max(1, f.width * f.height)) / 2_073_600
+        let codec = ["hevc", "h265"].contains(f.videoCodec?.lowercased() ?? "") ? 1.3 : 1.0
+        // Source frames per output frame: shown ones in full, the ones between at half.
+        let rate = max(0.01, (f.frameRate ?? p.fps.double) * max(0.01, spec.edits.speed) / p.fps.double)
+        let decoded = rate <= 1 ? rate : 1 + (rate - 1) * 0.5
+        return frames * (perFrame + 4.8 * sourcePixels * codec * decoded)
+    }
+
+    /// The share of the output frame the picture covers once fitted: 1 unless letterboxed, then
+    /// the fitted picture's area over the frame's (a portrait clip in a landscape movie: about a third).
+    public static func pictureShare(_ f: MediaFacts, spec: SegmentSpec) -> Double {
+        let fit = spec.edits.fit ?? spec.profile.fit
+        guard fit == .letterbox, f.width > 0, f.height > 0, spec.profile.width > 0, spec.profile.height > 0 else { return 1 }
+        let turns = ((f.rotation + spec.edits.rotate) % 180 + 180) % 180 == 90
+        var w = Double(turns ? f.height : f.width), h = Double(turns ? f.width : f.height)
+        if let c = spec.edits.crop, c.width > 0, c.height > 0 {
+            // The crop's fractions are of the upright picture.
+            w *= min(1, c.width); h *= min(1, c.height)
+        }
+        let W = Double(spec.profile.width), H = Double(spec.profile.height)
+        let scale = min(W / w, H / h)
+        return min(1, (w * scale) * (h * scale) / (W * H))
+    }
+}
