@@ -2,16 +2,20 @@ import Foundation
 
 /// How long a render takes relative to the run's other renders: the scheduler sends a run's
 /// costliest renders first, so the run does not end on one long render while the other cores idle.
-/// Only the order matters; the unit is milliseconds of one core of the machine the figures come
-/// from (`scripts/bench small`'s floors on the 2-core EPYC of docs/BENCHMARKS.md):
+/// Only the order matters; the unit is milliseconds of one core of the 2-core EPYC of
+/// docs/BENCHMARKS.md, from the small bench (`scripts/bench small`) on 2026-11-24:
 ///
-/// - each output frame: scaling and filters 1.5 ms, x264 8.9 ms for a full 1280x720 picture, both
-///   in proportion to the output's pixels; letterbox bars cost x264 about a third of picture;
-/// - each source frame decoded: 4.8 ms at 1080p H.264, in proportion to its pixels; HEVC 1.3x
-///   (1.07-1.4x on the bench's clips, `ffmpeg -threads 1 -i clip -f null -`);
-///   the frames a faster source has between the shown ones (60 fps shown at 30) count half,
-///   because the renderer skips the ones nothing refers to;
-/// - a still moved over (Ken Burns): 5.4 ms a frame for resampling the large picture.
+/// - each output frame: x264 8.9 ms for a full 1280x720 picture (the encode floor: 20.0 CPU-s for
+///   2236 frames), in proportion to the output's pixels; letterbox bars cost about a third of
+///   picture (portrait clips rendered at 12.3-13.4 ms a frame against 14.1-15.6 for landscape);
+///   scaling and filters about 1.5 ms (what a landscape render leaves after decoding and x264);
+/// - each source frame decoded: 4.8 ms at 1080p H.264 (the decode floor: 15.6 CPU-s for 3240
+///   frames), in proportion to its pixels; HEVC 1.3x (1.07-1.4x on the bench's clips,
+///   `ffmpeg -threads 1 -i clip -f null -`); the frames a faster source has between the shown ones
+///   (60 fps shown at 30) count half, because the renderer skips the ones nothing refers to (the
+///   bench's 60 fps clips rendered no slower a frame than its 30 fps ones);
+/// - a still moved over (Ken Burns): 5.4 ms a frame for resampling the large picture (its renders
+///   took 14.4 ms a frame).
 public enum RenderCost {
     public static func estimate(_ f: MediaFacts, spec: SegmentSpec) -> Double {
         let p = spec.profile
