@@ -51,4 +51,21 @@ import ThreadlineCore
         // Without the move it is one picture encoded again and again.
         #expect(RenderCost.estimate(still, spec: Self.spec()) < moving)
     }
+
+    @Test func looksDrawnInRGBCostTheirFilters() {
+        let plain = RenderCost.estimate(Self.clip(), spec: Self.spec())
+        func with(_ look: Look?, warmth: Double = 0) -> Double {
+            var s = Self.spec()
+            s.edits.look = look
+            if warmth != 0 { var a = Adjust(); a.warmth = warmth; s.edits.adjust = a }
+            return RenderCost.estimate(Self.clip(), spec: s)
+        }
+        // eq and hue are next to free; a warm look or warmth is a round trip to RGB and a filter;
+        // silvertone's colorbalance is the dearest.
+        #expect(with(.vivid) == plain)
+        #expect(with(.warm) > plain * 1.5)
+        #expect(with(nil, warmth: 0.5) == with(.warm))
+        #expect(with(.silvertone) > with(.warm))
+        #expect(with(.sepia) > plain && with(.sepia) < with(.warm))
+    }
 }
