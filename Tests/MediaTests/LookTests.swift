@@ -47,6 +47,23 @@ import TestSupport
         #expect(bright.g > neutral.g + 20)
     }
 
+    /// Warm, cool and warmth are a lookup table of colortemperature's channel gains: the same
+    /// pixels as the filter for every 8-bit value of each channel, at a sixth of its cost.
+    @Test(arguments: [3000.0, 4500, 5250, 6500, 7750, 9000])
+    func colourTemperatureTableMakesTheFiltersPixels(_ kelvin: Double) throws {
+        let ramp = ["-v", "error", "-f", "lavfi", "-i", "nullsrc=s=256x256,format=gbrp,geq=r='X':g='Y':b='255-X'", "-frames:v", "1"]
+        func pixels(_ filter: String) throws -> Data {
+            let out = temporaryDirectory("temperature") + "/p.raw"
+            let r = try run("ffmpeg", ramp + ["-vf", filter, "-f", "rawvideo", "-pix_fmt", "gbrp", "-y", out])
+            #expect(r.status == 0, "\(filter): \(r.err)")
+            return try Data(contentsOf: URL(fileURLWithPath: out))
+        }
+        let filter = try pixels(String(format: "colortemperature=temperature=%.0f", kelvin))
+        let table = try pixels(EditChain.colourTemperature(kelvin))
+        #expect(filter.count == 3 * 256 * 256)
+        #expect(filter == table, "\(EditChain.colourTemperature(kelvin))")
+    }
+
     @Test func blurFitFillsTheSidesWithPicture() throws {
         // A portrait source in a landscape frame: letterbox leaves black bars, blur fills them.
         let letterbox = try frameRGBMeans(try Self.render(Edits()), frame: 5, x0: 0, x1: 0.15)
