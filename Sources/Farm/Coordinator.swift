@@ -1006,7 +1006,7 @@ final class CoordinatorCore {
         case .retry(let s, _, _):
             guard let run = runs[s.run] else { return }
             let u = run.units[s.node]
-            for st in u.stages { record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: .ready, error: u.lastError) } }
+            for id in u.stageRows { record("stageUpdate") { try lineage.stageUpdate(id, state: .ready, error: u.lastError) } }
             progress(run)
         case .stale(let lease, let wid):
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
@@ -1032,7 +1032,7 @@ final class CoordinatorCore {
             if let f = run.facts[i] { cost = RenderCost.estimate(f, spec: spec) }
         }
         // Recorded with the dispatch if the unit goes out in this feed, else when the feed ends.
-        if u.unrecordedReady == nil { unrecordedReady.append(s) }
+        if u.unrecordedReady == nil { unrecordedReady.append((s.run, u)) }
         u.unrecordedReady = ready
         var check = false
         if let key, let candidate = try? lineage.cachedArtifact(key: key) {
@@ -1048,26 +1048,21 @@ final class CoordinatorCore {
         feed(.prepared(s, cacheCheck: check, cost: cost))
     }
 
-    /// Units prepared whose ready rows are not written yet (see `Unit.unrecordedReady`).
-    var unrecordedReady: [StageRef] = []
+    /// Units prepared whose ready rows are not written yet (see `Unit.unrecordedReady`), by run.
+    var unrecordedReady: [(run: Int64, unit: Unit)] = []
 
     /// Writes the ready rows of units prepared and not sent (all of them, or one run's).
     func recordReady(run only: Int64? = nil) {
         guard !unrecordedReady.isEmpty else { return }
-        var left: [StageRef] = []
-        for s in unrecordedReady {
-            if let only, s.run != only { left.append(s); continue }
-            guard let run = runs[s.run] ?? (s.run == only ? endingRun : nil) else { continue }
-            let u = run.units[s.node]
-            guard let ready = u.unrecordedReady else { continue }
+        var left: [(run: Int64, unit: Unit)] = []
+        for (run, u) in unrecordedReady {
+            if let only, run != only { left.append((run, u)); continue }
+            guard let ready = u.unrecordedReady else { continue }   // sent meanwhile
             u.unrecordedReady = nil
             record("stagesReady") { try lineage.stagesReady(u.stageRows, ready) }
         }
         unrecordedReady = left
     }
-
-    /// The run `runEnded` is ending (no longer in `runs`), for `recordReady`.
-    var endingRun: RunState?
 
     /// A render's recorded parameters (its edits as JSON, and their hash), kept for the edits
     /// last seen: items of one pipeline mostly share them, and encoding them was a tenth of the
@@ -1075,15 +1070,21 @@ final class CoordinatorCore {
     var editsJSON: [Edits: LineageStore.StageParameters] = [:]
 
     func editsParameters(_ edits: Edits, key: String?) -> LineageStore.StageParameters {
-        var p: LineageStore.StageParameters
-        if let known = editsJSON[edits] { p = known } else {
+        var p = Self.remembered(edits, in: &editsJSON) {
             let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
-            p = LineageStore.StageParameters(params: (try? encoder.encode(edits)).map { String(decoding: $0, as: UTF8.self) }, key: nil)
-            if editsJSON.count >= 256 { editsJSON.removeAll(keepingCapacity: true) }
-            editsJSON[edits] = p
+            return LineageStore.StageParameters(params: (try? encoder.encode(edits)).map { String(decoding: $0, as: UTF8.self) }, key: nil)
         }
         p.key = key
         return p
+    }
+
+    /// `make(key)`, kept in `memo` for the last few hundred keys seen.
+    static func remembered<K: Hashable, V>(_ key: K, in memo: inout [K: V], _ make: () -> V) -> V {
+        if let known = memo[key] { return known }
+        let value = make()
+        if memo.count >= 256 { memo.removeAll(keepingCapacity: true) }
+        memo[key] = value
+        return value
     }
 
     /// Sends a stage to the worker the scheduler chose, under its lease.
@@ -1243,12 +1244,9 @@ final class CoordinatorCore {
     var fingerprints: [FingerprintInputs: String] = [:]
 
     func fingerprint(_ spec: SegmentSpec) -> String {
-        let k = FingerprintInputs(edits: spec.edits, profile: spec.profile, kenBurns: spec.kenBurns != nil)
-        if let known = fingerprints[k] { return known }
-        let f = EditChain.fingerprint(spec)
-        if fingerprints.count >= 256 { fingerprints.removeAll(keepingCapacity: true) }
-        fingerprints[k] = f
-        return f
+        Self.remembered(FingerprintInputs(edits: spec.edits, profile: spec.profile, kenBurns: spec.kenBurns != nil), in: &fingerprints) {
+            EditChain.fingerprint(spec)
+        }
     }
 
     struct ConcatKey: Codable { var inputs: [ConcatInput]; var profile: OutputProfile }
@@ -1259,7 +1257,7 @@ final class CoordinatorCore {
         if r.cached == true, let id = u.reuseID {
             for a in u.attemptIDs { try lineage.linkArtifact(attemptID: a, artifactID: id, inputs: inputs) }
             for id in u.stageRows { try lineage.stageCached(id) }
-            try lineage.event("stage.cached", "\(u.name) reused artifact \(art.sha256.prefix(12))", runID: run.id, stageID: run.stageIDs[u.stages[0]])
+            try lineage.event("stage.cached", "\(u.name) reused artifact \(art.sha256.prefix(12))", runID: run.id, stageID: u.stageRows[0])
             return id
         }
         return try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: kind, facts: facts,
@@ -1479,9 +1477,7 @@ final class CoordinatorCore {
     func runEnded(_ run: RunState, _ outcome: FarmScheduler.Outcome, now: Double) {
         run.finished = true
         runs[run.id] = nil
-        endingRun = run
         recordReady(run: run.id)
-        endingRun = nil
         switch outcome {
         case .succeeded:
             guard let art = run.output else {
@@ -1512,9 +1508,9 @@ final class CoordinatorCore {
                 message = "\(label(run, u)): poison — its attempts lost \(lost) workers; not retried"
                 failedStage = nil
             }
-            for st in u.stages {
+            for (st, id) in zip(u.stages, u.stageRows) {
                 let failed = failedStage.map { st.hasPrefix($0.rawValue) } ?? true
-                record("stageUpdate") { try lineage.stageUpdate(run.stageIDs[st]!, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
+                record("stageUpdate") { try lineage.stageUpdate(id, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
             }
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
             log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
