@@ -3,6 +3,7 @@ import Testing
 @testable import Media
 import ThreadlineCore
 internal import CFFmpeg
+import TestSupport
 
 /// The coordinator keys a segment by `EditChain.fingerprint` (ThreadlineCore, no FFmpeg). It must
 /// be the chain the renderer really builds, or a change to the chain would reuse stale segments.
@@ -28,12 +29,47 @@ internal import CFFmpeg
             let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
             let rendered = chain.description(for: EditChain.Source(orientation: nil, sar: AVRational(num: 1, den: 1), colour: .output))
             let fingerprint = EditChain.fingerprint(spec)
-            #expect(fingerprint == rendered + (chain.scalesFirst ? " (scaled first)" : ""), "\(spec.edits)")
+            #expect(fingerprint == rendered + (chain.scalesFirst ? EditChain.scaledFirstMark : ""), "\(spec.edits)")
         }
     }
 
     @Test func everyEditChangesTheFingerprint() {
         let prints = Self.variants.map(EditChain.fingerprint)
         #expect(Set(prints).count == prints.count, "two different edits rendered the same chain: \(prints)")
+    }
+}
+
+/// The first resize of a chain that scales first: zscale for 8-bit 4:2:0 pictures of even size
+/// (0.9 instead of 1.6 ms a 1080p frame), libswscale for anything else, the same bicubic either way.
+@Suite struct ResizeTests {
+    static func chain(_ size: (Int, Int), yuv420p: Bool, sideways: Bool = false, fit: OutputProfile.Fit = .letterbox) -> String {
+        let profile = OutputProfile(path: "/tmp/r.mp4", width: 1280, height: 720, fps: Rational(30, 1), fit: fit)
+        let chain = EditChain(edits: Edits(), profile: profile, files: .placeholders(Edits()))
+        let upright = sideways ? EditChain.Upright(filters: ["transpose=clock"], clockwise: 90) : nil
+        return chain.description(for: EditChain.Source(orientation: upright, sar: (1, 1), toOutput: [], size: size, yuv420p: yuv420p))
+    }
+
+    @Test func evenEightBitPicturesAreResizedByZscaleOthersBySwscale() {
+        #expect(Self.chain((1920, 1080), yuv420p: true).hasPrefix("zscale=w=1280:h=720:filter=bicubic:param_a=0:param_b=0.6,"))
+        // A portrait phone clip (stored landscape, turned by its display matrix): scaled, then turned.
+        #expect(Self.chain((1920, 1080), yuv420p: true, sideways: true).hasPrefix("zscale=w=720:h=404:filter=bicubic:param_a=0:param_b=0.6,transpose=clock,"))
+        #expect(Self.chain((1920, 1080), yuv420p: false).hasPrefix("scale=1280:720,"), "10-bit or full-range pictures keep libswscale")
+        #expect(Self.chain((1919, 1080), yuv420p: true).hasPrefix("scale="), "zimg does not subsample odd sizes")
+        // A crop fit of a 4:3 picture to 16:9 scales to 1280x960: even, so zscale.
+        #expect(Self.chain((1440, 1080), yuv420p: true, fit: .crop).hasPrefix("zscale=w=1280:h=960:"))
+        // 1442x1080 cropped to 16:9 scales to 1280x959 (an odd height): libswscale.
+        #expect(Self.chain((1442, 1080), yuv420p: true, fit: .crop).hasPrefix("scale=1280:959,"))
+    }
+
+    @Test func zscaleResizesWithSwscalesKernel() throws {
+        // A detailed 1080p picture to 720p, by the chain's resize and by libswscale's bicubic: the
+        // luma must be the same resize. Measured 70.6 dB; zimg's own bicubic (B = C = 1/3) gives
+        // 65.2, spline36 59.4, libswscale's bilinear about 50.
+        let zscale = String(Self.chain((1920, 1080), yuv420p: true).prefix { $0 != "," })
+        let source = ["-v", "info", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=1,format=yuv420p", "-frames:v", "1"]
+        let r = try run("ffmpeg", source + ["-filter_complex", "split[a][b];[a]scale=1280:720[s];[b]\(zscale)[z];[s][z]psnr", "-f", "null", "-"])
+        #expect(r.status == 0, "\(r.err)")
+        let y = r.err.components(separatedBy: "PSNR y:").last.flatMap { Double($0.prefix { $0 != " " }) } ?? 0
+        #expect(y >= 68, "luma PSNR of \(zscale) against libswscale: \(y) dB\n\(r.err.suffix(400))")
     }
 }
