@@ -25,6 +25,8 @@ struct SourceColour: Equatable {
     var fullRange: Bool
     /// An odd width or height: the colorspace filter and zimg refuse 4:2:0 pictures of that size.
     var oddSize: Bool
+    /// 8-bit 4:2:0 (yuv420p): what the edit chain resizes with zscale when it scales first.
+    var yuv420p: Bool
 
     /// The tone-mapping operator for HDR sources. Mobius is linear up to a knee and rolls off
     /// only the highlights above it, so SDR-range content (most of a phone's HLG picture) keeps
@@ -50,6 +52,7 @@ struct SourceColour: Equatable {
         fullRange = range == AVCOL_RANGE_JPEG || (range == AVCOL_RANGE_UNSPECIFIED && jpegFormats.contains(pix))
         // Untagged: what mpv and browsers assume — BT.709 for HD, BT.601 (SMPTE 170M) for SD.
         oddSize = width % 2 != 0 || height % 2 != 0
+        yuv420p = pix == AV_PIX_FMT_YUV420P
         let hd = width >= 1280 || height > 576
         self.matrix = matrix == AVCOL_SPC_UNSPECIFIED || matrix == AVCOL_SPC_RESERVED ? (hd ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M) : matrix
         self.primaries = primaries == AVCOL_PRI_UNSPECIFIED || primaries == AVCOL_PRI_RESERVED ? AVCOL_PRI_BT709 : primaries
