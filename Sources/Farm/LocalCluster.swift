@@ -31,6 +31,8 @@ public final class LocalCluster: Sendable {
     let context = MessagingContext()
     let logger: Logger
     private let processes = Mutex<[Int32: Process]>([:])
+    /// Entered for each worker process started, left when it exits: shutdown waits on it.
+    private let running = DispatchGroup()
     private let stopping = Mutex(false)
     private let endpoint = Mutex<String>("")
     /// The 0700 folder holding the coordinator's socket; removed at shutdown.
@@ -74,7 +76,9 @@ public final class LocalCluster: Sendable {
         p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)", "--threads", "\(config.threadsPerPipeline)",
                        "--store", config.stateDirectory, "--local-files", "--allow-private-urls", "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
         p.standardInput = FileHandle.nullDevice
-        try p.run()
+        running.enter()
+        p.terminationHandler = { [running] _ in running.leave() }
+        do { try p.run() } catch { running.leave(); throw error }
         processes.withLock { $0[p.processIdentifier] = p }
     }
 
@@ -156,8 +160,8 @@ public final class LocalCluster: Sendable {
         stopping.withLock { $0 = true }
         coordinator.stop()
         let procs = processes.withLock { $0 }
-        let deadline = Date().addingTimeInterval(3)
-        while procs.values.contains(where: { $0.isRunning }) && Date() < deadline { usleep(20_000) }
+        // The workers leave when the coordinator says so; woken by their exits, not by polling.
+        _ = running.wait(timeout: .now() + 3)
         for p in procs.values where p.isRunning { p.terminate() }
         for p in procs.values { p.waitUntilExit() }
         try? FileManager.default.removeItem(atPath: socketDirectory)
