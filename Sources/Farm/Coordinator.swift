@@ -28,6 +28,21 @@ public struct RunProgress: Sendable, Codable {
         guard framesKnown == true, let done = framesDone, let total = framesTotal, done > 0, total >= done, elapsed > 0 else { return nil }
         return Double(total - done) * elapsed / Double(done)
     }
+
+    /// Every planned frame is rendered and the run goes on: the concat is joining the movie. Its
+    /// time is not in the frames, so an ETA would read 0:00 for as long as it takes (seconds for
+    /// a long movie, whose audio is encoded then).
+    public var joining: Bool {
+        framesKnown == true && (framesTotal ?? 0) > 0 && framesDone == framesTotal
+    }
+
+    /// What a progress line shows for the time left: "joining the movie", "m:ss", or "--:--"
+    /// while the length or the rate is not known yet.
+    public var etaText: String {
+        if joining { return "joining the movie" }
+        guard let eta else { return "ETA --:--" }
+        return String(format: "ETA %d:%02d", Int(eta) / 60, Int(eta) % 60)
+    }
 }
 
 public enum RunOutcome: Sendable {
@@ -1448,7 +1463,9 @@ final class CoordinatorCore {
             run.output = art
             return
         }
-        progress(run)
+        // The last segment in: shown at once, whatever the throttle, so the line says the movie is
+        // being joined (RunProgress.joining) rather than keeping a stale count through the concat.
+        progress(run, force: u.kind == .render && run.segments.count == p.items.count)
     }
 
     /// Once every item's length is known, the frame-exact timeline.

@@ -109,12 +109,12 @@ final class ProgressDisplay: Sendable {
         guard changed else { return }
         let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0 ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.stagesDone) / Double(max(1, p.stagesTotal))
         // The ETA comes from planned frames rendered, not stage counts (fetches are quick).
-        let eta = p.eta.map { String(format: "%d:%02d", Int($0) / 60, Int($0) % 60) } ?? "--:--"
+        let eta = p.etaText
         if terminal {
             let width = 24
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
-            let line = String(format: "\r%@ [%@] %d/%d items · %d running · ETA %@  ", name, bar, p.itemsDone, p.items, p.running.count, eta)
+            let line = String(format: "\r%@ [%@] %d/%d items · %d running · %@  ", name, bar, p.itemsDone, p.items, p.running.count, eta)
             FileHandle.standardError.write(Data(line.utf8))
         } else {
             errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,

@@ -344,12 +344,16 @@ final class BatchDisplay: Sendable {
             framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
             if s.ended[k] == nil && p.framesKnown != true { known = false }
         }
-        var eta = "--:--"
-        if known && framesDone > 0 && framesTotal >= framesDone {
+        var eta = "ETA --:--"
+        if s.ended.count == names.count {
+            eta = String(format: "%.1f s", now - started)   // all ended: how long the batch took
+        } else if known && framesDone > 0 && framesTotal == framesDone {
+            eta = names.count == 1 ? "joining the movie" : "joining the movies"   // every frame rendered: the concats are left (RunProgress.joining)
+        } else if known && framesDone > 0 && framesTotal >= framesDone {
             let left = Double(framesTotal - framesDone) * (now - started) / Double(framesDone)
-            eta = String(format: "%d:%02d", Int(left) / 60, Int(left) % 60)
+            eta = String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
         }
-        return String(format: "%d/%d projects done%@ · %d/%d items · %d running · ETA %@", s.ended.count, names.count,
+        return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
                       failed > 0 ? " (\(failed) failed)" : "", itemsDone, items, running, eta)
     }
 
@@ -365,9 +369,8 @@ final class BatchDisplay: Sendable {
                 ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.stagesDone) / Double(max(1, p.stagesTotal))
             let filled = Int(fraction * 16)
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
-            let eta = p.eta.map { String(format: "%d:%02d", Int($0) / 60, Int($0) % 60) } ?? "--:--"
             let name = names[k].count > 24 ? String(names[k].prefix(23)) + "…" : names[k].padding(toLength: 24, withPad: " ", startingAt: 0)
-            lines.append("  \(name) [\(bar)] \(p.itemsDone)/\(p.items) items · ETA \(eta)")
+            lines.append("  \(name) [\(bar)] \(p.itemsDone)/\(p.items) items · \(p.etaText)")
         }
         if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""
