@@ -25,23 +25,30 @@ public struct RunProgress: Sendable, Codable {
     /// Seconds left, from the rate at which planned frames have been rendered; nil until a
     /// segment is done and every item's length is known.
     public var eta: Double? {
-        guard framesKnown == true, let done = framesDone, let total = framesTotal, done > 0, total >= done, elapsed > 0 else { return nil }
-        return Double(total - done) * elapsed / Double(done)
+        Self.secondsLeft(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
     }
 
     /// Every planned frame is rendered and the run goes on: the concat is joining the movie. Its
     /// time is not in the frames, so an ETA would read 0:00 for as long as it takes (seconds for
     /// a long movie, whose audio is encoded then).
-    public var joining: Bool {
-        framesKnown == true && (framesTotal ?? 0) > 0 && framesDone == framesTotal
+    public var joining: Bool { framesKnown == true && (framesTotal ?? 0) > 0 && framesDone == framesTotal }
+
+    /// What a progress line shows for the time left: "joining the movie", "ETA m:ss", or
+    /// "ETA --:--" while the length or the rate is not known yet.
+    public var etaText: String {
+        Self.timeLeftText(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
     }
 
-    /// What a progress line shows for the time left: "joining the movie", "m:ss", or "--:--"
-    /// while the length or the rate is not known yet.
-    public var etaText: String {
-        if joining { return "joining the movie" }
-        guard let eta else { return "ETA --:--" }
-        return String(format: "ETA %d:%02d", Int(eta) / 60, Int(eta) % 60)
+    static func secondsLeft(framesDone done: Int, framesTotal total: Int, known: Bool, elapsed: Double) -> Double? {
+        guard known, done > 0, total >= done, elapsed > 0 else { return nil }
+        return Double(total - done) * elapsed / Double(done)
+    }
+
+    /// `etaText` for one run or, summed, for several (`movies`: how many are being made).
+    public static func timeLeftText(framesDone done: Int, framesTotal total: Int, known: Bool, elapsed: Double, movies: Int = 1) -> String {
+        if known && total > 0 && done == total { return movies == 1 ? "joining the movie" : "joining the movies" }
+        guard let left = secondsLeft(framesDone: done, framesTotal: total, known: known, elapsed: elapsed) else { return "ETA --:--" }
+        return String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
     }
 }
 
@@ -1323,6 +1330,12 @@ final class CoordinatorCore {
         do {
             try succeed(run, ui, r)
             feed(.succeeded(lease: r.lease, worker: wid))
+            // Shown once the scheduler has the stage done (not still among the running). The last
+            // segment in is shown at once, whatever the throttle, so the line says the movie is
+            // being joined (RunProgress.joining) rather than keeping a stale count through the concat.
+            if u.kind != .concat, !run.finished {
+                progress(run, force: u.kind == .render && run.segments.count == run.pipeline.items.count)
+            }
         } catch let e as PipelineError {
             failRun(run, unit: ui, message: e.description)
         } catch {
@@ -1463,9 +1476,6 @@ final class CoordinatorCore {
             run.output = art
             return
         }
-        // The last segment in: shown at once, whatever the throttle, so the line says the movie is
-        // being joined (RunProgress.joining) rather than keeping a stale count through the concat.
-        progress(run, force: u.kind == .render && run.segments.count == p.items.count)
     }
 
     /// Once every item's length is known, the frame-exact timeline.

@@ -344,15 +344,9 @@ final class BatchDisplay: Sendable {
             framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
             if s.ended[k] == nil && p.framesKnown != true { known = false }
         }
-        var eta = "ETA --:--"
-        if s.ended.count == names.count {
-            eta = String(format: "%.1f s", now - started)   // all ended: how long the batch took
-        } else if known && framesDone > 0 && framesTotal == framesDone {
-            eta = names.count == 1 ? "joining the movie" : "joining the movies"   // every frame rendered: the concats are left (RunProgress.joining)
-        } else if known && framesDone > 0 && framesTotal >= framesDone {
-            let left = Double(framesTotal - framesDone) * (now - started) / Double(framesDone)
-            eta = String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
-        }
+        // All ended: how long the batch took; else the runs' frames summed, as one run's line.
+        let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
+            : RunProgress.timeLeftText(framesDone: framesDone, framesTotal: framesTotal, known: known, elapsed: now - started, movies: names.count)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
                       failed > 0 ? " (\(failed) failed)" : "", itemsDone, items, running, eta)
     }
