@@ -105,6 +105,8 @@ enum Assets {
         STAGE_STATES.filter(k => c[k]).map(k => `<span class="s-${k}" style="width:${(100 * c[k] / total).toFixed(2)}%"></span>`).join('') + '</div>';
     }
     const state = s => `<span class="state ${esc(s)}">${esc(s)}</span>`;
+    // A running run's time left, from its planned frames (as `coord submit` shows it).
+    const timeLeft = r => r.joining ? 'joining the movie' : (r.eta_s != null ? fmtDur(r.eta_s) : '');
 
     // ---- farm page ----
     let showAll = false;
@@ -115,7 +117,7 @@ enum Assets {
       for (const r of runs) {
         h += `<tr data-run="${r.id}" data-state="${esc(r.state)}"><td><a href="/runs/${r.id}">${esc(r.name)}</a> <span class="muted">#${r.id}</span></td>` +
           `<td>${state(r.state)}</td><td>${stageBar(r.stages)}</td><td class="num items-done">${r.items_done}/${r.items}</td>` +
-          `<td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num">${r.eta_s != null ? fmtDur(r.eta_s) : ''}</td></tr>`;
+          `<td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num eta">${timeLeft(r)}</td></tr>`;
       }
       h += '</tbody></table>';
       if (!showAll && runs.length >= 200) h += '<p><button id="all">Show every run</button></p>';
@@ -144,10 +146,14 @@ enum Assets {
       document.title = r.name + ' · Threadline';
       document.getElementById('status').textContent = `run #${r.id} · ${r.state}`;
       let h = `<h1>${esc(r.name)} <span id="run-state" data-state="${esc(r.state)}">${state(r.state)}</span></h1>`;
+      // The bar fills with planned frames rendered once every item's length is known (items differ
+      // in length), with items until then.
+      const frames = r.frames_total != null && r.frames_total > 0;
       h += `<div class="summary"><span>Items <b id="run-progress">${r.items_done}/${r.items}</b></span>` +
-        `<progress max="${r.items || 1}" value="${r.items_done}"></progress>` +
+        (frames ? `<span>Frames <b id="run-frames">${r.frames_done}/${r.frames_total}</b></span>` : '') +
+        `<progress max="${frames ? r.frames_total : (r.items || 1)}" value="${frames ? r.frames_done : r.items_done}"></progress>` +
         `<span>Started <b>${fmtTime(r.started)}</b></span><span>Duration <b>${fmtDur(r.duration_s)}</b></span>` +
-        (r.eta_s != null ? `<span>ETA <b>${fmtDur(r.eta_s)}</b></span>` : '') +
+        (timeLeft(r) ? `<span id="run-eta">${r.joining ? '' : 'ETA '}<b>${timeLeft(r)}</b></span>` : '') +
         `<span>Pipeline <b>${esc(r.pipeline_path)}</b></span><span>Output <b>${esc(r.output_path)}</b></span></div>`;
       h += `<div>${stageBar(r.stages)}</div>`;
       if (r.error) {

@@ -22,33 +22,17 @@ public struct RunProgress: Sendable, Codable {
     public var framesTotal: Int? = nil
     public var framesKnown: Bool? = nil
 
-    /// Seconds left, from the rate at which planned frames have been rendered; nil until a
-    /// segment is done and every item's length is known.
+    /// Seconds left, from the rate at which planned frames have been rendered (`TimeLeft`).
     public var eta: Double? {
-        Self.secondsLeft(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
+        TimeLeft.seconds(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
     }
 
-    /// Every planned frame is rendered and the run goes on: the concat is joining the movie. Its
-    /// time is not in the frames, so an ETA would read 0:00 for as long as it takes (seconds for
-    /// a long movie, whose audio is encoded then).
-    public var joining: Bool { framesKnown == true && (framesTotal ?? 0) > 0 && framesDone == framesTotal }
+    /// Every planned frame is rendered and the run goes on: the concat is joining the movie.
+    public var joining: Bool { TimeLeft.joining(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true) }
 
-    /// What a progress line shows for the time left: "joining the movie", "ETA m:ss", or
-    /// "ETA --:--" while the length or the rate is not known yet.
+    /// What a progress line shows for the time left (`TimeLeft.text`).
     public var etaText: String {
-        Self.timeLeftText(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
-    }
-
-    static func secondsLeft(framesDone done: Int, framesTotal total: Int, known: Bool, elapsed: Double) -> Double? {
-        guard known, done > 0, total >= done, elapsed > 0 else { return nil }
-        return Double(total - done) * elapsed / Double(done)
-    }
-
-    /// `etaText` for one run or, summed, for several (`movies`: how many are being made).
-    public static func timeLeftText(framesDone done: Int, framesTotal total: Int, known: Bool, elapsed: Double, movies: Int = 1) -> String {
-        if known && total > 0 && done == total { return movies == 1 ? "joining the movie" : "joining the movies" }
-        guard let left = secondsLeft(framesDone: done, framesTotal: total, known: known, elapsed: elapsed) else { return "ETA --:--" }
-        return String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
+        TimeLeft.text(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
     }
 }
 

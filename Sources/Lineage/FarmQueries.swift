@@ -54,8 +54,16 @@ public struct FarmReader: Sendable {
         public var started: Double
         public var finished: Double?
         public var durationS: Double
-        /// Seconds left, for running runs with at least one item done (elapsed × left / done).
+        /// Planned output frames of the items rendered so far, and of all items, for a running run
+        /// or the one run asked for; nil until every item's length is known (the timeline is
+        /// recorded once the last source is fetched).
+        public var framesDone: Int?
+        public var framesTotal: Int?
+        /// Seconds left for a running run, from the rate its planned frames were rendered
+        /// (`TimeLeft`, as `coord submit` shows it); nil until a frame is rendered and the lengths are known.
         public var etaS: Double?
+        /// A running run whose every frame is rendered: the concat is joining the movie.
+        public var joining: Bool
         public var outputPath: String
         public var pipelinePath: String
         public var error: String?
@@ -85,15 +93,39 @@ public struct FarmReader: Sendable {
                 """, arguments: [first, last]) {
                 done[r[0]] = r[1]
             }
+            // Planned frames, in all and of the items rendered, for the runs whose time left is
+            // shown (running ones, or the one asked for): the item rows, and the rendered items'
+            // rows through their encode stages.
+            let framed = rows.filter { id != nil || ($0[2] as String) == "running" }.map { $0[0] as Int64 }
+            var frames: [Int64: (known: Int, total: Int, done: Int)] = [:]
+            if !framed.isEmpty {
+                let list = databaseQuestionMarks(count: framed.count)
+                for r in try Row.fetchAll(db, sql: """
+                    SELECT run_id, count(frame_count), coalesce(sum(frame_count), 0) FROM item WHERE run_id IN (\(list)) GROUP BY run_id
+                    """, arguments: StatementArguments(framed)) {
+                    frames[r[0]] = (r[1], r[2], 0)
+                }
+                for r in try Row.fetchAll(db, sql: """
+                    SELECT s.run_id, coalesce(sum(i.frame_count), 0) FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                    WHERE s.run_id IN (\(list)) AND s.kind = 'encode' AND s.state = 'succeeded' GROUP BY s.run_id
+                    """, arguments: StatementArguments(framed)) {
+                    frames[r[0]]?.done = r[1]
+                }
+            }
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
-                let items: Int = r[9], itemsDone = done[id] ?? 0
+                let items: Int = r[9]
+                let f = frames[id] ?? (0, 0, 0)
+                let known = items > 0 && f.known == items
                 let elapsed = (finished ?? now) - started
-                var eta: Double?
-                if state == "running", itemsDone > 0, itemsDone < items { eta = elapsed * Double(items - itemsDone) / Double(itemsDone) }
-                return Run(id: id, name: r[1], state: state, items: items, itemsDone: itemsDone, stages: counts[id] ?? StageCounts(),
-                           started: started, finished: finished, durationS: elapsed, etaS: eta, outputPath: r[5],
-                           pipelinePath: r[6], error: r[7], priority: r[8])
+                let running = state == "running"
+                let joining = running && TimeLeft.joining(framesDone: f.done, framesTotal: f.total, known: known)
+                return Run(id: id, name: r[1], state: state, items: items, itemsDone: done[id] ?? 0, stages: counts[id] ?? StageCounts(),
+                           started: started, finished: finished, durationS: elapsed,
+                           framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
+                           etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, elapsed: elapsed) : nil,
+                           joining: joining,
+                           outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8])
             }
         }
     }

@@ -346,7 +346,7 @@ final class BatchDisplay: Sendable {
         }
         // All ended: how long the batch took; else the runs' frames summed, as one run's line.
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
-            : RunProgress.timeLeftText(framesDone: framesDone, framesTotal: framesTotal, known: known, elapsed: now - started, movies: names.count)
+            : TimeLeft.text(framesDone: framesDone, framesTotal: framesTotal, known: known, elapsed: now - started, movies: names.count)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
                       failed > 0 ? " (\(failed) failed)" : "", itemsDone, items, running, eta)
     }

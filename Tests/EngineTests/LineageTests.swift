@@ -20,6 +20,37 @@ import TestSupport
         return dir
     }()
 
+    /// The dashboard's time left comes from planned frames, as `coord submit`'s lines do: a run
+    /// whose one long item is rendered is nearly done, however many short items are left.
+    @Test func theDashboardsTimeLeftComesFromFramesNotItems() throws {
+        let dir = temporaryDirectory("eta")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        let uris = ["long", "short1", "short2"].map { dir + "/\($0).mov" }
+        let p = Pipeline(name: "eta", output: OutputProfile(path: dir + "/out.mp4"), items: uris.map { Item(kind: .video(source: SourceRef($0), trim: nil)) })
+        let (runID, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        let reader = try FarmReader(path: dir + "/l.db")
+        let started = try #require(try reader.runs(id: runID).first).started
+        func seen() throws -> FarmReader.Run { try #require(try reader.runs(id: runID, now: started + 10).first) }
+        // The lengths are not known until every source is fetched: no frames and no ETA yet.
+        var r = try seen()
+        #expect(r.state == "running" && r.framesTotal == nil && r.etaS == nil && !r.joining, "\(r)")
+        let facts = Dictionary(uniqueKeysWithValues: zip(uris, [10.0, 1, 1]).map {
+            ($0, MediaFacts(duration: $1, width: 320, height: 240, hasVideo: true, hasAudio: false))
+        })
+        try lineage.setItemTiming(runID: runID, timeline: Planner.timeline(for: p, facts: facts))
+        try lineage.stageUpdate(ids["encode/0"]!, state: .succeeded)
+        r = try seen()
+        #expect(r.itemsDone == 1 && r.framesDone == 300 && r.framesTotal == 360, "\(r)")
+        // 300 frames in 10 s: the 60 left take 2 s (by items, 2 left after 1 in 10 s, it said 20 s).
+        #expect(abs((r.etaS ?? -1) - 2) < 0.01, "\(r)")
+        for k in 1...2 { try lineage.stageUpdate(ids["encode/\(k)"]!, state: .succeeded) }
+        r = try seen()
+        #expect(r.joining && r.etaS == nil && r.framesDone == 360, "every frame rendered, the concat to go: \(r)")
+        try lineage.runFinished(runID, state: .succeeded)
+        r = try seen()
+        #expect(!r.joining && r.etaS == nil && r.framesDone == 360, "\(r)")
+    }
+
     @Test func migrationsFromEmptyGiveTheDocumentedViews() throws {
         let dir = temporaryDirectory("schema")
         _ = try LineageStore(path: dir + "/l.db")

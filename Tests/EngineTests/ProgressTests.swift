@@ -34,9 +34,9 @@ import TestSupport
         #expect(!progress(done: 120, total: 120, known: false, elapsed: 12).joining, "lengths unknown: not the end yet")
         #expect(!progress(done: 0, total: 0, known: true, elapsed: 1).joining)
         // Several runs summed, as the batch's total line does.
-        #expect(RunProgress.timeLeftText(framesDone: 240, framesTotal: 240, known: true, elapsed: 20, movies: 3) == "joining the movies")
-        #expect(RunProgress.timeLeftText(framesDone: 60, framesTotal: 240, known: true, elapsed: 20, movies: 3) == "ETA 1:00")
-        #expect(RunProgress.timeLeftText(framesDone: 60, framesTotal: 240, known: false, elapsed: 20, movies: 3) == "ETA --:--")
+        #expect(TimeLeft.text(framesDone: 240, framesTotal: 240, known: true, elapsed: 20, movies: 3) == "joining the movies")
+        #expect(TimeLeft.text(framesDone: 60, framesTotal: 240, known: true, elapsed: 20, movies: 3) == "ETA 1:00")
+        #expect(TimeLeft.text(framesDone: 60, framesTotal: 240, known: false, elapsed: 20, movies: 3) == "ETA --:--")
     }
 
     /// A real coordinator with fake workers: while the concat runs, the last progress the
