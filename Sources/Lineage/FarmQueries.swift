@@ -54,9 +54,9 @@ public struct FarmReader: Sendable {
         public var started: Double
         public var finished: Double?
         public var durationS: Double
-        /// Planned output frames of the items rendered so far, and of all items, for a running run
-        /// or the one run asked for; nil until every item's length is known (the timeline is
-        /// recorded once the last source is fetched).
+        /// Planned frames of the items rendered so far, and of all items (a looped item's segment
+        /// counted once: it is rendered once), for a running run or the one run asked for; nil
+        /// until every item's length is known (the timeline is recorded once the last source is fetched).
         public var framesDone: Int?
         public var framesTotal: Int?
         /// Seconds left for a running run, from the rate its planned frames were rendered
@@ -69,6 +69,10 @@ public struct FarmReader: Sendable {
         public var error: String?
         public var priority: Int
     }
+
+    /// The frames an item's render makes: the frames it occupies in the movie (`frame_count`)
+    /// over the times its segment plays (a loop is rendered once and repeated by the concat).
+    static let renderedFrames = "i.frame_count / max(1, coalesce(json_extract(i.params_json, '$.edits.loop'), 1))"
 
     /// The newest runs first (at most `limit`), or one run.
     public func runs(limit: Int = 1000, id: Int64? = nil, now: Double = Date().timeIntervalSince1970) throws -> [Run] {
@@ -101,12 +105,12 @@ public struct FarmReader: Sendable {
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT run_id, count(frame_count), coalesce(sum(frame_count), 0) FROM item WHERE run_id IN (\(list)) GROUP BY run_id
+                    SELECT i.run_id, count(i.frame_count), coalesce(sum(\(Self.renderedFrames)), 0) FROM item i WHERE i.run_id IN (\(list)) GROUP BY i.run_id
                     """, arguments: StatementArguments(framed)) {
                     frames[r[0]] = (r[1], r[2], 0)
                 }
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, coalesce(sum(i.frame_count), 0) FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                    SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0) FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
                     WHERE s.run_id IN (\(list)) AND s.kind = 'encode' AND s.state = 'succeeded' GROUP BY s.run_id
                     """, arguments: StatementArguments(framed)) {
                     frames[r[0]]?.done = r[1]

@@ -21,12 +21,15 @@ import TestSupport
     }()
 
     /// The dashboard's time left comes from planned frames, as `coord submit`'s lines do: a run
-    /// whose one long item is rendered is nearly done, however many short items are left.
+    /// whose one long item is rendered is nearly done, however many short items are left. A looped
+    /// item's segment counts once, as it is rendered once.
     @Test func theDashboardsTimeLeftComesFromFramesNotItems() throws {
         let dir = temporaryDirectory("eta")
         let lineage = try LineageStore(path: dir + "/l.db")
         let uris = ["long", "short1", "short2"].map { dir + "/\($0).mov" }
-        let p = Pipeline(name: "eta", output: OutputProfile(path: dir + "/out.mp4"), items: uris.map { Item(kind: .video(source: SourceRef($0), trim: nil)) })
+        var looped = Edits(); looped.loop = 3
+        let p = Pipeline(name: "eta", output: OutputProfile(path: dir + "/out.mp4"),
+                         items: uris.enumerated().map { Item(kind: .video(source: SourceRef($1), trim: nil), edits: $0 == 2 ? looped : Edits()) })
         let (runID, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
         let reader = try FarmReader(path: dir + "/l.db")
         let started = try #require(try reader.runs(id: runID).first).started
@@ -37,7 +40,9 @@ import TestSupport
         let facts = Dictionary(uniqueKeysWithValues: zip(uris, [10.0, 1, 1]).map {
             ($0, MediaFacts(duration: $1, width: 320, height: 240, hasVideo: true, hasAudio: false))
         })
-        try lineage.setItemTiming(runID: runID, timeline: Planner.timeline(for: p, facts: facts))
+        let timeline = try Planner.timeline(for: p, facts: facts)
+        #expect(timeline.map(\.frameCount) == [300, 30, 90], "the looped item plays three times: \(timeline.map(\.frameCount))")
+        try lineage.setItemTiming(runID: runID, timeline: timeline)
         try lineage.stageUpdate(ids["encode/0"]!, state: .succeeded)
         r = try seen()
         #expect(r.itemsDone == 1 && r.framesDone == 300 && r.framesTotal == 360, "\(r)")
