@@ -21,10 +21,16 @@ public struct RunProgress: Sendable, Codable {
     public var framesDone: Int? = nil
     public var framesTotal: Int? = nil
     public var framesKnown: Bool? = nil
+    /// Frames the run rendered itself (not reused from the cache), and seconds since its first
+    /// render was sent: the rate the ETA comes from. Nil from a coordinator that does not say,
+    /// which leaves the frames done and the whole elapsed time.
+    public var framesRendered: Int? = nil
+    public var renderingFor: Double? = nil
 
-    /// Seconds left, from the rate at which planned frames have been rendered (`TimeLeft`).
+    /// Seconds left, from the rate at which this run has rendered its planned frames (`TimeLeft`).
     public var eta: Double? {
-        TimeLeft.seconds(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
+        TimeLeft.seconds(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true,
+                         rendered: framesRendered ?? framesDone ?? 0, renderingFor: renderingFor ?? elapsed)
     }
 
     /// Every planned frame is rendered and the run goes on: the concat is joining the movie.
@@ -32,7 +38,8 @@ public struct RunProgress: Sendable, Codable {
 
     /// What a progress line shows for the time left (`TimeLeft.text`).
     public var etaText: String {
-        TimeLeft.text(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true, elapsed: elapsed)
+        TimeLeft.text(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true,
+                      rendered: framesRendered ?? framesDone ?? 0, renderingFor: renderingFor ?? elapsed)
     }
 }
 
@@ -258,6 +265,10 @@ final class RunState {
     var transitions: [Int: (ArtifactRef, Int64)] = [:]
     var transitionCount = 0
     var frameCounts: [Int: Int] = [:]
+    /// Items whose segment this run rendered itself (not reused), and when its first render was
+    /// sent: the ETA's rate (`RunProgress.framesRendered`, `renderingFor`).
+    var renderedItems: Set<Int> = []
+    var firstRenderSent: Double?
     var timeline: [ItemTiming]?
     var finished = false
     var succeeded = false
@@ -1135,6 +1146,7 @@ final class CoordinatorCore {
         for i in inputs { holders[i.sha256, default: []].insert(wid) }
         workers[wid]!.lastSent = now
         if !checkOnly {
+            if case .segment = task, run.firstRenderSent == nil { run.firstRenderSent = now }
             owner.stats.withLock { $0.dispatched += 1 }
             log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
             progress(run)
@@ -1426,6 +1438,7 @@ final class CoordinatorCore {
                 try lineage.stageUpdate(u.stageRows[k], state: .succeeded, finished: done, seconds: seconds[k], first: first(k))
             }
             run.segments[i] = (art, aid)
+            if !cached { run.renderedItems.insert(i) }
         } else if u.kind == .transition, let b = u.item, let art = r.artifact {
             let inputs = [run.segments[b]?.1, run.segments[b + 1]?.1].compactMap { $0 }
             let aid = try recordOutput(run, u, r, kind: "transition", facts: nil, inputs: inputs)
@@ -1560,6 +1573,8 @@ final class CoordinatorCore {
         p.framesTotal = run.frameCounts.values.reduce(0, +)
         p.framesDone = run.segments.keys.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
         p.framesKnown = run.frameCounts.count == items
+        p.framesRendered = run.renderedItems.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
+        p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {
             let data = Envelope(.progress(p)).encoded()

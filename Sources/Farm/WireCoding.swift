@@ -279,13 +279,16 @@ extension RunProgress {
             if let f = framesDone { $0.framesDone = Int64(f) }
             if let f = framesTotal { $0.framesTotal = Int64(f) }
             if let k = framesKnown { $0.framesKnown = k }
+            if let f = framesRendered { $0.framesRendered = Int64(f) }
+            if let t = renderingFor { $0.renderingFor = t }
         }
     }
     init(_ w: Threadline_Wire_RunProgress) {
         self.init(runID: w.runID, items: Int(w.items), itemsDone: Int(w.itemsDone), stagesTotal: Int(w.stagesTotal),
                   stagesDone: Int(w.stagesDone), running: w.running, elapsed: w.elapsed,
                   framesDone: w.hasFramesDone ? Int(w.framesDone) : nil, framesTotal: w.hasFramesTotal ? Int(w.framesTotal) : nil,
-                  framesKnown: w.hasFramesKnown ? w.framesKnown : nil)
+                  framesKnown: w.hasFramesKnown ? w.framesKnown : nil, framesRendered: w.hasFramesRendered ? Int(w.framesRendered) : nil,
+                  renderingFor: w.hasRenderingFor ? w.renderingFor : nil)
     }
 }
 

@@ -59,8 +59,9 @@ public struct FarmReader: Sendable {
         /// until every item's length is known (the timeline is recorded once the last source is fetched).
         public var framesDone: Int?
         public var framesTotal: Int?
-        /// Seconds left for a running run, from the rate its planned frames were rendered
-        /// (`TimeLeft`, as `coord submit` shows it); nil until a frame is rendered and the lengths are known.
+        /// Seconds left for a running run, from the rate it rendered its planned frames since its
+        /// first render (`TimeLeft`, as `coord submit` shows it); nil until it rendered a frame and
+        /// the lengths are known.
         public var etaS: Double?
         /// A running run whose every frame is rendered: the concat is joining the movie.
         public var joining: Bool
@@ -101,25 +102,34 @@ public struct FarmReader: Sendable {
             // shown (running ones, or the one asked for): the item rows, and the rendered items'
             // rows through their encode stages.
             let framed = rows.filter { id != nil || ($0[2] as String) == "running" }.map { $0[0] as Int64 }
-            var frames: [Int64: (known: Int, total: Int, done: Int)] = [:]
+            var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int, firstRender: Double?)] = [:]
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
                 for r in try Row.fetchAll(db, sql: """
                     SELECT i.run_id, count(i.frame_count), coalesce(sum(\(Self.renderedFrames)), 0) FROM item i WHERE i.run_id IN (\(list)) GROUP BY i.run_id
                     """, arguments: StatementArguments(framed)) {
-                    frames[r[0]] = (r[1], r[2], 0)
+                    frames[r[0]] = (r[1], r[2], 0, 0, nil)
                 }
+                // Frames done, those the run rendered itself (not reused from the cache: the ETA's
+                // rate), and when its first render was sent.
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0) FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                    SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(CASE WHEN s.cached = 0 THEN \(Self.renderedFrames) END), 0)
+                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
                     WHERE s.run_id IN (\(list)) AND s.kind = 'encode' AND s.state = 'succeeded' GROUP BY s.run_id
                     """, arguments: StatementArguments(framed)) {
                     frames[r[0]]?.done = r[1]
+                    frames[r[0]]?.rendered = r[2]
+                }
+                for r in try Row.fetchAll(db, sql: """
+                    SELECT run_id, min(started_at) FROM stage WHERE run_id IN (\(list)) AND kind = 'decode' AND cached = 0 GROUP BY run_id
+                    """, arguments: StatementArguments(framed)) {
+                    frames[r[0]]?.firstRender = r[1]
                 }
             }
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
                 let items: Int = r[9]
-                let f = frames[id] ?? (0, 0, 0)
+                let f = frames[id] ?? (0, 0, 0, 0, nil)
                 let known = items > 0 && f.known == items
                 let elapsed = (finished ?? now) - started
                 let running = state == "running"
@@ -127,7 +137,8 @@ public struct FarmReader: Sendable {
                 return Run(id: id, name: r[1], state: state, items: items, itemsDone: done[id] ?? 0, stages: counts[id] ?? StageCounts(),
                            started: started, finished: finished, durationS: elapsed,
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
-                           etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, elapsed: elapsed) : nil,
+                           etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
+                                                                        renderingFor: f.firstRender.map { now - $0 } ?? 0) : nil,
                            joining: joining,
                            outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8])
             }

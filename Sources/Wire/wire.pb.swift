@@ -1077,6 +1077,27 @@ public nonisolated struct Threadline_Wire_RunProgress: Sendable {
   /// Clears the value of `framesKnown`. Subsequent reads from it will return its default value.
   public mutating func clearFramesKnown() {self._framesKnown = nil}
 
+  /// Frames this run rendered itself (not reused from the cache), and seconds since its first
+  /// render was sent: the rate the time left comes from (a run that waited behind others in a
+  /// batch, or whose other items were cached, is not judged by its whole elapsed time).
+  public var framesRendered: Int64 {
+    get {_framesRendered ?? 0}
+    set {_framesRendered = newValue}
+  }
+  /// Returns true if `framesRendered` has been explicitly set.
+  public var hasFramesRendered: Bool {self._framesRendered != nil}
+  /// Clears the value of `framesRendered`. Subsequent reads from it will return its default value.
+  public mutating func clearFramesRendered() {self._framesRendered = nil}
+
+  public var renderingFor: Double {
+    get {_renderingFor ?? 0}
+    set {_renderingFor = newValue}
+  }
+  /// Returns true if `renderingFor` has been explicitly set.
+  public var hasRenderingFor: Bool {self._renderingFor != nil}
+  /// Clears the value of `renderingFor`. Subsequent reads from it will return its default value.
+  public mutating func clearRenderingFor() {self._renderingFor = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1084,6 +1105,8 @@ public nonisolated struct Threadline_Wire_RunProgress: Sendable {
   fileprivate var _framesDone: Int64? = nil
   fileprivate var _framesTotal: Int64? = nil
   fileprivate var _framesKnown: Bool? = nil
+  fileprivate var _framesRendered: Int64? = nil
+  fileprivate var _renderingFor: Double? = nil
 }
 
 public nonisolated struct Threadline_Wire_RunEnd: Sendable {
@@ -2760,7 +2783,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2778,6 +2801,8 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       case 8: try { try decoder.decodeSingularInt64Field(value: &self._framesDone) }()
       case 9: try { try decoder.decodeSingularInt64Field(value: &self._framesTotal) }()
       case 10: try { try decoder.decodeSingularBoolField(value: &self._framesKnown) }()
+      case 11: try { try decoder.decodeSingularInt64Field(value: &self._framesRendered) }()
+      case 12: try { try decoder.decodeSingularDoubleField(value: &self._renderingFor) }()
       default: break
       }
     }
@@ -2818,6 +2843,12 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     try { if let v = self._framesKnown {
       try visitor.visitSingularBoolField(value: v, fieldNumber: 10)
     } }()
+    try { if let v = self._framesRendered {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 11)
+    } }()
+    try { if let v = self._renderingFor {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 12)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2832,6 +2863,8 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     if lhs._framesDone != rhs._framesDone {return false}
     if lhs._framesTotal != rhs._framesTotal {return false}
     if lhs._framesKnown != rhs._framesKnown {return false}
+    if lhs._framesRendered != rhs._framesRendered {return false}
+    if lhs._renderingFor != rhs._renderingFor {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

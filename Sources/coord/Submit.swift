@@ -337,16 +337,19 @@ final class BatchDisplay: Sendable {
     /// project's length is known).
     func totalLine(_ s: State, now: Double) -> String {
         let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count
-        var items = 0, itemsDone = 0, running = 0, framesDone = 0, framesTotal = 0
+        var items = 0, itemsDone = 0, running = 0, framesDone = 0, framesTotal = 0, rendered = 0
         var known = s.progress.count + s.ended.count >= names.count
         for (k, p) in s.progress {
             items += p.items; itemsDone += p.itemsDone; running += p.running.count
             framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
+            rendered += p.framesRendered ?? p.framesDone ?? 0
             if s.ended[k] == nil && p.framesKnown != true { known = false }
         }
-        // All ended: how long the batch took; else the runs' frames summed, as one run's line.
+        // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
+        // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
-            : TimeLeft.text(framesDone: framesDone, framesTotal: framesTotal, known: known, elapsed: now - started, movies: names.count)
+            : TimeLeft.text(framesDone: framesDone, framesTotal: framesTotal, known: known, rendered: rendered,
+                            renderingFor: now - started, movies: names.count)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
                       failed > 0 ? " (\(failed) failed)" : "", itemsDone, items, running, eta)
     }

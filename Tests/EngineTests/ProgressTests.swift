@@ -34,9 +34,53 @@ import TestSupport
         #expect(!progress(done: 120, total: 120, known: false, elapsed: 12).joining, "lengths unknown: not the end yet")
         #expect(!progress(done: 0, total: 0, known: true, elapsed: 1).joining)
         // Several runs summed, as the batch's total line does.
-        #expect(TimeLeft.text(framesDone: 240, framesTotal: 240, known: true, elapsed: 20, movies: 3) == "joining the movies")
-        #expect(TimeLeft.text(framesDone: 60, framesTotal: 240, known: true, elapsed: 20, movies: 3) == "ETA 1:00")
-        #expect(TimeLeft.text(framesDone: 60, framesTotal: 240, known: false, elapsed: 20, movies: 3) == "ETA --:--")
+        #expect(TimeLeft.text(framesDone: 240, framesTotal: 240, known: true, rendered: 240, renderingFor: 20, movies: 3) == "joining the movies")
+        #expect(TimeLeft.text(framesDone: 60, framesTotal: 240, known: true, rendered: 60, renderingFor: 20, movies: 3) == "ETA 1:00")
+        #expect(TimeLeft.text(framesDone: 60, framesTotal: 240, known: false, rendered: 60, renderingFor: 20, movies: 3) == "ETA --:--")
+    }
+
+    /// The rate is what the run rendered since its first render: frames reused from the cache and
+    /// time spent waiting behind other runs say nothing about it.
+    @Test func theRateIsTheRunsOwnRenderingNotCachedFramesOrWaiting() {
+        // An edit: 1,005 of 1,080 frames reused at once, the changed item's 75 still rendering.
+        var edit = progress(done: 1005, total: 1080, known: true, elapsed: 0.2)
+        edit.framesRendered = 0; edit.renderingFor = 0.15
+        #expect(edit.eta == nil && edit.etaText == "ETA --:--", "no rate yet, not ETA 0:00: \(edit.etaText)")
+        // A project of a batch that waited 24 s, then rendered 100 of its 300 frames in 0.5 s.
+        var queued = progress(done: 100, total: 300, known: true, elapsed: 24.5)
+        queued.framesRendered = 100; queued.renderingFor = 0.5
+        #expect(queued.eta == 1, "\(queued.eta.map { "\($0)" } ?? "nil") s left, not 49")
+        // Half of it reused, the other half rendering: the reused frames do not speed the rate up.
+        var half = progress(done: 200, total: 300, known: true, elapsed: 2)
+        half.framesRendered = 50; half.renderingFor = 1
+        #expect(half.eta == 2)
+        // A coordinator that does not say (an older one): the frames done over the whole time.
+        #expect(progress(done: 100, total: 300, known: true, elapsed: 10).eta == 20)
+    }
+
+    /// Two projects on one slot, as in a batch: the one that waits for the other renders later,
+    /// and its time left is judged from its own rendering, not from the time it waited (which
+    /// made its line read several times the time it had left).
+    @Test func aRunThatWaitedBehindAnotherIsJudgedByItsOwnRendering() throws {
+        let runner = FakeRunner(delay: 0.05)
+        let seen = Locked<[Int64: [(at: Double, progress: RunProgress)]]>([:])
+        let ends = Locked<[Int64: Double]>([:])
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        h.coordinator.observe { p, run, o in
+            let now = Date().timeIntervalSince1970
+            if let p { seen.withLock { $0[run, default: []].append((now, p)) } }
+            if o != nil { ends.withLock { $0[run] = now } }
+        }
+        let a = try h.submit(h.pipeline(6, name: "a")), b = try h.submit(h.pipeline(6, name: "b"))
+        for r in [a, b] { guard case .succeeded = try #require(h.wait(r)) else { Issue.record("run \(r) failed"); return } }
+        let endA = try #require(ends.value[a]), endB = try #require(ends.value[b])
+        let later = endA > endB ? a : b, end = max(endA, endB)
+        // Its first word with a time left: the predicted end against the real one.
+        let first = try #require(seen.value[later]?.first { $0.progress.eta != nil && !$0.progress.joining })
+        let left = end - first.at, said = first.progress.eta!
+        #expect(first.progress.elapsed > 2 * (first.progress.renderingFor ?? 0), "the run waited before rendering: \(first.progress)")
+        print(String(format: "the later run, first ETA: said %.3f s left, %.3f s were (waited %.2f s, rendering for %.3f s)", said, left, first.progress.elapsed - (first.progress.renderingFor ?? 0), first.progress.renderingFor ?? 0))
+        #expect(abs(said - left) <= max(0.15, 0.5 * left), "said \(said) s left, \(left) s were: \(first.progress)")
     }
 
     /// A real coordinator with fake workers: while the concat runs, the last progress the
