@@ -252,6 +252,8 @@ extension WireMessage {
             .progress(RunProgress(runID: 3, items: 1, itemsDone: 0, stagesTotal: 5, stagesDone: 1, running: ["fetch/0"], elapsed: 1)),
             .ended(RunEnd(run: 3, state: "succeeded", message: nil, output: ref, outputPath: "/o/p.mp4", seconds: 2)),
             .statusReply(StatusReply(runs: [["id": "1"]], stages: [], failures: [])),
+            .progress(RunProgress(runID: 3, items: 2, itemsDone: 1, stagesTotal: 9, stagesDone: 5, running: ["render/1"], elapsed: 3,
+                                  framesDone: 60, framesTotal: 120, framesKnown: true, framesRendered: 30, renderingFor: 1.5)),
         ]
     }
 }
