@@ -29,18 +29,24 @@ public struct RunProgress: Sendable, Codable {
 
     /// Seconds left, from the rate at which this run has rendered its planned frames (`TimeLeft`).
     public var eta: Double? {
-        TimeLeft.seconds(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true,
-                         rendered: framesRendered ?? framesDone ?? 0, renderingFor: renderingFor ?? elapsed)
+        TimeLeft.seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime)
     }
 
     /// Every planned frame is rendered and the run goes on: the concat is joining the movie.
-    public var joining: Bool { TimeLeft.joining(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true) }
+    public var joining: Bool { TimeLeft.joining(framesDone: done, framesTotal: total, known: known) }
 
     /// What a progress line shows for the time left (`TimeLeft.text`).
     public var etaText: String {
-        TimeLeft.text(framesDone: framesDone ?? 0, framesTotal: framesTotal ?? 0, known: framesKnown == true,
-                      rendered: framesRendered ?? framesDone ?? 0, renderingFor: renderingFor ?? elapsed)
+        TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime)
     }
+
+    // What `TimeLeft` is given: an absent figure is none; without the rate's own figures (an older
+    // coordinator), the frames done over the whole elapsed time.
+    private var done: Int { framesDone ?? 0 }
+    private var total: Int { framesTotal ?? 0 }
+    private var known: Bool { framesKnown == true }
+    private var rendered: Int { framesRendered ?? done }
+    private var renderingTime: Double { renderingFor ?? elapsed }
 }
 
 public enum RunOutcome: Sendable {

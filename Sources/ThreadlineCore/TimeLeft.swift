@@ -7,8 +7,8 @@ import Foundation
 /// The rate is the frames the run rendered itself over the time since its first render was sent:
 /// frames reused from the cache come at once and say nothing about the rate (an edit of one item
 /// of twelve would otherwise read ETA 0:00 while that item renders), and a project that waited
-/// behind others in a batch has not been rendering while it waited (its line said ETA 0:50 for
-/// the second it had left).
+/// behind others in a batch has not been rendering while it waited (with 8 projects on 2
+/// workers, projects 5-8 read ETA 0:06-0:09 with under a second left).
 public enum TimeLeft {
     /// Seconds left: the frames not done yet, at the rate `rendered` frames took `renderingFor`
     /// seconds. Nil until a frame is rendered and every item's length is known (remote sources
