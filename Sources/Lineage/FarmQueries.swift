@@ -111,17 +111,27 @@ public struct FarmReader: Sendable {
                     frames[r[0]] = (r[1], r[2], 0, 0, nil)
                 }
                 // Frames done, those the run rendered itself (not reused from the cache: the ETA's
-                // rate), and when its first render was sent.
+                // rate), and when its first render was sent. A resumed run is judged by what it
+                // rendered since the resume, as `coord submit`'s lines judge it: the time it lay
+                // interrupted was not rendering time.
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(CASE WHEN s.cached = 0 THEN \(Self.renderedFrames) END), 0)
-                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                    SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0),
+                           coalesce(sum(CASE WHEN s.cached = 0 AND (r.resumed_at IS NULL OR s.finished_at >= r.resumed_at) THEN \(Self.renderedFrames) END), 0)
+                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx JOIN run r ON r.id = s.run_id
                     WHERE s.run_id IN (\(list)) AND s.kind = 'encode' AND s.state = 'succeeded' GROUP BY s.run_id
                     """, arguments: StatementArguments(framed)) {
                     frames[r[0]]?.done = r[1]
                     frames[r[0]]?.rendered = r[2]
                 }
+                // A stage keeps its first start, so the resumed run's first render is its first
+                // decode attempt sent after the resume.
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT run_id, min(started_at) FROM stage WHERE run_id IN (\(list)) AND kind = 'decode' AND cached = 0 GROUP BY run_id
+                    SELECT s.run_id, CASE WHEN r.resumed_at IS NULL THEN min(s.started_at)
+                                          ELSE (SELECT min(a.dispatched_at) FROM attempt a JOIN stage d ON d.id = a.stage_id
+                                                WHERE d.run_id = s.run_id AND d.kind = 'decode' AND d.cached = 0
+                                                      AND a.state NOT IN ('cached', 'missed') AND a.dispatched_at >= r.resumed_at) END
+                    FROM stage s JOIN run r ON r.id = s.run_id
+                    WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.cached = 0 GROUP BY s.run_id
                     """, arguments: StatementArguments(framed)) {
                     frames[r[0]]?.firstRender = r[1]
                 }

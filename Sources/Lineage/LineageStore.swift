@@ -287,6 +287,14 @@ public final class LineageStore: Sendable {
             // Stage counts by state for the dashboard's run list, answered from the index alone.
             try db.execute(sql: "CREATE INDEX stage_progress ON stage(run_id, state, cached, kind)")
         }
+        m.registerMigration("v10: when a run was last resumed") { db in
+            // The dashboard's time left judges a resumed run by what it renders after the resume,
+            // as `coord submit`'s lines do. Runs resumed before this column: from their events.
+            try db.execute(sql: """
+                ALTER TABLE run ADD COLUMN resumed_at REAL;
+                UPDATE run SET resumed_at = (SELECT max(e.at) FROM event e WHERE e.run_id = run.id AND e.kind = 'run.resumed');
+                """)
+        }
         return m
     }
 
@@ -391,8 +399,9 @@ public final class LineageStore: Sendable {
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) {
                 ids[row["name"]] = row["id"]
             }
-            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?").execute(arguments: [Self.owner, runID])
-            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [now(), runID, "resumed by \(Self.owner)"])
+            let at = now()
+            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ? WHERE id = ?").execute(arguments: [Self.owner, at, runID])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [at, runID, "resumed by \(Self.owner)"])
             return (runID, ids)
         }
     }
@@ -433,8 +442,9 @@ public final class LineageStore: Sendable {
             guard try Int64.fetchOne(db, sql: "SELECT id FROM run WHERE id = ? AND state = 'interrupted'", arguments: [runID]) != nil else { return nil }
             var ids: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) { ids[row["name"]] = row["id"] }
-            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL WHERE id = ?").execute(arguments: [Self.owner, runID])
-            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [now(), runID, "resumed by \(Self.owner)"])
+            let at = now()
+            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ? WHERE id = ?").execute(arguments: [Self.owner, at, runID])
+            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [at, runID, "resumed by \(Self.owner)"])
             return ids
         }
     }

@@ -64,6 +64,39 @@ import TestSupport
         #expect(!r.joining && r.etaS == nil && r.framesDone == 360, "\(r)")
     }
 
+    /// A resumed run's time left comes from what it renders after the resume: the hour it lay
+    /// interrupted was not rendering time (counted, the ETA read half an hour for two seconds).
+    @Test func aResumedRunIsJudgedByWhatItRendersAfterTheResume() throws {
+        let dir = temporaryDirectory("eta-resume")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        let uris = ["a", "b", "c"].map { dir + "/\($0).mov" }
+        let p = Pipeline(name: "resumed", output: OutputProfile(path: dir + "/out.mp4"),
+                         items: uris.map { Item(kind: .video(source: SourceRef($0), trim: nil)) })
+        let (runID, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        let facts = Dictionary(uniqueKeysWithValues: uris.map { ($0, MediaFacts(duration: 10, width: 320, height: 240, hasVideo: true, hasAudio: false)) })
+        try lineage.setItemTiming(runID: runID, timeline: try Planner.timeline(for: p, facts: facts))
+        let reader = try FarmReader(path: dir + "/l.db")
+        let started = try #require(try reader.runs(id: runID).first).started
+        // An hour ago, item 0 rendered in 10 s, and item 1's render was sent when the run was interrupted.
+        try lineage.stageUpdate(ids["decode/0"]!, state: .succeeded, started: started - 3600)
+        try lineage.stageUpdate(ids["encode/0"]!, state: .succeeded, finished: started - 3590)
+        try lineage.stageUpdate(ids["decode/1"]!, state: .running, started: started - 3590)
+        try lineage.interruptRun(runID, reason: "test: interrupted")
+        #expect(try lineage.resume(runID: runID) != nil)
+        // Resumed: item 1's render is sent again (its stage keeps its first start) and takes 2 s.
+        let render = ["decode/1", "transform/1", "encode/1"].map { ids[$0]! }
+        try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 1, version: "test")
+        let attempt = try lineage.attemptDispatched(stageIDs: render, attemptNo: 2, worker: "w", slot: 0, lease: "l-resumed")
+        let sent: Double = try #require(LineageStore.readRows(path: dir + "/l.db", "SELECT dispatched_at FROM attempt WHERE id = \(attempt[0])")
+            .first?["dispatched_at"].flatMap(Double.init))
+        var r = try #require(try reader.runs(id: runID, now: sent + 1).first)
+        #expect(r.state == "running" && r.framesDone == 300 && r.etaS == nil, "nothing rendered since the resume, no rate yet: \(r)")
+        try lineage.stageUpdate(ids["encode/1"]!, state: .succeeded, finished: sent + 2)
+        r = try #require(try reader.runs(id: runID, now: sent + 2).first)
+        // 300 frames in the 2 s since the resumed render was sent: the last 300 take 2 s.
+        #expect(r.framesDone == 600 && abs((r.etaS ?? -1) - 2) < 0.01, "\(r)")
+    }
+
     @Test func migrationsFromEmptyGiveTheDocumentedViews() throws {
         let dir = temporaryDirectory("schema")
         _ = try LineageStore(path: dir + "/l.db")
