@@ -93,17 +93,18 @@ struct Serve: AsyncParsableCommand {
         Examples:
           coord serve --bind tcp://127.0.0.1:7400 --state /var/lib/threadline
           coord serve --bind tcp://0.0.0.0:7400 --state /var/lib/threadline \\
-                      --curve-secret-key /etc/threadline/coordinator.key \\
-                      --allow-workers /etc/threadline/workers --allow-submitters /etc/threadline/submitters \\
-                      --allow-admins /etc/threadline/admins
+              --curve-secret-key /etc/threadline/coordinator.key \\
+              --allow-workers /etc/threadline/workers \\
+              --allow-submitters /etc/threadline/submitters \\
+              --allow-admins /etc/threadline/admins
 
-        Roles come from the allow-list folder a public key (*.pub) is in: worker keys register
-        as workers and nothing else; submitter keys submit runs and see, download and cancel only
-        their own; admin keys see, download and cancel every run. --allow DIR gives its keys the
+        Roles come from the allow-list folder a public key (*.pub) is in: worker keys register \
+        as workers and nothing else; submitter keys submit runs and see, download and cancel only \
+        their own; admin keys see, download and cancel every run. --allow DIR gives its keys the \
         worker and submitter roles both (for a single trusted user); prefer the separate lists.
 
-        Without CURVE keys it binds only to loopback unless --insecure is given. On SIGTERM or
-        SIGINT it stops taking work, lets in-flight stages finish (--drain-timeout), hands back the
+        Without CURVE keys it binds only to loopback unless --insecure is given. On SIGTERM or \
+        SIGINT it stops taking work, lets in-flight stages finish (--drain-timeout), hands back the \
         rest and exits; runs left unfinished resume when it starts again on the same --state.
         """)
 
@@ -331,22 +332,28 @@ struct Keygen: ParsableCommand {
         abstract: "Make a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub (public); or, with --farm, every key a farm needs.",
         discussion: """
         Example, for a coordinator, a worker and a submitter:
-          coord keygen coordinator --dir keys      # serve --curve-secret-key keys/coordinator.key
-          coord keygen worker-1 --dir keys         # worker --curve-secret-key keys/worker-1.key --coordinator-key keys/coordinator.pub
-          coord keygen alice --dir keys
-          mkdir workers submitters && cp keys/worker-1.pub workers/ && cp keys/alice.pub submitters/
+          coord keygen coordinator --dir keys  # serve --curve-secret-key
+          coord keygen worker-1 --dir keys     # worker --curve-secret-key
+          coord keygen alice --dir keys        # submit --curve-secret-key
+          mkdir workers submitters
+          cp keys/worker-1.pub workers/ && cp keys/alice.pub submitters/
           # serve --allow-workers workers --allow-submitters submitters
+          # worker and submit: --coordinator-key keys/coordinator.pub
 
         One-shot farm setup (what Compose's `keys` service and docs/DEPLOY.md run):
           coord keygen --farm DIR
-        makes, as the user that runs it, one folder per party with only what that party needs:
+
+        It makes, as the user that runs it, one folder per party with only what that party needs:
           DIR/coordinator/  coordinator.key, coordinator.pub, dashboard.token,
-                            workers/worker.pub, submitters/submitter.pub   (the allow-lists)
+                            allow-lists workers/worker.pub, submitters/submitter.pub
           DIR/worker/       worker.key, worker.pub, coordinator.pub
-          DIR/submitter/    submitter.key, submitter.pub, coordinator.pub, dashboard.token
-          DIR/metrics/      dashboard.token (mode 0644, for a Prometheus that runs as another user)
-        Secret files are 0600; worker/ and submitter/ are 0700; coordinator/ is 0711 and its
-        allow-lists 0755 (public keys), so a service user without the secret can read them. Files
+          DIR/submitter/    submitter.key, submitter.pub, coordinator.pub,
+                            dashboard.token
+          DIR/metrics/      dashboard.token (mode 0644, for a Prometheus that runs as
+                            another user)
+
+        Secret files are 0600; worker/ and submitter/ are 0700; coordinator/ is 0711 and its \
+        allow-lists 0755 (public keys), so a service user without the secret can read them. Files \
         that exist are kept, so it is safe to run again (every `docker compose up` does).
         """)
     @Argument(help: "Name of the key pair (the file names).") var name: String?
@@ -469,13 +476,14 @@ struct DashboardCommand: AsyncParsableCommand {
         abstract: "Serve a read-only web dashboard over a state folder's lineage and artifacts.",
         discussion: """
         Examples:
-          coord dashboard                                   http://127.0.0.1:7401/ over the default state folder
-          coord dashboard --state /var/lib/threadline --http 0.0.0.0:7401 --token-file /etc/threadline/dashboard.token
+          coord dashboard    # http://127.0.0.1:7401/ over the default state folder
+          coord dashboard --state /var/lib/threadline --http 0.0.0.0:7401 \\
+              --token-file /etc/threadline/dashboard.token
 
-        Pages update live while embedded renders or 'coord serve' write to the same state folder.
-        The JSON API (/api/runs, /api/runs/ID, /api/runs/ID/attempts, /api/workers) is described in
-        docs/openapi.yaml. Nothing served changes state. Addresses other than loopback need
-        --token-file: clients send 'Authorization: Bearer <token>' (pages take ?token=…).
+        Pages update live while embedded renders or 'coord serve' write to the same state folder. \
+        The JSON API (/api/runs, /api/runs/ID, /api/runs/ID/attempts, /api/workers) is described in \
+        docs/openapi.yaml. Nothing served changes state. Addresses other than loopback need \
+        --token-file: clients send 'Authorization: Bearer <token>' (pages take ?token=…). \
         'coord serve --http' serves the same dashboard plus /metrics, /healthz and /readyz.
         """)
 

@@ -15,17 +15,20 @@ struct Coord: AsyncParsableCommand {
         abstract: "Threadline coordinator: threads clips into finished movies.",
         discussion: """
         Examples:
-          coord submit pipelines/demo.yaml          render on this machine (local coordinator + workers)
-          coord plan pipelines/demo.yaml --json     show the stage graph and the frame-exact timeline
-          coord runs                                list runs recorded in the lineage database
-          coord status 3                            one run's stages, attempts and failures
-          coord lineage pipelines/out/demo.mp4      how an output came to be (sources, stages, parameters)
-          coord dashboard --http 127.0.0.1:7401     watch runs, workers and failures in a browser
+          coord submit pipelines/demo.yaml       render on this machine
+          coord plan pipelines/demo.yaml --json  stage graph and frame-exact timeline
+          coord runs                             runs recorded in the lineage database
+          coord status 3                         a run's stages, attempts and failures
+          coord lineage pipelines/out/demo.mp4   how an output came to be
+          coord dashboard --http 127.0.0.1:7401  runs, workers, failures in a browser
 
         A cluster:
-          coord serve --bind tcp://0.0.0.0:7400 --curve-secret-key keys/coordinator.key --allow keys/allowed
-          worker --connect tcp://HOST:7400 --pipelines 2 --curve-secret-key keys/w1.key --coordinator-key keys/coordinator.pub
-          coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]; coord wait RUN; coord cancel RUN
+          coord serve --bind tcp://0.0.0.0:7400 \\
+              --curve-secret-key keys/coordinator.key --allow keys/allowed
+          worker --connect tcp://HOST:7400 --pipelines 2 \\
+              --curve-secret-key keys/w1.key --coordinator-key keys/coordinator.pub
+          coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]
+          coord wait RUN; coord cancel RUN
         """,
         subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
                       Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self, DashboardCommand.self,

@@ -11,18 +11,18 @@ struct Submit: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Render pipelines into their movies.",
         discussion: """
-        Every pipeline named is rendered at once on one cluster: the projects share the workers
+        Every pipeline named is rendered at once on one cluster: the projects share the workers \
         fairly, and a summary table (or, with --json, one JSON object per project) follows.
 
-        With no cluster named, starts a local coordinator and local worker processes on loopback.
-        Ctrl-C stops it; the runs are recorded as interrupted and resume, keeping every finished
+        With no cluster named, starts a local coordinator and local worker processes on loopback. \
+        Ctrl-C stops it; the runs are recorded as interrupted and resume, keeping every finished \
         stage, when the same pipelines are submitted again.
 
-        With --coordinator, hands the pipelines (and the files their items use) to a running
-        'coord serve' and follows them, downloading each movie to its output path; with
+        With --coordinator, hands the pipelines (and the files their items use) to a running \
+        'coord serve' and follows them, downloading each movie to its output path; with \
         --detach it prints the run ids and returns (then 'coord wait RUN', 'coord status RUN').
 
-        Exit status: 0 when every movie was written, 1 when any run failed, 2 when a pipeline
+        Exit status: 0 when every movie was written, 1 when any run failed, 2 when a pipeline \
         file is invalid (nothing is rendered), 130 when interrupted.
         """)
 
@@ -36,16 +36,16 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "With --coordinator: return once submitted, printing the run ids.")
     var detach = false
 
-    @Option(name: .long, help: "With --coordinator: higher runs first (default 0); runs of equal priority share workers fairly.")
+    @Option(name: .long, help: "With --coordinator: higher runs first; runs of equal priority share workers fairly.")
     var priority: Int = 0
 
-    @Option(name: .long, help: "Local worker processes (default: number of cores).")
+    @Option(name: .long, help: "Local worker processes: one per core unless given.")
     var workers: Int = ProcessInfo.processInfo.activeProcessorCount
 
     @Option(name: .long, help: "Media pipelines each worker runs at once.")
     var pipelines: Int = 1
 
-    @Option(name: .long, help: "Codec threads per pipeline (default 1: identical bits on every host; 0: the codecs choose).")
+    @Option(name: .long, help: "Codec threads per pipeline (1: identical bits on every host; 0: the codecs choose).")
     var threads: Int = 1
 
     @Flag(name: .long, help: "Print the result as JSON on standard output: one object per project, one per line.")

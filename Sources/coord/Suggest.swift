@@ -14,14 +14,17 @@ struct SuggestCommand: ParsableCommand {
         abstract: "Draft movies from a photo library by capture date (opt-in; never renders anything).",
         discussion: """
         Nothing happens for a library until you opt it in:
-          coord suggest enable ~/Pictures               recent days (the last 30)
-          coord suggest enable ~/Pictures --memories    and "on this day" in earlier years
-          coord suggest ~/Pictures                      scan, write drafts, list them
-          coord submit ~/.local/share/threadline/suggestions/<id>.yaml    render one
+          coord suggest enable ~/Pictures             recent days (the last 30)
+          coord suggest enable ~/Pictures --memories  and "on this day" in past years
+          coord suggest ~/Pictures                    scan, write drafts, list them
+          coord submit ~/.local/share/threadline/suggestions/<id>.yaml   render one
+
         Titles are dates only. Hide what you never want suggested:
-          coord suggest block ~/Pictures --date 2024-03-02 | --from D --to D | --folder P | --asset P
+          coord suggest block ~/Pictures --date 2024-03-02
+              (or --from D --to D, --folder P, --asset P)
           coord suggest dismiss ID
-        Capture dates come from metadata only (EXIF, QuickTime); files dated only by file times
+
+        Capture dates come from metadata only (EXIF, QuickTime); files dated only by file times \
         are never suggested. See docs/SUGGESTIONS.md.
         """,
         subcommands: [SuggestList.self, SuggestEnable.self, SuggestDisable.self, SuggestPause.self, SuggestResume.self,

@@ -11,10 +11,12 @@ struct Doctor: ParsableCommand {
             Checks: the folder is writable; lineage.db, library-index.db and suggestions.db pass \
             SQLite's check; runs recorded running have a live coordinator; store files match \
             their recorded sizes (--full: their sha256); no stale temporary files.
+
             --repair never deletes a record: damaged indexes are rebuilt (REINDEX), a damaged \
             database is moved aside (library-index.db, which is rebuilt by a scan, is deleted), \
             orphaned runs are recorded interrupted (resumable), damaged store files are removed \
             (rendered again when needed). Exit status: 0 when nothing is left to fix, 1 otherwise.
+
             Run it while no coordinator uses the folder.
             """)
     @Flag(name: .long, help: "Carry out the safe repairs.") var repair = false

@@ -16,25 +16,27 @@ struct WorkerCommand: AsyncParsableCommand {
         discussion: """
         Examples:
           worker --connect tcp://coord-host:7400 --pipelines 2
-          worker --connect tcp://coord-host:7400 --curve-secret-key /etc/threadline/worker.key --coordinator-key /etc/threadline/coordinator.pub
+          worker --connect tcp://coord-host:7400 \\
+              --curve-secret-key /etc/threadline/worker.key \\
+              --coordinator-key /etc/threadline/coordinator.pub
 
-        The worker keeps its own artifact store (--store) and pulls the inputs it lacks from the
-        coordinator; when --store is a folder shared with the coordinator, nothing is copied.
+        The worker keeps its own artifact store (--store) and pulls the inputs it lacks from the \
+        coordinator; when --store is a folder shared with the coordinator, nothing is copied. \
         After losing the coordinator it keeps running its stages and reconnects with backoff.
 
-        On SIGTERM or SIGINT (what Compose, Kubernetes and systemd send on scale-in or stop) it
-        drains: it takes no more work, lets the stages in flight finish and delivers their results
-        (within --drain-timeout), hands back any that cannot finish so they are queued again at
+        On SIGTERM or SIGINT (what Compose, Kubernetes and systemd send on scale-in or stop) it \
+        drains: it takes no more work, lets the stages in flight finish and delivers their results \
+        (within --drain-timeout), hands back any that cannot finish so they are queued again at \
         once, and exits 0.
         """)
 
     @Option(name: .long, help: "The coordinator's endpoint, e.g. tcp://127.0.0.1:7400.")
     var connect: String
 
-    @Option(name: .long, help: "Media pipelines (slots) this worker runs at once (default: number of cores).")
+    @Option(name: .long, help: "Media pipelines (slots) this worker runs at once: one per core unless given.")
     var pipelines: Int = ProcessInfo.processInfo.activeProcessorCount
 
-    @Option(name: .long, help: ArgumentHelp("Codec threads each pipeline uses. 1 (default): every host encodes identical bits, and one pipeline per core is the cheapest way to fill a machine; 0: libavcodec and libx264 choose (a lone pipeline finishes sooner, but the encoded bits then depend on the host).", valueName: "N"))
+    @Option(name: .long, help: ArgumentHelp("Codec threads each pipeline uses. 1: every host encodes identical bits, and one pipeline per core is the cheapest way to fill a machine; 0: libavcodec and libx264 choose (a lone pipeline finishes sooner, but the encoded bits then depend on the host).", valueName: "N"))
     var threads: Int = 1
 
     @Option(name: .long, help: "Artifact store folder (default: $XDG_DATA_HOME/threadline-worker).")
