@@ -604,7 +604,12 @@ final class CoordinatorCore {
     }
 
     func resumeInterrupted() {
-        guard let list = try? lineage.interruptedSubmissions() else { return }
+        let list: [(runID: Int64, submission: String, planning: Bool)]
+        do { list = try lineage.interruptedSubmissions() } catch {
+            // They stay interrupted, for the next start to resume.
+            log.error("cannot read the interrupted runs to resume them: \(error)")
+            return
+        }
         for (runID, json, planning) in list {
             if planning {
                 // The last coordinator stopped while planning this run: resuming it could stop this one too.
@@ -612,7 +617,15 @@ final class CoordinatorCore {
                 record("runFinished") { try lineage.runFinished(runID, state: .failed, error: "quarantined: planning this run stopped the coordinator, so it is not resumed; check the pipeline and submit it again") }
                 continue
             }
-            guard let s = try? JSONDecoder().decode(Submission.self, from: Data(json.utf8)) else { continue }
+            let s: Submission
+            do { s = try JSONDecoder().decode(Submission.self, from: Data(json.utf8)) } catch {
+                // Left interrupted, it would be skipped at every start with no word to anyone.
+                log.error("cannot resume run \(runID): its stored submission cannot be read: \(error)", metadata: ["run.id": "\(runID)"])
+                record("runFinished") {
+                    try lineage.runFinished(runID, state: .failed, error: "could not resume: the submission stored with this run cannot be read (\(error)); submit the pipeline again")
+                }
+                continue
+            }
             do {
                 guard let ids = try lineage.resume(runID: runID) else { continue }
                 try lineage.setPlanning(runID, true)
@@ -719,7 +732,10 @@ final class CoordinatorCore {
                 watch(run, from: identity, once: true)
             }
         case .status(let run):
-            send(.statusReply(status(run, for: peer)), to: identity)
+            do { send(.statusReply(try status(run, for: peer)), to: identity) } catch {
+                log.error("cannot answer a status request: \(error)")
+                send(.rejected(message: "cannot read the lineage database to answer: \(error)"), to: identity)
+            }
         case .draining(let running):
             guard workers[id] != nil else { return }
             feed(.workerDraining(id), now: now)
@@ -859,7 +875,12 @@ final class CoordinatorCore {
             progress(run, force: true)
             return
         }
-        guard let rec = try? lineage.runRecord(runID) else {
+        let record: LineageStore.RunRecord?
+        do { record = try lineage.runRecord(runID) } catch {
+            log.error("cannot read run \(runID) to answer a watch: \(error)", metadata: ["run.id": "\(runID)"])
+            send(.rejected(message: "cannot read run \(runID) from the lineage database: \(error)"), to: identity); return
+        }
+        guard let rec = record else {
             send(.rejected(message: "no run \(runID) on this coordinator"), to: identity); return
         }
         let output = rec.movie.map { ArtifactRef(sha256: $0.sha256, path: $0.uri, size: $0.size) }
@@ -873,17 +894,17 @@ final class CoordinatorCore {
         for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
     }
 
-    func status(_ runID: Int64?, for peer: Peer = .local) -> StatusReply {
+    func status(_ runID: Int64?, for peer: Peer = .local) throws -> StatusReply {
         guard let runID else {
             // Admins (and local peers) see the farm; a submitter its own runs.
             let mine = peer.seesEveryRun ? "" : "WHERE id IN (SELECT id FROM run WHERE owner_key = ?)"
-            let rows = (try? lineage.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs \(mine) ORDER BY id",
-                                          mine.isEmpty ? [] : [peer.key ?? ""])) ?? []
+            let rows = try lineage.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs \(mine) ORDER BY id",
+                                        mine.isEmpty ? [] : [peer.key ?? ""])
             return StatusReply(runs: rows, stages: [], failures: [])
         }
-        let runs = (try? lineage.rows("SELECT * FROM v_runs WHERE id = ?", [runID])) ?? []
-        let stages = (try? lineage.rows("SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])) ?? []
-        let failures = (try? lineage.rows("SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])) ?? []
+        let runs = try lineage.rows("SELECT * FROM v_runs WHERE id = ?", [runID])
+        let stages = try lineage.rows("SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
+        let failures = try lineage.rows("SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])
         return StatusReply(runs: runs, stages: stages, failures: failures)
     }
 

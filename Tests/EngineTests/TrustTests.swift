@@ -271,4 +271,56 @@ import TestSupport
         #expect(row?["state"] == "failed")
         #expect(row?["error"]?.contains("quarantined") == true, "\(String(describing: row))")
     }
+
+    /// An interrupted run whose stored submission cannot be read (damaged, or written by another
+    /// version) is recorded failed with what to do, not skipped in silence at every start.
+    @Test func aRunWhoseStoredSubmissionCannotBeReadIsFailedWithAReason() throws {
+        let dir = temporaryDirectory("unreadable")
+        let lineage = try LineageStore(path: dir + "/lineage.db")
+        let p = Pipeline(name: "u", output: OutputProfile(path: dir + "/u.mp4", width: 320, height: 180),
+                         items: [Item(kind: .title(Title(text: "x", duration: 1)))])
+        let (runID, _) = try lineage.createRun(p, stages: Planner.stages(for: p), submission: "{\"pipeline\": 7}")
+        try lineage.interruptRun(runID, reason: "test")
+
+        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
+        config.store = try ArtifactStore(root: dir)
+        config.resumeInterrupted = true
+        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
+        let context = MessagingContext()
+        _ = try coordinator.start(context: context)
+        let row = try lineage.rows("SELECT state, error FROM run WHERE id = ?", [runID]).first
+        coordinator.stop()
+        coordinator.waitUntilStopped()
+        withExtendedLifetime(context) {}
+        #expect(row?["state"] == "failed", "\(String(describing: row))")
+        #expect(row?["error"]?.contains("cannot be read") == true && row?["error"]?.contains("submit the pipeline again") == true, "\(String(describing: row))")
+    }
+
+    /// A status request the lineage database cannot answer is refused with the reason, not
+    /// answered as if the run had no stages.
+    @Test func aStatusTheLineageCannotAnswerIsRefusedWithTheReason() throws {
+        let dir = temporaryDirectory("status-unreadable")
+        let lineage = try LineageStore(path: dir + "/lineage.db")
+        let p = Pipeline(name: "s", output: OutputProfile(path: dir + "/s.mp4", width: 320, height: 180),
+                         items: [Item(kind: .title(Title(text: "x", duration: 1)))])
+        let (runID, _) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        try lineage.runFinished(runID, state: .succeeded)
+        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
+        config.store = try ArtifactStore(root: dir)
+        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
+        let context = MessagingContext()
+        _ = try coordinator.start(context: context)
+        defer { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} }
+        let client = try ClusterClient(endpoint: "ipc://\(dir)/c", context: context, downloads: dir + "/downloads")
+        client.silenceTimeout = 10
+        #expect(try client.status(runID).stages.count == Planner.stages(for: p).count)
+        // The view the answer reads is gone (a damaged or hand-edited database).
+        _ = try run("sqlite3", [dir + "/lineage.db", "DROP VIEW v_stages"], timeout: 30)
+        do {
+            let reply = try client.status(runID)
+            Issue.record("answered without the view: \(reply)")
+        } catch {
+            #expect("\(error)".contains("cannot read the lineage database") && "\(error)".contains("v_stages"), "\(error)")
+        }
+    }
 }
