@@ -145,9 +145,16 @@ final class Transfers {
         }
         guard let handle = FileHandle(forReadingAtPath: path) else { refuse("not held here"); return }
         defer { try? handle.close() }
-        guard let total = try? handle.seekToEnd(), offset <= Int64(total) else { refuse("offset past the end"); return }
-        try? handle.seek(toOffset: UInt64(offset))
-        let data = (try? handle.read(upToCount: length)) ?? Data()
-        _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: Int64(total), error: nil)), data)
+        // A read that fails is refused with its error: an empty chunk in its place would end,
+        // after the whole transfer, as "content does not match its sha256".
+        do {
+            let total = try handle.seekToEnd()
+            guard offset <= Int64(total) else { refuse("offset past the end"); return }
+            try handle.seek(toOffset: UInt64(offset))
+            let data = try handle.read(upToCount: length) ?? Data()
+            _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: Int64(total), error: nil)), data)
+        } catch {
+            refuse("cannot read it here: \(error.localizedDescription)")
+        }
     }
 }
