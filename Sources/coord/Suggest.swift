@@ -205,12 +205,16 @@ struct SuggestList: ParsableCommand {
         let text = Self.signed(body)
         var draft = Draft(pipeline: path)
         var target = path
-        if let existing = try? String(contentsOfFile: path, encoding: .utf8), existing != text, !Self.unedited(existing) {
+        // Read as bytes: a draft an editor saved in another encoding than UTF-8 is still the
+        // person's edit, not a missing file to write over.
+        if FileManager.default.fileExists(atPath: path),
+           case let existing = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self),
+           existing != text, !Self.unedited(existing) {
             draft.edited = true
             target = "\(folder)/\(s.id).suggested.yaml"
             draft.suggested = target
         }
-        let same = (try? String(contentsOfFile: target, encoding: .utf8)) == text
+        let same = (try? Data(contentsOf: URL(fileURLWithPath: target))) == Data(text.utf8)
         if same && (noContactSheets || FileManager.default.fileExists(atPath: sheet)) { return draft }
         if !same { try text.write(toFile: target, atomically: true, encoding: .utf8) }
         if !noContactSheets {

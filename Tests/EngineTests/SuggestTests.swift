@@ -139,6 +139,12 @@ import TestSupport
         #expect(again.err.contains("was edited"), "\(again.err)")
         let untouched = try #require(again.json.first { $0["kind"] as? String == "recent" })
         #expect(untouched["edited"] == nil)
+        // Saved by an editor in Latin-1 (not UTF-8), the edit is still the person's: kept too.
+        let latin1 = Data(mine.utf8) + Data("# caf".utf8) + Data([0xE9, 0x0A])
+        try latin1.write(to: URL(fileURLWithPath: movie))
+        _ = try Self.list(lib)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: movie)) == latin1, "a draft edited in another encoding is kept as it is")
+        try mine.write(toFile: movie, atomically: true, encoding: .utf8)
 
         // The person renders their draft.
         let submit = try run(coordPath, ["submit", movie, "--state", lib.state + "-render"], timeout: 600)
