@@ -437,8 +437,12 @@ enum FarmKeys {
         for d in [w, s] { try write("\(d)/coordinator.pub", coordinator.publicText("coordinator"), mode: 0o644) }
         // The dashboard's bearer token: 32 random bytes, base64 (one line).
         let token: String
-        if let existing = try? String(contentsOfFile: "\(c)/dashboard.token", encoding: .utf8) {
-            token = existing.trimmingCharacters(in: .whitespacesAndNewlines)
+        if fm.fileExists(atPath: "\(c)/dashboard.token") {
+            // Kept; one that cannot be read must not be replaced by a new one in the other
+            // folders only (the coordinator would refuse the submitter's and Prometheus's token).
+            do { token = try String(contentsOfFile: "\(c)/dashboard.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) } catch {
+                throw FarmKeys.Failure("cannot read \(c)/dashboard.token: \(error.localizedDescription) (run as the user that owns \(root))")
+            }
         } else {
             var rng = SystemRandomNumberGenerator()
             token = Data((0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) }).base64EncodedString()

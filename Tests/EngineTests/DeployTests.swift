@@ -226,6 +226,25 @@ import TestSupport
         }
     }
 
+    /// Run again over a farm folder, keygen keeps the dashboard token; one it cannot read stops it
+    /// with the reason, rather than a new token for the submitter and Prometheus that the
+    /// coordinator's kept one would refuse.
+    @Test func farmKeysKeepTheTokenOrSayWhyNot() throws {
+        let farm = temporaryDirectory("farm-token") + "/farm"
+        #expect(try run(coordPath, ["keygen", "--farm", farm]).status == 0)
+        let token = try String(contentsOfFile: farm + "/coordinator/dashboard.token", encoding: .utf8)
+        try FileManager.default.removeItem(atPath: farm + "/metrics/dashboard.token")
+        #expect(try run(coordPath, ["keygen", "--farm", farm]).status == 0)
+        #expect(try String(contentsOfFile: farm + "/metrics/dashboard.token", encoding: .utf8) == token, "the kept token, not a new one")
+        // A token that cannot be read (here a folder in its place).
+        try FileManager.default.removeItem(atPath: farm + "/coordinator/dashboard.token")
+        try FileManager.default.removeItem(atPath: farm + "/metrics/dashboard.token")
+        try FileManager.default.createDirectory(atPath: farm + "/coordinator/dashboard.token", withIntermediateDirectories: true)
+        let r = try run(coordPath, ["keygen", "--farm", farm])
+        #expect(r.status != 0 && r.err.contains("cannot read \(farm)/coordinator/dashboard.token"), "\(r.status) \(r.err)")
+        #expect(!FileManager.default.fileExists(atPath: farm + "/metrics/dashboard.token"), "no token the coordinator would refuse")
+    }
+
     // MARK: scale-in and scale-out, as Kubernetes does them
 
     /// `coord serve --http` and one worker; two workers started mid-run get work within a second
