@@ -31,10 +31,23 @@ public enum PipelineLoader {
             throw PipelineError("cannot read pipeline file \(path)", at: nil,
                                 hint: "check that the file exists and is readable")
         }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw PipelineError("pipeline file is not UTF-8 text", at: SourceLocation(file: path, line: 1, column: 1))
-        }
+        guard let text = String(data: data, encoding: .utf8) else { throw notUTF8(data, file: path) }
         return try parse(text: text, file: path, baseDirectory: url.deletingLastPathComponent().path, checkFiles: checkFiles)
+    }
+
+    /// Where a file stops being UTF-8: the line and column (in characters) of its first byte that
+    /// is not, so an editor can go there.
+    static func notUTF8(_ data: Data, file: String) -> PipelineError {
+        var parser = Unicode.UTF8.ForwardParser()
+        var bytes = data.makeIterator()
+        var line = 1, column = 1, offset = 0
+        while case .valid(let scalar) = parser.parseScalar(from: &bytes) {
+            offset += scalar.count
+            if scalar.count == 1 && scalar.first == 0x0A { line += 1; column = 1 } else { column += 1 }
+        }
+        let byte = offset < data.count ? String(format: " (byte 0x%02X)", data[data.startIndex + offset]) : ""
+        return PipelineError("pipeline file is not UTF-8 text\(byte)", at: SourceLocation(file: file, line: line, column: column),
+                             hint: "save it as UTF-8 (your editor's encoding setting)")
     }
 
     public static func parse(text: String, file: String, baseDirectory: String, checkFiles: Bool = true) throws -> Pipeline {

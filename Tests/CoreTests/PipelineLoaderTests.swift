@@ -93,6 +93,23 @@ import Testing
         #expect(e.message.contains("nope.mov"))
     }
 
+    /// A file saved in Latin-1: the error points at the first byte that is not UTF-8.
+    @Test func textThatIsNotUTF8IsAnErrorAtItsFirstBadByte() throws {
+        let dir = FileManager.default.temporaryDirectory.path + "/threadline-utf8-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var bytes = Data("version: 1\nname: Ça va, ".utf8)
+        bytes += Data([0xE9]) + Data("t\u{E9}\noutput: { path: o.mp4 }\n".utf8)
+        try bytes.write(to: URL(fileURLWithPath: dir + "/p.yaml"))
+        #expect {
+            _ = try PipelineLoader.load(path: dir + "/p.yaml", checkFiles: false)
+        } throws: { error in
+            guard let e = error as? PipelineError else { return false }
+            // "name: Ça va, " is 13 characters (Ç is two bytes): the bad byte is the 14th.
+            return e.location == SourceLocation(file: dir + "/p.yaml", line: 2, column: 14) && e.message.contains("0xE9") && e.hint?.contains("UTF-8") == true
+        }
+    }
+
     @Test func badYAMLHasALocation() throws {
         let e = try #require(error("output: { path: o.mp4\nclips:\n  - video: [unclosed\n"))
         #expect(e.location != nil)
