@@ -395,6 +395,10 @@ final class CoordinatorCore {
     var holders: [String: Set<String>] = [:]
     /// Submitters following a run.
     var watchers: [Int64: Set<Data>] = [:]
+    /// Runs whose progress changed this turn: told at the end of it, so what a result made ready
+    /// and sent is in the same word (a render sent just after a result was shown as not running
+    /// until the next result), at most ~8 times a second each.
+    var progressOwed: Set<Int64> = []
     var draining = false
     var drainDeadline = 0.0
     var lastLivenessCheck = 0.0
@@ -503,6 +507,7 @@ final class CoordinatorCore {
             }
             heartbeat(now)
             if now - lastWatcherTick > 1 { lastWatcherTick = now; for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } } }
+            tellOwedProgress()
             if now - lastLivePublish > 0.2 { lastLivePublish = now; publishLive(now) }
         }
         owner.refuseQueued()
@@ -1577,10 +1582,23 @@ final class CoordinatorCore {
         return "\(item.label(index: i))\(loc)"
     }
 
-    /// Tells observers and watching submitters how a run stands (at most ~8 times a second unless forced).
-    func progress(_ run: RunState, force: Bool = false) {
+    /// The progress owed this turn, for runs not told in the last 0.125 s (the others wait for a
+    /// later turn).
+    func tellOwedProgress() {
+        guard !progressOwed.isEmpty else { return }
         let now = Date().timeIntervalSince1970
-        guard force || now - run.lastProgress > 0.125 else { return }
+        for id in progressOwed {
+            guard let r = runs[id], !r.finished else { progressOwed.remove(id); continue }
+            if now - r.lastProgress > 0.125 { progress(r, force: true) }
+        }
+    }
+
+    /// Tells observers and watching submitters how a run stands: at once when forced, else at the
+    /// end of the turn (`tellOwedProgress`).
+    func progress(_ run: RunState, force: Bool = false) {
+        guard force else { progressOwed.insert(run.id); return }
+        let now = Date().timeIntervalSince1970
+        progressOwed.remove(run.id)
         run.lastProgress = now
         let items = run.pipeline.items.count
         let itemsDone = run.segments.count

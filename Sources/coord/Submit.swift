@@ -362,8 +362,10 @@ final class BatchDisplay: Sendable {
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
         for k in active.prefix(Self.activeLines) {
             let p = s.progress[k]!
+            // Frames once every item's length is known, items before: stages counted the quick
+            // fetches, and the bar went back to empty when the frames became known.
             let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0
-                ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.stagesDone) / Double(max(1, p.stagesTotal))
+                ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.itemsDone) / Double(max(1, p.items))
             let filled = Int(fraction * 16)
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
             let name = names[k].count > 24 ? String(names[k].prefix(23)) + "…" : names[k].padding(toLength: 24, withPad: " ", startingAt: 0)

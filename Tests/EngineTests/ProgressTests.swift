@@ -109,4 +109,24 @@ import TestSupport
         #expect(seenDuringConcat.value == [true], "progress seen when the concat started: \(seenDuringConcat.value)")
         #expect(early.value.isEmpty, "joining while a render still ran: \(early.value)")
     }
+
+    /// A render sent within the progress throttle of the word before (its fetch's result) is
+    /// told once the throttle passes: the line said "0 running" for as long as it rendered.
+    @Test func aRenderSentJustAfterAProgressIsShownRunning() throws {
+        let runner = FakeRunner(delay: 0.01)
+        let latest = Locked<RunProgress?>(nil)
+        let seen = Locked<[Bool]>([])
+        runner.onStart = { label in
+            guard label.hasPrefix("render") else { return }
+            func shown() -> Bool { latest.value?.running.contains { $0.hasPrefix("render/") } ?? false }
+            let deadline = Date().addingTimeInterval(1)
+            while !shown() && Date() < deadline { usleep(1000) }
+            seen.withLock { $0.append(shown()) }
+        }
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        h.coordinator.observe { p, _, _ in if let p { latest.withLock { $0 = p } } }
+        let run = try h.submit(h.pipeline(1))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("the run failed"); return }
+        #expect(seen.value == [true], "while the render ran, the last progress said: \(String(describing: latest.value))")
+    }
 }
