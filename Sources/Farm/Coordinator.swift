@@ -26,10 +26,12 @@ public struct RunProgress: Sendable, Codable {
     /// which leaves the frames done and the whole elapsed time.
     public var framesRendered: Int? = nil
     public var renderingFor: Double? = nil
+    /// How its renders go on their slots (`TimeLeft.Slots`); nil from a coordinator that does not say.
+    public var slots: TimeLeft.Slots? = nil
 
     /// Seconds left, from the rate at which this run has rendered its planned frames (`TimeLeft`).
     public var eta: Double? {
-        TimeLeft.seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime)
+        TimeLeft.seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
     }
 
     /// Every planned frame is rendered and the run goes on: the concat is joining the movie.
@@ -37,7 +39,7 @@ public struct RunProgress: Sendable, Codable {
 
     /// What a progress line shows for the time left (`TimeLeft.text`).
     public var etaText: String {
-        TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime)
+        TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
     }
 
     // What `TimeLeft` is given: an absent figure is none; without the rate's own figures (an older
@@ -275,6 +277,8 @@ final class RunState {
     /// sent: the ETA's rate (`RunProgress.framesRendered`, `renderingFor`).
     var renderedItems: Set<Int> = []
     var firstRenderSent: Double?
+    /// Seconds its own finished renders took, each from when it was sent (`TimeLeft.Slots`).
+    var renderSeconds = 0.0
     var timeline: [ItemTiming]?
     var finished = false
     var succeeded = false
@@ -1470,7 +1474,7 @@ final class CoordinatorCore {
                 try lineage.stageUpdate(u.stageRows[k], state: .succeeded, finished: done, seconds: seconds[k], first: first(k))
             }
             run.segments[i] = (art, aid)
-            if !cached { run.renderedItems.insert(i) }
+            if !cached { run.renderedItems.insert(i); run.renderSeconds += max(0, done - u.sentAt) }
         } else if u.kind == .transition, let b = u.item, let art = r.artifact {
             let inputs = [run.segments[b]?.1, run.segments[b + 1]?.1].compactMap { $0 }
             let aid = try recordOutput(run, u, r, kind: "transition", facts: nil, inputs: inputs)
@@ -1604,12 +1608,20 @@ final class CoordinatorCore {
         let itemsDone = run.segments.count
         var done = 0, total = 0
         var running: [String] = []
+        var slots = TimeLeft.Slots(renderSeconds: run.renderSeconds, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
         let phases = scheduler.phases(ofRun: run.id)
         for (k, u) in run.units.enumerated() {
             total += u.stages.count
             switch run.succeeded ? .done : (k < phases.count ? phases[k] : .ended) {
             case .done: done += u.stages.count
-            case .running, .checking: running.append(u.name)
+            case .running:
+                running.append(u.name)
+                if u.kind == .render, let i = u.item {
+                    slots.inFlight += 1
+                    slots.inFlightFrames += run.frameCounts[i] ?? 0
+                    slots.inFlightSeconds += max(0, now - u.sentAt)
+                }
+            case .checking: running.append(u.name)
             default: break
             }
         }
@@ -1620,6 +1632,7 @@ final class CoordinatorCore {
         p.framesKnown = run.frameCounts.count == items
         p.framesRendered = run.renderedItems.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
+        p.slots = slots
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {
             let data = Envelope(.progress(p)).encoded()

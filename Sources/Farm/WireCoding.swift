@@ -281,6 +281,10 @@ extension RunProgress {
             if let k = framesKnown { $0.framesKnown = k }
             if let f = framesRendered { $0.framesRendered = Int64(f) }
             if let t = renderingFor { $0.renderingFor = t }
+            if let s = slots {
+                $0.renderSeconds = s.renderSeconds; $0.rendersInFlight = Int64(s.inFlight)
+                $0.framesInFlight = Int64(s.inFlightFrames); $0.inFlightSeconds = s.inFlightSeconds
+            }
         }
     }
     init(_ w: Threadline_Wire_RunProgress) {
@@ -288,7 +292,9 @@ extension RunProgress {
                   stagesDone: Int(w.stagesDone), running: w.running, elapsed: w.elapsed,
                   framesDone: w.hasFramesDone ? Int(w.framesDone) : nil, framesTotal: w.hasFramesTotal ? Int(w.framesTotal) : nil,
                   framesKnown: w.hasFramesKnown ? w.framesKnown : nil, framesRendered: w.hasFramesRendered ? Int(w.framesRendered) : nil,
-                  renderingFor: w.hasRenderingFor ? w.renderingFor : nil)
+                  renderingFor: w.hasRenderingFor ? w.renderingFor : nil,
+                  slots: w.hasRenderSeconds ? TimeLeft.Slots(renderSeconds: w.renderSeconds, inFlight: Int(w.rendersInFlight),
+                                                             inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil)
     }
 }
 

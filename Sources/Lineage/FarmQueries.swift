@@ -103,6 +103,7 @@ public struct FarmReader: Sendable {
             // rows through their encode stages.
             let framed = rows.filter { id != nil || ($0[2] as String) == "running" }.map { $0[0] as Int64 }
             var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int, firstRender: Double?)] = [:]
+            var slots: [Int64: TimeLeft.Slots] = [:]
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
                 for r in try Row.fetchAll(db, sql: """
@@ -135,6 +136,29 @@ public struct FarmReader: Sendable {
                     """, arguments: StatementArguments(framed)) {
                     frames[r[0]]?.firstRender = r[1]
                 }
+                // How its renders go on their slots (`TimeLeft.Slots`): the seconds its own
+                // finished renders took (their stages' seconds, as the workers timed them), and
+                // the renders in flight (frames, seconds since each attempt was sent).
+                for r in try Row.fetchAll(db, sql: """
+                    SELECT s.run_id, coalesce(sum(s.seconds), 0)
+                    FROM stage s JOIN stage e ON e.run_id = s.run_id AND e.item_idx = s.item_idx AND e.kind = 'encode' JOIN run r ON r.id = s.run_id
+                    WHERE s.run_id IN (\(list)) AND s.kind IN ('decode', 'transform', 'encode') AND e.state = 'succeeded' AND e.cached = 0
+                          AND (r.resumed_at IS NULL OR e.finished_at >= r.resumed_at)
+                    GROUP BY s.run_id
+                    """, arguments: StatementArguments(framed)) {
+                    slots[r[0]] = TimeLeft.Slots(renderSeconds: r[1], inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+                }
+                for r in try Row.fetchAll(db, sql: """
+                    SELECT s.run_id, count(*), coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(max(0, ? - a.dispatched_at)), 0)
+                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                         JOIN attempt a ON a.stage_id = s.id AND a.state = 'running'
+                    WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.state = 'running'
+                    GROUP BY s.run_id
+                    """, arguments: StatementArguments([now] + framed.map { $0 as any DatabaseValueConvertible })) {
+                    slots[r[0]]?.inFlight = r[1]
+                    slots[r[0]]?.inFlightFrames = r[2]
+                    slots[r[0]]?.inFlightSeconds = r[3]
+                }
             }
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
@@ -148,7 +172,7 @@ public struct FarmReader: Sendable {
                            started: started, finished: finished, durationS: elapsed,
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
                            etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
-                                                                        renderingFor: f.firstRender.map { now - $0 } ?? 0) : nil,
+                                                                        renderingFor: f.firstRender.map { now - $0 } ?? 0, slots: slots[id]) : nil,
                            joining: joining,
                            outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8])
             }

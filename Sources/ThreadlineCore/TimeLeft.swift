@@ -10,11 +10,36 @@ import Foundation
 /// behind others in a batch has not been rendering while it waited (with 8 projects on 2
 /// workers, projects 5-8 read ETA 0:06-0:09 with under a second left).
 public enum TimeLeft {
-    /// Seconds left: the frames not done yet, at the rate `rendered` frames took `renderingFor`
-    /// seconds. Nil until a frame is rendered and every item's length is known (remote sources
-    /// are measured when fetched).
-    public static func seconds(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double) -> Double? {
-        guard known, rendered > 0, total >= done, renderingFor > 0 else { return nil }
+    /// How a run's renders go on their slots: the seconds its finished renders took (summed over
+    /// them, from when each was sent), and the renders still in flight (how many, their planned
+    /// frames, and the seconds since each was sent, summed). Renders run side by side, so frames
+    /// over wall time alone said twice the time left when the first of two parallel renders
+    /// ended (the small bench's first ETA read 0:33 with 17 s left).
+    public struct Slots: Sendable, Equatable, Codable {
+        public var renderSeconds: Double
+        public var inFlight: Int
+        public var inFlightFrames: Int
+        public var inFlightSeconds: Double
+        public init(renderSeconds: Double, inFlight: Int, inFlightFrames: Int, inFlightSeconds: Double) {
+            self.renderSeconds = renderSeconds; self.inFlight = inFlight; self.inFlightFrames = inFlightFrames; self.inFlightSeconds = inFlightSeconds
+        }
+    }
+
+    /// Seconds left. With `slots`: a render's speed is the frames rendered over the seconds their
+    /// renders took; the renders in flight are that far along; what is left goes at that speed on
+    /// as many slots as the run has in flight (at least one). Without (an older coordinator): the
+    /// frames not done yet at the rate `rendered` frames took `renderingFor` seconds of wall time.
+    /// Nil until a frame is rendered and every item's length is known (remote sources are
+    /// measured when fetched).
+    public static func seconds(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double,
+                               slots: Slots? = nil) -> Double? {
+        guard known, rendered > 0, total >= done else { return nil }
+        if let slots, slots.renderSeconds > 0 {
+            let perSlot = Double(rendered) / slots.renderSeconds
+            let underway = min(Double(slots.inFlightFrames), perSlot * slots.inFlightSeconds)
+            return max(0, Double(total - done) - underway) / (perSlot * Double(max(1, slots.inFlight)))
+        }
+        guard renderingFor > 0 else { return nil }
         return Double(total - done) * renderingFor / Double(rendered)
     }
 
@@ -27,9 +52,11 @@ public enum TimeLeft {
 
     /// What a progress line shows: "joining the movie" (`movies` > 1: "the movies"), "ETA m:ss",
     /// or "ETA --:--" while the length or the rate is not known yet.
-    public static func text(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double, movies: Int = 1) -> String {
+    public static func text(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double,
+                            slots: Slots? = nil, movies: Int = 1) -> String {
         if joining(framesDone: done, framesTotal: total, known: known) { return movies == 1 ? "joining the movie" : "joining the movies" }
-        guard let left = seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingFor) else { return "ETA --:--" }
+        guard let left = seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingFor,
+                                 slots: slots) else { return "ETA --:--" }
         return String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
     }
 }

@@ -1098,6 +1098,45 @@ public nonisolated struct Threadline_Wire_RunProgress: Sendable {
   /// Clears the value of `renderingFor`. Subsequent reads from it will return its default value.
   public mutating func clearRenderingFor() {self._renderingFor = nil}
 
+  /// Renders run side by side: the seconds the run's finished renders took (each from when it was
+  /// sent, summed), and its renders in flight (how many, their planned frames, the seconds since
+  /// each was sent, summed). The time left comes from these when they are present.
+  public var renderSeconds: Double {
+    get {_renderSeconds ?? 0}
+    set {_renderSeconds = newValue}
+  }
+  /// Returns true if `renderSeconds` has been explicitly set.
+  public var hasRenderSeconds: Bool {self._renderSeconds != nil}
+  /// Clears the value of `renderSeconds`. Subsequent reads from it will return its default value.
+  public mutating func clearRenderSeconds() {self._renderSeconds = nil}
+
+  public var rendersInFlight: Int64 {
+    get {_rendersInFlight ?? 0}
+    set {_rendersInFlight = newValue}
+  }
+  /// Returns true if `rendersInFlight` has been explicitly set.
+  public var hasRendersInFlight: Bool {self._rendersInFlight != nil}
+  /// Clears the value of `rendersInFlight`. Subsequent reads from it will return its default value.
+  public mutating func clearRendersInFlight() {self._rendersInFlight = nil}
+
+  public var framesInFlight: Int64 {
+    get {_framesInFlight ?? 0}
+    set {_framesInFlight = newValue}
+  }
+  /// Returns true if `framesInFlight` has been explicitly set.
+  public var hasFramesInFlight: Bool {self._framesInFlight != nil}
+  /// Clears the value of `framesInFlight`. Subsequent reads from it will return its default value.
+  public mutating func clearFramesInFlight() {self._framesInFlight = nil}
+
+  public var inFlightSeconds: Double {
+    get {_inFlightSeconds ?? 0}
+    set {_inFlightSeconds = newValue}
+  }
+  /// Returns true if `inFlightSeconds` has been explicitly set.
+  public var hasInFlightSeconds: Bool {self._inFlightSeconds != nil}
+  /// Clears the value of `inFlightSeconds`. Subsequent reads from it will return its default value.
+  public mutating func clearInFlightSeconds() {self._inFlightSeconds = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1107,6 +1146,10 @@ public nonisolated struct Threadline_Wire_RunProgress: Sendable {
   fileprivate var _framesKnown: Bool? = nil
   fileprivate var _framesRendered: Int64? = nil
   fileprivate var _renderingFor: Double? = nil
+  fileprivate var _renderSeconds: Double? = nil
+  fileprivate var _rendersInFlight: Int64? = nil
+  fileprivate var _framesInFlight: Int64? = nil
+  fileprivate var _inFlightSeconds: Double? = nil
 }
 
 public nonisolated struct Threadline_Wire_RunEnd: Sendable {
@@ -2783,7 +2826,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2803,6 +2846,10 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       case 10: try { try decoder.decodeSingularBoolField(value: &self._framesKnown) }()
       case 11: try { try decoder.decodeSingularInt64Field(value: &self._framesRendered) }()
       case 12: try { try decoder.decodeSingularDoubleField(value: &self._renderingFor) }()
+      case 13: try { try decoder.decodeSingularDoubleField(value: &self._renderSeconds) }()
+      case 14: try { try decoder.decodeSingularInt64Field(value: &self._rendersInFlight) }()
+      case 15: try { try decoder.decodeSingularInt64Field(value: &self._framesInFlight) }()
+      case 16: try { try decoder.decodeSingularDoubleField(value: &self._inFlightSeconds) }()
       default: break
       }
     }
@@ -2849,6 +2896,18 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     try { if let v = self._renderingFor {
       try visitor.visitSingularDoubleField(value: v, fieldNumber: 12)
     } }()
+    try { if let v = self._renderSeconds {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 13)
+    } }()
+    try { if let v = self._rendersInFlight {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 14)
+    } }()
+    try { if let v = self._framesInFlight {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 15)
+    } }()
+    try { if let v = self._inFlightSeconds {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 16)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2865,6 +2924,10 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     if lhs._framesKnown != rhs._framesKnown {return false}
     if lhs._framesRendered != rhs._framesRendered {return false}
     if lhs._renderingFor != rhs._renderingFor {return false}
+    if lhs._renderSeconds != rhs._renderSeconds {return false}
+    if lhs._rendersInFlight != rhs._rendersInFlight {return false}
+    if lhs._framesInFlight != rhs._framesInFlight {return false}
+    if lhs._inFlightSeconds != rhs._inFlightSeconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -20,6 +20,8 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     /// Called as each task starts, with its label (a test can kill the worker here).
     var onStart: ((String) -> Void)?
     let delay: Double
+    /// A fetch's moment, when it is not `delay`.
+    var fetchDelay: Double?
     /// Outputs depend only on the task (as real renders do: the same bits on every host), and a
     /// forging runner answers other bytes for renders, transitions and the concat.
     var deterministic = false
@@ -46,7 +48,7 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
         defer { lock.lock(); concurrent -= 1; lock.unlock() }
         onStart?(task.label)
         let t0 = Date().timeIntervalSince1970
-        Thread.sleep(forTimeInterval: delay)
+        if case .fetch = task, let fetchDelay { Thread.sleep(forTimeInterval: fetchDelay) } else { Thread.sleep(forTimeInterval: delay) }
         var r = TaskResult(lease: lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: t0,
                            finishedAt: Date().timeIntervalSince1970, cpuSeconds: 0, maxRSS: 0)
         if let fail {

@@ -64,6 +64,32 @@ import TestSupport
         #expect(!r.joining && r.etaS == nil && r.framesDone == 360, "\(r)")
     }
 
+    /// The dashboard counts renders in flight as the terminal does (`TimeLeft.Slots`): from the
+    /// seconds the finished renders' stages took and the attempts still running.
+    @Test func theDashboardCountsRendersInFlight() throws {
+        let dir = temporaryDirectory("eta-slots")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        let uris = ["a", "b", "c", "d"].map { dir + "/\($0).mov" }
+        let p = Pipeline(name: "slots", output: OutputProfile(path: dir + "/out.mp4"),
+                         items: uris.map { Item(kind: .video(source: SourceRef($0), trim: nil)) })
+        let (runID, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        let facts = Dictionary(uniqueKeysWithValues: uris.map { ($0, MediaFacts(duration: 10, width: 320, height: 240, hasVideo: true, hasAudio: false)) })
+        try lineage.setItemTiming(runID: runID, timeline: try Planner.timeline(for: p, facts: facts))
+        try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 2, version: "test")
+        // Items 0 and 1 sent together; item 0 rendered its 300 frames in 2 s (0.5 + 0.5 + 1).
+        let zero = try lineage.attemptDispatched(stageIDs: ["decode/0", "transform/0", "encode/0"].map { ids[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: "l0")
+        _ = try lineage.attemptDispatched(stageIDs: ["decode/1", "transform/1", "encode/1"].map { ids[$0]! }, attemptNo: 1, worker: "w", slot: 1, lease: "l1")
+        let sent: Double = try #require(LineageStore.readRows(path: dir + "/l.db", "SELECT dispatched_at FROM attempt WHERE id = \(zero[0])")
+            .first?["dispatched_at"].flatMap(Double.init))
+        for (stage, seconds) in [("decode/0", 0.5), ("transform/0", 0.5), ("encode/0", 1.0)] {
+            try lineage.stageUpdate(ids[stage]!, state: .succeeded, finished: sent + 2, seconds: seconds)
+        }
+        let r = try #require(try FarmReader(path: dir + "/l.db").runs(id: runID, now: sent + 2).first)
+        // 150 frames a second on a slot; item 1 is as far along as item 0 went (done), so items 2
+        // and 3 are left: 600 frames on the one slot in flight, 4 s. Frames over wall time: 6 s.
+        #expect(r.framesDone == 300 && abs((r.etaS ?? -1) - 4) < 0.01, "\(r)")
+    }
+
     /// A resumed run's time left comes from what it renders after the resume: the hour it lay
     /// interrupted was not rendering time (counted, the ETA read half an hour for two seconds).
     @Test func aResumedRunIsJudgedByWhatItRendersAfterTheResume() throws {

@@ -58,6 +58,65 @@ import TestSupport
         #expect(progress(done: 100, total: 300, known: true, elapsed: 10).eta == 20)
     }
 
+    /// Renders run side by side: the time left counts the renders in flight as far along as the
+    /// finished ones went, and what is left as going on as many slots as the run has in flight.
+    @Test func rendersInFlightOnSeveralSlotsCount() {
+        // 10 items of 100 frames on 2 slots, 2 s each. The first ended at 2 s; the second, sent
+        // with it, is as far along: 8 are left, 8 s on two slots. Frames over wall time: 18 s.
+        var p = progress(done: 100, total: 1000, known: true, elapsed: 2)
+        p.framesRendered = 100; p.renderingFor = 2
+        #expect(p.eta == 18, "wall-time rule, the fallback: \(String(describing: p.eta))")
+        // Its next render is out too (the coordinator tells progress after sending what a result
+        // made ready): the second one 2 s along, the third just sent.
+        p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 2, inFlightFrames: 200, inFlightSeconds: 2)
+        #expect(abs((p.eta ?? -1) - 8) < 1e-9, "\(String(describing: p.eta))")
+        // One render in flight: what is left goes on one slot (800 frames at 50 a second).
+        p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 2)
+        #expect(abs((p.eta ?? -1) - 16) < 1e-9, "\(String(describing: p.eta))")
+        // A render in flight longer than the rate says is not counted past its own frames.
+        p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 5)
+        #expect(abs((p.eta ?? -1) - 16) < 1e-9)
+        // Nothing in flight (waiting for a slot): one slot's speed.
+        p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+        #expect(abs((p.eta ?? -1) - 18) < 1e-9)
+        // The last render in flight, nearly done: the time it still needs.
+        var last = progress(done: 900, total: 1000, known: true, elapsed: 10)
+        last.framesRendered = 900; last.renderingFor = 9
+        last.slots = TimeLeft.Slots(renderSeconds: 18, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 1.5)
+        #expect(abs((last.eta ?? -1) - 0.5) < 1e-9, "\(String(describing: last.eta))")
+    }
+
+    /// A real coordinator with fake workers, 12 equal renders on 2 slots, the second slot's half a
+    /// render behind the first (as renders of different lengths leave them): the first time left
+    /// is near the truth. Frames over wall time counted only the finished render, not the one half
+    /// done beside it, and said about twice the truth.
+    @Test func theFirstTimeLeftOnTwoStaggeredSlotsIsNearTheTruth() throws {
+        let runner = FakeRunner(delay: 0.15)
+        runner.fetchDelay = 0.005
+        let seen = Locked<[(at: Double, progress: RunProgress)]>([])
+        let end = Locked<Double?>(nil)
+        let started = Locked(0)
+        runner.onStart = { label in
+            guard label.hasPrefix("render") else { return }
+            if started.withLock({ $0 += 1; return $0 }) == 2 { usleep(75_000) }
+        }
+        let h = try Harness(workers: 2, slots: 1, runner: runner)
+        h.coordinator.observe { p, _, o in
+            let now = Date().timeIntervalSince1970
+            if let p { seen.withLock { $0.append((now, p)) } }
+            if o != nil { end.withLock { $0 = now } }
+        }
+        let run = try h.submit(h.pipeline(12))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("the run failed"); return }
+        let ended = try #require(end.value)
+        let first = try #require(seen.value.first { $0.progress.eta != nil && !$0.progress.joining })
+        let left = ended - first.at, said = first.progress.eta!
+        let old = TimeLeft.seconds(framesDone: first.progress.framesDone ?? 0, framesTotal: first.progress.framesTotal ?? 0, known: true,
+                                   rendered: first.progress.framesRendered ?? 0, renderingFor: first.progress.renderingFor ?? 0) ?? 0
+        print(String(format: "12 renders on 2 staggered slots, first ETA: said %.2f s, %.2f s were left (frames over wall time: %.2f s)", said, left, old))
+        #expect(abs(said - left) <= 0.3 * left + 0.1, "said \(said) s left, \(left) s were: \(first.progress)")
+    }
+
     /// Two projects on one slot, as in a batch: the one that waits for the other renders later,
     /// and its time left is judged from its own rendering, not from the time it waited (which
     /// made its line read several times the time it had left).
