@@ -42,6 +42,18 @@ public struct RunProgress: Sendable, Codable {
         TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
     }
 
+    /// As it stands `seconds` after it was told, for a display that redraws between words (a
+    /// minute-long render would otherwise hold its ETA still for a minute): its renders in flight,
+    /// and its time, that much further along.
+    public func aged(by seconds: Double) -> RunProgress {
+        guard seconds > 0 else { return self }
+        var p = self
+        p.elapsed += seconds
+        if let t = renderingFor, t > 0 { p.renderingFor = t + seconds }
+        if var s = slots { s.inFlightSeconds += Double(s.inFlight) * seconds; p.slots = s }
+        return p
+    }
+
     // What `TimeLeft` is given: an absent figure is none; without the rate's own figures (an older
     // coordinator), the frames done over the whole elapsed time.
     private var done: Int { framesDone ?? 0 }

@@ -295,6 +295,8 @@ struct ProjectReport {
 final class BatchDisplay: Sendable {
     struct State {
         var progress: [Int: RunProgress] = [:]
+        /// When each project's progress was told: drawn aged by the time since.
+        var received: [Int: Double] = [:]
         var ended: [Int: String] = [:]
         var drawn = 0
         var lastDraw = 0.0
@@ -306,12 +308,33 @@ final class BatchDisplay: Sendable {
     let state = Locked(State())
     static let activeLines = 8
 
-    init(names: [String], terminal: Bool) { self.names = names; self.terminal = terminal }
+    /// Redraws every second between words, so the time left counts down during long renders.
+    nonisolated(unsafe) private var ticker: DispatchSourceTimer?
+
+    init(names: [String], terminal: Bool) {
+        self.names = names; self.terminal = terminal
+        guard terminal else { return }
+        let t = DispatchSource.makeTimerSource(queue: .global())
+        t.schedule(deadline: .now() + 1, repeating: 1)
+        t.setEventHandler { [weak self] in
+            guard let self else { return }
+            let text = self.state.withLock { s -> String? in
+                guard !s.stopped, !s.progress.isEmpty else { return nil }
+                return self.draw(&s, force: true)
+            }
+            if let text { FileHandle.standardError.write(Data(text.utf8)) }
+        }
+        t.resume()
+        ticker = t
+    }
+
+    deinit { ticker?.cancel() }
 
     func update(_ k: Int, _ p: RunProgress) {
         let text = state.withLock { s -> String? in
             guard !s.stopped else { return nil }
             s.progress[k] = p
+            s.received[k] = Date().timeIntervalSince1970
             return draw(&s, force: false)
         }
         if let text { FileHandle.standardError.write(Data(text.utf8)) }
@@ -328,10 +351,10 @@ final class BatchDisplay: Sendable {
     }
 
     /// Leaves the last drawing on screen and stops drawing.
-    func finish() { state.withLock { $0.stopped = true } }
+    func finish() { state.withLock { $0.stopped = true }; ticker?.cancel() }
 
     /// Stops drawing and moves below the live lines.
-    func interrupted() { state.withLock { $0.stopped = true }; if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
+    func interrupted() { state.withLock { $0.stopped = true }; ticker?.cancel(); if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
 
     /// The total line: projects done, items, and an ETA from planned frames (once every running
     /// project's length is known).
@@ -341,7 +364,8 @@ final class BatchDisplay: Sendable {
         var known = s.progress.count + s.ended.count >= names.count
         // The batch's renders on their slots, summed (only when every project says).
         var slots: TimeLeft.Slots? = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
-        for (k, p) in s.progress {
+        for (k, told) in s.progress {
+            let p = told.aged(by: now - (s.received[k] ?? now))
             items += p.items; itemsDone += p.itemsDone; running += p.running.count
             framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
             rendered += p.framesRendered ?? p.framesDone ?? 0
@@ -369,7 +393,7 @@ final class BatchDisplay: Sendable {
         var lines = [totalLine(s, now: now)]
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
         for k in active.prefix(Self.activeLines) {
-            let p = s.progress[k]!
+            let p = s.progress[k]!.aged(by: now - (s.received[k] ?? now))
             // Frames once every item's length is known, items before: stages counted the quick
             // fetches, and the bar went back to empty when the frames became known.
             let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0

@@ -86,6 +86,19 @@ import TestSupport
         #expect(abs((last.eta ?? -1) - 0.5) < 1e-9, "\(String(describing: last.eta))")
     }
 
+    /// Between words the terminal draws the progress aged by the time since it was told: the time
+    /// left counts down through a long render instead of standing still until it ends.
+    @Test func theTimeLeftCountsDownBetweenWords() {
+        var p = progress(done: 100, total: 1000, known: true, elapsed: 2)
+        p.framesRendered = 100; p.renderingFor = 2
+        p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 2, inFlightFrames: 200, inFlightSeconds: 2)
+        #expect(abs((p.eta ?? -1) - 8) < 1e-9)
+        let later = p.aged(by: 1)
+        #expect(abs((later.eta ?? -1) - 7) < 1e-9, "\(String(describing: later.eta))")
+        #expect(later.elapsed == 3 && later.renderingFor == 3)
+        #expect(p.aged(by: 0).eta == p.eta)
+    }
+
     /// A real coordinator with fake workers, 12 equal renders on 2 slots, the second slot's half a
     /// render behind the first (as renders of different lengths leave them): the first time left
     /// is near the truth. Frames over wall time counted only the finished render, not the one half
