@@ -245,6 +245,25 @@ import TestSupport
 
     // MARK: quarantine
 
+    /// A coordinator on `lineage` at ipc://DIR/c, started (resuming interrupted runs when asked),
+    /// and how to stop it.
+    static func coordinator(_ dir: String, _ lineage: LineageStore, resume: Bool = false) throws -> (MessagingContext, stop: () -> Void) {
+        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
+        config.store = try ArtifactStore(root: dir)
+        config.resumeInterrupted = resume
+        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
+        let context = MessagingContext()
+        _ = try coordinator.start(context: context)
+        return (context, { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} })
+    }
+
+    /// A run's state and error once a coordinator that resumes interrupted runs has started.
+    static func afterAStart(_ dir: String, _ lineage: LineageStore, run: Int64) throws -> [String: String]? {
+        let (_, stop) = try coordinator(dir, lineage, resume: true)
+        defer { stop() }
+        return try lineage.rows("SELECT state, error FROM run WHERE id = ?", [run]).first
+    }
+
     /// A run whose resume planning stopped the last coordinator is not resumed again (it would
     /// stop this one too): it is recorded failed, quarantined, with what to do.
     @Test func aRunWhosePlanningStoppedTheCoordinatorIsQuarantined() throws {
@@ -258,16 +277,7 @@ import TestSupport
         try lineage.interruptRun(runID, reason: "test")
         try lineage.setPlanning(runID, true)
 
-        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
-        config.store = try ArtifactStore(root: dir)
-        config.resumeInterrupted = true
-        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
-        let context = MessagingContext()
-        _ = try coordinator.start(context: context)
-        let row = try lineage.rows("SELECT state, error FROM run WHERE id = ?", [runID]).first
-        coordinator.stop()
-        coordinator.waitUntilStopped()
-        withExtendedLifetime(context) {}
+        let row = try Self.afterAStart(dir, lineage, run: runID)
         #expect(row?["state"] == "failed")
         #expect(row?["error"]?.contains("quarantined") == true, "\(String(describing: row))")
     }
@@ -282,16 +292,7 @@ import TestSupport
         let (runID, _) = try lineage.createRun(p, stages: Planner.stages(for: p), submission: "{\"pipeline\": 7}")
         try lineage.interruptRun(runID, reason: "test")
 
-        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
-        config.store = try ArtifactStore(root: dir)
-        config.resumeInterrupted = true
-        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
-        let context = MessagingContext()
-        _ = try coordinator.start(context: context)
-        let row = try lineage.rows("SELECT state, error FROM run WHERE id = ?", [runID]).first
-        coordinator.stop()
-        coordinator.waitUntilStopped()
-        withExtendedLifetime(context) {}
+        let row = try Self.afterAStart(dir, lineage, run: runID)
         #expect(row?["state"] == "failed", "\(String(describing: row))")
         #expect(row?["error"]?.contains("cannot be read") == true && row?["error"]?.contains("submit the pipeline again") == true, "\(String(describing: row))")
     }
@@ -305,12 +306,8 @@ import TestSupport
                          items: [Item(kind: .title(Title(text: "x", duration: 1)))])
         let (runID, _) = try lineage.createRun(p, stages: Planner.stages(for: p))
         try lineage.runFinished(runID, state: .succeeded)
-        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
-        config.store = try ArtifactStore(root: dir)
-        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
-        let context = MessagingContext()
-        _ = try coordinator.start(context: context)
-        defer { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} }
+        let (context, stop) = try Self.coordinator(dir, lineage)
+        defer { stop() }
         let client = try ClusterClient(endpoint: "ipc://\(dir)/c", context: context, downloads: dir + "/downloads")
         client.silenceTimeout = 10
         #expect(try client.status(runID).stages.count == Planner.stages(for: p).count)
