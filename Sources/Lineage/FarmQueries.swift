@@ -137,12 +137,14 @@ public struct FarmReader: Sendable {
                     frames[r[0]]?.firstRender = r[1]
                 }
                 // How its renders go on their slots (`TimeLeft.Slots`): the seconds its own
-                // finished renders took (their stages' seconds, as the workers timed them), and
+                // finished renders took (their attempts, as the workers timed them: the stages'
+                // own seconds overlap, decode and encode being interleaved frame by frame), and
                 // the renders in flight (frames, seconds since each attempt was sent).
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, coalesce(sum(s.seconds), 0)
-                    FROM stage s JOIN stage e ON e.run_id = s.run_id AND e.item_idx = s.item_idx AND e.kind = 'encode' JOIN run r ON r.id = s.run_id
-                    WHERE s.run_id IN (\(list)) AND s.kind IN ('decode', 'transform', 'encode') AND e.state = 'succeeded' AND e.cached = 0
+                    SELECT s.run_id, coalesce(sum(a.finished_at - a.started_at), 0)
+                    FROM stage s JOIN attempt a ON a.stage_id = s.id AND a.state = 'succeeded'
+                         JOIN stage e ON e.run_id = s.run_id AND e.item_idx = s.item_idx AND e.kind = 'encode' JOIN run r ON r.id = s.run_id
+                    WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.cached = 0 AND e.state = 'succeeded' AND e.cached = 0
                           AND (r.resumed_at IS NULL OR e.finished_at >= r.resumed_at)
                     GROUP BY s.run_id
                     """, arguments: StatementArguments(framed)) {

@@ -76,13 +76,14 @@ import TestSupport
         let facts = Dictionary(uniqueKeysWithValues: uris.map { ($0, MediaFacts(duration: 10, width: 320, height: 240, hasVideo: true, hasAudio: false)) })
         try lineage.setItemTiming(runID: runID, timeline: try Planner.timeline(for: p, facts: facts))
         try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 2, version: "test")
-        // Items 0 and 1 sent together; item 0 rendered its 300 frames in 2 s (0.5 + 0.5 + 1).
+        // Items 0 and 1 sent together; item 0 rendered its 300 frames in 2 s (its attempt's time).
         let zero = try lineage.attemptDispatched(stageIDs: ["decode/0", "transform/0", "encode/0"].map { ids[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: "l0")
         _ = try lineage.attemptDispatched(stageIDs: ["decode/1", "transform/1", "encode/1"].map { ids[$0]! }, attemptNo: 1, worker: "w", slot: 1, lease: "l1")
         let sent: Double = try #require(LineageStore.readRows(path: dir + "/l.db", "SELECT dispatched_at FROM attempt WHERE id = \(zero[0])")
             .first?["dispatched_at"].flatMap(Double.init))
-        for (stage, seconds) in [("decode/0", 0.5), ("transform/0", 0.5), ("encode/0", 1.0)] {
-            try lineage.stageUpdate(ids[stage]!, state: .succeeded, finished: sent + 2, seconds: seconds)
+        for (k, stage) in ["decode/0", "transform/0", "encode/0"].enumerated() {
+            try lineage.attemptFinished(zero[k], state: .succeeded, started: sent + 0.05, finished: sent + 2.05)
+            try lineage.stageUpdate(ids[stage]!, state: .succeeded, finished: sent + 2, seconds: 1.5)   // overlapping stage times
         }
         let r = try #require(try FarmReader(path: dir + "/l.db").runs(id: runID, now: sent + 2).first)
         // 150 frames a second on a slot; item 1 is as far along as item 0 went (done), so items 2
