@@ -31,7 +31,10 @@ public enum Thumbnails {
         }
         let facts = try Probe.facts(path: path, name: name, stage: .encode)
         let at = max(0, facts.duration / 2)
-        let generator = try GeneratedVideo(description: String(format: "movie=filename='%@':seek_point=%.3f,scale=%d:-2,setsar=1", path, at, max(16, width & ~1)),
+        // The seek lands on the key frame before `at` (a segment's only one is its first, black
+        // when it fades in): frames before `at` are decoded and dropped.
+        let generator = try GeneratedVideo(description: String(format: "movie=filename='%@':seek_point=%.3f,select='gte(t,%.3f)',scale=%d:-2,setsar=1",
+                                                               path, at, max(0, at - 0.001), max(16, width & ~1)),
                                            file: name)
         let frame = Frame()
         guard try generator.next(into: frame) else { throw MediaError(.encode, .permanent, file: name, "no picture came out") }
