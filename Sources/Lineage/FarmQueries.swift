@@ -59,9 +59,9 @@ public struct FarmReader: Sendable {
         /// until every item's length is known (the timeline is recorded once the last source is fetched).
         public var framesDone: Int?
         public var framesTotal: Int?
-        /// Seconds left for a running run, from the rate it rendered its planned frames since its
-        /// first render (`TimeLeft`, as `coord submit` shows it); nil until it rendered a frame and
-        /// the lengths are known.
+        /// Seconds left for a running run, from the speed of its own renders and those in flight
+        /// (`TimeLeft.Slots`, as `coord submit` shows it); nil until it rendered a frame and the
+        /// lengths are known.
         public var etaS: Double?
         /// A running run whose every frame is rendered: the concat is joining the movie.
         public var joining: Bool
@@ -102,19 +102,18 @@ public struct FarmReader: Sendable {
             // shown (running ones, or the one asked for): the item rows, and the rendered items'
             // rows through their encode stages.
             let framed = rows.filter { id != nil || ($0[2] as String) == "running" }.map { $0[0] as Int64 }
-            var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int, firstRender: Double?)] = [:]
+            var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int)] = [:]
             var slots: [Int64: TimeLeft.Slots] = [:]
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
                 for r in try Row.fetchAll(db, sql: """
                     SELECT i.run_id, count(i.frame_count), coalesce(sum(\(Self.renderedFrames)), 0) FROM item i WHERE i.run_id IN (\(list)) GROUP BY i.run_id
                     """, arguments: StatementArguments(framed)) {
-                    frames[r[0]] = (r[1], r[2], 0, 0, nil)
+                    frames[r[0]] = (r[1], r[2], 0, 0)
                 }
-                // Frames done, those the run rendered itself (not reused from the cache: the ETA's
-                // rate), and when its first render was sent. A resumed run is judged by what it
-                // rendered since the resume, as `coord submit`'s lines judge it: the time it lay
-                // interrupted was not rendering time.
+                // Frames done, and those the run rendered itself (not reused from the cache: the
+                // ETA's rate). A resumed run is judged by what it rendered since the resume, as
+                // `coord submit`'s lines judge it: the time it lay interrupted was not rendering time.
                 for r in try Row.fetchAll(db, sql: """
                     SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0),
                            coalesce(sum(CASE WHEN s.cached = 0 AND (r.resumed_at IS NULL OR s.finished_at >= r.resumed_at) THEN \(Self.renderedFrames) END), 0)
@@ -123,18 +122,6 @@ public struct FarmReader: Sendable {
                     """, arguments: StatementArguments(framed)) {
                     frames[r[0]]?.done = r[1]
                     frames[r[0]]?.rendered = r[2]
-                }
-                // A stage keeps its first start, so the resumed run's first render is its first
-                // decode attempt sent after the resume.
-                for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, CASE WHEN r.resumed_at IS NULL THEN min(s.started_at)
-                                          ELSE (SELECT min(a.dispatched_at) FROM attempt a JOIN stage d ON d.id = a.stage_id
-                                                WHERE d.run_id = s.run_id AND d.kind = 'decode' AND d.cached = 0
-                                                      AND a.state NOT IN ('cached', 'missed') AND a.dispatched_at >= r.resumed_at) END
-                    FROM stage s JOIN run r ON r.id = s.run_id
-                    WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.cached = 0 GROUP BY s.run_id
-                    """, arguments: StatementArguments(framed)) {
-                    frames[r[0]]?.firstRender = r[1]
                 }
                 // How its renders go on their slots (`TimeLeft.Slots`): the seconds its own
                 // finished renders took (their attempts, as the workers timed them: the stages'
@@ -165,7 +152,7 @@ public struct FarmReader: Sendable {
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
                 let items: Int = r[9]
-                let f = frames[id] ?? (0, 0, 0, 0, nil)
+                let f = frames[id] ?? (0, 0, 0, 0)
                 let known = items > 0 && f.known == items
                 let elapsed = (finished ?? now) - started
                 let running = state == "running"
@@ -174,7 +161,7 @@ public struct FarmReader: Sendable {
                            started: started, finished: finished, durationS: elapsed,
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
                            etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
-                                                                        renderingFor: f.firstRender.map { now - $0 } ?? 0, slots: slots[id]) : nil,
+                                                                        renderingFor: 0, slots: slots[id]) : nil,   // the slots' rule only
                            joining: joining,
                            outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8])
             }

@@ -389,6 +389,13 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// A run taken over by this process: running again, owned here, and when (`run.resumed_at`, and a `run.resumed` event).
+    private func markResumed(_ db: Database, _ runID: Int64) throws {
+        let at = now()
+        try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ? WHERE id = ?").execute(arguments: [Self.owner, at, runID])
+        try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [at, runID, "resumed by \(Self.owner)"])
+    }
+
     /// An interrupted run of the same pipeline (same text, same file), taken over by this process.
     public func resume(_ pipeline: Pipeline) throws -> (runID: Int64, stageIDs: [String: Int64])? {
         try write { db in
@@ -399,9 +406,7 @@ public final class LineageStore: Sendable {
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) {
                 ids[row["name"]] = row["id"]
             }
-            let at = now()
-            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ? WHERE id = ?").execute(arguments: [Self.owner, at, runID])
-            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [at, runID, "resumed by \(Self.owner)"])
+            try markResumed(db, runID)
             return (runID, ids)
         }
     }
@@ -442,9 +447,7 @@ public final class LineageStore: Sendable {
             guard try Int64.fetchOne(db, sql: "SELECT id FROM run WHERE id = ? AND state = 'interrupted'", arguments: [runID]) != nil else { return nil }
             var ids: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) { ids[row["name"]] = row["id"] }
-            let at = now()
-            try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ? WHERE id = ?").execute(arguments: [Self.owner, at, runID])
-            try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [at, runID, "resumed by \(Self.owner)"])
+            try markResumed(db, runID)
             return ids
         }
     }

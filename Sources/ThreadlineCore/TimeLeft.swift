@@ -4,17 +4,18 @@ import Foundation
 /// from counts of items or stages: a 60 s clip and a 2 s photo are not the same work). One rule for
 /// `coord submit`'s progress lines, a batch's total line and the dashboard.
 ///
-/// The rate is the frames the run rendered itself over the time since its first render was sent:
-/// frames reused from the cache come at once and say nothing about the rate (an edit of one item
-/// of twelve would otherwise read ETA 0:00 while that item renders), and a project that waited
-/// behind others in a batch has not been rendering while it waited (with 8 projects on 2
-/// workers, projects 5-8 read ETA 0:06-0:09 with under a second left).
+/// The rate comes from the run's own renders (`Slots`): frames reused from the cache come at once
+/// and say nothing about it (an edit of one item of twelve would otherwise read ETA 0:00 while that
+/// item renders), and a project that waited behind others in a batch has not been rendering while
+/// it waited (with 8 projects on 2 workers, projects 5-8 read ETA 0:06-0:09 with under a second
+/// left when the waiting counted).
 public enum TimeLeft {
     /// How a run's renders go on their slots: the seconds its finished renders took (summed over
     /// them, from when each was sent), and the renders still in flight (how many, their planned
     /// frames, and the seconds since each was sent, summed). Renders run side by side, so frames
-    /// over wall time alone said twice the time left when the first of two parallel renders
-    /// ended (the small bench's first ETA read 0:33 with 17 s left).
+    /// over wall time alone said about twice the time left when the first of two parallel renders
+    /// ended (the small bench's first ETA read 0:33 at 1/14 items of an 18.5 s run; with these, 0:14
+    /// with 16.5 s of rendering left).
     public struct Slots: Sendable, Equatable, Codable {
         public var renderSeconds: Double
         public var inFlight: Int

@@ -99,18 +99,16 @@ func errorLine(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf
 final class ProgressDisplay: Sendable {
     let name: String
     let terminal: Bool
-    let last = Locked<(Int, Int)>((-1, -1))
+    let last = Locked(-1)   // stages done at the last logged line
     init(name: String, terminal: Bool) { self.name = name; self.terminal = terminal }
 
     func update(_ p: RunProgress) {
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
-        let changed = last.withLock { l -> Bool in
-            let now = (p.stagesDone, terminal ? p.running.count : 0)
-            defer { l = now }
-            return l != now
+        if !terminal {
+            let changed = last.withLock { l -> Bool in defer { l = p.stagesDone }; return l != p.stagesDone }
+            guard changed else { return }
         }
-        guard changed || terminal else { return }
         // Frames once every item's length is known, items before (as the batch's lines).
         let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0 ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.itemsDone) / Double(max(1, p.items))
         // The ETA comes from planned frames rendered, not stage counts (fetches are quick).

@@ -362,26 +362,24 @@ final class BatchDisplay: Sendable {
         let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count
         var items = 0, itemsDone = 0, running = 0, framesDone = 0, framesTotal = 0, rendered = 0
         var known = s.progress.count + s.ended.count >= names.count
-        // The batch's renders on their slots, summed (only when every project says).
-        var slots: TimeLeft.Slots? = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+        // The batch's renders on their slots, summed (used when every project says).
+        var slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0), everySays = true
         for (k, told) in s.progress {
             let p = told.aged(by: now - (s.received[k] ?? now))
             items += p.items; itemsDone += p.itemsDone; running += p.running.count
             framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
             rendered += p.framesRendered ?? p.framesDone ?? 0
             if s.ended[k] == nil && p.framesKnown != true { known = false }
-            if let p = p.slots, slots != nil {
-                slots!.renderSeconds += p.renderSeconds
-                if s.ended[k] == nil {
-                    slots!.inFlight += p.inFlight; slots!.inFlightFrames += p.inFlightFrames; slots!.inFlightSeconds += p.inFlightSeconds
-                }
-            } else { slots = nil }
+            if let q = p.slots {
+                slots.renderSeconds += q.renderSeconds
+                if s.ended[k] == nil { slots.inFlight += q.inFlight; slots.inFlightFrames += q.inFlightFrames; slots.inFlightSeconds += q.inFlightSeconds }
+            } else { everySays = false }
         }
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
             : TimeLeft.text(framesDone: framesDone, framesTotal: framesTotal, known: known, rendered: rendered,
-                            renderingFor: now - started, slots: slots, movies: names.count)
+                            renderingFor: now - started, slots: everySays ? slots : nil, movies: names.count)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
                       failed > 0 ? " (\(failed) failed)" : "", itemsDone, items, running, eta)
     }

@@ -43,7 +43,11 @@ import TestSupport
         let timeline = try Planner.timeline(for: p, facts: facts)
         #expect(timeline.map(\.frameCount) == [300, 30, 90], "the looped item plays three times: \(timeline.map(\.frameCount))")
         try lineage.setItemTiming(runID: runID, timeline: timeline)
-        // The long item's render was sent 2 s after the submit (the run waited for a slot) and is done.
+        // The long item's render was sent 2 s after the submit (the run waited for a slot) and is
+        // done, its attempt timed by the worker from 2 s to 10 s.
+        try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 1, version: "test")
+        let render = try lineage.attemptDispatched(stageIDs: ["decode/0", "transform/0", "encode/0"].map { ids[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: "l0")
+        for a in render { try lineage.attemptFinished(a, state: .succeeded, started: started + 2, finished: started + 10) }
         try lineage.stageUpdate(ids["decode/0"]!, state: .succeeded, started: started + 2)
         try lineage.stageUpdate(ids["encode/0"]!, state: .succeeded)
         r = try seen()
@@ -118,6 +122,7 @@ import TestSupport
             .first?["dispatched_at"].flatMap(Double.init))
         var r = try #require(try reader.runs(id: runID, now: sent + 1).first)
         #expect(r.state == "running" && r.framesDone == 300 && r.etaS == nil, "nothing rendered since the resume, no rate yet: \(r)")
+        for a in attempt { try lineage.attemptFinished(a, state: .succeeded, started: sent, finished: sent + 2) }
         try lineage.stageUpdate(ids["encode/1"]!, state: .succeeded, finished: sent + 2)
         r = try #require(try reader.runs(id: runID, now: sent + 2).first)
         // 300 frames in the 2 s since the resumed render was sent: the last 300 take 2 s.
