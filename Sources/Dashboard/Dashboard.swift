@@ -181,7 +181,9 @@ public struct Dashboard: Sendable {
         }
         if let exporter {
             router.get("/metrics") { _, _ -> Response in
-                let text = exporter.scrape(live: self.live?(), runs: (try? reader.runCounts()) ?? [:])
+                let counts = Result { try reader.runCounts() }
+                if case .failure(let error) = counts { self.logger.error("/metrics: cannot read the run counts from lineage (threadline_lineage_up is 0): \(error)") }
+                let text = exporter.scrape(live: self.live?(), runs: counts)
                 return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
             }
         }

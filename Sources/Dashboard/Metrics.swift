@@ -18,6 +18,7 @@ public final class FarmExporter: Sendable {
         "threadline_slots": "Worker pipeline slots, by state (busy, free).",
         "threadline_workers": "Workers connected to the coordinator.",
         "threadline_runs": "Runs recorded in lineage, by state.",
+        "threadline_lineage_up": "1 if this scrape read lineage's run counts, 0 if the read failed (threadline_runs then keeps its last values; the dashboard's log says why).",
     ]
 
     /// Seconds: stages run from milliseconds (cache checks) to many minutes (long renders).
@@ -31,6 +32,7 @@ public final class FarmExporter: Sendable {
     let workers: Prometheus.Gauge
     static let runStates = ["running", "succeeded", "failed", "cancelled", "interrupted"]
     let runs: [String: Prometheus.Gauge]
+    let lineageUp: Prometheus.Gauge
 
     public init() {
         queueDepth = registry.makeGauge(descriptor: Self.descriptor("threadline_queue_depth"))
@@ -40,6 +42,7 @@ public final class FarmExporter: Sendable {
         var runs: [String: Prometheus.Gauge] = [:]
         for s in Self.runStates { runs[s] = registry.makeGauge(descriptor: Self.descriptor("threadline_runs"), labels: [("state", s)]) }
         self.runs = runs
+        lineageUp = registry.makeGauge(descriptor: Self.descriptor("threadline_lineage_up"))
         // Families exist (with HELP) before the first stage ends, so dashboards see zeros, not gaps.
         _ = registry.makeCounter(descriptor: Self.descriptor(FarmMetrics.cacheHitsTotal))
         _ = registry.makeDurationHistogram(descriptor: Self.descriptor(FarmMetrics.lineageWriteSeconds), buckets: Self.writeBuckets)
@@ -54,15 +57,22 @@ public final class FarmExporter: Sendable {
         MetricsSystem.bootstrap(Factory(exporter: self))
     }
 
-    /// The exposition text, with gauges set from `live` and lineage's run counts.
-    public func scrape(live: LiveFigures?, runs counts: [String: Int]) -> [UInt8] {
+    /// The exposition text, with gauges set from `live` and lineage's run counts. Counts that
+    /// could not be read leave the run gauges as they were and set `threadline_lineage_up` to 0:
+    /// zeros would tell the operator every run had gone.
+    public func scrape(live: LiveFigures?, runs counts: Result<[String: Int], any Error>) -> [UInt8] {
         if let live {
             queueDepth.set(Double(live.queueDepth))
             slotsBusy.set(Double(live.slotsBusy))
             slotsFree.set(Double(max(0, live.slotsTotal - live.slotsBusy)))
             workers.set(Double(live.workers.count))
         }
-        for (state, gauge) in runs { gauge.set(Double(counts[state] ?? 0)) }
+        if let counts = try? counts.get() {
+            for (state, gauge) in runs { gauge.set(Double(counts[state] ?? 0)) }
+            lineageUp.set(1.0)
+        } else {
+            lineageUp.set(0.0)
+        }
         return registry.emitToBuffer()
     }
 
@@ -95,3 +105,4 @@ public final class FarmExporter: Sendable {
         func destroyTimer(_ handler: any TimerHandler) {}
     }
 }
+

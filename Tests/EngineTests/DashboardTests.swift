@@ -260,7 +260,7 @@ import TestSupport
         let metrics = try Self.get(base, "/metrics")
         for family in ["threadline_stages_total", "threadline_stage_duration_seconds_bucket", "threadline_queue_depth", "threadline_slots{state=\"busy\"}",
                        "threadline_slots{state=\"free\"}", "threadline_workers", "threadline_runs{state=\"succeeded\"}", "threadline_cache_hits_total",
-                       "threadline_lineage_write_seconds_bucket"] {
+                       "threadline_lineage_write_seconds_bucket", "threadline_lineage_up 1"] {
             #expect(metrics.text.contains(family), "/metrics has \(family)")
         }
         try metrics.body.write(to: URL(fileURLWithPath: dir + "/metrics.txt"))
@@ -389,6 +389,19 @@ extension DashboardTests {
 
     /// 1,000 runs / 100,000 stages: the run list in < 100 ms, a 5,000-attempt run's attempts in
     /// < 200 ms, and Chromium draws that run's Gantt in < 1 s.
+    /// A scrape whose lineage read fails says so (`threadline_lineage_up 0`) and keeps the last
+    /// run counts; it used to report zero runs in every state.
+    @Test func aScrapeThatCannotReadLineageSaysSoInsteadOfReportingNoRuns() throws {
+        struct Locked: Error {}
+        let exporter = FarmExporter()
+        let read = String(decoding: exporter.scrape(live: nil, runs: .success(["running": 2, "succeeded": 5])), as: UTF8.self)
+        #expect(read.contains("threadline_lineage_up 1"))
+        #expect(read.contains("threadline_runs{state=\"running\"} 2"))
+        let failed = String(decoding: exporter.scrape(live: nil, runs: .failure(Locked())), as: UTF8.self)
+        #expect(failed.contains("threadline_lineage_up 0"))
+        #expect(failed.contains("threadline_runs{state=\"running\"} 2") && failed.contains("threadline_runs{state=\"succeeded\"} 5"), "\(failed)")
+    }
+
     @Test func aThousandRunsAnswerQuickly() throws {
         let dir = temporaryDirectory("dashboard-scale")
         defer { try? FileManager.default.removeItem(atPath: dir) }
