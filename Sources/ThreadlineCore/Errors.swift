@@ -9,29 +9,36 @@ public struct SourceLocation: Sendable, Hashable, Codable, CustomStringConvertib
     public var description: String { "\(file):\(line):\(column)" }
 }
 
-/// An error in a pipeline file: where, what, and what to do about it.
+/// An error in a pipeline file: where, what, and what to do about it; with the other errors
+/// found in the same pass (another item's missing file), which it reports after itself.
 public struct PipelineError: Error, Sendable, CustomStringConvertible, Equatable {
     public var location: SourceLocation?
     public var message: String
     public var hint: String?
+    public var more: [PipelineError] = []
+
+    /// The most errors one report lists; past it, a count of the rest.
+    public static let reportLimit = 20
 
     public init(_ message: String, at location: SourceLocation?, hint: String? = nil) {
         self.message = message; self.location = location; self.hint = hint
+    }
+
+    /// The first of `errors`, carrying the rest (at least one error).
+    static func combined(_ errors: [PipelineError]) -> PipelineError {
+        var first = errors[0]
+        first.more = Array(errors.dropFirst())
+        return first
     }
 
     public var description: String {
         var s = location.map { "\($0): error: " } ?? "error: "
         s += message
         if let hint { s += "\n  hint: \(hint)" }
+        for e in more.prefix(Self.reportLimit - 1) { s += "\n" + e.description }
+        if more.count >= Self.reportLimit { s += "\nerror: \(more.count + 1 - Self.reportLimit) more errors in \(location?.file ?? "the pipeline") not shown" }
         return s
     }
-}
-
-/// Several pipeline errors found in one pass, reported together.
-public struct PipelineErrors: Error, Sendable, CustomStringConvertible {
-    public var errors: [PipelineError]
-    public init(_ errors: [PipelineError]) { self.errors = errors }
-    public var description: String { errors.map(\.description).joined(separator: "\n") }
 }
 
 /// Edit distance, for "did you mean" suggestions.

@@ -67,44 +67,52 @@ public enum PipelineLoader {
         guard version == 1 else {
             throw ctx.error("unsupported pipeline version \(version)", at: top.node("version"), hint: "this Threadline reads version: 1")
         }
-        let name = try top.string("name") ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent
+        // Sections that do not depend on each other are all checked, so one pass reports every
+        // item's missing file or bad value instead of one error per submit.
+        var problems: [PipelineError] = []
+        func checked<T>(_ body: () throws -> T) throws -> T? {
+            do { return try body() } catch let e as PipelineError { problems.append(e); return nil }
+        }
+        let name = try checked { try top.string("name") } ?? nil
         guard let outputNode = top.node("output") else {
             throw ctx.error("missing required key 'output'", at: root, hint: "add output: { path: out/movie.mp4 }")
         }
-        let output = try parseOutput(outputNode, ctx)
+        let output = try checked { try parseOutput(outputNode, ctx) }
         guard let clipsNode = top.node("clips") else {
-            throw ctx.error("missing required key 'clips'", at: root, hint: "list the items of the movie under clips:")
+            throw PipelineError.combined(problems + [ctx.error("missing required key 'clips'", at: root, hint: "list the items of the movie under clips:")])
         }
         guard case .sequence(let seq) = clipsNode else {
-            throw ctx.error("'clips' must be a list", at: clipsNode, hint: "write each clip as '- video: file.mov'")
+            throw PipelineError.combined(problems + [ctx.error("'clips' must be a list", at: clipsNode, hint: "write each clip as '- video: file.mov'")])
         }
         guard seq.count <= maxItems else {
             throw ctx.error("'clips' lists \(seq.count) items, over the limit of \(maxItems) per pipeline", at: clipsNode,
                             hint: "split the movie into several pipelines")
         }
+        if seq.isEmpty { problems.append(ctx.error("'clips' is empty: a movie needs at least one item", at: clipsNode)) }
         var items: [Item] = []
-        for node in seq { items.append(try parseItem(node, ctx)) }
-        guard !items.isEmpty else {
-            throw ctx.error("'clips' is empty: a movie needs at least one item", at: clipsNode)
-        }
-        var profile = output
-        if let st = top.node("soundtrack") { profile.soundtrack = try parseSoundtrack(st, ctx) }
-        try top.finish(allowed: topLevelKeys)
-        var pipeline = Pipeline(version: version, name: name, output: profile, items: items, file: file, text: text)
-        if let t = top.node("transition") { pipeline.transition = try parseTransition(t, ctx) }
-        if let r = top.node("retry") {
+        for node in seq { if let item = try checked({ try parseItem(node, ctx) }) { items.append(item) } }
+        let soundtrack = try checked { try top.node("soundtrack").map { try parseSoundtrack($0, ctx) } } ?? nil
+        _ = try checked { try top.finish(allowed: topLevelKeys) }
+        let transition = try checked { try top.node("transition").map { try parseTransition($0, ctx) } } ?? nil
+        let retryAttempts = try checked { () throws -> Int? in
+            guard let r = top.node("retry") else { return nil }
             let rm = try ctx.map(r, "retry")
-            if let n = try rm.int("attempts") {
-                guard (1...20).contains(n) else {
-                    throw ctx.error("retry.attempts must be between 1 and 20, got \(n)", at: rm.node("attempts"), hint: "the default is 3")
-                }
-                pipeline.retryAttempts = n
-            }
             try rm.finish(allowed: ["attempts"])
-        }
+            guard let n = try rm.int("attempts") else { return nil }
+            guard (1...20).contains(n) else {
+                throw ctx.error("retry.attempts must be between 1 and 20, got \(n)", at: rm.node("attempts"), hint: "the default is 3")
+            }
+            return n
+        } ?? nil
+        guard problems.isEmpty, var profile = output else { throw PipelineError.combined(problems) }
+        profile.soundtrack = soundtrack
+        var pipeline = Pipeline(version: version, name: name ?? URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent,
+                                output: profile, items: items, file: file, text: text)
+        pipeline.transition = transition
+        pipeline.retryAttempts = retryAttempts
         let pathNode = try ctx.map(outputNode, "output").node("path")
         pipeline.outputLocation = ctx.location(of: pathNode)
-        if ctx.checkFiles, let problem = FileChecks.outputProblem(output.path, inputs: pipeline.files.map(\.path), stateDirectory: nil) {
+        if ctx.checkFiles, let problem = FileChecks.outputProblem(profile.path, inputs: pipeline.files.map(\.path), stateDirectory: nil) {
             throw ctx.error("output.path: \(problem)", at: pathNode, hint: "choose another path for the movie")
         }
         return pipeline

@@ -93,6 +93,29 @@ import Testing
         #expect(e.message.contains("nope.mov"))
     }
 
+    /// One pass reports every item's problem (and the other sections'), in file order, so a
+    /// library's three missing files take one edit, not three submits.
+    @Test func everyItemsProblemIsReportedInOnePass() throws {
+        let e = try #require(error("""
+            output: { path: o.mp4, fps: fast }
+            clips:
+              - video: media/gone1.mov
+              - video: media/a.mov
+              - video: media/gone2.mov
+              - title: { text: Hi, duration: 0 }
+            retry: { attempts: 99 }
+            """))
+        let all = [e] + e.more
+        #expect(all.map { $0.location?.line } == [1, 3, 5, 6, 7], "\(e)")
+        #expect(all[1].message.contains("gone1.mov") && all[2].message.contains("gone2.mov"))
+        #expect(e.description.components(separatedBy: "p.yaml:").count - 1 == 5, "every error is printed with its place:\n\(e)")
+        // A hundred missing files: twenty are listed, then how many more.
+        let many = try #require(error("output: { path: o.mp4 }\nclips:\n" + (0..<100).map { "  - video: media/gone\($0).mov\n" }.joined()))
+        #expect(many.more.count == 99)
+        #expect(many.description.components(separatedBy: "file not found").count - 1 == PipelineError.reportLimit)
+        #expect(many.description.hasSuffix("error: 80 more errors in p.yaml not shown"), "\(many.description.suffix(200))")
+    }
+
     /// A file saved in Latin-1: the error points at the first byte that is not UTF-8.
     @Test func textThatIsNotUTF8IsAnErrorAtItsFirstBadByte() throws {
         let dir = FileManager.default.temporaryDirectory.path + "/threadline-utf8-\(UUID().uuidString.prefix(8))"
