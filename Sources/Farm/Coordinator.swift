@@ -650,7 +650,8 @@ final class CoordinatorCore {
             do {
                 guard let ids = try lineage.resume(runID: runID) else { continue }
                 try lineage.setPlanning(runID, true)
-                defer { try? lineage.setPlanning(runID, false) }
+                // Left marked, the next start would quarantine a run that planned fine.
+                defer { record("planningDone") { try lineage.setPlanning(runID, false) } }
                 if let problem = Self.submissionProblem(s) { throw PipelineError(problem, at: nil) }
                 _ = try submit(s, resuming: (runID, ids))
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])

@@ -282,6 +282,32 @@ import TestSupport
         #expect(row?["error"]?.contains("quarantined") == true, "\(String(describing: row))")
     }
 
+    /// A resumed run whose "planning done" cannot be recorded stops the coordinator with that
+    /// write named: left marked as planning, the next start would quarantine a run that planned
+    /// fine (the write was a `try?`).
+    @Test func aResumeWhosePlanningEndCannotBeRecordedStopsTheCoordinator() throws {
+        let dir = temporaryDirectory("planning-done")
+        let lineage = try LineageStore(path: dir + "/lineage.db")
+        let p = Pipeline(name: "r", output: OutputProfile(path: dir + "/r.mp4", width: 320, height: 180),
+                         items: [Item(kind: .title(Title(text: "x", duration: 1)))])
+        let json = String(decoding: try JSONEncoder().encode(Submission(pipeline: p, files: [], submitter: "t")), as: UTF8.self)
+        let (runID, _) = try lineage.createRun(p, stages: Planner.stages(for: p), submission: json)
+        try lineage.interruptRun(runID, reason: "test")
+        _ = try run("sqlite3", [dir + "/lineage.db", "CREATE TRIGGER stuck BEFORE UPDATE OF planning ON run WHEN NEW.planning = 0 BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"], timeout: 30)
+
+        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
+        config.store = try ArtifactStore(root: dir)
+        config.resumeInterrupted = true
+        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
+        let context = MessagingContext()
+        _ = try coordinator.start(context: context)
+        defer { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} }
+        let deadline = Date().addingTimeInterval(10)
+        while coordinator.failure.withLock({ $0 }) == nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        let failure = coordinator.failure.withLock { $0 } ?? "none"
+        #expect(failure.contains("lineage write 'planningDone' failed") && failure.contains("disk on fire"), "\(failure)")
+    }
+
     /// An interrupted run whose stored submission cannot be read (damaged, or written by another
     /// version) is recorded failed with what to do, not skipped in silence at every start.
     @Test func aRunWhoseStoredSubmissionCannotBeReadIsFailedWithAReason() throws {
