@@ -147,12 +147,13 @@ public final class LocalCluster: Sendable {
     }
 
     /// Ctrl-C: stops the coordinator at once, recording unfinished runs as interrupted (their
-    /// in-flight attempts lost), and stops the workers. Returns the ids of the interrupted runs.
-    public func interrupt() -> [Int64] {
+    /// in-flight attempts lost), and stops the workers. Returns the ids of the interrupted runs;
+    /// throws when lineage cannot say which they are (the workers are stopped either way).
+    public func interrupt() throws -> [Int64] {
         coordinator.stop(graceful: true, within: 0)
         coordinator.waitUntilStopped()
         shutdown()
-        return ((try? lineage.rows("SELECT id FROM run WHERE state = 'interrupted' AND coordinator = ?", [LineageStore.owner])) ?? [])
+        return try lineage.rows("SELECT id FROM run WHERE state = 'interrupted' AND coordinator = ?", [LineageStore.owner])
             .compactMap { $0["id"].flatMap { Int64($0) } }
     }
 

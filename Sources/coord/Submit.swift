@@ -129,9 +129,13 @@ struct Submit: ParsableCommand {
         let display = BatchDisplay(names: projects.map(\.name), terminal: isatty(STDERR_FILENO) == 1 && !json)
         let signals = onInterrupt { [files, stateOptions] in
             display.interrupted()
-            let runs = cluster.interrupt()
-            let list = runs.map(String.init).joined(separator: ", ")
-            errorLine("interrupted: \(runs.isEmpty ? "nothing was running" : "run\(runs.count == 1 ? "" : "s") \(list) stopped and recorded as interrupted"); finished stages are kept.")
+            do {
+                let runs = try cluster.interrupt()
+                let list = runs.map(String.init).joined(separator: ", ")
+                errorLine("interrupted: \(runs.isEmpty ? "nothing was running" : "run\(runs.count == 1 ? "" : "s") \(list) stopped and recorded as interrupted"); finished stages are kept.")
+            } catch {
+                errorLine("interrupted: the render stopped, but the lineage database cannot say which runs were recorded as interrupted: \(error)")
+            }
             let again = (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ")
             errorLine("resume with: \(again)")
             Foundation.exit(130)
