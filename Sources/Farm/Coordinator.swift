@@ -1111,7 +1111,7 @@ final class CoordinatorCore {
             feed(.fail(s))
             return
         }
-        feed(.prepared(s, cacheCheck: check, cost: cost))
+        feed(.prepared(s, cacheCheck: check, cost: cost, key: key))
     }
 
     /// Units prepared whose ready rows are not written yet (see `Unit.unrecordedReady`), by run.

@@ -51,9 +51,10 @@ public struct FarmScheduler: Sendable {
 
     public enum Event: Sendable, Equatable {
         case submit(RunSpec)
-        /// The answer to `.prepare`: whether a recorded artifact should be checked first, and the
-        /// stage's cost (renders go costliest first).
-        case prepared(StageRef, cacheCheck: Bool, cost: Double)
+        /// The answer to `.prepare`: whether a recorded artifact should be checked first, the
+        /// stage's cost (renders go costliest first), and the key its output is stored under (a
+        /// stage whose key another attempt is making waits for that attempt, see `parked`).
+        case prepared(StageRef, cacheCheck: Bool, cost: Double, key: String? = nil)
         /// A worker said hello (again): its slots, and the leases it still runs (they hold slots
         /// until it reports them).
         case workerJoined(String, slots: Int, running: [String])
@@ -127,6 +128,10 @@ public struct FarmScheduler: Sendable {
         /// Prepared, with a recorded artifact to check before rendering.
         var check = false
         var prepared = false
+        /// The key its output is stored under, when the coordinator gave one, and when it was
+        /// prepared (the count of preparations then).
+        var key: String?
+        var preparedAt: UInt64 = 0
         var lease: String?
         var worker: String?
         /// Verification: workers that made this stage already.
@@ -164,6 +169,19 @@ public struct FarmScheduler: Sendable {
     var leases: [String: LeaseInfo] = [:]
     var nextLease: UInt64 = 0
     var joinOrder = 0
+    /// Output key → the lease of the attempt making it (entries of ended leases are purged now
+    /// and then, see `purgeMaking`). Two projects of a batch that share a clip with the same
+    /// edits share its segment's key: the second waits instead of rendering it again.
+    var making: [String: String] = [:]
+    /// Stages waiting for another attempt with their key, by key. When that attempt's lease ends
+    /// they are prepared again: after a success the coordinator finds its artifact and they are
+    /// cache hits; after anything else they render themselves.
+    var parked: [String: [StageRef]] = [:]
+    /// Output key → the count of preparations when an attempt last made it. A stage prepared
+    /// before that, still waiting for a slot, is prepared again (its artifact now exists) instead
+    /// of rendering the same output a second time.
+    var made: [String: UInt64] = [:]
+    var preparations: UInt64 = 0
     public private(set) var dispatching = true
 
     public init(_ config: Configuration) { self.config = config }
@@ -173,7 +191,9 @@ public struct FarmScheduler: Sendable {
     public var hasRuns: Bool { !runs.isEmpty }
     /// Whether a `tick` could dispatch something now: dispatching, and a stage waits in a lane.
     /// Cheap (one look per run), so the coordinator can tick after every message it handles.
-    public var hasQueuedWork: Bool { dispatching && runs.values.contains { !$0.slotLane.isEmpty || !$0.checkLane.isEmpty || !$0.delayed.isEmpty } }
+    public var hasQueuedWork: Bool {
+        dispatching && (!parked.isEmpty || runs.values.contains { !$0.slotLane.isEmpty || !$0.checkLane.isEmpty || !$0.delayed.isEmpty })
+    }
     public var liveLeaseCount: Int { leases.count }
     public func isLive(_ lease: String) -> Bool { leases[lease] != nil }
     /// The stage `lease` runs, if it is current and was given to `worker`: the only results that count.
@@ -223,13 +243,16 @@ public struct FarmScheduler: Sendable {
             for k in ready.sorted() where runs[spec.id]!.nodes[k].phase == .waiting { makeReady(StageRef(run: spec.id, node: k), now: now, &out) }
             endIfComplete(spec.id, &out)
 
-        case .prepared(let s, let check, let cost):
+        case .prepared(let s, let check, let cost, let key):
             guard runs[s.run].map({ $0.nodes.indices.contains(s.node) && $0.nodes[s.node].phase == .ready && !$0.nodes[s.node].prepared }) == true
             else { break }
             var run = take(s.run)
             run.nodes[s.node].prepared = true
             run.nodes[s.node].check = check
             run.nodes[s.node].cost = cost
+            run.nodes[s.node].key = key
+            preparations += 1
+            run.nodes[s.node].preparedAt = preparations
             if check { run.checkLane.append(s.node) } else { run.slotLane.push(s.node, short: run.spec.short[s.node], cost: cost) }
             runs[s.run] = run
 
@@ -265,7 +288,12 @@ public struct FarmScheduler: Sendable {
             let newly: [Int]
             do {
                 var run = take(s.run)
-                if run.nodes[s.node].phase == .checking { run.nodes[s.node].attempts += 1 } else { run.running -= 1 }
+                if run.nodes[s.node].phase == .checking {
+                    run.nodes[s.node].attempts += 1
+                } else {
+                    run.running -= 1
+                    if let key = run.nodes[s.node].key { made[key] = preparations }
+                }
                 run.nodes[s.node].phase = .done
                 run.nodes[s.node].lease = nil
                 run.nodes[s.node].worker = nil
@@ -348,6 +376,7 @@ public struct FarmScheduler: Sendable {
 
         case .tick:
             guard dispatching else { break }
+            unpark(now, &out)
             release(now)
             dispatchChecks(now, &out)
             dispatchSlots(now, affinity, &out)
@@ -475,6 +504,33 @@ public struct FarmScheduler: Sendable {
         }
     }
 
+    /// Stages parked behind an attempt whose lease has ended are prepared again.
+    mutating func unpark(_ now: Double, _ out: inout [Effect]) {
+        guard !parked.isEmpty else { return }
+        for (key, stages) in parked where making[key].flatMap({ leases[$0] }) == nil {
+            parked[key] = nil
+            making[key] = nil
+            for s in stages {
+                guard let n = runs[s.run]?.nodes[s.node], n.phase == .ready, n.lease == nil, n.prepared else { continue }
+                makeReady(s, now: now, &out)
+            }
+        }
+    }
+
+    /// Forgets the keys of ended leases once they outnumber the live ones, so `making` stays about
+    /// the size of the farm's attempts in flight; and keys made more than `madeMemory`
+    /// preparations ago (a stage still waiting from before then renders its output again).
+    mutating func purgeMaking() {
+        if making.count > 2 * leases.count + 64 {
+            making = making.filter { leases[$0.value] != nil || parked[$0.key] != nil }
+        }
+        if made.count > 2 * Self.madeMemory {
+            made = made.filter { $0.value + Self.madeMemory > preparations }
+            if made.count > Self.madeMemory { made.removeAll() }
+        }
+    }
+    static let madeMemory: UInt64 = 8192
+
     mutating func newLease() -> String {
         nextLease += 1
         return "\(config.epoch)-\(nextLease)"
@@ -523,6 +579,18 @@ public struct FarmScheduler: Sendable {
             guard let id = FairShare.pick(active.map { FairShare.Candidate(run: $0, priority: runs[$0]!.spec.priority, running: runs[$0]!.running) }),
                   let k = runs[id]!.slotLane.pop() else { break }
             let s = StageRef(run: id, node: k)
+            if let key = runs[id]!.nodes[k].key {
+                if let other = making[key].flatMap({ leases[$0] }), other.stage != s {
+                    parked[key, default: []].append(s)
+                    if !hasDispatchable(id) { active.removeAll { $0 == id } }
+                    continue
+                }
+                if let at = made[key], runs[id]!.nodes[k].preparedAt <= at {
+                    makeReady(s, now: now, &out)
+                    if !hasDispatchable(id) { active.removeAll { $0 == id } }
+                    continue
+                }
+            }
             let excluded = runs[id]!.nodes[k].excluded
             let eligible = excluded.isEmpty ? free : free.filter { !excluded.contains($0) }
             if eligible.isEmpty {
@@ -540,6 +608,7 @@ public struct FarmScheduler: Sendable {
                 runs[id]!.nodes[k].worker = wid
                 runs[id]!.running += 1
                 leases[lease] = LeaseInfo(stage: s, worker: wid, checkOnly: false)
+                if let key = runs[id]!.nodes[k].key { purgeMaking(); making[key] = lease }
                 workers[wid]!.running.insert(lease)
                 out.append(.dispatch(lease: lease, s, worker: wid, attempt: runs[id]!.nodes[k].attempts, checkOnly: false,
                                      readySince: runs[id]!.nodes[k].readySince))

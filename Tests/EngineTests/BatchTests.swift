@@ -47,6 +47,25 @@ import TestSupport
         print("200 cached projects: \(String(format: "%.2f", seconds)) s; one cached project alone: \(String(format: "%.2f", single)) s (\(String(format: "%.1f", seconds / single))×)")
     }
 
+    /// Four projects of one batch thread the same clips with the same edits (four movies from one
+    /// library): their segments share keys, so each is rendered once and the other projects wait
+    /// for it and reuse it; before, all four rendered every segment at the same time.
+    @Test func projectsSharingASegmentRenderItOnce() throws {
+        let dir = temporaryDirectory("batch-shared")
+        let clips = ["a", "b", "c", "d"]
+        for (i, c) in clips.enumerated() { try Generate.clip(dir + "/\(c).mp4", width: 160, height: 90, seconds: 0.5, tone: Double(300 + 100 * i)) }
+        let files = try (1...4).map { try Self.project(dir, $0, clips: clips.map { "video: \($0).mp4" }) }
+        let r = try run(coordPath, ["submit"] + files + ["--state", dir + "/state", "--workers", "2"], timeout: 300)
+        #expect(r.status == 0, "\(r.err.suffix(2000))")
+        let rendered = try run("sqlite3", [dir + "/state/lineage.db", """
+            SELECT s.item_idx, count(*) FROM attempt a JOIN stage s ON s.id = a.stage_id
+            WHERE s.kind = 'encode' AND a.state = 'succeeded' GROUP BY s.item_idx ORDER BY s.item_idx
+            """], timeout: 30)
+        #expect(rendered.out == "0|1\n1|1\n2|1\n3|1\n", "renders per item:\n\(rendered.out)\(rendered.err)")
+        let movies = try (1...4).map { try Data(contentsOf: URL(fileURLWithPath: dir + "/out/p\($0).mp4")) }
+        #expect(Set(movies).count == 1 && movies[0].count > 1000, "the four movies are the same")
+    }
+
     /// A project that fails does not stop the others; the table names the failure with its
     /// pipeline line, and the exit status is 1.
     @Test func oneFailureIsReportedAndTheRestRender() throws {

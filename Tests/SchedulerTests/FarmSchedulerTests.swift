@@ -29,6 +29,8 @@ struct Farm {
     var succeeded: [Int64: Set<Int>] = [:]
     var preDone: [Int64: Set<Int>] = [:]
     var ended: [Int64: FarmScheduler.Outcome] = [:]
+    /// The output key each slot attempt makes (as the scheduler had it when it dispatched).
+    var leaseKeys: [String: String] = [:]
     var nextRun: Int64 = 1
     var nextWorker = 1
     var problems: [String] = []
@@ -57,6 +59,12 @@ struct Farm {
             let done = succeeded[s.run, default: []].union(preDone[s.run, default: []])
             if let d = deps[s.run], !Set(d[s.node]).isSubset(of: done) { problems.append("\(s) dispatched before its dependencies") }
             if done.contains(s.node) { problems.append("\(s) dispatched after it succeeded") }
+            if !checkOnly, let key = scheduler.runs[s.run]?.nodes[s.node].key {
+                if let other = outstanding.first(where: { !$0.value.checkOnly && !dead.contains($0.key) && leaseKeys[$0.key] == key }) {
+                    problems.append("\(s) dispatched with key \(key) while \(other.value.stage) makes it under \(other.key)")
+                }
+                leaseKeys[lease] = key
+            }
             outstanding[lease] = (s, w, checkOnly)
             if !checkOnly {
                 held[w, default: []].insert(lease)
@@ -90,9 +98,9 @@ struct Farm {
         return w
     }
 
-    mutating func prepareAll(check: (StageRef) -> Bool = { _ in false }) {
+    mutating func prepareAll(check: (StageRef) -> Bool = { _ in false }, key: (StageRef) -> String? = { _ in nil }) {
         let list = toPrepare; toPrepare = []
-        for s in list { send(.prepared(s, cacheCheck: check(s), cost: Double(s.node % 4))) }
+        for s in list { send(.prepared(s, cacheCheck: check(s), cost: Double(s.node % 4), key: key(s))) }
     }
 
     /// The worker answers `lease`: frees its slot in the model, then sends `event`.
@@ -135,10 +143,11 @@ struct Farm {
 @Suite struct FarmSchedulerProperties {
     /// Random farms: runs submitted and cancelled, workers joining, draining, leaving, dying and
     /// reconnecting; results that succeed, fail, miss the cache, come back handed back or for
-    /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended.
-    /// Throughout: never two successes for one stage, never more attempts on a worker than its
-    /// slots, nothing dispatched before its dependencies or to a draining worker, and a stale lease
-    /// never succeeds. Then, with one healthy worker, every run ends.
+    /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended;
+    /// stages that share output keys. Throughout: never two successes for one stage, never more
+    /// attempts on a worker than its slots, nothing dispatched before its dependencies or to a
+    /// draining worker, never two live attempts making one key, and a stale lease never succeeds.
+    /// Then, with one healthy worker, every run ends.
     @Test func randomFarmsKeepTheirPromisesAndEveryRunEnds() async {
         let gen = Gen.int(in: 0...9_999).array(of: 20...300)
         await propertyCheck(count: 400, input: gen) { choices in
@@ -194,7 +203,9 @@ struct Farm {
                     if next(2) == 0 {
                         if let id = farm.deps.keys.sorted().randomPick(next) { farm.send(.cancel(run: id)) }
                     } else if let l = live.randomPick(next) {
-                        // The coordinator fails the stage itself (its output could not be recorded).
+                        // The coordinator fails the stage itself (its output could not be recorded):
+                        // its attempt has reported, so its lease can no longer count.
+                        farm.dead.insert(l)
                         farm.send(.fail(farm.outstanding[l]!.stage))
                     }
                 case 12:
@@ -204,7 +215,8 @@ struct Farm {
                         farm.send(.workerJoined(w, slots: farm.slots[w]!, running: running))
                     }
                 case 13:
-                    farm.prepareAll { _ in next(3) == 0 }
+                    // Some stages share output keys, across runs too (two projects with the same clip).
+                    farm.prepareAll(check: { _ in next(3) == 0 }, key: { _ in next(2) == 0 ? "k\(next(3))" : nil })
                 default:
                     farm.now += Double(next(300)) / 100
                     farm.send(.tick)
@@ -218,7 +230,7 @@ struct Farm {
             var rounds = 0
             while farm.ended.count < farm.deps.count && rounds < 2_000 {
                 rounds += 1
-                farm.prepareAll()
+                farm.prepareAll(key: { "k\($0.node % 2)" })
                 for l in farm.outstanding.keys.sorted() { _ = farm.answer(l) { .succeeded(lease: $0, worker: $1) } }
                 farm.now += 100
                 farm.send(.tick)
@@ -257,6 +269,82 @@ extension Array {
         let fx = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(fx.last == .runEnded(run, .succeeded))
         #expect(farm.problems.isEmpty)
+    }
+
+    /// Two projects in one batch with the same clip and edits: their segments share a key. The
+    /// second waits for the first's attempt, with a slot free, and is then prepared again (a cache
+    /// check, since the artifact is recorded) instead of rendering the same segment twice.
+    @Test func aStageWhoseKeyIsBeingMadeWaitsForThatAttempt() {
+        var farm = Farm()
+        _ = farm.join(slots: 2)
+        let a = farm.submit([[]]), b = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        let first = dispatches(farm.send(.tick))
+        #expect(first.map(\.stage) == [StageRef(run: a, node: 0)], "only one attempt makes the key: \(first)")
+        #expect(dispatches(farm.send(.tick)).isEmpty && farm.toPrepare.isEmpty, "the other waits, prepared, while the slot is free")
+        #expect(farm.scheduler.hasQueuedWork)
+        _ = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(farm.toPrepare.isEmpty)
+        _ = farm.send(.tick)
+        #expect(farm.toPrepare == [StageRef(run: b, node: 0)], "prepared again once the attempt ended")
+        farm.prepareAll(check: { _ in true }, key: { _ in "same" })
+        let check = dispatches(farm.send(.tick))
+        #expect(check.map(\.check) == [true], "a cache check of the artifact just made")
+        let fx = farm.answer(check[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(fx.last == .runEnded(b, .succeeded))
+        #expect(farm.problems.isEmpty)
+    }
+
+    /// A stage already waiting for a slot when another attempt made its key is prepared again
+    /// when its turn comes (its artifact exists now), instead of rendering the same output: in a
+    /// batch of two identical projects, 6 of 12 segments were still rendered twice this way.
+    @Test func aStagePreparedBeforeItsKeyWasMadeIsPreparedAgain() {
+        var farm = Farm()
+        let w = farm.join(slots: 1)
+        let a = farm.submit([[]]), b = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        let first = dispatches(farm.send(.tick))
+        #expect(first.map(\.stage) == [StageRef(run: a, node: 0)] && first[0].worker == w)
+        // b's stage waits in its lane (no slot), not parked: the one slot is taken.
+        #expect(farm.scheduler.parked.isEmpty)
+        _ = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(dispatches(farm.send(.tick)).isEmpty, "not rendered again")
+        #expect(farm.toPrepare == [StageRef(run: b, node: 0)])
+        farm.prepareAll(check: { _ in true }, key: { _ in "same" })
+        let check = dispatches(farm.send(.tick))
+        #expect(check.map(\.check) == [true])
+        #expect(farm.answer(check[0].lease) { .succeeded(lease: $0, worker: $1) }.last == .runEnded(b, .succeeded))
+        #expect(farm.problems.isEmpty)
+    }
+
+    /// The attempt it waited for failed for good (its run ended): the waiting stage renders itself.
+    @Test func aStageWaitingOnAFailedAttemptRendersItself() {
+        var farm = Farm()
+        _ = farm.join(slots: 2)
+        let a = farm.submit([[]]), b = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        let first = dispatches(farm.send(.tick))
+        #expect(first.map(\.stage.run) == [a])
+        let fx = farm.answer(first[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        #expect(fx.last == .runEnded(a, .failed(StageRef(run: a, node: 0), attempts: 1)))
+        _ = farm.send(.tick)
+        farm.prepareAll(key: { _ in "same" })
+        let own = dispatches(farm.send(.tick))
+        #expect(own.map(\.stage) == [StageRef(run: b, node: 0)] && own.map(\.check) == [false])
+        #expect(farm.problems.isEmpty)
+    }
+
+    /// `making` stays the size of the attempts in flight on a long-lived coordinator.
+    @Test func keysOfEndedAttemptsAreForgotten() {
+        var farm = Farm()
+        _ = farm.join(slots: 1)
+        for i in 0..<500 {
+            _ = farm.submit([[]])
+            farm.prepareAll(key: { _ in "k\(i)" })
+            for d in dispatches(farm.send(.tick)) { _ = farm.answer(d.lease) { .succeeded(lease: $0, worker: $1) } }
+        }
+        #expect(farm.ended.count == 500)
+        #expect(farm.scheduler.making.count <= 65, "\(farm.scheduler.making.count) keys kept")
     }
 
     @Test func aRetryWaitsOutItsBackoffThenFailsAfterMaxAttempts() {
