@@ -69,7 +69,9 @@ import TestSupport
         let dir = temporaryDirectory("kill")
         var clips: [String] = []
         for i in 0..<8 {
-            try Generate.clip(dir + "/c\(i).mp4", width: 1280, height: 720, fps: "30", seconds: 2, tone: 330)
+            // Distinct clips (their tones differ): identical ones share a segment key, and all but
+            // one would wait for that one render, leaving the other worker idle.
+            try Generate.clip(dir + "/c\(i).mp4", width: 1280, height: 720, fps: "30", seconds: 2, tone: Double(330 + 20 * i))
             clips.append("video: c\(i).mp4")
         }
         try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "1280x720", clips: clips)

@@ -247,19 +247,19 @@ import TestSupport
 
     /// A coordinator on `lineage` at ipc://DIR/c, started (resuming interrupted runs when asked),
     /// and how to stop it.
-    static func coordinator(_ dir: String, _ lineage: LineageStore, resume: Bool = false) throws -> (MessagingContext, stop: () -> Void) {
+    static func coordinator(_ dir: String, _ lineage: LineageStore, resume: Bool = false) throws -> (MessagingContext, Coordinator, stop: () -> Void) {
         var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
         config.store = try ArtifactStore(root: dir)
         config.resumeInterrupted = resume
         let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
         let context = MessagingContext()
         _ = try coordinator.start(context: context)
-        return (context, { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} })
+        return (context, coordinator, { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} })
     }
 
     /// A run's state and error once a coordinator that resumes interrupted runs has started.
     static func afterAStart(_ dir: String, _ lineage: LineageStore, run: Int64) throws -> [String: String]? {
-        let (_, stop) = try coordinator(dir, lineage, resume: true)
+        let (_, _, stop) = try coordinator(dir, lineage, resume: true)
         defer { stop() }
         return try lineage.rows("SELECT state, error FROM run WHERE id = ?", [run]).first
     }
@@ -295,13 +295,8 @@ import TestSupport
         try lineage.interruptRun(runID, reason: "test")
         _ = try run("sqlite3", [dir + "/lineage.db", "CREATE TRIGGER stuck BEFORE UPDATE OF planning ON run WHEN NEW.planning = 0 BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"], timeout: 30)
 
-        var config = Coordinator.Configuration(bind: "ipc://\(dir)/c")
-        config.store = try ArtifactStore(root: dir)
-        config.resumeInterrupted = true
-        let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
-        let context = MessagingContext()
-        _ = try coordinator.start(context: context)
-        defer { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} }
+        let (_, coordinator, stop) = try Self.coordinator(dir, lineage, resume: true)
+        defer { stop() }
         let deadline = Date().addingTimeInterval(10)
         while coordinator.failure.withLock({ $0 }) == nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         let failure = coordinator.failure.withLock { $0 } ?? "none"
@@ -332,7 +327,7 @@ import TestSupport
                          items: [Item(kind: .title(Title(text: "x", duration: 1)))])
         let (runID, _) = try lineage.createRun(p, stages: Planner.stages(for: p))
         try lineage.runFinished(runID, state: .succeeded)
-        let (context, stop) = try Self.coordinator(dir, lineage)
+        let (context, _, stop) = try Self.coordinator(dir, lineage)
         defer { stop() }
         let client = try ClusterClient(endpoint: "ipc://\(dir)/c", context: context, downloads: dir + "/downloads")
         client.silenceTimeout = 10

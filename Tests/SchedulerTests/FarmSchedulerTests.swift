@@ -274,7 +274,7 @@ extension Array {
     /// Two projects in one batch with the same clip and edits: their segments share a key. The
     /// second waits for the first's attempt, with a slot free, and is then prepared again (a cache
     /// check, since the artifact is recorded) instead of rendering the same segment twice.
-    @Test func aStageWhoseKeyIsBeingMadeWaitsForThatAttempt() {
+    @Test func aStageWhoseKeyIsBeingMadeWaitsForThatAttempt() throws {
         var farm = Farm()
         _ = farm.join(slots: 2)
         let a = farm.submit([[]]), b = farm.submit([[]])
@@ -286,19 +286,24 @@ extension Array {
         _ = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(farm.toPrepare.isEmpty)
         _ = farm.send(.tick)
-        #expect(farm.toPrepare == [StageRef(run: b, node: 0)], "prepared again once the attempt ended")
+        try expectReusedAfterACheck(&farm, run: b)
+    }
+
+    /// The waiting stage of `run` (its only one) is prepared again; the artifact is recorded now,
+    /// so it goes out as a cache check, whose hit ends the run.
+    func expectReusedAfterACheck(_ farm: inout Farm, run: Int64) throws {
+        #expect(farm.toPrepare == [StageRef(run: run, node: 0)], "prepared again once the key was made")
         farm.prepareAll(check: { _ in true }, key: { _ in "same" })
-        let check = dispatches(farm.send(.tick))
-        #expect(check.map(\.check) == [true], "a cache check of the artifact just made")
-        let fx = farm.answer(check[0].lease) { .succeeded(lease: $0, worker: $1) }
-        #expect(fx.last == .runEnded(b, .succeeded))
+        let check = try #require(dispatches(farm.send(.tick)).first)
+        #expect(check.check, "a cache check of the artifact just made")
+        #expect(farm.answer(check.lease) { .succeeded(lease: $0, worker: $1) }.last == .runEnded(run, .succeeded))
         #expect(farm.problems.isEmpty)
     }
 
     /// A stage already waiting for a slot when another attempt made its key is prepared again
     /// when its turn comes (its artifact exists now), instead of rendering the same output: in a
     /// batch of two identical projects, 6 of 12 segments were still rendered twice this way.
-    @Test func aStagePreparedBeforeItsKeyWasMadeIsPreparedAgain() {
+    @Test func aStagePreparedBeforeItsKeyWasMadeIsPreparedAgain() throws {
         var farm = Farm()
         let w = farm.join(slots: 1)
         let a = farm.submit([[]]), b = farm.submit([[]])
@@ -309,12 +314,7 @@ extension Array {
         #expect(farm.scheduler.parked.isEmpty)
         _ = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(dispatches(farm.send(.tick)).isEmpty, "not rendered again")
-        #expect(farm.toPrepare == [StageRef(run: b, node: 0)])
-        farm.prepareAll(check: { _ in true }, key: { _ in "same" })
-        let check = dispatches(farm.send(.tick))
-        #expect(check.map(\.check) == [true])
-        #expect(farm.answer(check[0].lease) { .succeeded(lease: $0, worker: $1) }.last == .runEnded(b, .succeeded))
-        #expect(farm.problems.isEmpty)
+        try expectReusedAfterACheck(&farm, run: b)
     }
 
     /// The attempt it waited for failed for good (its run ended): the waiting stage renders itself.
