@@ -105,4 +105,3 @@ public final class FarmExporter: Sendable {
         func destroyTimer(_ handler: any TimerHandler) {}
     }
 }
-

@@ -75,7 +75,7 @@ public enum PipelineLoader {
         }
         let name = try checked { try top.string("name") } ?? nil
         guard let outputNode = top.node("output") else {
-            throw ctx.error("missing required key 'output'", at: root, hint: "add output: { path: out/movie.mp4 }")
+            throw PipelineError.combined(problems + [ctx.error("missing required key 'output'", at: root, hint: "add output: { path: out/movie.mp4 }")])
         }
         let output = try checked { try parseOutput(outputNode, ctx) }
         guard let clipsNode = top.node("clips") else {
@@ -85,8 +85,8 @@ public enum PipelineLoader {
             throw PipelineError.combined(problems + [ctx.error("'clips' must be a list", at: clipsNode, hint: "write each clip as '- video: file.mov'")])
         }
         guard seq.count <= maxItems else {
-            throw ctx.error("'clips' lists \(seq.count) items, over the limit of \(maxItems) per pipeline", at: clipsNode,
-                            hint: "split the movie into several pipelines")
+            throw PipelineError.combined(problems + [ctx.error("'clips' lists \(seq.count) items, over the limit of \(maxItems) per pipeline",
+                                                                at: clipsNode, hint: "split the movie into several pipelines")])
         }
         if seq.isEmpty { problems.append(ctx.error("'clips' is empty: a movie needs at least one item", at: clipsNode)) }
         var items: [Item] = []
