@@ -504,6 +504,21 @@ public struct FarmScheduler: Sendable {
         }
     }
 
+    /// Whether a stage leaving its lane must not render because of its output key: another
+    /// attempt is making the key (parked until that attempt's lease ends), or one made it since
+    /// the stage was prepared (prepared again: it is a cache hit now).
+    mutating func holdBack(_ s: StageRef, key: String, now: Double, _ out: inout [Effect]) -> Bool {
+        if let other = making[key].flatMap({ leases[$0] }), other.stage != s {
+            parked[key, default: []].append(s)
+            return true
+        }
+        if let at = made[key], runs[s.run]!.nodes[s.node].preparedAt <= at {
+            makeReady(s, now: now, &out)
+            return true
+        }
+        return false
+    }
+
     /// Stages parked behind an attempt whose lease has ended are prepared again.
     mutating func unpark(_ now: Double, _ out: inout [Effect]) {
         guard !parked.isEmpty else { return }
@@ -579,17 +594,9 @@ public struct FarmScheduler: Sendable {
             guard let id = FairShare.pick(active.map { FairShare.Candidate(run: $0, priority: runs[$0]!.spec.priority, running: runs[$0]!.running) }),
                   let k = runs[id]!.slotLane.pop() else { break }
             let s = StageRef(run: id, node: k)
-            if let key = runs[id]!.nodes[k].key {
-                if let other = making[key].flatMap({ leases[$0] }), other.stage != s {
-                    parked[key, default: []].append(s)
-                    if !hasDispatchable(id) { active.removeAll { $0 == id } }
-                    continue
-                }
-                if let at = made[key], runs[id]!.nodes[k].preparedAt <= at {
-                    makeReady(s, now: now, &out)
-                    if !hasDispatchable(id) { active.removeAll { $0 == id } }
-                    continue
-                }
+            if let key = runs[id]!.nodes[k].key, holdBack(s, key: key, now: now, &out) {
+                if !hasDispatchable(id) { active.removeAll { $0 == id } }
+                continue
             }
             let excluded = runs[id]!.nodes[k].excluded
             let eligible = excluded.isEmpty ? free : free.filter { !excluded.contains($0) }
