@@ -262,6 +262,8 @@ final class Unit {
     var reuse: ArtifactRef?
     /// Why its last attempt failed (recorded on the stage when it is retried).
     var lastError: String?
+    /// Why it fails, should the scheduler end its run on it: the message, and the stage kind that failed.
+    var failure: (message: String, stage: StageKind?)?
     /// Verification (--verify): outputs so far, by the worker that made them.
     var verifyOutputs: [(worker: String, sha256: String, result: TaskResult, attemptIDs: [Int64])] = []
 }
@@ -294,8 +296,8 @@ final class RunState {
     var timeline: [ItemTiming]?
     var finished = false
     var succeeded = false
-    /// Why it fails, should the scheduler end it now: the message, and the stage kind that failed.
-    var failure: (message: String, stage: StageKind?)?
+    /// Why it was cancelled.
+    var cancelReason: String?
     var output: ArtifactRef?
     /// Which units wait for which (from the plan).
     let dependencies: [[Int]]
@@ -677,7 +679,7 @@ final class CoordinatorCore {
         }
         try updateTimeline(run)
         feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
-                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles)))
+                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles, probes: run.units.map { $0.kind == .fetch })))
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run, force: true)
         return runID
@@ -686,7 +688,7 @@ final class CoordinatorCore {
     /// Stops a run: its attempts are cancelled on their workers (whose slots free as they answer).
     func cancel(run id: Int64, reason: String) -> Bool {
         guard let run = runs[id], !run.finished else { return false }
-        run.failure = (reason, nil)
+        run.cancelReason = reason
         feed(.cancel(run: id))
         return true
     }
@@ -1107,7 +1109,7 @@ final class CoordinatorCore {
             check = true
         }
         guard task != nil else {
-            run.failure = ("\(label(run, u)): could not work out its task (an input it needs was not recorded); submit again", nil)
+            u.failure = ("\(label(run, u)): could not work out its task (an input it needs was not recorded); submit again", nil)
             feed(.fail(s))
             return
         }
@@ -1365,7 +1367,7 @@ final class CoordinatorCore {
             let attempts = scheduler.attempts(s)
             let tries = e.errorClass == .retryable ? " after \(attempts) attempts" : ""
             // Used only if the scheduler ends the run; otherwise the stage is retried.
-            run.failure = ("\(label(run, u)): \(e.description)\(tries)", e.stage)
+            u.failure = ("\(label(run, u)): \(e.description)\(tries)", e.stage)
             u.lastError = e.description
             if e.errorClass == .retryable { log.warning("attempt failed", metadata: ["stage.id": "\(u.name)", "error": "\(e)"]) }
             feed(.failed(lease: r.lease, worker: wid, retryable: e.errorClass == .retryable))
@@ -1542,7 +1544,7 @@ final class CoordinatorCore {
     /// Fails the run now (its output could not be recorded, or verification failed).
     func failRun(_ run: RunState, unit ui: Int, message: String, failedStage: StageKind? = nil) {
         guard !run.finished else { return }
-        run.failure = (message, failedStage)
+        run.units[ui].failure = (message, failedStage)
         feed(.fail(run.ref(ui)))
     }
 
@@ -1568,23 +1570,31 @@ final class CoordinatorCore {
             ended(run, state: .succeeded, message: nil, output: art)
             owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: now - run.startedAt))
         case .cancelled:
-            let reason = run.failure?.message ?? "cancelled"
+            let reason = run.cancelReason ?? "cancelled"
             record("runFinished") { try lineage.runFinished(run.id, state: .cancelled, error: reason) }
             log.info("run cancelled", metadata: ["run.id": "\(run.id)"])
             ended(run, state: .cancelled, message: reason, output: nil)
             owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
-        case .failed(let s, _), .poison(let s, _):
-            let u = run.units[s.node]
-            var message = run.failure?.message ?? "\(label(run, u)) failed"
-            var failedStage = run.failure?.stage
-            if case .poison(_, let lost) = outcome {
-                message = "\(label(run, u)): poison — its attempts lost \(lost) workers; not retried"
-                failedStage = nil
+        case .failed(let first, _, let also), .poison(let first, _, let also):
+            // The first failure, then the inputs found bad while the run let its fetches finish.
+            var messages: [String] = []
+            for s in [first] + also {
+                let u = run.units[s.node]
+                var message = u.failure?.message ?? "\(label(run, u)) failed"
+                var failedStage = u.failure?.stage
+                if case .poison(first, let lost, _) = outcome, s == first {
+                    message = "\(label(run, u)): poison — its attempts lost \(lost) workers; not retried"
+                    failedStage = nil
+                }
+                for (st, id) in zip(u.stages, u.stageRows) {
+                    // A unit of one stage failed there, whichever step of it the error names.
+                    let failed = u.stages.count == 1 || (failedStage.map { st.hasPrefix($0.rawValue) } ?? true)
+                    record("stageUpdate") { try lineage.stageUpdate(id, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
+                }
+                messages.append(message)
             }
-            for (st, id) in zip(u.stages, u.stageRows) {
-                let failed = failedStage.map { st.hasPrefix($0.rawValue) } ?? true
-                record("stageUpdate") { try lineage.stageUpdate(id, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
-            }
+            let what = also.allSatisfy({ run.units[$0.node].item != nil }) && run.units[first.node].item != nil ? "items" : "stages"
+            let message = messages.count == 1 ? messages[0] : "\(messages.count) \(what) failed:\n" + messages.map { "  " + $0 }.joined(separator: "\n")
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
             log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
             ended(run, state: .failed, message: message, output: nil)

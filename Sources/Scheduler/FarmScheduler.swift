@@ -42,10 +42,16 @@ public struct FarmScheduler: Sendable {
         public var maxAttempts: Int
         /// Nodes complete before anything runs (a title has nothing to fetch).
         public var done: [Int]
-        public init(id: Int64, priority: Int = 0, dependencies: [[Int]], short: [Bool]? = nil, maxAttempts: Int = 3, done: [Int] = []) {
+        /// Nodes that check an input (fetches). Once a stage of the run fails for good nothing
+        /// else of it runs, but the probes already out finish, so the failure names every bad
+        /// input at once instead of one per submit.
+        public var probes: [Bool]
+        public init(id: Int64, priority: Int = 0, dependencies: [[Int]], short: [Bool]? = nil, maxAttempts: Int = 3, done: [Int] = [],
+                    probes: [Bool]? = nil) {
             self.id = id; self.priority = priority; self.dependencies = dependencies
             self.short = short ?? Array(repeating: false, count: dependencies.count)
             self.maxAttempts = maxAttempts; self.done = done
+            self.probes = probes ?? Array(repeating: false, count: dependencies.count)
         }
     }
 
@@ -90,11 +96,20 @@ public struct FarmScheduler: Sendable {
 
     public enum Outcome: Sendable, Equatable {
         case succeeded
-        /// A stage failed for good: a permanent error, or its attempts were spent.
-        case failed(StageRef, attempts: Int)
+        /// A stage failed for good: a permanent error, or its attempts were spent. `also`: probes
+        /// that failed for good after it, while the run let its probes finish.
+        case failed(StageRef, attempts: Int, also: [StageRef] = [])
         /// A stage's attempts took down this many workers.
-        case poison(StageRef, lostWorkers: Int)
+        case poison(StageRef, lostWorkers: Int, also: [StageRef] = [])
         case cancelled
+
+        func adding(_ more: [StageRef]) -> Outcome {
+            switch self {
+            case .failed(let s, let n, let also): .failed(s, attempts: n, also: also + more)
+            case .poison(let s, let n, let also): .poison(s, lostWorkers: n, also: also + more)
+            case .succeeded, .cancelled: self
+            }
+        }
     }
 
     public enum Effect: Sendable, Equatable {
@@ -146,6 +161,10 @@ public struct FarmScheduler: Sendable {
         var slotLane = ReadyQueue<Int>()
         var delayed: [Int] = []
         var running = 0
+        /// Set when a stage failed for good: how the run ends once `probesOut` reaches 0.
+        var failure: Outcome?
+        /// Probes still ready, checking or running since the failure.
+        var probesOut = 0
     }
 
     struct Worker {
@@ -241,7 +260,7 @@ public struct FarmScheduler: Sendable {
             }
             runs[spec.id] = run
             for k in ready.sorted() where runs[spec.id]!.nodes[k].phase == .waiting { makeReady(StageRef(run: spec.id, node: k), now: now, &out) }
-            endIfComplete(spec.id, &out)
+            endIfSettled(spec.id, &out)
 
         case .prepared(let s, let check, let cost, let key):
             guard runs[s.run].map({ $0.nodes.indices.contains(s.node) && $0.nodes[s.node].phase == .ready && !$0.nodes[s.node].prepared }) == true
@@ -298,11 +317,12 @@ public struct FarmScheduler: Sendable {
                 run.nodes[s.node].lease = nil
                 run.nodes[s.node].worker = nil
                 run.nodes[s.node].excluded = []
+                if run.failure != nil { run.probesOut -= 1 }
                 newly = run.graph.complete(s.node)
                 runs[s.run] = run
             }
             for k in newly where runs[s.run]!.nodes[k].phase == .waiting { makeReady(StageRef(run: s.run, node: k), now: now, &out) }
-            endIfComplete(s.run, &out)
+            endIfSettled(s.run, &out)
 
         case .cacheMiss(let lease, let worker):
             free(lease, on: worker)
@@ -330,7 +350,7 @@ public struct FarmScheduler: Sendable {
                                               base: config.backoffBase, jitter: jitter(s, attempts))
             switch decision {
             case .retry(let notBefore): delay(s, until: notBefore, now: now, &out)
-            case .fail: end(s.run, .failed(s, attempts: attempts), &out)
+            case .fail: stageFailed(s, .failed(s, attempts: attempts), &out)
             }
 
         case .handedBack(let lease, let worker):
@@ -363,13 +383,14 @@ public struct FarmScheduler: Sendable {
             end(id, .cancelled, &out)
 
         case .fail(let s):
-            guard runs[s.run]?.nodes.indices.contains(s.node) == true else { break }
-            if let lease = runs[s.run]!.nodes[s.node].lease {
+            guard let node = runs[s.run]?.nodes[safe: s.node], node.phase != .ended, node.phase != .done else { break }
+            if let lease = node.lease {
                 leases[lease] = nil
                 runs[s.run]!.nodes[s.node].lease = nil
                 runs[s.run]!.nodes[s.node].worker = nil
+                if node.phase == .running { runs[s.run]!.running -= 1 }
             }
-            end(s.run, .failed(s, attempts: runs[s.run]!.nodes[s.node].attempts), &out)
+            stageFailed(s, .failed(s, attempts: node.attempts), &out)
 
         case .stopDispatching:
             dispatching = false
@@ -449,7 +470,7 @@ public struct FarmScheduler: Sendable {
         let lost = runs[s.run]!.nodes[s.node].lostWorkers
         let attempts = runs[s.run]!.nodes[s.node].attempts
         if RetryPolicy.isPoison(lostWorkers: lost, limit: config.poisonAfterLostWorkers) {
-            end(s.run, .poison(s, lostWorkers: lost), &out)
+            stageFailed(s, .poison(s, lostWorkers: lost), &out)
         } else {
             delay(s, until: now + RetryPolicy.delay(attempts: attempts, base: config.backoffBase, jitter: jitter(s, attempts)), now: now, &out)
         }
@@ -464,8 +485,46 @@ public struct FarmScheduler: Sendable {
         out.append(.retry(s, notBefore: notBefore, attempts: runs[s.run]!.nodes[s.node].attempts))
     }
 
-    mutating func endIfComplete(_ id: Int64, _ out: inout [Effect]) {
-        if let run = runs[id], run.graph.isComplete { end(id, .succeeded, &out) }
+    /// Ends the run once all its stages are done, or once a failed run's probes are all back.
+    mutating func endIfSettled(_ id: Int64, _ out: inout [Effect]) {
+        guard let run = runs[id] else { return }
+        if let failure = run.failure {
+            if run.probesOut == 0 { end(id, failure, &out) }
+        } else if run.graph.isComplete {
+            end(id, .succeeded, &out)
+        }
+    }
+
+    /// A stage failed for good (its lease already cleared). The first failure stops the run: its
+    /// other attempts are cancelled and nothing more of it is dispatched, except the probes
+    /// already ready or out, which finish so that one failure names every bad input. A later
+    /// failure (a probe's) joins the first's outcome. The run ends when no probe is out.
+    mutating func stageFailed(_ s: StageRef, _ outcome: Outcome, _ out: inout [Effect]) {
+        guard runs[s.run] != nil else { return }
+        var run = take(s.run)
+        let wasOut = [.ready, .checking, .running].contains(run.nodes[s.node].phase)
+        run.nodes[s.node].phase = .ended
+        if let first = run.failure {
+            if wasOut { run.probesOut -= 1 }
+            run.failure = first.adding([s])
+        } else {
+            run.failure = outcome
+            for k in run.nodes.indices {
+                let n = run.nodes[k]
+                guard n.phase != .done, n.phase != .ended else { continue }
+                if run.spec.probes[safe: k] == true && [.ready, .checking, .running].contains(n.phase) { run.probesOut += 1; continue }
+                if let lease = n.lease, let worker = n.worker {
+                    leases[lease] = nil
+                    out.append(.cancel(lease: lease, StageRef(run: s.run, node: k), worker: worker))
+                    if n.phase == .running { run.running -= 1 }
+                }
+                run.nodes[k].lease = nil
+                run.nodes[k].worker = nil
+                run.nodes[k].phase = .ended
+            }
+        }
+        runs[s.run] = run
+        endIfSettled(s.run, &out)
     }
 
     /// The run is over: its attempts still out are cancelled (their slots free as workers answer).
@@ -637,4 +696,8 @@ public struct FarmScheduler: Sendable {
         }
         return false
     }
+}
+
+extension Array {
+    subscript(safe i: Int) -> Element? { indices.contains(i) ? self[i] : nil }
 }

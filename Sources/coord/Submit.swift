@@ -288,7 +288,10 @@ struct ProjectReport {
         var lines = [pad("project", nameWidth) + "  " + pad("state", 11) + "  seconds  output or error"]
         for r in rows {
             let tail = r.state == "succeeded" ? (r.output ?? "") : (r.error ?? "")
-            lines.append(pad(r.name, nameWidth) + "  " + pad(r.state, 11) + "  " + String(format: "%7.1f", r.seconds) + "  " + tail)
+            // An error of several lines (every bad input of a project) keeps to its column.
+            let indent = String(repeating: " ", count: nameWidth + 2 + 11 + 2 + 7 + 2)
+            lines.append(pad(r.name, nameWidth) + "  " + pad(r.state, 11) + "  " + String(format: "%7.1f", r.seconds) + "  "
+                         + tail.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\n" + indent))
         }
         return lines.joined(separator: "\n")
     }

@@ -66,24 +66,31 @@ import TestSupport
         #expect(Set(movies).count == 1 && movies[0].count > 1000, "the four movies are the same")
     }
 
-    /// A project that fails does not stop the others; the table names the failure with its
-    /// pipeline line, and the exit status is 1.
+    /// A project that fails does not stop the others; the table names each of its broken files
+    /// with its pipeline line (both, not the first only), and the exit status is 1.
     @Test func oneFailureIsReportedAndTheRestRender() throws {
         let dir = temporaryDirectory("batch-fail")
         try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
         try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
         try Data(repeating: 0x42, count: 4096).write(to: URL(fileURLWithPath: dir + "/broken.mp4"))
+        try Data(repeating: 0x17, count: 2048).write(to: URL(fileURLWithPath: dir + "/broken2.mp4"))
         let good1 = try Self.project(dir, 1)
-        let bad = try Self.project(dir, 2, clips: ["video: a.mp4", "video: broken.mp4"])
+        let bad = try Self.project(dir, 2, clips: ["video: a.mp4", "video: broken.mp4", "video: broken2.mp4"])
         let good3 = try Self.project(dir, 3)
         let r = try run(coordPath, ["submit", good1, bad, good3, "--state", dir + "/state", "--workers", "2"], timeout: 300)
         #expect(r.status == 1)
         #expect(FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"))
         #expect(FileManager.default.fileExists(atPath: dir + "/out/p3.mp4"))
         #expect(!FileManager.default.fileExists(atPath: dir + "/out/p2.mp4"))
-        let table = r.out.split(separator: "\n")
-        let row = try #require(table.first { $0.hasPrefix("project-2") })
-        #expect(row.contains("failed") && row.contains("broken.mp4") && row.contains("p2.yaml:6"), "\(row)")
+        let table = r.out.split(separator: "\n").map(String.init)
+        let k = try #require(table.firstIndex { $0.hasPrefix("project-2") })
+        let column = try #require(table[0].range(of: "output or error")).lowerBound.utf16Offset(in: table[0])
+        #expect(table[k].contains("failed") && table[k].hasSuffix("2 items failed:"), "\(r.out)")
+        // Each broken file on a line of its own, kept to the error column.
+        let lines = table[(k + 1)...].prefix(2)
+        #expect(lines.allSatisfy { $0.prefix(column).allSatisfy { $0 == " " } }, "\(r.out)")
+        #expect(lines.first?.contains("broken.mp4") == true && lines.first?.contains("p2.yaml:6") == true, "\(r.out)")
+        #expect(lines.last?.contains("broken2.mp4") == true && lines.last?.contains("p2.yaml:7") == true, "\(r.out)")
         #expect(table.contains { $0.hasPrefix("project-1") && $0.contains("succeeded") })
         #expect(r.out.contains("3 projects in") && r.out.contains("2 succeeded, 1 failed"))
     }

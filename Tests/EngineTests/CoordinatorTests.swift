@@ -206,6 +206,25 @@ final class Harness {
         #expect(rows.map { $0["state"]! } == ["failed", "failed", "succeeded"])
     }
 
+    /// Two broken files of four: the run's one failure names both (the other fetches finish once
+    /// the first fails), not one per submit; each bad fetch's lineage row is failed with its error.
+    @Test func aRunWithSeveralBrokenInputsNamesThemAll() throws {
+        let runner = FakeRunner()
+        runner.failures["fetch p-1.mov"] = (.permanent, 1)
+        runner.failures["fetch p-3.mov"] = (.permanent, 1)
+        let h = try Harness(workers: 1, slots: 4, runner: runner)
+        let run = try h.submit(h.pipeline(4))
+        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        let lines = message.split(separator: "\n").map(String.init)
+        #expect(lines.first == "2 items failed:", "\(message)")
+        #expect(lines.dropFirst().map { $0.hasPrefix("  clip ") } == [true, true], "\(message)")
+        #expect(lines.contains { $0.contains("p-1.mov") } && lines.contains { $0.contains("p-3.mov") }, "\(message)")
+        let rows = try h.lineage.rows("SELECT name, state, error FROM stage WHERE run_id = ? AND name LIKE 'fetch/%' ORDER BY name", [run])
+        #expect(rows.map { $0["state"]! } == ["succeeded", "failed", "succeeded", "failed"])
+        #expect(rows[3]["error"]?.contains("p-3.mov") == true)
+        #expect(try h.lineage.rows("SELECT error FROM run WHERE id = ?", [run]).first?["error"] == message)
+    }
+
     @Test func retryableFailuresStopAfterThreeAttempts() throws {
         let runner = FakeRunner()
         runner.failures["fetch p-0.mov"] = (.retryable, 5)

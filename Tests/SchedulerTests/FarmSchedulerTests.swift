@@ -31,6 +31,10 @@ struct Farm {
     var ended: [Int64: FarmScheduler.Outcome] = [:]
     /// The output key each slot attempt makes (as the scheduler had it when it dispatched).
     var leaseKeys: [String: String] = [:]
+    /// Nodes that check an input (they finish after their run failed), by run.
+    var probes: [Int64: Set<Int>] = [:]
+    /// Runs with a stage that failed for good: only their probes may still be dispatched.
+    var failing: Set<Int64> = []
     var nextRun: Int64 = 1
     var nextWorker = 1
     var problems: [String] = []
@@ -56,6 +60,7 @@ struct Farm {
             if slots[w] == nil { problems.append("dispatched \(lease) to unknown or lost worker \(w)") }
             if draining.contains(w) { problems.append("dispatched \(lease) to draining worker \(w)") }
             if ended[s.run] != nil { problems.append("dispatched a stage of ended run \(s.run)") }
+            if failing.contains(s.run) && probes[s.run]?.contains(s.node) != true { problems.append("\(s) dispatched after its run failed") }
             let done = succeeded[s.run, default: []].union(preDone[s.run, default: []])
             if let d = deps[s.run], !Set(d[s.node]).isSubset(of: done) { problems.append("\(s) dispatched before its dependencies") }
             if done.contains(s.node) { problems.append("\(s) dispatched after it succeeded") }
@@ -77,17 +82,27 @@ struct Farm {
         case .runEnded(let id, let o):
             if ended[id] != nil { problems.append("run \(id) ended twice") }
             ended[id] = o
+            switch o {
+            case .failed(let first, _, let also), .poison(let first, _, let also):
+                if Set(also + [first]).count != also.count + 1 { problems.append("run \(id) names a failed stage twice: \(first), \(also)") }
+                if let other = also.first(where: { probes[id]?.contains($0.node) != true }) {
+                    problems.append("run \(id) failed on \(first), then on \(other), which is not a probe and should not have run")
+                }
+            case .succeeded, .cancelled: break
+            }
         }
     }
 
-    mutating func submit(_ raw: [[Int]], priority: Int = 0, done: [Int] = []) -> Int64 {
+    mutating func submit(_ raw: [[Int]], priority: Int = 0, done: [Int] = [], probes probe: Set<Int> = []) -> Int64 {
         let id = nextRun; nextRun += 1
         // Node i depends on earlier nodes only (a DAG).
         let d: [[Int]] = raw.enumerated().map { i, r in i == 0 ? [] : r.map { $0 % i } }
         deps[id] = d
         let pre = done.filter { d.indices.contains($0) && d[$0].isEmpty }
         preDone[id] = Set(pre)
-        send(.submit(.init(id: id, priority: priority, dependencies: d, short: d.indices.map { $0 % 3 == 0 }, maxAttempts: 3, done: pre)))
+        probes[id] = probe
+        send(.submit(.init(id: id, priority: priority, dependencies: d, short: d.indices.map { $0 % 3 == 0 }, maxAttempts: 3, done: pre,
+                           probes: d.indices.map { probe.contains($0) })))
         return id
     }
 
@@ -112,6 +127,9 @@ struct Farm {
         let fx = send(event)
         answered.append(lease)
         let stale = fx.contains(.stale(lease: lease, worker: o.worker))
+        if case .failed = event, !stale, !fx.contains(where: { if case .retry(o.stage, _, _) = $0 { true } else { false } }) {
+            failing.insert(o.stage.run)
+        }
         if case .succeeded = event {
             if wasDead && !stale { problems.append("stale lease \(lease) succeeded") }
             if !stale {
@@ -144,10 +162,11 @@ struct Farm {
     /// Random farms: runs submitted and cancelled, workers joining, draining, leaving, dying and
     /// reconnecting; results that succeed, fail, miss the cache, come back handed back or for
     /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended;
-    /// stages that share output keys. Throughout: never two successes for one stage, never more
-    /// attempts on a worker than its slots, nothing dispatched before its dependencies or to a
-    /// draining worker, never two live attempts making one key, and a stale lease never succeeds.
-    /// Then, with one healthy worker, every run ends.
+    /// stages that share output keys, probes that finish after their run failed. Throughout:
+    /// never two successes for one stage, never more attempts on a worker than its slots, nothing
+    /// dispatched before its dependencies, to a draining worker, or (but a probe) after its run
+    /// failed, never two live attempts making one key, and a stale lease never succeeds. Then,
+    /// with one healthy worker, every run ends.
     @Test func randomFarmsKeepTheirPromisesAndEveryRunEnds() async {
         let gen = Gen.int(in: 0...9_999).array(of: 20...300)
         await propertyCheck(count: 400, input: gen) { choices in
@@ -161,7 +180,7 @@ struct Farm {
                 case 0, 1:
                     let n = 1 + next(8)
                     _ = farm.submit((0..<n).map { _ in (0..<next(3)).map { _ in next(100) } }, priority: next(4) == 0 ? 1 : 0,
-                                    done: next(3) == 0 ? [0] : [])
+                                    done: next(3) == 0 ? [0] : [], probes: Set((0..<n).filter { _ in next(2) == 0 }))
                 case 2:
                     _ = farm.join(slots: 1 + next(3))
                 case 3:
@@ -385,6 +404,52 @@ extension Array {
         let late = farm.answer(d[1].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(late == [.stale(lease: d[1].lease, worker: d[1].worker)])
         #expect(farm.scheduler.busySlots(d[1].worker) == 0)
+    }
+
+    /// A project with several broken files names them all in one failure instead of one per
+    /// submit: once a stage fails for good, the run's probes (fetches) already out finish, retries
+    /// included, and nothing else of it runs.
+    @Test func aFailedRunLetsItsProbesFinishAndNamesEveryBadInput() {
+        var farm = Farm()
+        _ = farm.join(slots: 4)
+        // Three fetches; a render after the first.
+        let run = farm.submit([[], [], [], [0]], probes: [0, 1, 2])
+        farm.prepareAll()
+        let fetches = dispatches(farm.send(.tick)).sorted { $0.stage < $1.stage }
+        #expect(fetches.map(\.stage.node) == [0, 1, 2])
+        _ = farm.answer(fetches[0].lease) { .succeeded(lease: $0, worker: $1) }
+        farm.prepareAll()
+        let render = dispatches(farm.send(.tick))
+        #expect(render.map(\.stage.node) == [3])
+
+        // Fetch 1 fails for good: the render is cancelled, fetch 2 goes on, the run waits for it.
+        var fx = farm.answer(fetches[1].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        #expect(fx == [.cancel(lease: render[0].lease, render[0].stage, worker: render[0].worker)])
+        #expect(farm.ended[run] == nil)
+        // Fetch 2 fails too, first retryably: it is retried, then fails for good and joins the failure.
+        fx = farm.answer(fetches[2].lease) { .failed(lease: $0, worker: $1, retryable: true) }
+        guard case .retry(fetches[2].stage, _, 1) = fx.first else { Issue.record("no retry: \(fx)"); return }
+        farm.now += 10
+        let again = dispatches(farm.send(.tick))
+        #expect(again.map(\.stage.node) == [2] && again.first?.attempt == 2)
+        fx = farm.answer(again[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        #expect(fx.last == .runEnded(run, .failed(StageRef(run: run, node: 1), attempts: 1, also: [StageRef(run: run, node: 2)])))
+        #expect(farm.answer(render[0].lease) { .succeeded(lease: $0, worker: $1) } == [.stale(lease: render[0].lease, worker: render[0].worker)])
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+        #expect(!farm.scheduler.hasRuns && farm.scheduler.liveLeaseCount == 0)
+    }
+
+    /// A probe that succeeds after its run failed starts nothing that waits for it.
+    @Test func aProbeThatSucceedsAfterTheFailureStartsNothing() {
+        var farm = Farm()
+        _ = farm.join(slots: 2)
+        let run = farm.submit([[], [], [1]], probes: [0, 1])
+        farm.prepareAll()
+        let fetches = dispatches(farm.send(.tick)).sorted { $0.stage < $1.stage }
+        _ = farm.answer(fetches[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        let fx = farm.answer(fetches[1].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(fx == [.runEnded(run, .failed(StageRef(run: run, node: 0), attempts: 1))], "the render after it was not prepared")
+        #expect(dispatches(farm.send(.tick)).isEmpty && farm.toPrepare.isEmpty)
     }
 
     @Test func attemptsThatLoseThreeWorkersArePoison() {
