@@ -131,7 +131,11 @@ public struct FarmScheduler: Sendable {
         case runEnded(Int64, Outcome)
     }
 
-    public enum Phase: Sendable, Equatable { case waiting, ready, checking, running, done, ended }
+    public enum Phase: Sendable, Equatable {
+        case waiting, ready, checking, running, done, ended
+        /// Ready, or given out and not answered yet.
+        var isOut: Bool { self == .ready || self == .checking || self == .running }
+    }
 
     struct Node {
         var phase = Phase.waiting
@@ -502,7 +506,7 @@ public struct FarmScheduler: Sendable {
     mutating func stageFailed(_ s: StageRef, _ outcome: Outcome, _ out: inout [Effect]) {
         guard runs[s.run] != nil else { return }
         var run = take(s.run)
-        let wasOut = [.ready, .checking, .running].contains(run.nodes[s.node].phase)
+        let wasOut = run.nodes[s.node].phase.isOut
         run.nodes[s.node].phase = .ended
         if let first = run.failure {
             if wasOut { run.probesOut -= 1 }
@@ -512,7 +516,7 @@ public struct FarmScheduler: Sendable {
             for k in run.nodes.indices {
                 let n = run.nodes[k]
                 guard n.phase != .done, n.phase != .ended else { continue }
-                if run.spec.probes[safe: k] == true && [.ready, .checking, .running].contains(n.phase) { run.probesOut += 1; continue }
+                if run.spec.probes[safe: k] == true && n.phase.isOut { run.probesOut += 1; continue }
                 if let lease = n.lease, let worker = n.worker {
                     leases[lease] = nil
                     out.append(.cancel(lease: lease, StageRef(run: s.run, node: k), worker: worker))
