@@ -678,8 +678,11 @@ final class CoordinatorCore {
                                     finished: Date().timeIntervalSince1970, seconds: 0)
         }
         try updateTimeline(run)
+        // Fetches of files go on after the run fails, so its error names every bad one; a download
+        // does not (it is not cached: finishing it would only delay the error).
+        let probes = run.units.map { u in u.kind == .fetch && u.item.flatMap { pipeline.items[$0].sources.first }.map { !$0.isRemote } == true }
         feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
-                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles, probes: run.units.map { $0.kind == .fetch })))
+                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles, probes: probes)))
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run, force: true)
         return runID

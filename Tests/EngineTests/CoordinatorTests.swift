@@ -225,6 +225,24 @@ final class Harness {
         #expect(try h.lineage.rows("SELECT error FROM run WHERE id = ?", [run]).first?["error"] == message)
     }
 
+    /// A download is not finished for a failed run's sake (it is not cached, so it would only
+    /// delay the error): the run fails as soon as its local file does, naming that file alone.
+    @Test func aFailedRunDoesNotWaitForItsDownloads() throws {
+        let runner = FakeRunner()
+        runner.failures["fetch p-0.mov"] = (.permanent, 1)
+        runner.onStart = { label in if label == "fetch slow.mov" { Thread.sleep(forTimeInterval: 3) } }
+        let h = try Harness(workers: 1, slots: 2, runner: runner)
+        var p = h.pipeline(1)
+        p.items.append(Item(kind: .video(source: SourceRef("https://example.invalid/slow.mov"), trim: nil)))
+        let t0 = Date()
+        let run = try h.submit(p)
+        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        let seconds = Date().timeIntervalSince(t0)
+        #expect(runner.calls.contains("fetch slow.mov"), "the download had started")
+        #expect(seconds < 1.5, "the run waited \(seconds) s for a download it does not need")
+        #expect(message.contains("p-0.mov") && !message.contains("slow.mov"), "\(message)")
+    }
+
     @Test func retryableFailuresStopAfterThreeAttempts() throws {
         let runner = FakeRunner()
         runner.failures["fetch p-0.mov"] = (.retryable, 5)
