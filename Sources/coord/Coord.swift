@@ -240,7 +240,8 @@ struct Status: ParsableCommand {
             print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted]), as: UTF8.self))
             return
         }
-        print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(r["duration_s"]!) s → \(r["output_path"]!)")
+        let seconds = r["duration_s"].flatMap(Double.init).map { String(format: "%.2f s", $0) } ?? "-"
+        print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(seconds) → \(r["output_path"]!)")
         if let e = r["error"], !e.isEmpty { print("error: \(e)") }
         for st in stages {
             let cached = st["cached"] == "1" ? " (cached)" : ""

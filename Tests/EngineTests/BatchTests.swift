@@ -93,6 +93,14 @@ import TestSupport
         #expect(lines.last?.contains("broken2.mp4") == true && lines.last?.contains("p2.yaml:7") == true, "\(r.out)")
         #expect(table.contains { $0.hasPrefix("project-1") && $0.contains("succeeded") })
         #expect(r.out.contains("3 projects in") && r.out.contains("2 succeeded, 1 failed"))
+        // `coord status` of the failed run: its time to the hundredth, then its error, one file a line.
+        let id = try run("sqlite3", [dir + "/state/lineage.db", "SELECT id FROM run WHERE name = 'project-2'"], timeout: 30).out
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let status = try run(coordPath, ["status", id, "--state", dir + "/state"], timeout: 30)
+        let head = status.out.split(separator: "\n").prefix(4).map(String.init)
+        #expect(head.count == 4 && head[0].range(of: #"^run \d+ project-2: failed, \d+/\d+ stages, \d+\.\d\d s → "#, options: .regularExpression) != nil,
+                "\(status.out)\(status.err)")
+        #expect(head.count == 4 && head[1] == "error: 2 items failed:" && head[2].contains("broken.mp4") && head[3].contains("broken2.mp4"), "\(status.out)")
     }
 
     /// Nothing renders when any file is invalid or two projects would write the same movie.
