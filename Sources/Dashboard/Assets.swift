@@ -157,7 +157,9 @@ enum Assets {
         `<span>Pipeline <b>${esc(r.pipeline_path)}</b></span><span>Output <b>${esc(r.output_path)}</b></span></div>`;
       h += `<div>${stageBar(r.stages)}</div>`;
       if (r.error) {
-        const f = d.failures.find(f => f.location) || {};
+        // One bad file: its place in the pipeline and its path head the error; several: the error names each.
+        const located = d.failures.filter(f => f.location);
+        const f = new Set(located.map(f => f.location)).size === 1 ? located[0] : {};
         h += `<h2>Error</h2><div class="error" id="run-error">${f.location ? `<span class="where">${esc(f.location)}</span>\n` : ''}${f.file ? `file: ${esc(f.file)}\n` : ''}${esc(r.error)}</div>`;
       }
       h += '<h2>Attempts per worker slot</h2><div class="legend">' +
