@@ -145,7 +145,8 @@ struct Submit: ParsableCommand {
         let results = cluster.renderBatch(projects, progress: { display.update($0, $1) }, ended: { k, run, outcome in
             switch outcome {
             case .succeeded(let output, let seconds): display.ended(k, String(format: "succeeded in %.1f s → %@", seconds, output))
-            case .failed(let message): display.ended(k, "failed: \(message)")
+            // One project: its error follows at once (`report`), so the line does not print it twice.
+            case .failed(let message): display.ended(k, projects.count == 1 ? "failed" : "failed: \(message)")
             }
         })
         display.finish()

@@ -103,6 +103,22 @@ import TestSupport
         #expect(head.count == 4 && head[1] == "error: 2 items failed:" && head[2].contains("broken.mp4") && head[3].contains("broken2.mp4"), "\(status.out)")
     }
 
+    /// One project's error is printed once, whole (every broken file a line), not also on its
+    /// progress line.
+    @Test func aSingleProjectsErrorIsPrintedOnce() throws {
+        let dir = temporaryDirectory("batch-one-error")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        try Data(repeating: 0x42, count: 4096).write(to: URL(fileURLWithPath: dir + "/broken.mp4"))
+        try Data(repeating: 0x17, count: 2048).write(to: URL(fileURLWithPath: dir + "/broken2.mp4"))
+        let bad = try Self.project(dir, 1, clips: ["video: a.mp4", "video: broken.mp4", "video: broken2.mp4"])
+        let r = try run(coordPath, ["submit", bad, "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(r.status == 1)
+        let lines = r.err.split(separator: "\n").map(String.init)
+        #expect(lines.contains("[1/1] project-1: failed"), "\(r.err)")
+        #expect(lines.contains("error: run 1 failed: 2 items failed:"), "\(r.err)")
+        #expect(lines.filter { $0.contains("broken.mp4") }.count == 1 && lines.filter { $0.contains("broken2.mp4") }.count == 1, "\(r.err)")
+    }
+
     /// Nothing renders when any file is invalid or two projects would write the same movie.
     @Test func invalidOrClashingFilesStopTheWholeBatch() throws {
         let dir = temporaryDirectory("batch-invalid")
