@@ -126,7 +126,7 @@ struct Submit: ParsableCommand {
         clusterConfig.threadsPerPipeline = threads
         let cluster = try LocalCluster(clusterConfig, logger: logger)
         try cluster.start()
-        let display = BatchDisplay(names: projects.map(\.name), terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let display = BatchDisplay(names: projects.map(\.name), items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
         let signals = onInterrupt { [files, stateOptions] in
             display.interrupted()
             do {
@@ -200,7 +200,7 @@ struct Submit: ParsableCommand {
             return try finishRun(client, end, output: nil, json: json)
         }
         let started = Date().timeIntervalSince1970
-        let display = BatchDisplay(names: projects.map(\.name), terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let display = BatchDisplay(names: projects.map(\.name), items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
         let index = Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, $0) })
         let ends = try clusterCall {
             try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
@@ -311,6 +311,8 @@ final class BatchDisplay: Sendable {
         var stopped = false
     }
     let names: [String]
+    /// Each project's items, known before any progress comes (a project that fails at once sends none).
+    let items: [Int]
     let terminal: Bool
     let started = Date().timeIntervalSince1970
     let state = Locked(State())
@@ -319,8 +321,8 @@ final class BatchDisplay: Sendable {
     /// Redraws every second between words, so the time left counts down during long renders.
     nonisolated(unsafe) private var ticker: DispatchSourceTimer?
 
-    init(names: [String], terminal: Bool) {
-        self.names = names; self.terminal = terminal
+    init(names: [String], items: [Int], terminal: Bool) {
+        self.names = names; self.items = items; self.terminal = terminal
         guard terminal else { return }
         let t = DispatchSource.makeTimerSource(queue: .global())
         t.schedule(deadline: .now() + 1, repeating: 1)
@@ -368,13 +370,14 @@ final class BatchDisplay: Sendable {
     /// project's length is known).
     func totalLine(_ s: State, now: Double) -> String {
         let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count
-        var items = 0, itemsDone = 0, running = 0, framesDone = 0, framesTotal = 0, rendered = 0
+        let items = self.items.reduce(0, +)
+        var itemsDone = 0, running = 0, framesDone = 0, framesTotal = 0, rendered = 0
         var known = s.progress.count + s.ended.count >= names.count
         // The batch's renders on their slots, summed (used when every project says).
         var slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0), everySays = true
         for (k, told) in s.progress {
             let p = told.aged(by: now - (s.received[k] ?? now))
-            items += p.items; itemsDone += p.itemsDone; running += p.running.count
+            itemsDone += p.itemsDone; running += p.running.count
             framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
             rendered += p.framesRendered ?? p.framesDone ?? 0
             if s.ended[k] == nil && p.framesKnown != true { known = false }

@@ -119,6 +119,27 @@ import TestSupport
         #expect(lines.filter { $0.contains("broken.mp4") }.count == 1 && lines.filter { $0.contains("broken2.mp4") }.count == 1, "\(r.err)")
     }
 
+    /// On a terminal the batch's total line counts every project's items from the start, also
+    /// those of a project that failed before it sent any progress (a lone failing project's line
+    /// read "0/0 items").
+    @Test func theTerminalsTotalLineCountsEveryProjectsItems() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else {
+            print("skipped: script (util-linux) is not installed; scripts/test-tools installs it"); return
+        }
+        let dir = temporaryDirectory("batch-tty")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        try Data(repeating: 0x42, count: 4096).write(to: URL(fileURLWithPath: dir + "/broken.mp4"))
+        let good = try Self.project(dir, 1)
+        let bad = try Self.project(dir, 2, clips: ["video: broken.mp4"])
+        let command = [coordPath, "submit", good, bad, "--state", dir + "/state", "--workers", "2"].joined(separator: " ")
+        let r = try run("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], timeout: 120)
+        #expect(r.status == 1, "\(r.out)\(r.err)")
+        // The last drawing of the total line (the terminal's transcript, redraws and all).
+        let drawn = r.out.components(separatedBy: "projects done").last ?? ""
+        #expect(r.out.contains("2/2 projects done (1 failed)") && drawn.contains("/3 items"), "\(r.out)")
+    }
+
     /// Nothing renders when any file is invalid or two projects would write the same movie.
     @Test func invalidOrClashingFilesStopTheWholeBatch() throws {
         let dir = temporaryDirectory("batch-invalid")
