@@ -63,6 +63,47 @@ public struct RunProgress: Sendable, Codable {
     private var renderingTime: Double { renderingFor ?? elapsed }
 }
 
+/// A batch's projects summed for its one total line. A project that has ended counts as it
+/// stood: its frames done are all it will do (a failed project's unrendered frames are not left
+/// to render, so they neither lengthen the time left nor keep the line from saying the movies are
+/// being joined) and nothing of it is running.
+public struct BatchProgress: Sendable, Equatable {
+    public var itemsDone = 0, running = 0
+    public var framesDone = 0, framesTotal = 0, rendered = 0
+    /// Every project still going knows its length (and every project has been heard from).
+    public var known: Bool
+    /// The renders of the projects still going, on their slots; nil when one does not say.
+    public var slots: TimeLeft.Slots?
+    /// Projects not ended: the movies still to be made.
+    public var going: Int
+
+    /// `told`: each project heard from, as it stands now, and whether it has ended; `projects`
+    /// and `ended`: how many there are in all and how many have ended (some without a word).
+    public init(projects: Int, ended: Int, told: [(progress: RunProgress, ended: Bool)]) {
+        known = told.count + ended - told.filter(\.ended).count >= projects
+        going = projects - ended
+        var slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0), everySays = true
+        for (p, over) in told {
+            itemsDone += p.itemsDone
+            framesDone += p.framesDone ?? 0
+            framesTotal += over ? p.framesDone ?? 0 : p.framesTotal ?? 0
+            rendered += p.framesRendered ?? p.framesDone ?? 0
+            if let q = p.slots { slots.renderSeconds += q.renderSeconds } else { everySays = false }
+            guard !over else { continue }
+            running += p.running.count
+            if p.framesKnown != true { known = false }
+            if let q = p.slots { slots.inFlight += q.inFlight; slots.inFlightFrames += q.inFlightFrames; slots.inFlightSeconds += q.inFlightSeconds }
+        }
+        self.slots = everySays ? slots : nil
+    }
+
+    /// The time left as a progress line shows it, the batch rendering for `seconds` so far.
+    public func text(renderingFor seconds: Double) -> String {
+        TimeLeft.text(framesDone: framesDone, framesTotal: framesTotal, known: known, rendered: rendered,
+                      renderingFor: seconds, slots: slots, movies: going)
+    }
+}
+
 public enum RunOutcome: Sendable {
     case succeeded(output: String, seconds: Double)
     case failed(message: String)

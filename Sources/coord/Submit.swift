@@ -370,29 +370,13 @@ final class BatchDisplay: Sendable {
     /// project's length is known).
     func totalLine(_ s: State, now: Double) -> String {
         let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count
-        let items = self.items.reduce(0, +)
-        var itemsDone = 0, running = 0, framesDone = 0, framesTotal = 0, rendered = 0
-        var known = s.progress.count + s.ended.count >= names.count
-        // The batch's renders on their slots, summed (used when every project says).
-        var slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0), everySays = true
-        for (k, told) in s.progress {
-            let p = told.aged(by: now - (s.received[k] ?? now))
-            itemsDone += p.itemsDone; running += p.running.count
-            framesDone += p.framesDone ?? 0; framesTotal += p.framesTotal ?? 0
-            rendered += p.framesRendered ?? p.framesDone ?? 0
-            if s.ended[k] == nil && p.framesKnown != true { known = false }
-            if let q = p.slots {
-                slots.renderSeconds += q.renderSeconds
-                if s.ended[k] == nil { slots.inFlight += q.inFlight; slots.inFlightFrames += q.inFlightFrames; slots.inFlightSeconds += q.inFlightSeconds }
-            } else { everySays = false }
-        }
+        let told = s.progress.map { k, p in (progress: p.aged(by: now - (s.received[k] ?? now)), ended: s.ended[k] != nil) }
+        let batch = BatchProgress(projects: names.count, ended: s.ended.count, told: told)
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
-        let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
-            : TimeLeft.text(framesDone: framesDone, framesTotal: framesTotal, known: known, rendered: rendered,
-                            renderingFor: now - started, slots: everySays ? slots : nil, movies: names.count)
+        let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started) : batch.text(renderingFor: now - started)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
-                      failed > 0 ? " (\(failed) failed)" : "", itemsDone, items, running, eta)
+                      failed > 0 ? " (\(failed) failed)" : "", batch.itemsDone, items.reduce(0, +), batch.running, eta)
     }
 
     private func draw(_ s: inout State, force: Bool) -> String? {

@@ -99,6 +99,27 @@ import TestSupport
         #expect(p.aged(by: 0).eta == p.eta)
     }
 
+    /// A batch's total line: a project that failed part-way counts as it stood. Its unrendered
+    /// frames are not left to render and its last stages are not running, so once the other
+    /// project has rendered every frame the line says its movie is being joined (before, the
+    /// failed project's 200 frames kept it at an ETA, with its render counted as running).
+    @Test func aFailedProjectOfABatchLeavesNothingToRender() {
+        var failed = progress(done: 100, total: 300, known: true, elapsed: 3)
+        failed.running = ["render/2"]; failed.itemsDone = 1
+        failed.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 1)
+        var going = progress(done: 500, total: 500, known: true, elapsed: 5)
+        going.running = ["concat"]; going.itemsDone = 4
+        going.slots = TimeLeft.Slots(renderSeconds: 10, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+        let batch = BatchProgress(projects: 2, ended: 1, told: [(failed, true), (going, false)])
+        #expect(batch.framesDone == 600 && batch.framesTotal == 600 && batch.running == 1 && batch.itemsDone == 5)
+        #expect(batch.slots == TimeLeft.Slots(renderSeconds: 12, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0))
+        #expect(batch.going == 1 && batch.known)
+        #expect(batch.text(renderingFor: 5) == "joining the movie")
+        // A project not heard from yet, and not ended: its length is not known.
+        #expect(!BatchProgress(projects: 3, ended: 1, told: [(failed, true), (going, false)]).known)
+        #expect(BatchProgress(projects: 3, ended: 1, told: [(failed, true), (going, false)]).text(renderingFor: 5) == "ETA --:--")
+    }
+
     /// A real coordinator with fake workers, 12 equal renders on 2 slots, the second slot's half a
     /// render behind the first (as renders of different lengths leave them): the first time left
     /// is near the truth. Frames over wall time counted only the finished render, not the one half
