@@ -721,7 +721,10 @@ final class CoordinatorCore {
         try updateTimeline(run)
         // Fetches of files go on after the run fails, so its error names every bad one; a download
         // does not (it is not cached: finishing it would only delay the error).
-        let probes = run.units.map { u in u.kind == .fetch && u.item.flatMap { pipeline.items[$0].sources.first }.map { !$0.isRemote } == true }
+        let probes = run.units.map { u in
+            guard u.kind == .fetch, let i = u.item, let source = pipeline.items[i].sources.first else { return false }
+            return !source.isRemote
+        }
         feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
                            maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles, probes: probes)))
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
@@ -1637,7 +1640,7 @@ final class CoordinatorCore {
                 }
                 messages.append(message)
             }
-            let what = also.allSatisfy({ run.units[$0.node].item != nil }) && run.units[first.node].item != nil ? "items" : "stages"
+            let what = ([first] + also).allSatisfy { run.units[$0.node].item != nil } ? "items" : "stages"
             let message = messages.count == 1 ? messages[0] : "\(messages.count) \(what) failed:\n" + messages.map { "  " + $0 }.joined(separator: "\n")
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
             log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])

@@ -345,11 +345,8 @@ public struct FarmScheduler: Sendable {
         case .failed(let lease, let worker, let retryable):
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
-            leases[lease] = nil
             let attempts = runs[s.run]!.nodes[s.node].attempts
-            if runs[s.run]!.nodes[s.node].phase == .running { runs[s.run]!.running -= 1 }
-            runs[s.run]!.nodes[s.node].lease = nil
-            runs[s.run]!.nodes[s.node].worker = nil
+            detach(s)
             let decision = RetryPolicy.decide(retryable: retryable, attempts: attempts, maxAttempts: runs[s.run]!.spec.maxAttempts, now: now,
                                               base: config.backoffBase, jitter: jitter(s, attempts))
             switch decision {
@@ -388,12 +385,7 @@ public struct FarmScheduler: Sendable {
 
         case .fail(let s):
             guard let node = runs[s.run]?.nodes[safe: s.node], node.phase != .ended, node.phase != .done else { break }
-            if let lease = node.lease {
-                leases[lease] = nil
-                runs[s.run]!.nodes[s.node].lease = nil
-                runs[s.run]!.nodes[s.node].worker = nil
-                if node.phase == .running { runs[s.run]!.running -= 1 }
-            }
+            detach(s)
             stageFailed(s, .failed(s, attempts: node.attempts), &out)
 
         case .stopDispatching:
@@ -422,6 +414,16 @@ public struct FarmScheduler: Sendable {
             return nil
         }
         return s
+    }
+
+    /// The stage's attempt is over: its lease no longer counts and it no longer runs (its phase
+    /// is for the caller to set).
+    mutating func detach(_ s: StageRef) {
+        let node = runs[s.run]!.nodes[s.node]
+        if let lease = node.lease { leases[lease] = nil }
+        if node.phase == .running { runs[s.run]!.running -= 1 }
+        runs[s.run]!.nodes[s.node].lease = nil
+        runs[s.run]!.nodes[s.node].worker = nil
     }
 
     mutating func free(_ lease: String, on worker: String) {
@@ -467,10 +469,8 @@ public struct FarmScheduler: Sendable {
             runs[s.run] = run
             return
         }
-        runs[s.run]!.running -= 1
+        detach(s)
         runs[s.run]!.nodes[s.node].lostWorkers += 1
-        runs[s.run]!.nodes[s.node].lease = nil
-        runs[s.run]!.nodes[s.node].worker = nil
         let lost = runs[s.run]!.nodes[s.node].lostWorkers
         let attempts = runs[s.run]!.nodes[s.node].attempts
         if RetryPolicy.isPoison(lostWorkers: lost, limit: config.poisonAfterLostWorkers) {
