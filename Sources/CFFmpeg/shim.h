@@ -21,6 +21,7 @@
 #include <libswscale/swscale.h>
 #include <libswresample/swresample.h>
 #include <libavutil/audio_fifo.h>
+#include <libavutil/cpu.h>
 
 static inline int tl_averror(int e) { return AVERROR(e); }
 static inline int tl_averror_eof(void) { return AVERROR_EOF; }

@@ -29,6 +29,38 @@ import TestSupport
         (path, Item(kind: .video(source: SourceRef(path), trim: trim), edits: edits))
     }
 
+    /// One stage key, one segment: the bits may not depend on what the worker's memory held.
+    /// A worker keeps freed buffers in its heap (`MediaMemory`), so each stage's encoder gets
+    /// memory an earlier stage wrote; here the heap is filled with three different patterns
+    /// before three renders of the same 1080x1080 segment. libx264's AVX-512 functions read
+    /// memory they never wrote, and on a CPU with AVX-512 the three files differed until x264
+    /// was kept to AVX2 (`X264Assembly`); elsewhere x264 does not use them.
+    @Test func aSegmentsBitsDoNotDependOnWhatTheMemoryHeld() throws {
+        let dir = temporaryDirectory()
+        // A picture with detail everywhere (testsrc2 alone is too plain to show it).
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=30:duration=3,noise=alls=30:allf=t",
+                                      "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "\(dir)/a.mp4"])
+        try #require(made.status == 0, "ffmpeg: \(made.err)")
+        MediaMemory.keepFreedBuffers()
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 1080, height: 1080, fps: Rational(25, 1))
+        let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/a.mp4", trim: Trim(start: 1)).1])
+        let facts = try Probe.facts(path: "\(dir)/a.mp4")
+        let timeline = try Planner.timeline(for: pipeline, facts: ["\(dir)/a.mp4": facts])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "\(dir)/a.mp4", frameCount: timeline[0].frameCount)
+        var files: [Data] = []
+        for pattern: Int32 in [0x00, 0x55, 0xAA] {
+            // Dirty the heap: blocks of the sizes frames and x264's planes take, written and freed.
+            let blocks = (0..<16).map { _ in malloc(3 << 20)! }
+            for b in blocks { memset(b, pattern, 3 << 20) }
+            for b in blocks { free(b) }
+            let seg = "\(dir)/seg\(pattern).mov"
+            _ = try SegmentRenderer.render(spec, to: seg)
+            files.append(try Data(contentsOf: URL(fileURLWithPath: seg)))
+        }
+        #expect(files[0] == files[1] && files[1] == files[2],
+                "the same segment rendered after different heap contents: \(files.map(\.count)) bytes, equal: \(files[0] == files[1]), \(files[1] == files[2])")
+    }
+
     /// A movie's audio is AAC-encoded in chunks of 10.92 s on as many threads as there are cores,
     /// spliced at AAC frame boundaries (`AudioChunks`). No splice may be heard: around each one
     /// the decoded movie follows its source as closely as it does anywhere else.
