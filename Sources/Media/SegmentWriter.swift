@@ -8,12 +8,17 @@ internal import CFFmpeg
 /// Renderers number frames and samples from the item's start. With a `SegmentCut`, the writer
 /// keeps only the cut's frames and samples (so the file starts at the cut's first frame), and
 /// fades them from and to black and silence, so every renderer bakes fades the same way.
+///
+/// The encoder and the muxer run on a thread of their own (`EncodeLane`), fed in the order the
+/// renderer hands frames and sound over, so the renderer decodes and filters the next frames
+/// while x264 encodes this one. libx264 still runs on one thread and sees the same frames in the
+/// same order, and the muxer gets the same calls in the same order: the file is byte for byte the
+/// one a single thread writes. A lone render (an edit, a run's last item) takes about the longer
+/// of its two halves instead of their sum; on a busy worker the cores were full anyway.
 final class SegmentWriter {
-    let output: OutputFile
-    let encoder: VideoEncoder
+    private let lane: EncodeLane
     let videoStream: UnsafeMutablePointer<AVStream>
     let audioStream: UnsafeMutablePointer<AVStream>
-    let packet = Packet()
     let sampleCount: Int
     let name: String
     private(set) var samplesWritten = 0
@@ -48,15 +53,17 @@ final class SegmentWriter {
             fadeInSamples = 0..<0
             fadeOutSamples = 0..<0
         }
-        output = try OutputFile(path: path, format: "mov", file: name)
-        encoder = try VideoEncoder(profile: profile, globalHeader: output.needsGlobalHeader, file: name)
+        let output = try OutputFile(path: path, format: "mov", file: name)
+        let encoder = try VideoEncoder(profile: profile, globalHeader: output.needsGlobalHeader, file: name)
         videoStream = output.addStream()
         avcodec_parameters_from_context(videoStream.pointee.codecpar, encoder.ctx)
         videoStream.pointee.time_base = encoder.ctx.pointee.time_base
         audioStream = output.addStream()
         configurePCM(audioStream)
         try output.open()
+        lane = EncodeLane(output: output, encoder: encoder, videoStream: videoStream, name: name)
     }
+    deinit { lane.abandon() }
 
     /// Whether the segment keeps the item's frame `slot` (renderers may skip making the others).
     func wants(_ slot: Int) -> Bool {
@@ -75,10 +82,16 @@ final class SegmentWriter {
             let factor = k < cut.fadeIn ? k * 65536 / cut.fadeIn : j >= 0 ? (cut.fadeOut - j) * 65536 / cut.fadeOut : 65536
             if factor < 65536 { faded = try fade(f, factor: factor) }
         }
-        let frame = faded?.ptr ?? f
-        frame.pointee.pts = Int64(slot - first)
-        frame.pointee.pict_type = keyframes.contains(slot) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
-        try encode(frame)
+        // The lane holds its own reference: the renderer may reuse `f` (the buffers are shared,
+        // never written while referenced twice).
+        let frame: Frame
+        if let faded { frame = faded } else {
+            frame = Frame()
+            guard av_frame_ref(frame.ptr, f) >= 0 else { throw MediaError(.encode, .retryable, file: name, "out of memory") }
+        }
+        frame.ptr.pointee.pts = Int64(slot - first)
+        frame.ptr.pointee.pict_type = keyframes.contains(slot) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+        try lane.encode(frame)
         framesWritten += 1
     }
 
@@ -109,23 +122,6 @@ final class SegmentWriter {
         return out
     }
 
-    private func encode(_ f: UnsafeMutablePointer<AVFrame>?) throws {
-        var ret = avcodec_send_frame(encoder.ctx, f)
-        if ret < 0 && ret != tl_averror_eof() {
-            throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))")
-        }
-        while true {
-            ret = avcodec_receive_packet(encoder.ctx, packet.ptr)
-            if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
-            if ret < 0 { throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))") }
-            packet.ptr.pointee.stream_index = videoStream.pointee.index
-            packet.ptr.pointee.duration = 1   // libx264 on 5.1 leaves it 0
-            av_packet_rescale_ts(packet.ptr, encoder.ctx.pointee.time_base, videoStream.pointee.time_base)
-            defer { packet.unref() }
-            try output.write(packet.ptr)
-        }
-    }
-
     /// Appends the item's next `count` interleaved stereo samples (never past the segment's sample
     /// count); with a cut, only those it keeps reach the file, faded where its fades lie.
     func writePCM(_ samples: [Int16], count: Int) throws {
@@ -134,8 +130,8 @@ final class SegmentWriter {
         let from = max(samplesWritten, keptSamples.lowerBound), to = min(samplesWritten + n, keptSamples.upperBound)
         if to > from {
             let bytes = Int32((to - from) * 4)
+            let packet = Packet()
             guard av_new_packet(packet.ptr, bytes) >= 0 else { throw MediaError(.encode, .retryable, file: name, "out of memory") }
-            defer { packet.unref() }
             let skip = from - samplesWritten
             samples.withUnsafeBytes { raw in
                 packet.ptr.pointee.data.update(from: raw.baseAddress!.assumingMemoryBound(to: UInt8.self) + skip * 4, count: Int(bytes))
@@ -160,7 +156,7 @@ final class SegmentWriter {
             packet.ptr.pointee.stream_index = audioStream.pointee.index
             packet.ptr.pointee.flags |= AV_PKT_FLAG_KEY
             av_packet_rescale_ts(packet.ptr, AVRational(num: 1, den: Int32(Timing.sampleRate)), audioStream.pointee.time_base)
-            try output.write(packet.ptr)
+            try lane.write(packet)
             fileSamples += to - from
         }
         samplesWritten += n
@@ -177,25 +173,107 @@ final class SegmentWriter {
 
     /// Flushes the encoder, completes the audio and closes the file.
     func finish() throws {
-        try encode(nil)
+        try lane.flush()
         try writeSilence(upTo: sampleCount)
-        try output.finish()
+        try lane.close()
     }
 
-    /// Encodes `f` at `slot`, counting it and its time in `report`.
+    /// Encodes `f` at `slot`, counting it in `report` (the encoder's time is counted at `finish`).
     func write(_ f: UnsafeMutablePointer<AVFrame>, slot: Int, report: inout SegmentReport) throws {
         guard wants(slot) else { return }
-        let t0 = now()
         try writeVideo(f, slot: slot)
-        report.encodeSeconds += now() - t0
         report.framesOut += 1
     }
 
-    /// Finishes the segment, counting the time and the samples written in `report`.
+    /// Finishes the segment, counting the encoder's busy time and the samples written in `report`.
     func finish(report: inout SegmentReport) throws {
-        let t0 = now()
         try finish()
-        report.encodeSeconds += now() - t0
+        report.encodeSeconds += lane.busySeconds
         report.samplesOut = fileSamples
+    }
+}
+
+/// The encoder and the muxer of one segment, on a serial queue of their own: work runs in the
+/// order it was handed over, at most `depth` items ahead of the renderer. The first failure is
+/// kept and thrown to the renderer at its next hand-over; what is queued after it is skipped. A
+/// lane let go of early (the renderer failed) skips what is queued and is waited for, so nothing
+/// touches the file once the writer is gone.
+private final class EncodeLane: @unchecked Sendable {
+    private let output: OutputFile
+    private let encoder: VideoEncoder
+    private let videoStream: UnsafeMutablePointer<AVStream>
+    private let name: String
+    private let packet = Packet()
+    private let queue = DispatchQueue(label: "threadline.segment-encoder")
+    private let room: DispatchSemaphore
+    /// The first failure, or a cancellation; set on the queue, read by the renderer.
+    private let lock = NSLock()
+    private var failure: Error?
+    /// Seconds the queue spent working (read after `close`, which waits for it).
+    private(set) var busySeconds = 0.0
+
+    /// Hands a frame or packet to the queue: the lane then owns it alone.
+    private struct Handed<T>: @unchecked Sendable { let value: T }
+
+    init(output: OutputFile, encoder: VideoEncoder, videoStream: UnsafeMutablePointer<AVStream>, name: String, depth: Int = 4) {
+        self.output = output; self.encoder = encoder; self.videoStream = videoStream; self.name = name
+        room = DispatchSemaphore(value: depth)
+    }
+
+    /// Queues a frame for the encoder.
+    func encode(_ frame: Frame) throws {
+        let f = Handed(value: frame)
+        try run { try $0.send(f.value.ptr) }
+    }
+
+    /// Queues a packet for the muxer, after the frames queued before it.
+    func write(_ packet: Packet) throws {
+        let p = Handed(value: packet)
+        try run { try $0.output.write(p.value.ptr) }
+    }
+
+    /// Queues the encoder's flush (its last packets go to the muxer).
+    func flush() throws { try run { try $0.send(nil) } }
+
+    /// Writes the file's trailer and waits for everything queued; throws the first failure.
+    func close() throws {
+        try run { try $0.output.finish() }
+        queue.sync {}
+        if let failed = lock.withLock({ failure }) { throw failed }
+    }
+
+    /// Skips whatever is still queued and waits for the work in flight.
+    func abandon() {
+        lock.withLock { if failure == nil { failure = CancellationError() } }
+        queue.sync {}
+    }
+
+    private func run(_ work: @escaping @Sendable (EncodeLane) throws -> Void) throws {
+        if let failed = lock.withLock({ failure }) { throw failed }
+        room.wait()
+        queue.async { [self] in
+            defer { room.signal() }
+            guard lock.withLock({ failure == nil }) else { return }
+            let t0 = now()
+            do { try work(self) } catch { lock.withLock { if failure == nil { failure = error } } }
+            busySeconds += now() - t0
+        }
+    }
+
+    private func send(_ f: UnsafeMutablePointer<AVFrame>?) throws {
+        var ret = avcodec_send_frame(encoder.ctx, f)
+        if ret < 0 && ret != tl_averror_eof() {
+            throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))")
+        }
+        while true {
+            ret = avcodec_receive_packet(encoder.ctx, packet.ptr)
+            if ret == tl_averror_eagain() || ret == tl_averror_eof() { return }
+            if ret < 0 { throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))") }
+            packet.ptr.pointee.stream_index = videoStream.pointee.index
+            packet.ptr.pointee.duration = 1   // libx264 on 5.1 leaves it 0
+            av_packet_rescale_ts(packet.ptr, encoder.ctx.pointee.time_base, videoStream.pointee.time_base)
+            defer { packet.unref() }
+            try output.write(packet.ptr)
+        }
     }
 }
