@@ -215,7 +215,7 @@ private final class EncodeLane: @unchecked Sendable {
     /// Hands a frame or packet to the queue: the lane then owns it alone.
     private struct Handed<T>: @unchecked Sendable { let value: T }
 
-    init(output: OutputFile, encoder: VideoEncoder, videoStream: UnsafeMutablePointer<AVStream>, name: String, depth: Int = 4) {
+    init(output: OutputFile, encoder: VideoEncoder, videoStream: UnsafeMutablePointer<AVStream>, name: String, depth: Int = 2) {
         self.output = output; self.encoder = encoder; self.videoStream = videoStream; self.name = name
         room = DispatchSemaphore(value: depth)
     }
