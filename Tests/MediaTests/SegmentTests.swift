@@ -3,6 +3,7 @@ import Testing
 @testable import Media
 import ThreadlineCore
 import TestSupport
+internal import CFFmpeg
 
 /// Renders clips straight through the media engine (no coordinator) and checks the result.
 @Suite struct SegmentTests {
@@ -59,6 +60,34 @@ import TestSupport
         }
         #expect(files[0] == files[1] && files[1] == files[2],
                 "the same segment rendered after different heap contents: \(files.map(\.count)) bytes, equal: \(files[0] == files[1]), \(files[1] == files[2])")
+    }
+
+    /// The encoder and the muxer run on the segment's encode lane, behind the renderer. A file
+    /// that cannot be written fails at once (its header, on the renderer's thread); a write that
+    /// fails later fails on the lane, and must still reach the renderer as the stage's error
+    /// rather than leave a broken file behind a success. Here the muxer refuses a frame handed
+    /// over twice (the same time twice in the stream).
+    @Test func aFailureOnTheEncodeLaneReachesTheRenderer() throws {
+        let dir = temporaryDirectory()
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 240, fps: Rational(30, 1))
+        let full = #expect(throws: MediaError.self) {
+            _ = try SegmentWriter(profile: profile, sampleCount: 48000, path: "/dev/full", name: "full")
+        }
+        #expect(full.map { "\($0)" }?.contains("No space left") == true, "\(String(describing: full))")
+
+        let writer = try SegmentWriter(profile: profile, sampleCount: 48000, path: "\(dir)/seg.mov", name: "twice")
+        let frame = Frame()
+        frame.ptr.pointee.width = 320; frame.ptr.pointee.height = 240; frame.ptr.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        try #require(av_frame_get_buffer(frame.ptr, 0) >= 0)
+        let f = frame.ptr.pointee
+        for (plane, bytes) in [(f.data.0, Int(f.linesize.0) * 240), (f.data.1, Int(f.linesize.1) * 120), (f.data.2, Int(f.linesize.2) * 120)] {
+            memset(plane!, 128, bytes)
+        }
+        let error = #expect(throws: MediaError.self) {
+            for slot in [0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9] + Array(10..<60) { try writer.writeVideo(frame.ptr, slot: slot) }
+            try writer.finish()
+        }
+        #expect(error.map { "\($0)" }?.contains("seg.mov") == true, "the lane's error names the file: \(String(describing: error))")
     }
 
     /// A movie's audio is AAC-encoded in chunks of 10.92 s on as many threads as there are cores,
