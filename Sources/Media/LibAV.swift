@@ -106,9 +106,11 @@ final class InputFile {
 }
 
 /// Threads each media pipeline uses in libavcodec and libx264. One by default: libx264's output
-/// depends on its thread count, so with one thread every host encodes the same bits for the same
-/// stage key (a cluster's segments match a single machine's), and one pipeline per core spends the
-/// least CPU on each frame. 0 lets the codecs choose (about one per core).
+/// depends on its thread count, so with one thread (and x264 kept off AVX-512, `X264Assembly`)
+/// every host encodes the same bits for the same stage key (a cluster's segments match a single
+/// machine's), and one pipeline per core spends the least CPU on each frame. The encoder still
+/// runs beside the decoder (`SegmentWriter`'s lane), which changes no bit. 0 lets the codecs
+/// choose (about one per core).
 public enum MediaThreads {
     nonisolated(unsafe) public static var perPipeline: Int32 = 1
 }
