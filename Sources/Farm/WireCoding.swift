@@ -209,6 +209,7 @@ extension MediaFacts {
             if let v = videoStream { $0.videoStream = Int32(clamping: v) }
             if let a = audioStream { $0.audioStream = Int32(clamping: a) }
             $0.isStill = isStill
+            if let u = undecodableAudio { $0.undecodableAudio = u }
         }
     }
     init(_ w: Threadline_Wire_MediaFacts) {
@@ -218,6 +219,7 @@ extension MediaFacts {
         videoStream = w.hasVideoStream ? Int(w.videoStream) : nil
         audioStream = w.hasAudioStream ? Int(w.audioStream) : nil
         isStill = w.isStill
+        undecodableAudio = w.hasUndecodableAudio ? w.undecodableAudio : nil
     }
 }
 

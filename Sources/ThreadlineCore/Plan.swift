@@ -20,6 +20,9 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     public var audioStream: Int?
     /// A single picture (JPEG, PNG, …) rather than moving video.
     public var isStill: Bool = false
+    /// The codec of an audio track no decoder here can read, when the file has no readable one
+    /// (nil otherwise): such a clip renders only muted, which planning can tell before rendering.
+    public var undecodableAudio: String?
 
     public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
                 videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,
@@ -263,6 +266,10 @@ public enum Planner {
             guard !facts.isStill else {
                 throw PipelineError("\(item.label(index: index)) is a still image (\(facts.videoCodec ?? facts.container)), not a video",
                                     at: item.location, hint: "photo items come with a later version; use a video file here")
+            }
+            if let codec = facts.undecodableAudio, !item.edits.mute {
+                throw PipelineError("\(item.label(index: index)): its audio track cannot be decoded (no decoder for \(codec))",
+                                    at: item.location, hint: "add `mute: true` to the clip to use its picture without sound")
             }
             guard start < facts.duration else {
                 throw PipelineError(String(format: "%@: trim.start %.3f s is at or past the end of the clip (%.3f s)",

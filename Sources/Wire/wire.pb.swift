@@ -842,6 +842,16 @@ public nonisolated struct Threadline_Wire_MediaFacts: Sendable {
 
   public var isStill: Bool = false
 
+  /// an audio track no decoder can read (its codec)
+  public var undecodableAudio: String {
+    get {_undecodableAudio ?? String()}
+    set {_undecodableAudio = newValue}
+  }
+  /// Returns true if `undecodableAudio` has been explicitly set.
+  public var hasUndecodableAudio: Bool {self._undecodableAudio != nil}
+  /// Clears the value of `undecodableAudio`. Subsequent reads from it will return its default value.
+  public mutating func clearUndecodableAudio() {self._undecodableAudio = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -851,6 +861,7 @@ public nonisolated struct Threadline_Wire_MediaFacts: Sendable {
   fileprivate var _frameRate: Double? = nil
   fileprivate var _videoStream: Int32? = nil
   fileprivate var _audioStream: Int32? = nil
+  fileprivate var _undecodableAudio: String? = nil
 }
 
 public nonisolated struct Threadline_Wire_SegmentReport: Sendable {
@@ -2401,7 +2412,7 @@ nonisolated extension Threadline_Wire_Failure: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MediaFacts"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}duration\0\u{1}width\0\u{1}height\0\u{1}video\0\u{1}audio\0\u{3}video_codec\0\u{3}audio_codec\0\u{1}rotation\0\u{1}mirrored\0\u{3}frame_rate\0\u{1}container\0\u{3}video_stream\0\u{3}audio_stream\0\u{3}is_still\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}duration\0\u{1}width\0\u{1}height\0\u{1}video\0\u{1}audio\0\u{3}video_codec\0\u{3}audio_codec\0\u{1}rotation\0\u{1}mirrored\0\u{3}frame_rate\0\u{1}container\0\u{3}video_stream\0\u{3}audio_stream\0\u{3}is_still\0\u{3}undecodable_audio\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2423,6 +2434,7 @@ nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftPr
       case 12: try { try decoder.decodeSingularInt32Field(value: &self._videoStream) }()
       case 13: try { try decoder.decodeSingularInt32Field(value: &self._audioStream) }()
       case 14: try { try decoder.decodeSingularBoolField(value: &self.isStill) }()
+      case 15: try { try decoder.decodeSingularStringField(value: &self._undecodableAudio) }()
       default: break
       }
     }
@@ -2475,6 +2487,9 @@ nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftPr
     if self.isStill != false {
       try visitor.visitSingularBoolField(value: self.isStill, fieldNumber: 14)
     }
+    try { if let v = self._undecodableAudio {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 15)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2493,6 +2508,7 @@ nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftPr
     if lhs._videoStream != rhs._videoStream {return false}
     if lhs._audioStream != rhs._audioStream {return false}
     if lhs.isStill != rhs.isStill {return false}
+    if lhs._undecodableAudio != rhs._undecodableAudio {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

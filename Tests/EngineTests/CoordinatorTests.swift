@@ -22,6 +22,8 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     let delay: Double
     /// A fetch's moment, when it is not `delay`.
     var fetchDelay: Double?
+    /// Fetch labels whose files have an audio track no decoder reads (as probing reports it).
+    var undecodableAudio: Set<String> = []
     /// Outputs depend only on the task (as real renders do: the same bits on every host), and a
     /// forging runner answers other bytes for renders, transitions and the concat.
     var deterministic = false
@@ -62,7 +64,9 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
         }
         r.artifact = ArtifactRef(sha256: sha, path: "/dev/null", size: 1000)
         switch task {
-        case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
+        case .fetch:
+            r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
+            if undecodableAudio.contains(task.label) { r.facts?.hasAudio = false; r.facts?.undecodableAudio = "an unknown codec" }
         case .segment, .transition: r.segment = SegmentReport()
         case .concat: break
         }
@@ -223,6 +227,30 @@ final class Harness {
         #expect(rows.map { $0["state"]! } == ["succeeded", "failed", "succeeded", "failed"])
         #expect(rows[3]["error"]?.contains("p-3.mov") == true)
         #expect(try h.lineage.rows("SELECT error FROM run WHERE id = ?", [run]).first?["error"] == message)
+    }
+
+    /// A clip whose audio track cannot be decoded renders only muted: its fetch tells (probing
+    /// finds the track), so the run names it with the broken files beside it and never renders
+    /// it, instead of failing on it alone when its render comes. Muted, it is a good clip.
+    @Test func aClipWithUndecodableAudioFailsAtItsFetchUnlessMuted() throws {
+        let runner = FakeRunner()
+        runner.failures["fetch p-1.mov"] = (.permanent, 1)
+        runner.undecodableAudio = ["fetch p-2.mov"]
+        let h = try Harness(workers: 1, slots: 4, runner: runner)
+        let run = try h.submit(h.pipeline(4))
+        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        let lines = message.split(separator: "\n").map(String.init)
+        #expect(lines.first == "2 items failed:", "\(message)")
+        #expect(lines.contains { $0.contains("p-1.mov") }, "\(message)")
+        #expect(lines.contains { $0.contains("clip 3 (p-2.mov): its audio track cannot be decoded") }, "\(message)")
+        #expect(lines.contains { $0.contains("mute: true") }, "the error says what to do: \(message)")
+        #expect(!runner.calls.contains("render p-2.mov"), "the clip was never rendered: \(runner.calls)")
+
+        var muted = h.pipeline(4)
+        muted.items[2].edits.mute = true
+        runner.failures = [:]
+        let again = try h.submit(muted)
+        guard case .succeeded = try #require(h.wait(again)) else { Issue.record("the muted clip's run should succeed"); return }
     }
 
     /// A download is not finished for a failed run's sake (it is not cached, so it would only

@@ -62,6 +62,7 @@ import Wire
                            segment: nil, startedAt: 1.25, finishedAt: 2.5, cpuSeconds: 0.75, maxRSS: 1 << 30)
         r.facts?.videoStream = 0
         r.facts?.isStill = true
+        r.facts?.undecodableAudio = "an unknown codec"
         r.cached = false
         guard case .result(let back) = try Self.roundTrip(.result(r)) else { Issue.record("not a result"); return }
         #expect(back.facts == r.facts && back.cached == false && back.error?.stage == .transform && back.error?.errorClass == .retryable)

@@ -28,6 +28,18 @@ struct CorpusEntry: Sendable, CustomTestStringConvertible {
 struct CorpusTests {
     static let profile = OutputProfile(path: "", width: 1280, height: 720, fps: Rational(30, 1), fit: .letterbox)
 
+    /// Probing tells of an audio track no decoder here reads (this file's track has no sample
+    /// description), so planning can ask for `mute: true` before the clip is rendered; a clip
+    /// with ordinary sound reports none.
+    @Test func probingTellsOfAnAudioTrackNoDecoderReads() throws {
+        let facts = try Probe.facts(path: sharedMedia! + "/androidx-media/sample_missing_stsd.mp4")
+        #expect(facts.hasVideo && !facts.hasAudio && facts.undecodableAudio == "an unknown codec", "\(facts)")
+        let dir = temporaryDirectory("corpus")
+        try Generate.clip(dir + "/tone.mp4", seconds: 0.5)
+        let tone = try Probe.facts(path: dir + "/tone.mp4")
+        #expect(tone.hasAudio && tone.undecodableAudio == nil, "\(tone)")
+    }
+
     @Test(arguments: CorpusEntry.videos)
     func rendersUprightWithTheRightDuration(_ entry: CorpusEntry) throws {
         let dir = temporaryDirectory("corpus")
