@@ -77,6 +77,16 @@ final class InputFile {
 
     func stream(_ index: Int32) -> UnsafeMutablePointer<AVStream> { ctx.pointee.streams[Int(index)]! }
 
+    /// The codec of an audio track no decoder reads, when the file has no readable one (probing
+    /// reports it so planning can ask for `mute`; the renderer refuses such a clip unmuted).
+    var undecodableAudio: String? {
+        guard audioIndex == nil else { return nil }
+        let audio = (0..<Int32(ctx.pointee.nb_streams)).first { stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO }
+        guard let audio else { return nil }
+        let id = stream(audio).pointee.codecpar.pointee.codec_id
+        return id == AV_CODEC_ID_NONE ? "an unknown codec" : String(cString: avcodec_get_name(id))
+    }
+
     /// The container's start, in seconds: the zero of the file's own timeline.
     var origin: Double {
         let st = ctx.pointee.start_time

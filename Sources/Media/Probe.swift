@@ -27,10 +27,8 @@ public enum Probe {
         }
         if let a = input.audioIndex {
             facts.audioCodec = String(cString: avcodec_get_name(input.stream(a).pointee.codecpar.pointee.codec_id))
-        } else if let unread = (0..<input.ctx.pointee.nb_streams).first(where: { input.stream(Int32($0)).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_AUDIO }) {
-            let id = input.stream(Int32(unread)).pointee.codecpar.pointee.codec_id
-            facts.undecodableAudio = id == AV_CODEC_ID_NONE ? "an unknown codec" : String(cString: avcodec_get_name(id))
         }
+        facts.undecodableAudio = input.undecodableAudio
         let format = facts.container
         facts.isStill = format.hasPrefix("image2") || format.hasSuffix("_pipe")
             || (input.videoIndex.map { input.stream($0).pointee.nb_frames == 1 } ?? false && facts.duration <= 0.05)

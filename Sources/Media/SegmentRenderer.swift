@@ -78,14 +78,9 @@ private final class SegmentJob {
             audio = nil
         } else if let a = input.audioIndex {
             audio = try Decoder(input: input, stream: a)
+        } else if let codec = input.undecodableAudio {
+            throw MediaError(.decode, .permanent, file: name, "its audio track cannot be decoded (no decoder for \(codec))")
         } else {
-            let undecodable = (0..<Int(input.ctx.pointee.nb_streams)).contains { i in
-                let par = input.ctx.pointee.streams[i]!.pointee.codecpar.pointee
-                return par.codec_type == AVMEDIA_TYPE_AUDIO
-            }
-            if undecodable {
-                throw MediaError(.decode, .permanent, file: name, "its audio track cannot be decoded (no decoder for its codec)")
-            }
             audio = nil
         }
         let fileName = spec.sourceName
