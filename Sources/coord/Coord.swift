@@ -80,15 +80,29 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
 }
 
 /// Media facts of every local source, or exit 1 naming the item (and its pipeline line) that cannot be read.
+/// Probes every local source and names every item that cannot be used, each on its own line
+/// with its pipeline line, as a failed run does: files that do not open (exit 1), and clips
+/// whose file opened but that planning refuses, such as an unreadable audio track not muted or a
+/// trim past the end (exit 2 when nothing else failed).
 func probeLocalSources(_ p: Pipeline) throws -> [String: MediaFacts] {
     var facts: [String: MediaFacts] = [:]
+    var problems: [String] = [], unopened = false
     for (i, item) in p.items.enumerated() {
+        var opened = true
         for s in item.sources where !s.isRemote && facts[s.uri] == nil {
             do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
-                errorLine("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
-                throw ExitCode(1)
+                problems.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
+                opened = false; unopened = true
             }
         }
+        guard opened, case .video = item.kind, let source = item.sources.first, let f = facts[source.uri] else { continue }
+        do { _ = try Planner.frameCount(of: item, index: i, facts: f, fps: p.output.fps) } catch let e as PipelineError {
+            problems.append(e.description)
+        }
+    }
+    guard problems.isEmpty else {
+        problems.forEach(errorLine)
+        throw ExitCode(unopened ? 1 : 2)
     }
     return facts
 }

@@ -45,6 +45,24 @@ import TestSupport
         return clips
     }
 
+    /// `coord plan` names every item it cannot use at once, in file order, each with its
+    /// pipeline line, as a failed run does: a file that is not media, and a clip whose file
+    /// opens but whose trim starts past its end. Exit 1 (a file did not open).
+    @Test func planNamesEveryUnusableItemAtOnce() throws {
+        let dir = temporaryDirectory("plan-errors")
+        try Generate.clip(dir + "/good.mp4", width: 160, height: 90, seconds: 1)
+        try "not a video".write(toFile: dir + "/notes.mp4", atomically: true, encoding: .utf8)
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", clips: [
+            "video: good.mp4", "video: notes.mp4", "video: good.mp4\n    trim: { start: 5 }",
+        ])
+        let r = try run(coordPath, ["plan", dir + "/p.yaml"], timeout: 60)
+        #expect(r.status == 1, "\(r.err)")
+        let errors = r.err.split(separator: "\n").filter { $0.contains("error:") }
+        #expect(errors.count == 2, "\(r.err)")
+        #expect(errors.first?.contains("p.yaml:") == true && errors.first?.contains("notes.mp4") == true, "\(r.err)")
+        #expect(errors.last?.contains("trim.start 5.000 s is at or past the end") == true, "\(r.err)")
+    }
+
     @Test func twelveClipMixedProjectIsExactAndGapless() throws {
         let dir = temporaryDirectory("twelve")
         let clips = try Self.makeTwelveClips(dir)
