@@ -22,7 +22,6 @@ final class SegmentWriter {
     let sampleCount: Int
     let name: String
     private(set) var samplesWritten = 0
-    private(set) var framesWritten = 0
 
     /// Slots encoded as IDR frames, so the segment can be cut there without re-encoding.
     let keyframes: Set<Int>
@@ -92,7 +91,6 @@ final class SegmentWriter {
         frame.ptr.pointee.pts = Int64(slot - first)
         frame.ptr.pointee.pict_type = keyframes.contains(slot) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         try lane.encode(frame)
-        framesWritten += 1
     }
 
     /// A copy of 8-bit YUV `f` faded towards black by `factor` / 65536 (the renderer may show `f` again).
