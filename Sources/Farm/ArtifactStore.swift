@@ -77,6 +77,43 @@ public struct ArtifactStore: Sendable {
         return verify(ref)
     }
 
+    /// Why writing a file failed, in the system's words ("No such file or directory"), not
+    /// Foundation's error dump.
+    public struct PublishError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Writes a copy of `ref` at the user's `path` (its folders made as needed): the copy goes to
+    /// a temporary name beside it and is renamed into place, so `path` never holds half a movie,
+    /// and nothing is left behind when the copy fails (a full disk, a folder that cannot be made).
+    public static func publish(_ ref: ArtifactRef, to path: String) throws(PublishError) {
+        let folder = (path as NSString).deletingLastPathComponent
+        do { try FileManager.default.createDirectory(atPath: folder.isEmpty ? "." : folder, withIntermediateDirectories: true) } catch {
+            throw PublishError(description: "cannot make the folder \(folder): \(reason(error))")
+        }
+        let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
+        do { try FileManager.default.copyItem(atPath: ref.path, toPath: tmp) } catch {
+            unlink(tmp)
+            throw PublishError(description: "cannot write \(tmp): \(reason(error))")
+        }
+        guard rename(tmp, path) == 0 else {
+            let why = String(cString: strerror(errno))
+            unlink(tmp)
+            throw PublishError(description: "cannot rename \(tmp) to \(path): \(why)")
+        }
+    }
+
+    /// The POSIX reason inside a Foundation file error, else its description.
+    static func reason(_ error: Error) -> String {
+        let ns = error as NSError
+        if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
+        if let under = ns.userInfo[NSUnderlyingErrorKey].flatMap({ $0 as? Error }).map({ $0 as NSError }),
+           under.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(under.code)))
+        }
+        return ns.localizedDescription
+    }
+
     /// Brings a local file into the store without copying when its content is already there.
     public func ingest(localFile path: String) throws -> ArtifactRef {
         let sha = try SHA256Hasher.hex(fileAt: path)

@@ -130,10 +130,9 @@ public final class ClusterClient {
             }
             return nil
         }).mapError { Failure("download of the movie failed: \($0)") }.get()
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.copyItem(atPath: local.path, toPath: tmp)
-        guard rename(tmp, path) == 0 else { throw Failure("cannot write \(path)") }
+        do { try ArtifactStore.publish(local, to: path) } catch {
+            throw Failure("could not write the movie to \(path): \(error) (it stays on the coordinator; submit again to fetch it, nothing is rendered again)")
+        }
         try? FileManager.default.removeItem(atPath: local.path)
     }
 

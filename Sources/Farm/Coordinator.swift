@@ -1552,11 +1552,14 @@ final class CoordinatorCore {
             let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: run.segments.values.map(\.1))
             _ = aid
             if config.publishOutputs {
-                try FileManager.default.createDirectory(atPath: (out as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-                let tmp = out + ".part-\(UUID().uuidString.prefix(8))"
-                try? FileManager.default.removeItem(atPath: tmp)
-                try FileManager.default.copyItem(atPath: art.path, toPath: tmp)
-                guard rename(tmp, out) == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: out]) }
+                do { try ArtifactStore.publish(art, to: out) } catch {
+                    // The movie is made and kept (its artifact is recorded above): a resubmit finds it cached.
+                    let e = PipelineError("could not write the movie to \(out): \(error)", at: p.outputLocation,
+                                          hint: "it is kept in the artifact store (\(art.path)); make the folder writable or choose another output.path and submit again: nothing is rendered again")
+                    try lineage.attemptFinished(u.attemptIDs[0], state: .failed, started: r.startedAt, finished: r.finishedAt,
+                                                errorClass: "permanent", errorMessage: e.description, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+                    throw e
+                }
                 // The file at the user's path is the movie's copy: produced by concat from the segments.
                 try lineage.recordArtifact(sha256: art.sha256, uri: out, size: art.size, kind: "output", facts: nil, key: nil,
                                            attemptID: u.attemptIDs.first, inputs: run.segments.values.map(\.1))

@@ -253,6 +253,35 @@ final class Harness {
         guard case .succeeded = try #require(h.wait(again)) else { Issue.record("the muted clip's run should succeed"); return }
     }
 
+    /// A movie that cannot be written where the pipeline says (its folder cannot be made) fails
+    /// the run naming the path and the system's reason, not Foundation's error dump; the concat's
+    /// attempt is recorded failed rather than left running, nothing half-written is left beside
+    /// the path, and the next submit with a good path succeeds.
+    @Test func aMovieThatCannotBeWrittenFailsClearly() throws {
+        let h = try Harness(workers: 1, slots: 2, runner: FakeRunner())
+        try "not a folder".write(toFile: h.dir + "/blocker", atomically: true, encoding: .utf8)
+        var p = h.pipeline(2)
+        p.output.path = h.dir + "/blocker/sub/p.mp4"
+        let run = try h.submit(p)
+        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        #expect(message.contains("could not write the movie to \(p.output.path): cannot make the folder \(h.dir)/blocker/sub: "), "\(message)")
+        #expect(message.contains("submit again"), "the error says what to do: \(message)")
+        #expect(!message.contains("Domain="), "\(message)")
+        let attempts = try h.lineage.rows("SELECT a.state, a.error_message FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND s.name = 'concat'", [run])
+        #expect(attempts.map { $0["state"]! } == ["failed"])
+        #expect(attempts.first?["error_message"]?.contains("could not write the movie") == true)
+
+        // A copy that fails half-way leaves no temporary file beside the movie's path.
+        #expect(throws: ArtifactStore.PublishError.self) {
+            try ArtifactStore.publish(ArtifactRef(sha256: "x", path: h.dir + "/missing", size: 1), to: h.dir + "/out/q.mp4")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: h.dir + "/out").isEmpty)
+
+        p.output.path = h.dir + "/out/p.mp4"
+        guard case .succeeded = try #require(h.wait(try h.submit(p))) else { Issue.record("the run with a good path should succeed"); return }
+        #expect(FileManager.default.fileExists(atPath: p.output.path))
+    }
+
     /// A download is not finished for a failed run's sake (it is not cached, so it would only
     /// delay the error): the run fails as soon as its local file does, naming that file alone.
     @Test func aFailedRunDoesNotWaitForItsDownloads() throws {
