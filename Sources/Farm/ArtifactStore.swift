@@ -7,17 +7,19 @@ public struct ArtifactStore: Sendable {
     public let root: String
     /// Names this store: two processes with the same id share one folder and copy nothing.
     public let id: String
+    /// `root` may be relative (`worker --store ./store`): it is made absolute here, because
+    /// artifacts travel by path and a path not starting with "/" reads as a URL to fetch.
     public init(root: String) throws {
-        self.root = root
+        self.root = URL(fileURLWithPath: root).standardizedFileURL.path
         for sub in ["artifacts/sha256", "tmp"] {
-            try FileManager.default.createDirectory(atPath: "\(root)/\(sub)", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: "\(self.root)/\(sub)", withIntermediateDirectories: true)
         }
-        let idFile = "\(root)/store-id"
+        let idFile = "\(self.root)/store-id"
         if let existing = try? String(contentsOfFile: idFile, encoding: .utf8), !existing.isEmpty {
             id = existing.trimmingCharacters(in: .whitespacesAndNewlines)
         } else {
             let fresh = UUID().uuidString
-            let tmp = "\(root)/tmp/\(UUID().uuidString)"
+            let tmp = "\(self.root)/tmp/\(UUID().uuidString)"
             try Data(fresh.utf8).write(to: URL(fileURLWithPath: tmp))
             // link, not rename: of two processes creating the store at once, the first id wins.
             if link(tmp, idFile) != 0 { usleep(1000) }

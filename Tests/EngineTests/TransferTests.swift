@@ -42,6 +42,20 @@ import TestSupport
         #expect(try Data(contentsOf: URL(fileURLWithPath: got.path)) == Data("eleven byte".utf8))
     }
 
+    /// A store named by a relative path (`worker --store ./store`) hands out absolute paths: an
+    /// artifact's path that does not start with "/" was taken for a URL, and every fetch failed
+    /// with "only http(s) URLs can be fetched".
+    @Test func aStoreNamedRelativelyHandsOutAbsolutePaths() throws {
+        let dir = temporaryDirectory("transfer-relative")
+        let cwd = FileManager.default.currentDirectoryPath
+        let up = String(repeating: "../", count: cwd.split(separator: "/").count)
+        let store = try ArtifactStore(root: up + String(dir.dropFirst()) + "/./store")
+        #expect(store.root == dir + "/store")
+        try Data("eleven byte".utf8).write(to: URL(fileURLWithPath: dir + "/a"))
+        let ref = try store.ingest(localFile: dir + "/a")
+        #expect(ref.path.hasPrefix(dir + "/store/artifacts/"), "\(ref.path)")
+    }
+
     /// A sender that cannot read what it holds says so: the receiver's error names the read, not a
     /// sha256 mismatch after a transfer of empty chunks.
     @Test func aSenderThatCannotReadItsFileRefusesWithTheReason() throws {
