@@ -7,6 +7,13 @@ func avErrorString(_ code: Int32) -> String {
     return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
+/// Why writing an output failed; a full disk says what to do about it.
+func writeError(_ code: Int32) -> String {
+    let reason = avErrorString(code)
+    guard code == tl_averror(ENOSPC) else { return reason }
+    return reason + " (free space on that disk; on a state folder, `coord gc` removes artifacts no recent run uses)"
+}
+
 /// I/O errors that may pass; everything else about input is permanent.
 func classify(_ code: Int32) -> MediaError.Class {
     let transient: [Int32] = [EIO, ENOSPC, EAGAIN, ETIMEDOUT, ECONNRESET, ECONNREFUSED, EPIPE, ENETUNREACH, EHOSTUNREACH, ENOMEM]

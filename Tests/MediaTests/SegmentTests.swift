@@ -74,6 +74,7 @@ internal import CFFmpeg
             _ = try SegmentWriter(profile: profile, sampleCount: 48000, path: "/dev/full", name: "full")
         }
         #expect(full.map { "\($0)" }?.contains("No space left") == true, "\(String(describing: full))")
+        #expect(full.map { "\($0)" }?.contains("free space on that disk") == true, "a full disk says what to do: \(String(describing: full))")
 
         let writer = try SegmentWriter(profile: profile, sampleCount: 48000, path: "\(dir)/seg.mov", name: "twice")
         let frame = Frame()
