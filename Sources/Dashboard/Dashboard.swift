@@ -5,6 +5,7 @@ import Logging
 import Media
 import NIOCore
 import Synchronization
+import ThreadlineCore
 
 /// Figures only a running coordinator knows (`coord serve --http`); `coord dashboard` has none.
 public struct LiveFigures: Codable, Sendable, Equatable {
@@ -57,7 +58,7 @@ public struct DashboardConfiguration: Sendable {
         if let tokenFile {
             let text: String
             do { text = try String(contentsOfFile: tokenFile, encoding: .utf8) } catch {
-                throw DashboardError("cannot read the token file \(tokenFile): \(error.localizedDescription)")
+                throw DashboardError("cannot read the token file \(tokenFile): \(FileChecks.reason(error))")
             }
             token = text.trimmingCharacters(in: .whitespacesAndNewlines)
             guard let t = token, t.utf8.count >= 16 else {

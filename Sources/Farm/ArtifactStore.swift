@@ -91,29 +91,18 @@ public struct ArtifactStore: Sendable {
     public static func publish(_ ref: ArtifactRef, to path: String) throws(PublishError) {
         let folder = (path as NSString).deletingLastPathComponent
         do { try FileManager.default.createDirectory(atPath: folder.isEmpty ? "." : folder, withIntermediateDirectories: true) } catch {
-            throw PublishError(description: "cannot make the folder \(folder): \(reason(error))")
+            throw PublishError(description: "cannot make the folder \(folder): \(FileChecks.reason(error))")
         }
         let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
         do { try FileManager.default.copyItem(atPath: ref.path, toPath: tmp) } catch {
             unlink(tmp)
-            throw PublishError(description: "cannot write \(tmp): \(reason(error))")
+            throw PublishError(description: "cannot write \(tmp): \(FileChecks.reason(error))")
         }
         guard rename(tmp, path) == 0 else {
             let why = String(cString: strerror(errno))
             unlink(tmp)
             throw PublishError(description: "cannot rename \(tmp) to \(path): \(why)")
         }
-    }
-
-    /// The POSIX reason inside a Foundation file error, else its description.
-    static func reason(_ error: Error) -> String {
-        let ns = error as NSError
-        if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
-        if let under = ns.userInfo[NSUnderlyingErrorKey].flatMap({ $0 as? Error }).map({ $0 as NSError }),
-           under.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(under.code)))
-        }
-        return ns.localizedDescription
     }
 
     /// Brings a local file into the store without copying when its content is already there.

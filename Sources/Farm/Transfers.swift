@@ -154,7 +154,7 @@ final class Transfers {
             let data = try handle.read(upToCount: length) ?? Data()
             _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: Int64(total), error: nil)), data)
         } catch {
-            refuse("cannot read it here: \(error.localizedDescription)")
+            refuse("cannot read it here: \(FileChecks.reason(error))")
         }
     }
 }

@@ -117,7 +117,7 @@ public enum StateDoctor {
                 if deleteWhenDamaged { try fm.removeItem(atPath: path + suffix) } else { try fm.moveItem(atPath: path + suffix, toPath: aside + suffix) }
             }
         } catch {
-            return Finding(level: .problem, subject: subject, message: "\(path) is damaged (\(what)) and could not be moved: \(LineageStore.reason(error))",
+            return Finding(level: .problem, subject: subject, message: "\(path) is damaged (\(what)) and could not be moved: \(FileChecks.reason(error))",
                            fix: "move it aside by hand (mv \(path) \(aside))")
         }
         return Finding(level: .repaired, subject: subject,
@@ -189,7 +189,7 @@ public enum StateDoctor {
                 guard damaged else { continue }
                 bad.append(path)
                 if options.repair && writable {
-                    do { try fm.removeItem(atPath: path); removed += 1 } catch { failures.append("\(path) (\(LineageStore.reason(error)))") }
+                    do { try fm.removeItem(atPath: path); removed += 1 } catch { failures.append("\(path) (\(FileChecks.reason(error)))") }
                 }
             }
         }

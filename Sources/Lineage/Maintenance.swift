@@ -42,7 +42,7 @@ extension LineageStore {
                 if !dryRun {
                     do { try fm.removeItem(atPath: path) } catch {
                         report.notRemoved += 1
-                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(Self.reason(error)))" }
+                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(FileChecks.reason(error)))" }
                         continue
                     }
                 }
@@ -59,7 +59,7 @@ extension LineageStore {
                 if !dryRun {
                     do { try fm.removeItem(atPath: path) } catch {
                         report.notRemoved += 1
-                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(Self.reason(error)))" }
+                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(FileChecks.reason(error)))" }
                         continue
                     }
                 }
@@ -67,15 +67,6 @@ extension LineageStore {
             }
         }
         return report
-    }
-
-    /// The POSIX reason inside a Foundation file error, not its whole dump.
-    static func reason(_ error: Error) -> String {
-        let ns = error as NSError
-        if let u = ns.userInfo[NSUnderlyingErrorKey] as? NSError, u.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(u.code)))
-        }
-        return ns.localizedDescription
     }
 
     /// OpenLineage-style run events (JSON lines): a START and a COMPLETE/FAIL per stage, with the

@@ -15,7 +15,7 @@ enum GIF {
         // Under a name that needs no escaping in a filter graph: a hard link, or a copy across filesystems.
         do { try FileManager.default.linkItem(atPath: movie, toPath: source) } catch {
             do { try FileManager.default.copyItem(atPath: movie, toPath: source) } catch {
-                throw MediaError(.concat, .retryable, file: name, "cannot stage the movie for GIF encoding: \(error.localizedDescription)")
+                throw MediaError(.concat, .retryable, file: name, "cannot stage the movie for GIF encoding: \(FileChecks.reason(error))")
             }
         }
         // The movie is BT.709: say so to the RGB conversion (libavfilter's default is BT.601).

@@ -26,7 +26,7 @@ final class OverlayFiles {
             let p = dir + "threadline-img-\(UUID().uuidString).\(ext.isEmpty ? "png" : ext)"
             do { try FileManager.default.copyItem(atPath: image, toPath: p) } catch {
                 throw MediaError(.transform, .permanent, file: (image as NSString).lastPathComponent,
-                                 "cannot read the \(what): \(error.localizedDescription)")
+                                 "cannot read the \(what): \(FileChecks.reason(error))")
             }
             made.append(p)
             return p

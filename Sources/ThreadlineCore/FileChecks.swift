@@ -83,6 +83,19 @@ public enum FileChecks {
         return nil
     }
 
+    /// Why a file operation failed in the system's words ("No such file or directory"): the POSIX
+    /// reason inside a Foundation file error, not its whole dump.
+    public static func reason(_ error: Error) -> String {
+        let ns = error as NSError
+        if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
+        // On Linux the underlying error is held as a Swift Error, so bridge it rather than cast.
+        if let under = ns.userInfo[NSUnderlyingErrorKey].flatMap({ $0 as? Error }).map({ $0 as NSError }),
+           under.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(under.code)))
+        }
+        return ns.localizedDescription
+    }
+
     /// `path` with symbolic links resolved, as far as it exists.
     static func real(_ path: String) -> String {
         guard let r = realpath(path, nil) else { return URL(fileURLWithPath: path).standardizedFileURL.path }

@@ -394,7 +394,7 @@ enum FarmKeys {
         func folder(_ path: String, mode: Int) throws {
             if !fm.fileExists(atPath: path) {
                 do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-                    throw FarmKeys.Failure("cannot create \(path): \(error.localizedDescription) (run as the user that owns \(root))")
+                    throw FarmKeys.Failure("cannot create \(path): \(FileChecks.reason(error)) (run as the user that owns \(root))")
                 }
             }
             // A folder we cannot tighten (a volume's root owned by someone else) is left as it is.
@@ -441,7 +441,7 @@ enum FarmKeys {
             // Kept; one that cannot be read must not be replaced by a new one in the other
             // folders only (the coordinator would refuse the submitter's and Prometheus's token).
             do { token = try String(contentsOfFile: "\(c)/dashboard.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines) } catch {
-                throw FarmKeys.Failure("cannot read \(c)/dashboard.token: \(error.localizedDescription) (run as the user that owns \(root))")
+                throw FarmKeys.Failure("cannot read \(c)/dashboard.token: \(FileChecks.reason(error)) (run as the user that owns \(root))")
             }
         } else {
             var rng = SystemRandomNumberGenerator()

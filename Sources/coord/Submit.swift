@@ -193,6 +193,17 @@ struct Submit: ParsableCommand {
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(p.name) as run \(id)") }
         }
         if detach { return }
+        // The runs are the coordinator's: Ctrl-C stops following them, not rendering them.
+        let signals = onInterrupt { [ids, cluster] in
+            let flags = ([cluster.coordinator.map { "--coordinator \($0)" }, cluster.curveSecretKey.map { "--curve-secret-key \($0)" },
+                          cluster.coordinatorKey.map { "--coordinator-key \($0)" }] as [String?]).compactMap { $0 }.joined(separator: " ")
+            let list = ids.map(String.init).joined(separator: ", ")
+            errorLine("\ninterrupted: run\(ids.count == 1 ? "" : "s") \(list) go\(ids.count == 1 ? "es" : "") on at the coordinator; this only stopped following \(ids.count == 1 ? "it" : "them").")
+            errorLine("follow and download with: coord wait \(ids[0]) \(flags)")
+            errorLine("stop with: coord cancel \(ids[0]) \(flags)")
+            Foundation.exit(130)
+        }
+        defer { _ = signals }
         if projects.count == 1 {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
             let end = try clusterCall { try client.follow(ids[0]) { display.update($0) } }
