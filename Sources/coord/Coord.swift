@@ -55,7 +55,7 @@ func loadPipeline(_ path: String) throws -> Pipeline {
     do {
         return try loadPipelineChecked(path)
     } catch let e as PipelineError {
-        FileHandle.standardError.write(Data((e.description + "\n").utf8))
+        writeStandardError(e.description + "\n")
         throw ExitCode(2)
     }
 }
@@ -107,7 +107,12 @@ func probeLocalSources(_ p: Pipeline) throws -> [String: MediaFacts] {
     return facts
 }
 
-func errorLine(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+func errorLine(_ s: String) { writeStandardError(s + "\n") }
+
+/// Writes to standard error, ignoring failure: after the terminal closes (SIGHUP) a write fails
+/// with EIO, and FileHandle.write(_: Data) would crash the process in the middle of recording
+/// its runs as interrupted.
+func writeStandardError(_ s: String) { try? FileHandle.standardError.write(contentsOf: Data(s.utf8)) }
 
 /// A progress bar on a terminal; plain lines otherwise.
 final class ProgressDisplay: Sendable {
@@ -132,14 +137,14 @@ final class ProgressDisplay: Sendable {
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
             let line = String(format: "\r%@ [%@] %d/%d items · %d running · %@  ", name, bar, p.itemsDone, p.items, p.running.count, eta)
-            FileHandle.standardError.write(Data(line.utf8))
+            writeStandardError(line)
         } else {
             errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,
                              p.stagesDone, p.stagesTotal, p.running.count, p.elapsed))
         }
     }
 
-    func finish() { if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
+    func finish() { if terminal { writeStandardError("\n") } }
 }
 
 struct PlanCommand: ParsableCommand {

@@ -15,12 +15,15 @@ struct Submit: ParsableCommand {
         fairly, and a summary table (or, with --json, one JSON object per project) follows.
 
         With no cluster named, starts a local coordinator and local worker processes on loopback. \
-        Ctrl-C stops it; the runs are recorded as interrupted and resume, keeping every finished \
-        stage, when the same pipelines are submitted again.
+        Ctrl-C (or SIGTERM, or the terminal closing) stops it; the runs are recorded as \
+        interrupted and resume, keeping every finished stage, when the same pipelines are \
+        submitted again.
 
         With --coordinator, hands the pipelines (and the files their items use) to a running \
         'coord serve' and follows them, downloading each movie to its output path; with \
-        --detach it prints the run ids and returns (then 'coord wait RUN', 'coord status RUN').
+        --detach it prints the run ids and returns (then 'coord wait RUN', 'coord status RUN'). \
+        There Ctrl-C only stops following: the runs go on at the coordinator ('coord wait RUN' \
+        picks them up again, 'coord cancel RUN' stops one).
 
         Exit status: 0 when every movie was written, 1 when any run failed, 2 when a pipeline \
         file is invalid (nothing is rendered), 130 when interrupted.
@@ -197,10 +200,15 @@ struct Submit: ParsableCommand {
         let signals = onInterrupt { [ids, cluster] in
             let flags = ([cluster.coordinator.map { "--coordinator \($0)" }, cluster.curveSecretKey.map { "--curve-secret-key \($0)" },
                           cluster.coordinatorKey.map { "--coordinator-key \($0)" }] as [String?]).compactMap { $0 }.joined(separator: " ")
-            let list = ids.map(String.init).joined(separator: ", ")
-            errorLine("\ninterrupted: run\(ids.count == 1 ? "" : "s") \(list) go\(ids.count == 1 ? "es" : "") on at the coordinator; this only stopped following \(ids.count == 1 ? "it" : "them").")
-            errorLine("follow and download with: coord wait \(ids[0]) \(flags)")
-            errorLine("stop with: coord cancel \(ids[0]) \(flags)")
+            if ids.count == 1 {
+                errorLine("\ninterrupted: run \(ids[0]) goes on at the coordinator; this only stopped following it.")
+                errorLine("follow it and download the movie: coord wait \(ids[0]) \(flags)")
+                errorLine("stop it: coord cancel \(ids[0]) \(flags)")
+            } else {
+                errorLine("\ninterrupted: runs \(ids.map(String.init).joined(separator: ", ")) go on at the coordinator; this only stopped following them.")
+                errorLine("follow one and download its movie: coord wait RUN \(flags)")
+                errorLine("stop one: coord cancel RUN \(flags)")
+            }
             Foundation.exit(130)
         }
         defer { _ = signals }
@@ -259,10 +267,11 @@ struct Submit: ParsableCommand {
         if !failures.isEmpty { throw ExitCode(1) }
     }
 
-    /// Runs `handler` (once) on SIGINT or SIGTERM instead of dying silently.
+    /// Runs `handler` (once) on SIGINT, SIGTERM or SIGHUP (the terminal closed, an SSH session
+    /// dropped) instead of dying silently.
     func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> [DispatchSourceSignal] {
         let once = Locked(false)
-        return [SIGINT, SIGTERM].map { sig in
+        return [SIGINT, SIGTERM, SIGHUP].map { sig in
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler {
@@ -343,7 +352,7 @@ final class BatchDisplay: Sendable {
                 guard !s.stopped, !s.progress.isEmpty else { return nil }
                 return self.draw(&s, force: true)
             }
-            if let text { FileHandle.standardError.write(Data(text.utf8)) }
+            if let text { writeStandardError(text) }
         }
         t.resume()
         ticker = t
@@ -358,7 +367,7 @@ final class BatchDisplay: Sendable {
             s.received[k] = Date().timeIntervalSince1970
             return draw(&s, force: false)
         }
-        if let text { FileHandle.standardError.write(Data(text.utf8)) }
+        if let text { writeStandardError(text) }
     }
 
     func ended(_ k: Int, _ what: String) {
@@ -368,14 +377,14 @@ final class BatchDisplay: Sendable {
             if !terminal { return String(format: "[%d/%d] %@: %@\n", s.ended.count, names.count, names[k], what) }
             return draw(&s, force: true)
         }
-        if let text { FileHandle.standardError.write(Data(text.utf8)) }
+        if let text { writeStandardError(text) }
     }
 
     /// Leaves the last drawing on screen and stops drawing.
     func finish() { state.withLock { $0.stopped = true }; ticker?.cancel() }
 
     /// Stops drawing and moves below the live lines.
-    func interrupted() { state.withLock { $0.stopped = true }; ticker?.cancel(); if terminal { FileHandle.standardError.write(Data("\n".utf8)) } }
+    func interrupted() { state.withLock { $0.stopped = true }; ticker?.cancel(); if terminal { writeStandardError("\n") } }
 
     /// The total line: projects done, items, and an ETA from planned frames (once every running
     /// project's length is known).

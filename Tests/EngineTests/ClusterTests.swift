@@ -147,6 +147,33 @@ import TestSupport
         return (procs, ep)
     }
 
+    /// Ctrl-C on `coord submit --coordinator` stops following, not rendering: it exits 130 and
+    /// says the run goes on and how to pick it up; `coord wait` then downloads the movie. (Before,
+    /// the submitter died silently, and the user could not tell the run was still going.)
+    @Test func ctrlCOnARemoteSubmitLeavesTheRunToTheCoordinator() throws {
+        let dir = temporaryDirectory("remote-interrupt")
+        let pipeline = try Self.project(dir, items: 2, seconds: 1)
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        let ep = try procs.endpoint(of: "coord")
+        // No worker yet: the run waits at the coordinator while the submitter follows it.
+        let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep])
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, !((try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "").contains("submitted") { usleep(50_000) }
+        kill(submit.processIdentifier, SIGINT)
+        submit.waitUntilExit()
+        let said = (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? ""
+        #expect(submit.terminationStatus == 130, "\(said)")
+        #expect(said.contains("interrupted: run 1 goes on at the coordinator"), "\(said)")
+        #expect(said.contains("coord wait 1 --coordinator \(ep)"), "\(said)")
+
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 120)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+    }
+
     /// `coord serve --verify 100%` with real workers on separate stores: every rendered stage is
     /// made twice on different hosts' processes and the outputs hash the same (one codec thread:
     /// the same bits everywhere), so nothing is quarantined and the movie's frames equal an

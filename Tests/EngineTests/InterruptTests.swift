@@ -9,11 +9,8 @@ import TestSupport
 @Suite struct InterruptTests {
     static let tmux = ["/usr/bin/tmux", "/bin/tmux"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    @Test func ctrlCRecordsInterruptedRunsAndResubmitResumes() throws {
-        guard let tmux = Self.tmux else {
-            print("skipped: tmux is not installed (scripts/setup installs it)"); return
-        }
-        let dir = temporaryDirectory("ctrl-c")
+    /// Three small projects in `dir`; their pipeline files.
+    static func projects(_ dir: String) throws -> [String] {
         var files: [String] = []
         for k in 1...3 {
             try Generate.clip(dir + "/c\(k).mp4", width: 640, height: 360, seconds: 4, tone: Double(300 + 60 * k))
@@ -21,6 +18,38 @@ import TestSupport
             try y.write(toFile: dir + "/p\(k).yaml", atomically: true, encoding: .utf8)
             files.append(dir + "/p\(k).yaml")
         }
+        return files
+    }
+
+    /// Waits until lineage shows a render in flight (the moment to interrupt).
+    static func waitForARender(_ db: String) {
+        let rendering = waitUntil(timeout: 60) {
+            FileManager.default.fileExists(atPath: db)
+                && ((try? LineageStore.readRows(path: db, """
+                    SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running'
+                    """).first?["n"]).flatMap { $0.flatMap { Int($0) } } ?? 0) > 0
+        }
+        #expect(rendering, "no render was seen in flight")
+    }
+
+    /// What an interrupted submit must leave: runs interrupted (or done), no attempt running, some lost.
+    static func expectRecordedAsInterrupted(_ db: String) throws -> [[String: String?]] {
+        let runs = try LineageStore.readRows(path: db, "SELECT id, state FROM run ORDER BY id")
+        #expect(runs.count == 3 && runs.allSatisfy { $0["state"] == "interrupted" || $0["state"] == "succeeded" }, "\(runs)")
+        #expect(runs.contains { $0["state"] == "interrupted" })
+        let running = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'running'")
+        #expect(running.first?["n"] == "0", "attempts left running: \(running)")
+        let lost = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'")
+        #expect((Int(lost.first?["n"] ?? "0") ?? 0) >= 1)
+        return runs
+    }
+
+    @Test func ctrlCRecordsInterruptedRunsAndResubmitResumes() throws {
+        guard let tmux = Self.tmux else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
+        let dir = temporaryDirectory("ctrl-c")
+        let files = try Self.projects(dir)
         let session = "tl-\(UUID().uuidString.prefix(8))"
         // A tmux server of our own, started with no pipes to this process (a server holding them
         // would make a captured run wait for the whole session).
@@ -39,13 +68,7 @@ import TestSupport
         defer { _ = try? run(tmux, socket + ["kill-server"]) }
         let db = dir + "/state/lineage.db"
         // Interrupt while a render is in flight.
-        let rendering = waitUntil(timeout: 60) {
-            FileManager.default.fileExists(atPath: db)
-                && ((try? LineageStore.readRows(path: db, """
-                    SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running'
-                    """).first?["n"]).flatMap { $0.flatMap { Int($0) } } ?? 0) > 0
-        }
-        #expect(rendering, "no render was seen in flight")
+        Self.waitForARender(db)
         try run(tmux, socket + ["send-keys", "-t", session, "C-c"])
         var pane = ""
         let ended = waitUntil(timeout: 30) {
@@ -55,13 +78,7 @@ import TestSupport
         #expect(ended, "coord submit did not stop: \(pane)")
         #expect(pane.contains("EXIT=130"), "\(pane)")
         #expect(pane.contains("interrupted") && pane.contains("resume with: coord submit"), "\(pane)")
-        let runs = try LineageStore.readRows(path: db, "SELECT id, state FROM run ORDER BY id")
-        #expect(runs.count == 3 && runs.allSatisfy { $0["state"] == "interrupted" || $0["state"] == "succeeded" }, "\(runs)")
-        #expect(runs.contains { $0["state"] == "interrupted" })
-        let running = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'running'")
-        #expect(running.first?["n"] == "0", "attempts left running: \(running)")
-        let lost = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'")
-        #expect((Int(lost.first?["n"] ?? "0") ?? 0) >= 1)
+        let runs = try Self.expectRecordedAsInterrupted(db)
 
         // Submitting again resumes the same runs.
         let again = try run(coordPath, ["submit"] + files + ["--state", dir + "/state", "--workers", "2"], timeout: 300)
@@ -70,5 +87,23 @@ import TestSupport
         #expect(after.map { $0["id"] } == runs.map { $0["id"] } && after.allSatisfy { $0["state"] == "succeeded" }, "\(after)")
         let twice = try LineageStore.readRows(path: db, "SELECT stage_id FROM attempt WHERE state = 'succeeded' GROUP BY stage_id HAVING count(*) > 1")
         #expect(twice.isEmpty, "stages executed twice: \(twice)")
+    }
+
+    /// A hang-up (the terminal closed, an SSH session dropped: the kernel sends SIGHUP) is an
+    /// interrupt too. Before, SIGHUP killed coord outright, and lineage kept the runs and their
+    /// attempts `running` until the next submit on that state folder.
+    @Test func aHangUpRecordsTheRunsAsInterrupted() throws {
+        let dir = temporaryDirectory("hang-up")
+        let files = try Self.projects(dir)
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        let submit = try procs.start("submit", coordPath, ["submit"] + files + ["--state", dir + "/state", "--workers", "2"])
+        Self.waitForARender(dir + "/state/lineage.db")
+        kill(submit.processIdentifier, SIGHUP)
+        submit.waitUntilExit()
+        let said = (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? ""
+        #expect(submit.terminationStatus == 130, "\(said)")
+        #expect(said.contains("recorded as interrupted") && said.contains("resume with: coord submit"), "\(said)")
+        _ = try Self.expectRecordedAsInterrupted(dir + "/state/lineage.db")
     }
 }
