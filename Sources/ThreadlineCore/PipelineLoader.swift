@@ -646,7 +646,7 @@ struct Context {
         let ref = SourceRef(resolved)
         if checkFiles && !ref.isRemote {
             if let problem = FileChecks.sourceProblem(resolved) {
-                throw error(problem, at: node, hint: problem.hasPrefix("file not found") ? "paths are relative to the pipeline file's folder (\(base))" : nil)
+                throw error(problem, at: node, hint: FileChecks.sourceHint(problem, base: base))
             }
         }
         return ref

@@ -93,6 +93,16 @@ import Testing
         #expect(e.message.contains("nope.mov"))
     }
 
+    /// A 0-byte source (a download that did not finish, a library's placeholder for a file still
+    /// in the cloud) is refused at its line with what to do, not probed into "Invalid data".
+    @Test func anEmptyFileIsAnErrorAtItsPath() throws {
+        FileManager.default.createFile(atPath: "\(dir)/media/empty.mov", contents: Data())
+        let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - video: media/a.mov\n  - video: media/empty.mov\n"))
+        #expect(e.location == SourceLocation(file: "p.yaml", line: 4, column: 12))
+        #expect(e.message == "\(dir)/media/empty.mov is empty (0 bytes)")
+        #expect(e.hint?.contains("copy it again, or remove the item") == true, "\(e)")
+    }
+
     /// One pass reports every item's problem (and the other sections'), in file order, so a
     /// library's three missing files take one edit, not three submits.
     @Test func everyItemsProblemIsReportedInOnePass() throws {
