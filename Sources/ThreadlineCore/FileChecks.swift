@@ -32,7 +32,7 @@ public enum FileChecks {
     public static func sourceHint(_ problem: String, base: String) -> String? {
         if problem.hasPrefix("file not found") { return "paths are relative to the pipeline file's folder (\(base))" }
         if problem.hasSuffix("is empty (0 bytes)") {
-            return "a copy or download that did not finish? (photo libraries keep such placeholders for files still in the cloud) copy it again, or remove the item"
+            return "a copy or download that did not finish leaves such a file, and photo libraries keep one for a file still in the cloud: copy it again, or remove the item"
         }
         return nil
     }
