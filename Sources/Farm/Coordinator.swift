@@ -1226,7 +1226,7 @@ final class CoordinatorCore {
                 assignment.origin = run.files.isEmpty ? run.pipeline.items[i].sources.first?.uri : nil
             }
             u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid,
-                                                             slot: max(0, scheduler.busySlots(wid) - 1), lease: lease, ready: ready) } ?? []
+                                                             slot: scheduler.slot(of: lease, on: wid), lease: lease, ready: ready) } ?? []
         }
         u.readyAt = readySince
         u.sentAt = Date().timeIntervalSince1970

@@ -173,11 +173,18 @@ public struct FarmScheduler: Sendable {
 
     struct Worker {
         var slots: Int
-        /// Leases holding a slot (current ones and those of ended runs not yet answered).
-        var running: Set<String> = []
+        /// Leases holding a slot (current ones and those of ended runs not yet answered), each
+        /// with the index of the slot it holds (what the lineage and the dashboard's chart show).
+        var running: [String: Int] = [:]
         var checks: Set<String> = []
         var draining = false
         var joined: Int
+
+        /// The lowest slot index no running lease holds.
+        var freeSlot: Int {
+            let taken = Set(running.values)
+            return (0...).first { !taken.contains($0) }!
+        }
     }
 
     struct LeaseInfo {
@@ -235,10 +242,12 @@ public struct FarmScheduler: Sendable {
     public func excluded(_ s: StageRef) -> Set<String> { runs[s.run]?.nodes[s.node].excluded ?? [] }
     public func isDraining(_ worker: String) -> Bool { workers[worker]?.draining ?? false }
     /// Leases holding a worker's slots (cache checks not included).
-    public func running(on worker: String) -> [String] { workers[worker].map { Array($0.running) } ?? [] }
+    public func running(on worker: String) -> [String] { workers[worker].map { Array($0.running.keys) } ?? [] }
     /// Every current lease and the worker it was given to.
     public var liveLeases: [(lease: String, worker: String)] { leases.map { ($0.key, $0.value.worker) } }
     public func busySlots(_ worker: String) -> Int { workers[worker]?.running.count ?? 0 }
+    /// Which of its worker's slots a lease holds (0-based), while it holds one.
+    public func slot(of lease: String, on worker: String) -> Int? { workers[worker]?.running[lease] }
     /// Workers taking work, other than those in `except`.
     public func takingWork(except: Set<String> = []) -> Int { workers.filter { !$0.value.draining && !except.contains($0.key) }.count }
     /// Stages ready and waiting for a slot or a check.
@@ -284,7 +293,7 @@ public struct FarmScheduler: Sendable {
             if workers[id] == nil { joinOrder += 1 }
             w.slots = max(0, slots)
             for lease in running {
-                w.running.insert(lease)
+                if w.running[lease] == nil { w.running[lease] = w.freeSlot }
                 // A lease nobody knows (an earlier coordinator's, or an ended run's) is stopped.
                 if !isLive(lease) { out.append(.cancel(lease: lease, nil, worker: id)) }
             }
@@ -295,11 +304,11 @@ public struct FarmScheduler: Sendable {
 
         case .workerLeft(let id):
             guard let w = workers.removeValue(forKey: id) else { break }
-            for lease in w.running.union(w.checks).sorted() { handBack(lease, from: id, now: now, &out) }
+            for lease in w.checks.union(w.running.keys).sorted() { handBack(lease, from: id, now: now, &out) }
 
         case .workerLost(let id):
             guard let w = workers.removeValue(forKey: id) else { break }
-            for lease in w.checks.union(w.running).sorted() { lose(lease, worker: id, now: now, &out) }
+            for lease in w.checks.union(w.running.keys).sorted() { lose(lease, worker: id, now: now, &out) }
 
         case .released(let lease, let worker):
             free(lease, on: worker)
@@ -427,7 +436,7 @@ public struct FarmScheduler: Sendable {
     }
 
     mutating func free(_ lease: String, on worker: String) {
-        workers[worker]?.running.remove(lease)
+        workers[worker]?.running[lease] = nil
         workers[worker]?.checks.remove(lease)
     }
 
@@ -679,7 +688,7 @@ public struct FarmScheduler: Sendable {
                 runs[id]!.running += 1
                 leases[lease] = LeaseInfo(stage: s, worker: wid, checkOnly: false)
                 if let key = runs[id]!.nodes[k].key { purgeMaking(); making[key] = lease }
-                workers[wid]!.running.insert(lease)
+                workers[wid]!.running[lease] = workers[wid]!.freeSlot
                 out.append(.dispatch(lease: lease, s, worker: wid, attempt: runs[id]!.nodes[k].attempts, checkOnly: false,
                                      readySince: runs[id]!.nodes[k].readySince))
                 if workers[wid]!.running.count >= workers[wid]!.slots { free.removeAll { $0 == wid } }

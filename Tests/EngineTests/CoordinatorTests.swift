@@ -196,6 +196,20 @@ final class Harness {
         #expect(stages.count == 1 && stages[0]["state"] == "succeeded" && stages[0]["n"] == "25")
         let attempts = try h.lineage.rows("SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND a.state = 'succeeded'", [run])
         #expect(attempts[0]["n"] == "25")
+        // Lineage puts each attempt in a slot of its own worker (the dashboard charts it there):
+        // attempts that overlap on one worker are in different slots, each below its slot count.
+        // (A render's three stage rows share its attempt: their leases are LEASE#0, #1, #2.)
+        let rows = try h.lineage.rows("""
+            SELECT a.lease, a.worker_id, a.slot, a.dispatched_at, a.finished_at FROM attempt a
+            JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND a.slot IS NOT NULL AND a.lease NOT LIKE '%#1' AND a.lease NOT LIKE '%#2'
+            """, [run])
+        #expect(rows.count == 13 && rows.allSatisfy { Int($0["slot"]!)! < 2 }, "\(rows)")
+        for a in rows {
+            for b in rows where a["lease"]! < b["lease"]! && a["worker_id"]! == b["worker_id"]! && a["slot"]! == b["slot"]! {
+                let overlap = Double(a["dispatched_at"]!)! < Double(b["finished_at"]!)! && Double(b["dispatched_at"]!)! < Double(a["finished_at"]!)!
+                #expect(!overlap, "\(a) and \(b) overlap in one slot")
+            }
+        }
     }
 
     @Test func retryableFailuresAreRetriedAndRecorded() throws {

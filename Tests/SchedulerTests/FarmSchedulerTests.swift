@@ -74,6 +74,12 @@ struct Farm {
             if !checkOnly {
                 held[w, default: []].insert(lease)
                 if held[w]!.count > slots[w] ?? 0 { problems.append("worker \(w) holds \(held[w]!.count) attempts, has \(slots[w] ?? 0) slots") }
+                // Each attempt in a slot of its own: the lineage and the dashboard's chart show it there.
+                let slot = scheduler.slot(of: lease, on: w)
+                if slot == nil || !(0..<(slots[w] ?? 0)).contains(slot!) { problems.append("\(lease) on \(w) holds slot \(String(describing: slot)) of \(slots[w] ?? 0)") }
+                if let shared = held[w]!.first(where: { $0 != lease && scheduler.slot(of: $0, on: w) == slot }) {
+                    problems.append("\(lease) and \(shared) both hold slot \(slot!) of \(w)")
+                }
             }
         case .cancel(let lease, _, _), .lost(let lease, _, _, _), .handedBack(let lease, _, _):
             dead.insert(lease)
