@@ -41,8 +41,8 @@ enum Assets {
     .state.succeeded { background: var(--succeeded); color: #04150a; } .state.running { background: var(--running); }
     .state.failed { background: var(--failed); } .state.cancelled, .state.interrupted { background: var(--cancelled); }
     .state.cached { background: var(--cached); } .state.lost { background: var(--lost); color: #1a1200; }
-    .bar { display: flex; width: 220px; height: 12px; border-radius: 3px; overflow: hidden; background: var(--pending); margin-top: .3em; }
-    .bar span { display: block; height: 100%; }
+    .stage-bar { display: flex; width: 220px; height: 12px; border-radius: 3px; overflow: hidden; background: var(--pending); margin-top: .3em; }
+    .stage-bar span { display: block; height: 100%; }
     .s-succeeded { background: var(--succeeded); } .s-cached { background: var(--cached); } .s-running { background: var(--running); }
     .s-ready { background: var(--ready); } .s-pending { background: var(--pending); } .s-failed { background: var(--failed); }
     .s-cancelled { background: var(--cancelled); }
@@ -101,7 +101,7 @@ enum Assets {
     const STAGE_STATES = ['succeeded', 'cached', 'running', 'ready', 'pending', 'failed', 'cancelled'];
     function stageBar(c) {
       const total = STAGE_STATES.reduce((a, k) => a + (c[k] || 0), 0) || 1;
-      return '<div class="bar" title="' + STAGE_STATES.filter(k => c[k]).map(k => `${k} ${c[k]}`).join(', ') + '">' +
+      return '<div class="stage-bar" title="' + STAGE_STATES.filter(k => c[k]).map(k => `${k} ${c[k]}`).join(', ') + '">' +
         STAGE_STATES.filter(k => c[k]).map(k => `<span class="s-${k}" style="width:${(100 * c[k] / total).toFixed(2)}%"></span>`).join('') + '</div>';
     }
     const state = s => `<span class="state ${esc(s)}">${esc(s)}</span>`;

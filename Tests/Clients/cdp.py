@@ -132,7 +132,16 @@ def live_run(b, base, run, out):
         if (v.readyState >= 1) return done(v.duration); v.addEventListener('loadedmetadata', () => done(v.duration)); setTimeout(() => done(0), 20000); })""", 30)
     b.screenshot(os.path.join(out, "run-finished.png"))
     marker = b.eval("window.__threadlineMarker")
-    return {"statuses": statuses[:20], "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
+    # Each bar is painted as long as its attempt took: no style may override its width. Zoomed
+    # into the run's first quarter, so that bars are wide.
+    drawn = b.eval("""(() => { const g = document.getElementById('gantt'); if (!g) return {};
+        const to = document.getElementById('zoom-to');
+        to.value = (parseFloat(to.value) / 4).toFixed(3); to.dispatchEvent(new Event('change'));
+        const scale = g.getBoundingClientRect().width / g.viewBox.baseVal.width;
+        const bars = [...g.querySelectorAll('rect.bar')].map(r => [+r.getAttribute('width'), r.getBoundingClientRect().width / scale]);
+        document.getElementById('zoom-reset').click();
+        return { widest: Math.max(0, ...bars.map(b => b[0])), misdrawn: bars.filter(([given, painted]) => Math.abs(given - painted) > 1) }; })()""")
+    return {"statuses": statuses[:20], "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
             "video_duration": duration or 0, "reloaded": marker != 42,
             "lineage_items": b.eval("document.querySelectorAll('#lineage li').length")}
 
@@ -143,7 +152,7 @@ def farm(b, base, out):
     b.screenshot(os.path.join(out, "farm.png"))
     return b.eval("""(() => ({ status: document.getElementById('status').textContent,
         runs: [...document.querySelectorAll('#runs tbody tr')].map(r => ({ id: +r.dataset.run, state: r.dataset.state,
-              items: r.querySelector('.items-done').textContent, bars: r.querySelectorAll('.bar span').length })),
+              items: r.querySelector('.items-done').textContent, bars: r.querySelectorAll('.stage-bar span').length })),
         workers: document.querySelectorAll('#workers tbody tr').length,
         failures: document.querySelectorAll('#failures tbody tr').length }))()""")
 

@@ -220,6 +220,9 @@ import TestSupport
         #expect(seen["reloaded"] as? Bool == false)
         #expect((seen["gantt_rows"] as? Int ?? 0) >= 2, "bars per worker slot: \(seen)")
         #expect((seen["gantt_bars"] as? Int ?? 0) >= 12 * 2 + 1, "a bar per fetch and render, and the concat")
+        // Bars are painted at their own length (a page style once capped every one at 220 px).
+        #expect(((seen["gantt_widest"] as? NSNumber)?.doubleValue ?? 0) > 300, "zoomed in, some bar is wide: \(seen)")
+        #expect((seen["gantt_misdrawn"] as? [Any])?.isEmpty == true, "bars painted at another width than given: \(seen)")
         #expect(seen["posters"] as? Int == 12, "every item's poster loaded: \(seen)")
         let movie = try ffprobe(dir + "/out.mp4")
         let videoDuration = seen["video_duration"] as? Double ?? 0
