@@ -245,7 +245,6 @@ public struct FarmScheduler: Sendable {
     public func running(on worker: String) -> [String] { workers[worker].map { Array($0.running.keys) } ?? [] }
     /// Every current lease and the worker it was given to.
     public var liveLeases: [(lease: String, worker: String)] { leases.map { ($0.key, $0.value.worker) } }
-    public func busySlots(_ worker: String) -> Int { workers[worker]?.running.count ?? 0 }
     /// Which of its worker's slots a lease holds (0-based), while it holds one.
     public func slot(of lease: String, on worker: String) -> Int? { workers[worker]?.running[lease] }
     /// Workers taking work, other than those in `except`.

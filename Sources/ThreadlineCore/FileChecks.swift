@@ -24,14 +24,16 @@ public enum FileChecks {
         }
         if let kind = special(st.st_mode) { return "\(path) is \(kind), not a regular file" }
         if access(path, R_OK) != 0 { return "cannot read \(path): permission denied" }
-        if st.st_size == 0 { return "\(path) is empty (0 bytes)" }
+        if st.st_size == 0 { return "\(path) \(emptyFile)" }
         return nil
     }
+
+    static let emptyFile = "is empty (0 bytes)"
 
     /// What to do about a source that `sourceProblem` refused, when there is something to say.
     public static func sourceHint(_ problem: String, base: String) -> String? {
         if problem.hasPrefix("file not found") { return "paths are relative to the pipeline file's folder (\(base))" }
-        if problem.hasSuffix("is empty (0 bytes)") {
+        if problem.hasSuffix(emptyFile) {
             return "a copy or download that did not finish leaves such a file, and photo libraries keep one for a file still in the cloud: copy it again, or remove the item"
         }
         return nil

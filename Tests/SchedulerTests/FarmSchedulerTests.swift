@@ -406,10 +406,10 @@ extension Array {
         #expect(fx.contains(.cancel(lease: d[1].lease, d[1].stage, worker: d[1].worker)))
         #expect(fx.last == .runEnded(run, .failed(d[0].stage, attempts: 1)))
         // The cancelled attempt still holds its slot until its worker answers; then it is stale.
-        #expect(farm.scheduler.busySlots(d[1].worker) == 1)
+        #expect(farm.scheduler.running(on: d[1].worker).count == 1)
         let late = farm.answer(d[1].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(late == [.stale(lease: d[1].lease, worker: d[1].worker)])
-        #expect(farm.scheduler.busySlots(d[1].worker) == 0)
+        #expect(farm.scheduler.running(on: d[1].worker).count == 0)
     }
 
     /// A project with several broken files names them all in one failure instead of one per
@@ -499,7 +499,7 @@ extension Array {
         let d = dispatches(farm.send(.tick))
         // Two checks beside the slot, and node 2 in the one slot.
         #expect(d.filter(\.check).map(\.stage.node) == [0, 1] && d.filter { !$0.check }.map(\.stage.node) == [2])
-        #expect(d.allSatisfy { $0.worker == w } && farm.scheduler.busySlots(w) == 1)
+        #expect(d.allSatisfy { $0.worker == w } && farm.scheduler.running(on: w).count == 1)
         _ = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }      // a hit
         _ = farm.answer(d[1].lease) { .cacheMiss(lease: $0, worker: $1) }      // a miss
         _ = farm.answer(d[2].lease) { .succeeded(lease: $0, worker: $1) }
@@ -553,9 +553,9 @@ extension Array {
         let fx = farm.send(.workerJoined("old", slots: 1, running: ["x-7"]))
         #expect(fx == [.cancel(lease: "x-7", nil, worker: "old")])
         // It holds the slot until the worker reports it.
-        #expect(farm.scheduler.busySlots("old") == 1)
+        #expect(farm.scheduler.running(on: "old").count == 1)
         #expect(farm.send(.failed(lease: "x-7", worker: "old", retryable: true)) == [.stale(lease: "x-7", worker: "old")])
-        #expect(farm.scheduler.busySlots("old") == 0)
+        #expect(farm.scheduler.running(on: "old").count == 0)
     }
 
     @Test func stopDispatchingGivesOutNothingButResultsStillCount() {
