@@ -28,6 +28,9 @@ public struct RunProgress: Sendable, Codable {
     public var renderingFor: Double? = nil
     /// How its renders go on their slots (`TimeLeft.Slots`); nil from a coordinator that does not say.
     public var slots: TimeLeft.Slots? = nil
+    /// What failed for good so far, one message each, by item: the run goes on with what does
+    /// not wait for it (and counts only that in its frames), and its end names them all again.
+    public var failures: [String] = []
 
     /// Seconds left, from the rate at which this run has rendered its planned frames (`TimeLeft`).
     public var eta: Double? {
@@ -719,14 +722,8 @@ final class CoordinatorCore {
                                     finished: Date().timeIntervalSince1970, seconds: 0)
         }
         try updateTimeline(run)
-        // Fetches of files go on after the run fails, so its error names every bad one; a download
-        // does not (it is not cached: finishing it would only delay the error).
-        let probes = run.units.map { u in
-            guard u.kind == .fetch, let i = u.item, let source = pipeline.items[i].sources.first else { return false }
-            return !source.isRemote
-        }
         feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
-                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles, probes: probes)))
+                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles)))
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run, force: true)
         return runID
@@ -1418,6 +1415,7 @@ final class CoordinatorCore {
             u.lastError = e.description
             if e.errorClass == .retryable { log.warning("attempt failed", metadata: ["stage.id": "\(u.name)", "error": "\(e)"]) }
             feed(.failed(lease: r.lease, worker: wid, retryable: e.errorClass == .retryable))
+            if !run.finished { progress(run) }  // a failure for good is told while the run goes on
             return
         }
         guard let r = verified(run, ui, r, from: wid) else { return }
@@ -1596,6 +1594,7 @@ final class CoordinatorCore {
         guard !run.finished else { return }
         run.units[ui].failure = (message, failedStage)
         feed(.fail(run.ref(ui)))
+        if !run.finished { progress(run) }
     }
 
     /// The scheduler ended a run: record how, tell its observers and watchers, forget it.
@@ -1626,7 +1625,7 @@ final class CoordinatorCore {
             ended(run, state: .cancelled, message: reason, output: nil)
             owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
         case .failed(let first, _, let also), .poison(let first, _, let also):
-            // The first failure, then the inputs found bad while the run let its fetches finish.
+            // The first failure, then those found while the run finished what did not wait for it.
             var messages: [String] = []
             for s in [first] + also {
                 let u = run.units[s.node]
@@ -1681,11 +1680,18 @@ final class CoordinatorCore {
         let itemsDone = run.segments.count
         var done = 0, total = 0
         var running: [String] = []
+        var failures: [String] = []
+        /// Planned frames of items that will not be rendered (they failed, or wait for what did).
+        var framesLost = 0
         var slots = TimeLeft.Slots(renderSeconds: run.renderSeconds, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
         let phases = scheduler.phases(ofRun: run.id)
         for (k, u) in run.units.enumerated() {
             total += u.stages.count
             switch run.succeeded ? .done : (k < phases.count ? phases[k] : .ended) {
+            case .ended where k < phases.count:
+                // A unit that waited for a failure has none of its own.
+                if let f = u.failure { failures.append(f.message) }
+                if u.kind == .render, let i = u.item { framesLost += run.frameCounts[i] ?? 0 }
             case .done: done += u.stages.count
             case .running:
                 running.append(u.name)
@@ -1700,12 +1706,13 @@ final class CoordinatorCore {
         }
         var p = RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
                             running: running.count > 64 ? Array(running.prefix(64)) : running, elapsed: now - run.startedAt)
-        p.framesTotal = run.frameCounts.values.reduce(0, +)
+        p.framesTotal = run.frameCounts.values.reduce(0, +) - framesLost
         p.framesDone = run.segments.keys.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
         p.framesKnown = run.frameCounts.count == items
         p.framesRendered = run.renderedItems.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots
+        p.failures = failures
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {
             let data = Envelope(.progress(p)).encoded()

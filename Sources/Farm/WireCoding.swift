@@ -287,6 +287,7 @@ extension RunProgress {
                 $0.renderSeconds = s.renderSeconds; $0.rendersInFlight = Int64(s.inFlight)
                 $0.framesInFlight = Int64(s.inFlightFrames); $0.inFlightSeconds = s.inFlightSeconds
             }
+            $0.failures = failures
         }
     }
     init(_ w: Threadline_Wire_RunProgress) {
@@ -296,7 +297,8 @@ extension RunProgress {
                   framesKnown: w.hasFramesKnown ? w.framesKnown : nil, framesRendered: w.hasFramesRendered ? Int(w.framesRendered) : nil,
                   renderingFor: w.hasRenderingFor ? w.renderingFor : nil,
                   slots: w.hasRenderSeconds ? TimeLeft.Slots(renderSeconds: w.renderSeconds, inFlight: Int(w.rendersInFlight),
-                                                             inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil)
+                                                             inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil,
+                  failures: w.failures)
     }
 }
 

@@ -42,16 +42,10 @@ public struct FarmScheduler: Sendable {
         public var maxAttempts: Int
         /// Nodes complete before anything runs (a title has nothing to fetch).
         public var done: [Int]
-        /// Nodes that check an input (fetches). Once a stage of the run fails for good nothing
-        /// else of it runs, but the probes already out finish, so the failure names every bad
-        /// input at once instead of one per submit.
-        public var probes: [Bool]
-        public init(id: Int64, priority: Int = 0, dependencies: [[Int]], short: [Bool]? = nil, maxAttempts: Int = 3, done: [Int] = [],
-                    probes: [Bool]? = nil) {
+        public init(id: Int64, priority: Int = 0, dependencies: [[Int]], short: [Bool]? = nil, maxAttempts: Int = 3, done: [Int] = []) {
             self.id = id; self.priority = priority; self.dependencies = dependencies
             self.short = short ?? Array(repeating: false, count: dependencies.count)
             self.maxAttempts = maxAttempts; self.done = done
-            self.probes = probes ?? Array(repeating: false, count: dependencies.count)
         }
     }
 
@@ -96,8 +90,8 @@ public struct FarmScheduler: Sendable {
 
     public enum Outcome: Sendable, Equatable {
         case succeeded
-        /// A stage failed for good: a permanent error, or its attempts were spent. `also`: probes
-        /// that failed for good after it, while the run let its probes finish.
+        /// A stage failed for good: a permanent error, or its attempts were spent. `also`: stages
+        /// that failed for good after it, while the run finished what did not depend on it.
         case failed(StageRef, attempts: Int, also: [StageRef] = [])
         /// A stage's attempts took down this many workers.
         case poison(StageRef, lostWorkers: Int, also: [StageRef] = [])
@@ -165,10 +159,10 @@ public struct FarmScheduler: Sendable {
         var slotLane = ReadyQueue<Int>()
         var delayed: [Int] = []
         var running = 0
-        /// Set when a stage failed for good: how the run ends once `probesOut` reaches 0.
+        /// Set when a stage failed for good: how the run ends once nothing else of it can run.
         var failure: Outcome?
-        /// Probes still ready, checking or running since the failure.
-        var probesOut = 0
+        /// Nodes that failed for good, and those that waited for them (they never run).
+        var endedCount = 0
     }
 
     struct Worker {
@@ -329,7 +323,6 @@ public struct FarmScheduler: Sendable {
                 run.nodes[s.node].lease = nil
                 run.nodes[s.node].worker = nil
                 run.nodes[s.node].excluded = []
-                if run.failure != nil { run.probesOut -= 1 }
                 newly = run.graph.complete(s.node)
                 runs[s.run] = run
             }
@@ -497,43 +490,32 @@ public struct FarmScheduler: Sendable {
         out.append(.retry(s, notBefore: notBefore, attempts: runs[s.run]!.nodes[s.node].attempts))
     }
 
-    /// Ends the run once all its stages are done, or once a failed run's probes are all back.
+    /// Ends the run once all its stages are done, or, after a failure, once nothing else of it can run.
     mutating func endIfSettled(_ id: Int64, _ out: inout [Effect]) {
         guard let run = runs[id] else { return }
         if let failure = run.failure {
-            if run.probesOut == 0 { end(id, failure, &out) }
+            if run.graph.completedCount + run.endedCount == run.nodes.count { end(id, failure, &out) }
         } else if run.graph.isComplete {
             end(id, .succeeded, &out)
         }
     }
 
-    /// A stage failed for good (its lease already cleared). The first failure stops the run: its
-    /// other attempts are cancelled and nothing more of it is dispatched, except the probes
-    /// already ready or out, which finish so that one failure names every bad input. A later
-    /// failure (a probe's) joins the first's outcome. The run ends when no probe is out.
+    /// A stage failed for good (its lease already cleared). The stages that wait for it, directly
+    /// or through others, will never run; everything else of the run goes on, as `ninja -k 0`
+    /// does: renders already under way are not thrown away (their segments are cached for the
+    /// next submit), and one submit names every bad input instead of one per submit. A later
+    /// failure joins the first's outcome. The run ends when nothing else of it can run.
     mutating func stageFailed(_ s: StageRef, _ outcome: Outcome, _ out: inout [Effect]) {
         guard runs[s.run] != nil else { return }
         var run = take(s.run)
-        let wasOut = run.nodes[s.node].phase.isOut
-        run.nodes[s.node].phase = .ended
-        if let first = run.failure {
-            if wasOut { run.probesOut -= 1 }
-            run.failure = first.adding([s])
-        } else {
-            run.failure = outcome
-            for k in run.nodes.indices {
-                let n = run.nodes[k]
-                guard n.phase != .done, n.phase != .ended else { continue }
-                if run.spec.probes[safe: k] == true && n.phase.isOut { run.probesOut += 1; continue }
-                if let lease = n.lease, let worker = n.worker {
-                    leases[lease] = nil
-                    out.append(.cancel(lease: lease, StageRef(run: s.run, node: k), worker: worker))
-                    if n.phase == .running { run.running -= 1 }
-                }
-                run.nodes[k].lease = nil
-                run.nodes[k].worker = nil
-                run.nodes[k].phase = .ended
-            }
+        run.failure = run.failure.map { $0.adding([s]) } ?? outcome
+        var blocked = [s.node]
+        while let k = blocked.popLast() {
+            // A stage that waits for an unfinished one has never been given out.
+            guard run.nodes[k].phase != .ended, run.nodes[k].phase != .done else { continue }
+            run.nodes[k].phase = .ended
+            run.endedCount += 1
+            blocked += run.graph.dependents(of: k)
         }
         runs[s.run] = run
         endIfSettled(s.run, &out)

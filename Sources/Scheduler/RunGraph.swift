@@ -29,6 +29,9 @@ public struct RunGraph: Sendable {
     /// Nodes with nothing to wait for.
     public var initiallyReady: [Int] { waitingOn.indices.filter { waitingOn[$0] == 0 } }
 
+    /// The nodes that wait for `node`.
+    public func dependents(of node: Int) -> [Int] { dependents[node] }
+
     public func isReady(_ node: Int) -> Bool { !completed[node] && waitingOn[node] == 0 }
 
     /// Marks `node` complete; returns the nodes that became ready because of it (in index order).

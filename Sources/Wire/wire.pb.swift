@@ -1042,125 +1042,145 @@ public nonisolated struct Threadline_Wire_Submission: Sendable {
   fileprivate var _pipeline: Threadline_Wire_Document? = nil
 }
 
-public nonisolated struct Threadline_Wire_RunProgress: Sendable {
+public nonisolated struct Threadline_Wire_RunProgress: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var runID: Int64 = 0
+  public var runID: Int64 {
+    get {_storage._runID}
+    set {_uniqueStorage()._runID = newValue}
+  }
 
-  public var items: Int64 = 0
+  public var items: Int64 {
+    get {_storage._items}
+    set {_uniqueStorage()._items = newValue}
+  }
 
-  public var itemsDone: Int64 = 0
+  public var itemsDone: Int64 {
+    get {_storage._itemsDone}
+    set {_uniqueStorage()._itemsDone = newValue}
+  }
 
-  public var stagesTotal: Int64 = 0
+  public var stagesTotal: Int64 {
+    get {_storage._stagesTotal}
+    set {_uniqueStorage()._stagesTotal = newValue}
+  }
 
-  public var stagesDone: Int64 = 0
+  public var stagesDone: Int64 {
+    get {_storage._stagesDone}
+    set {_uniqueStorage()._stagesDone = newValue}
+  }
 
-  public var running: [String] = []
+  public var running: [String] {
+    get {_storage._running}
+    set {_uniqueStorage()._running = newValue}
+  }
 
-  public var elapsed: Double = 0
+  public var elapsed: Double {
+    get {_storage._elapsed}
+    set {_uniqueStorage()._elapsed = newValue}
+  }
 
   public var framesDone: Int64 {
-    get {_framesDone ?? 0}
-    set {_framesDone = newValue}
+    get {_storage._framesDone ?? 0}
+    set {_uniqueStorage()._framesDone = newValue}
   }
   /// Returns true if `framesDone` has been explicitly set.
-  public var hasFramesDone: Bool {self._framesDone != nil}
+  public var hasFramesDone: Bool {_storage._framesDone != nil}
   /// Clears the value of `framesDone`. Subsequent reads from it will return its default value.
-  public mutating func clearFramesDone() {self._framesDone = nil}
+  public mutating func clearFramesDone() {_uniqueStorage()._framesDone = nil}
 
   public var framesTotal: Int64 {
-    get {_framesTotal ?? 0}
-    set {_framesTotal = newValue}
+    get {_storage._framesTotal ?? 0}
+    set {_uniqueStorage()._framesTotal = newValue}
   }
   /// Returns true if `framesTotal` has been explicitly set.
-  public var hasFramesTotal: Bool {self._framesTotal != nil}
+  public var hasFramesTotal: Bool {_storage._framesTotal != nil}
   /// Clears the value of `framesTotal`. Subsequent reads from it will return its default value.
-  public mutating func clearFramesTotal() {self._framesTotal = nil}
+  public mutating func clearFramesTotal() {_uniqueStorage()._framesTotal = nil}
 
   public var framesKnown: Bool {
-    get {_framesKnown ?? false}
-    set {_framesKnown = newValue}
+    get {_storage._framesKnown ?? false}
+    set {_uniqueStorage()._framesKnown = newValue}
   }
   /// Returns true if `framesKnown` has been explicitly set.
-  public var hasFramesKnown: Bool {self._framesKnown != nil}
+  public var hasFramesKnown: Bool {_storage._framesKnown != nil}
   /// Clears the value of `framesKnown`. Subsequent reads from it will return its default value.
-  public mutating func clearFramesKnown() {self._framesKnown = nil}
+  public mutating func clearFramesKnown() {_uniqueStorage()._framesKnown = nil}
 
   /// Frames this run rendered itself (not reused from the cache), and seconds since its first
   /// render was sent: the rate the time left comes from (a run that waited behind others in a
   /// batch, or whose other items were cached, is not judged by its whole elapsed time).
   public var framesRendered: Int64 {
-    get {_framesRendered ?? 0}
-    set {_framesRendered = newValue}
+    get {_storage._framesRendered ?? 0}
+    set {_uniqueStorage()._framesRendered = newValue}
   }
   /// Returns true if `framesRendered` has been explicitly set.
-  public var hasFramesRendered: Bool {self._framesRendered != nil}
+  public var hasFramesRendered: Bool {_storage._framesRendered != nil}
   /// Clears the value of `framesRendered`. Subsequent reads from it will return its default value.
-  public mutating func clearFramesRendered() {self._framesRendered = nil}
+  public mutating func clearFramesRendered() {_uniqueStorage()._framesRendered = nil}
 
   public var renderingFor: Double {
-    get {_renderingFor ?? 0}
-    set {_renderingFor = newValue}
+    get {_storage._renderingFor ?? 0}
+    set {_uniqueStorage()._renderingFor = newValue}
   }
   /// Returns true if `renderingFor` has been explicitly set.
-  public var hasRenderingFor: Bool {self._renderingFor != nil}
+  public var hasRenderingFor: Bool {_storage._renderingFor != nil}
   /// Clears the value of `renderingFor`. Subsequent reads from it will return its default value.
-  public mutating func clearRenderingFor() {self._renderingFor = nil}
+  public mutating func clearRenderingFor() {_uniqueStorage()._renderingFor = nil}
 
   /// Renders run side by side: the seconds the run's finished renders took (each from when it was
   /// sent, summed), and its renders in flight (how many, their planned frames, the seconds since
   /// each was sent, summed). The time left comes from these when they are present.
   public var renderSeconds: Double {
-    get {_renderSeconds ?? 0}
-    set {_renderSeconds = newValue}
+    get {_storage._renderSeconds ?? 0}
+    set {_uniqueStorage()._renderSeconds = newValue}
   }
   /// Returns true if `renderSeconds` has been explicitly set.
-  public var hasRenderSeconds: Bool {self._renderSeconds != nil}
+  public var hasRenderSeconds: Bool {_storage._renderSeconds != nil}
   /// Clears the value of `renderSeconds`. Subsequent reads from it will return its default value.
-  public mutating func clearRenderSeconds() {self._renderSeconds = nil}
+  public mutating func clearRenderSeconds() {_uniqueStorage()._renderSeconds = nil}
 
   public var rendersInFlight: Int64 {
-    get {_rendersInFlight ?? 0}
-    set {_rendersInFlight = newValue}
+    get {_storage._rendersInFlight ?? 0}
+    set {_uniqueStorage()._rendersInFlight = newValue}
   }
   /// Returns true if `rendersInFlight` has been explicitly set.
-  public var hasRendersInFlight: Bool {self._rendersInFlight != nil}
+  public var hasRendersInFlight: Bool {_storage._rendersInFlight != nil}
   /// Clears the value of `rendersInFlight`. Subsequent reads from it will return its default value.
-  public mutating func clearRendersInFlight() {self._rendersInFlight = nil}
+  public mutating func clearRendersInFlight() {_uniqueStorage()._rendersInFlight = nil}
 
   public var framesInFlight: Int64 {
-    get {_framesInFlight ?? 0}
-    set {_framesInFlight = newValue}
+    get {_storage._framesInFlight ?? 0}
+    set {_uniqueStorage()._framesInFlight = newValue}
   }
   /// Returns true if `framesInFlight` has been explicitly set.
-  public var hasFramesInFlight: Bool {self._framesInFlight != nil}
+  public var hasFramesInFlight: Bool {_storage._framesInFlight != nil}
   /// Clears the value of `framesInFlight`. Subsequent reads from it will return its default value.
-  public mutating func clearFramesInFlight() {self._framesInFlight = nil}
+  public mutating func clearFramesInFlight() {_uniqueStorage()._framesInFlight = nil}
 
   public var inFlightSeconds: Double {
-    get {_inFlightSeconds ?? 0}
-    set {_inFlightSeconds = newValue}
+    get {_storage._inFlightSeconds ?? 0}
+    set {_uniqueStorage()._inFlightSeconds = newValue}
   }
   /// Returns true if `inFlightSeconds` has been explicitly set.
-  public var hasInFlightSeconds: Bool {self._inFlightSeconds != nil}
+  public var hasInFlightSeconds: Bool {_storage._inFlightSeconds != nil}
   /// Clears the value of `inFlightSeconds`. Subsequent reads from it will return its default value.
-  public mutating func clearInFlightSeconds() {self._inFlightSeconds = nil}
+  public mutating func clearInFlightSeconds() {_uniqueStorage()._inFlightSeconds = nil}
+
+  /// What failed for good so far, one message each (the run goes on with what does not wait for
+  /// it, and its end names them all again).
+  public var failures: [String] {
+    get {_storage._failures}
+    set {_uniqueStorage()._failures = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _framesDone: Int64? = nil
-  fileprivate var _framesTotal: Int64? = nil
-  fileprivate var _framesKnown: Bool? = nil
-  fileprivate var _framesRendered: Int64? = nil
-  fileprivate var _renderingFor: Double? = nil
-  fileprivate var _renderSeconds: Double? = nil
-  fileprivate var _rendersInFlight: Int64? = nil
-  fileprivate var _framesInFlight: Int64? = nil
-  fileprivate var _inFlightSeconds: Double? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 public nonisolated struct Threadline_Wire_RunEnd: Sendable {
@@ -2842,108 +2862,181 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0")
+
+  fileprivate class _StorageClass {
+    var _runID: Int64 = 0
+    var _items: Int64 = 0
+    var _itemsDone: Int64 = 0
+    var _stagesTotal: Int64 = 0
+    var _stagesDone: Int64 = 0
+    var _running: [String] = []
+    var _elapsed: Double = 0
+    var _framesDone: Int64? = nil
+    var _framesTotal: Int64? = nil
+    var _framesKnown: Bool? = nil
+    var _framesRendered: Int64? = nil
+    var _renderingFor: Double? = nil
+    var _renderSeconds: Double? = nil
+    var _rendersInFlight: Int64? = nil
+    var _framesInFlight: Int64? = nil
+    var _inFlightSeconds: Double? = nil
+    var _failures: [String] = []
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _runID = source._runID
+      _items = source._items
+      _itemsDone = source._itemsDone
+      _stagesTotal = source._stagesTotal
+      _stagesDone = source._stagesDone
+      _running = source._running
+      _elapsed = source._elapsed
+      _framesDone = source._framesDone
+      _framesTotal = source._framesTotal
+      _framesKnown = source._framesKnown
+      _framesRendered = source._framesRendered
+      _renderingFor = source._renderingFor
+      _renderSeconds = source._renderSeconds
+      _rendersInFlight = source._rendersInFlight
+      _framesInFlight = source._framesInFlight
+      _inFlightSeconds = source._inFlightSeconds
+      _failures = source._failures
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularInt64Field(value: &self.runID) }()
-      case 2: try { try decoder.decodeSingularInt64Field(value: &self.items) }()
-      case 3: try { try decoder.decodeSingularInt64Field(value: &self.itemsDone) }()
-      case 4: try { try decoder.decodeSingularInt64Field(value: &self.stagesTotal) }()
-      case 5: try { try decoder.decodeSingularInt64Field(value: &self.stagesDone) }()
-      case 6: try { try decoder.decodeRepeatedStringField(value: &self.running) }()
-      case 7: try { try decoder.decodeSingularDoubleField(value: &self.elapsed) }()
-      case 8: try { try decoder.decodeSingularInt64Field(value: &self._framesDone) }()
-      case 9: try { try decoder.decodeSingularInt64Field(value: &self._framesTotal) }()
-      case 10: try { try decoder.decodeSingularBoolField(value: &self._framesKnown) }()
-      case 11: try { try decoder.decodeSingularInt64Field(value: &self._framesRendered) }()
-      case 12: try { try decoder.decodeSingularDoubleField(value: &self._renderingFor) }()
-      case 13: try { try decoder.decodeSingularDoubleField(value: &self._renderSeconds) }()
-      case 14: try { try decoder.decodeSingularInt64Field(value: &self._rendersInFlight) }()
-      case 15: try { try decoder.decodeSingularInt64Field(value: &self._framesInFlight) }()
-      case 16: try { try decoder.decodeSingularDoubleField(value: &self._inFlightSeconds) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularInt64Field(value: &_storage._runID) }()
+        case 2: try { try decoder.decodeSingularInt64Field(value: &_storage._items) }()
+        case 3: try { try decoder.decodeSingularInt64Field(value: &_storage._itemsDone) }()
+        case 4: try { try decoder.decodeSingularInt64Field(value: &_storage._stagesTotal) }()
+        case 5: try { try decoder.decodeSingularInt64Field(value: &_storage._stagesDone) }()
+        case 6: try { try decoder.decodeRepeatedStringField(value: &_storage._running) }()
+        case 7: try { try decoder.decodeSingularDoubleField(value: &_storage._elapsed) }()
+        case 8: try { try decoder.decodeSingularInt64Field(value: &_storage._framesDone) }()
+        case 9: try { try decoder.decodeSingularInt64Field(value: &_storage._framesTotal) }()
+        case 10: try { try decoder.decodeSingularBoolField(value: &_storage._framesKnown) }()
+        case 11: try { try decoder.decodeSingularInt64Field(value: &_storage._framesRendered) }()
+        case 12: try { try decoder.decodeSingularDoubleField(value: &_storage._renderingFor) }()
+        case 13: try { try decoder.decodeSingularDoubleField(value: &_storage._renderSeconds) }()
+        case 14: try { try decoder.decodeSingularInt64Field(value: &_storage._rendersInFlight) }()
+        case 15: try { try decoder.decodeSingularInt64Field(value: &_storage._framesInFlight) }()
+        case 16: try { try decoder.decodeSingularDoubleField(value: &_storage._inFlightSeconds) }()
+        case 17: try { try decoder.decodeRepeatedStringField(value: &_storage._failures) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.runID != 0 {
-      try visitor.visitSingularInt64Field(value: self.runID, fieldNumber: 1)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._runID != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._runID, fieldNumber: 1)
+      }
+      if _storage._items != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._items, fieldNumber: 2)
+      }
+      if _storage._itemsDone != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._itemsDone, fieldNumber: 3)
+      }
+      if _storage._stagesTotal != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._stagesTotal, fieldNumber: 4)
+      }
+      if _storage._stagesDone != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._stagesDone, fieldNumber: 5)
+      }
+      if !_storage._running.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._running, fieldNumber: 6)
+      }
+      if _storage._elapsed.bitPattern != 0 {
+        try visitor.visitSingularDoubleField(value: _storage._elapsed, fieldNumber: 7)
+      }
+      try { if let v = _storage._framesDone {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 8)
+      } }()
+      try { if let v = _storage._framesTotal {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 9)
+      } }()
+      try { if let v = _storage._framesKnown {
+        try visitor.visitSingularBoolField(value: v, fieldNumber: 10)
+      } }()
+      try { if let v = _storage._framesRendered {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 11)
+      } }()
+      try { if let v = _storage._renderingFor {
+        try visitor.visitSingularDoubleField(value: v, fieldNumber: 12)
+      } }()
+      try { if let v = _storage._renderSeconds {
+        try visitor.visitSingularDoubleField(value: v, fieldNumber: 13)
+      } }()
+      try { if let v = _storage._rendersInFlight {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 14)
+      } }()
+      try { if let v = _storage._framesInFlight {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 15)
+      } }()
+      try { if let v = _storage._inFlightSeconds {
+        try visitor.visitSingularDoubleField(value: v, fieldNumber: 16)
+      } }()
+      if !_storage._failures.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._failures, fieldNumber: 17)
+      }
     }
-    if self.items != 0 {
-      try visitor.visitSingularInt64Field(value: self.items, fieldNumber: 2)
-    }
-    if self.itemsDone != 0 {
-      try visitor.visitSingularInt64Field(value: self.itemsDone, fieldNumber: 3)
-    }
-    if self.stagesTotal != 0 {
-      try visitor.visitSingularInt64Field(value: self.stagesTotal, fieldNumber: 4)
-    }
-    if self.stagesDone != 0 {
-      try visitor.visitSingularInt64Field(value: self.stagesDone, fieldNumber: 5)
-    }
-    if !self.running.isEmpty {
-      try visitor.visitRepeatedStringField(value: self.running, fieldNumber: 6)
-    }
-    if self.elapsed.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.elapsed, fieldNumber: 7)
-    }
-    try { if let v = self._framesDone {
-      try visitor.visitSingularInt64Field(value: v, fieldNumber: 8)
-    } }()
-    try { if let v = self._framesTotal {
-      try visitor.visitSingularInt64Field(value: v, fieldNumber: 9)
-    } }()
-    try { if let v = self._framesKnown {
-      try visitor.visitSingularBoolField(value: v, fieldNumber: 10)
-    } }()
-    try { if let v = self._framesRendered {
-      try visitor.visitSingularInt64Field(value: v, fieldNumber: 11)
-    } }()
-    try { if let v = self._renderingFor {
-      try visitor.visitSingularDoubleField(value: v, fieldNumber: 12)
-    } }()
-    try { if let v = self._renderSeconds {
-      try visitor.visitSingularDoubleField(value: v, fieldNumber: 13)
-    } }()
-    try { if let v = self._rendersInFlight {
-      try visitor.visitSingularInt64Field(value: v, fieldNumber: 14)
-    } }()
-    try { if let v = self._framesInFlight {
-      try visitor.visitSingularInt64Field(value: v, fieldNumber: 15)
-    } }()
-    try { if let v = self._inFlightSeconds {
-      try visitor.visitSingularDoubleField(value: v, fieldNumber: 16)
-    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Threadline_Wire_RunProgress, rhs: Threadline_Wire_RunProgress) -> Bool {
-    if lhs.runID != rhs.runID {return false}
-    if lhs.items != rhs.items {return false}
-    if lhs.itemsDone != rhs.itemsDone {return false}
-    if lhs.stagesTotal != rhs.stagesTotal {return false}
-    if lhs.stagesDone != rhs.stagesDone {return false}
-    if lhs.running != rhs.running {return false}
-    if lhs.elapsed != rhs.elapsed {return false}
-    if lhs._framesDone != rhs._framesDone {return false}
-    if lhs._framesTotal != rhs._framesTotal {return false}
-    if lhs._framesKnown != rhs._framesKnown {return false}
-    if lhs._framesRendered != rhs._framesRendered {return false}
-    if lhs._renderingFor != rhs._renderingFor {return false}
-    if lhs._renderSeconds != rhs._renderSeconds {return false}
-    if lhs._rendersInFlight != rhs._rendersInFlight {return false}
-    if lhs._framesInFlight != rhs._framesInFlight {return false}
-    if lhs._inFlightSeconds != rhs._inFlightSeconds {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._runID != rhs_storage._runID {return false}
+        if _storage._items != rhs_storage._items {return false}
+        if _storage._itemsDone != rhs_storage._itemsDone {return false}
+        if _storage._stagesTotal != rhs_storage._stagesTotal {return false}
+        if _storage._stagesDone != rhs_storage._stagesDone {return false}
+        if _storage._running != rhs_storage._running {return false}
+        if _storage._elapsed != rhs_storage._elapsed {return false}
+        if _storage._framesDone != rhs_storage._framesDone {return false}
+        if _storage._framesTotal != rhs_storage._framesTotal {return false}
+        if _storage._framesKnown != rhs_storage._framesKnown {return false}
+        if _storage._framesRendered != rhs_storage._framesRendered {return false}
+        if _storage._renderingFor != rhs_storage._renderingFor {return false}
+        if _storage._renderSeconds != rhs_storage._renderSeconds {return false}
+        if _storage._rendersInFlight != rhs_storage._rendersInFlight {return false}
+        if _storage._framesInFlight != rhs_storage._framesInFlight {return false}
+        if _storage._inFlightSeconds != rhs_storage._inFlightSeconds {return false}
+        if _storage._failures != rhs_storage._failures {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

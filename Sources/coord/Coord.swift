@@ -119,9 +119,12 @@ final class ProgressDisplay: Sendable {
     let name: String
     let terminal: Bool
     let last = Locked(-1)   // stages done at the last logged line
+    let told = Locked(ToldFailures())
     init(name: String, terminal: Bool) { self.name = name; self.terminal = terminal }
 
     func update(_ p: RunProgress) {
+        // A failure is printed as it comes, above the progress line: the run goes on without it.
+        for f in told.withLock({ $0.new(0, p) }) { writeStandardError((terminal ? "\r\u{1B}[K" : "") + ToldFailures.line(f) + "\n") }
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
         if !terminal {
@@ -136,7 +139,8 @@ final class ProgressDisplay: Sendable {
             let width = 24
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
-            let line = String(format: "\r%@ [%@] %d/%d items · %d running · %@  ", name, bar, p.itemsDone, p.items, p.running.count, eta)
+            let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
+            let line = String(format: "\r%@ [%@] %d/%d items%@ · %d running · %@  ", name, bar, p.itemsDone, p.items, failed, p.running.count, eta)
             writeStandardError(line)
         } else {
             errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,
@@ -145,6 +149,16 @@ final class ProgressDisplay: Sendable {
     }
 
     func finish() { if terminal { writeStandardError("\n") } }
+}
+
+/// The failures a display has printed, per project, so that each is told once, as it comes
+/// (`RunProgress.failures` holds all of a run's so far).
+struct ToldFailures: Sendable {
+    private var told: [Int: Set<String>] = [:]
+    mutating func new(_ project: Int, _ p: RunProgress) -> [String] { p.failures.filter { told[project, default: []].insert($0).inserted } }
+    static func line(_ failure: String, project: String? = nil) -> String {
+        "\(project.map { "\($0): " } ?? "")failed: \(failure)"
+    }
 }
 
 struct PlanCommand: ParsableCommand {

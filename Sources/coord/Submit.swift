@@ -326,6 +326,7 @@ final class BatchDisplay: Sendable {
         /// When each project's progress was told: drawn aged by the time since.
         var received: [Int: Double] = [:]
         var ended: [Int: String] = [:]
+        var told = ToldFailures()
         var drawn = 0
         var lastDraw = 0.0
         var stopped = false
@@ -365,7 +366,13 @@ final class BatchDisplay: Sendable {
             guard !s.stopped else { return nil }
             s.progress[k] = p
             s.received[k] = Date().timeIntervalSince1970
-            return draw(&s, force: false)
+            // A failure is printed as it comes, above the live lines (which are drawn again below it).
+            let failures = s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined()
+            guard !failures.isEmpty else { return draw(&s, force: false) }
+            guard terminal else { return failures }
+            let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
+            s.drawn = 0
+            return up + failures + (draw(&s, force: true) ?? "")
         }
         if let text { writeStandardError(text) }
     }
@@ -414,7 +421,8 @@ final class BatchDisplay: Sendable {
             let filled = Int(fraction * 16)
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
             let name = names[k].count > 24 ? String(names[k].prefix(23)) + "…" : names[k].padding(toLength: 24, withPad: " ", startingAt: 0)
-            lines.append("  \(name) [\(bar)] \(p.itemsDone)/\(p.items) items · \(p.etaText)")
+            let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
+            lines.append("  \(name) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.etaText)")
         }
         if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""

@@ -29,15 +29,23 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     var deterministic = false
     var forge = false
     var forged: Set<String> = []
+    var made: Set<String> = []
 
     init(delay: Double = 0.05, deterministic: Bool = false, forge: Bool = false) {
         self.delay = delay; self.deterministic = deterministic || forge; self.forge = forge
     }
 
+    /// A deterministic runner holds what it made, as a worker's store does: a check of one of
+    /// those is a hit. Otherwise every check misses.
     func check(_ assignment: Assignment) -> TaskResult {
-        let now = Date().timeIntervalSince1970
-        return TaskResult(lease: assignment.lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: now,
-                          finishedAt: now, cpuSeconds: 0, maxRSS: 0, cached: false)
+        var r = TaskResult.miss(assignment)
+        lock.lock(); defer { lock.unlock() }
+        if deterministic, let reuse = assignment.reuse, made.contains(reuse.sha256) {
+            r.artifact = reuse
+            r.cached = true
+            if case .segment = assignment.task { r.segment = SegmentReport() }
+        }
+        return r
     }
 
     func run(_ assignment: Assignment, isCancelled: @Sendable () -> Bool) -> TaskResult {
@@ -63,6 +71,7 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
             lock.lock(); forged.insert(sha); lock.unlock()
         }
         r.artifact = ArtifactRef(sha256: sha, path: "/dev/null", size: 1000)
+        lock.lock(); made.insert(sha); lock.unlock()
         switch task {
         case .fetch:
             r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
@@ -224,8 +233,8 @@ final class Harness {
         #expect(rows.map { $0["state"]! } == ["failed", "failed", "succeeded"])
     }
 
-    /// Two broken files of four: the run's one failure names both (the other fetches finish once
-    /// the first fails), not one per submit; each bad fetch's lineage row is failed with its error.
+    /// Two broken files of four: the run's one failure names both (the rest of the run goes on
+    /// once the first fails), not one per submit; each bad fetch's lineage row is failed with its error.
     @Test func aRunWithSeveralBrokenInputsNamesThemAll() throws {
         let runner = FakeRunner()
         runner.failures["fetch p-1.mov"] = (.permanent, 1)
@@ -296,22 +305,36 @@ final class Harness {
         #expect(FileManager.default.fileExists(atPath: p.output.path))
     }
 
-    /// A download is not finished for a failed run's sake (it is not cached, so it would only
-    /// delay the error): the run fails as soon as its local file does, naming that file alone.
-    @Test func aFailedRunDoesNotWaitForItsDownloads() throws {
-        let runner = FakeRunner()
+    /// A failure stops only what waits for it. A broken local file, a clip that fails in its
+    /// render and a download that fails late are all named by the one failure; the good clip's
+    /// render, under way or not yet begun when the first failure came, finishes and is recorded,
+    /// so the next submit reuses it instead of rendering it again.
+    @Test func aFailedRunFinishesWhatDoesNotWaitForTheFailure() throws {
+        let runner = FakeRunner(deterministic: true)
         runner.failures["fetch p-0.mov"] = (.permanent, 1)
-        runner.onStart = { label in if label == "fetch slow.mov" { Thread.sleep(forTimeInterval: 3) } }
-        let h = try Harness(workers: 1, slots: 2, runner: runner)
-        var p = h.pipeline(1)
+        runner.failures["render p-1.mov"] = (.permanent, 1)
+        runner.failures["fetch slow.mov"] = (.permanent, 1)
+        runner.onStart = { label in if label == "fetch slow.mov" { Thread.sleep(forTimeInterval: 0.5) } }
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        var p = h.pipeline(3)
         p.items.append(Item(kind: .video(source: SourceRef("https://example.invalid/slow.mov"), trim: nil)))
-        let t0 = Date()
         let run = try h.submit(p)
         guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
-        let seconds = Date().timeIntervalSince(t0)
-        #expect(runner.calls.contains("fetch slow.mov"), "the download had started")
-        #expect(seconds < 1.5, "the run waited \(seconds) s for a download it does not need")
-        #expect(message.contains("p-0.mov") && !message.contains("slow.mov"), "\(message)")
+        let lines = message.split(separator: "\n").map(String.init)
+        #expect(lines.first == "3 items failed:", "\(message)")
+        for name in ["p-0.mov", "p-1.mov", "slow.mov"] { #expect(lines.contains { $0.contains(name) }, "\(name) not named: \(message)") }
+        let rows = try h.lineage.rows("SELECT name, state FROM stage WHERE run_id = ? ORDER BY id", [run])
+        let state = Dictionary(uniqueKeysWithValues: rows.map { ($0["name"]!, $0["state"]!) })
+        #expect(state["encode/2"] == "succeeded", "the good clip was not rendered: \(state)")
+        #expect(state["decode/1"] == "failed" && state["fetch/0"] == "failed" && state["fetch/3"] == "failed", "\(state)")
+        #expect(state["decode/0"] == "cancelled" && state["concat"] == "cancelled", "\(state)")
+        #expect(!rows.contains { ["pending", "ready", "running"].contains($0["state"]!) }, "\(rows)")
+
+        // The broken clips mended: the good clip's render is reused, not made again.
+        runner.failures = [:]
+        runner.onStart = nil
+        guard case .succeeded = try #require(h.wait(try h.submit(p))) else { Issue.record("the mended run should succeed"); return }
+        #expect(runner.calls.filter { $0 == "render p-2.mov" }.count == 1, "\(runner.calls)")
     }
 
     @Test func retryableFailuresStopAfterThreeAttempts() throws {

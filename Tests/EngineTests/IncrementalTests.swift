@@ -54,6 +54,41 @@ import TestSupport
         #expect(p.frames == 24 * 90 - 15)
     }
 
+    /// Broken clips stop only themselves: the good clips of the project still render, each
+    /// failure is printed as it happens and the run's error names them all, and the submit after
+    /// mending the project (here: leaving the broken clips out) renders nothing but the concat.
+    @Test func aProjectWithBrokenClipsKeepsItsGoodSegmentsForTheNextSubmit() throws {
+        let dir = temporaryDirectory("keepgoing")
+        for i in [0, 2] { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 1, tone: 300 + Double(i) * 50) }
+        try "not a video".write(toFile: dir + "/c1.mp4", atomically: true, encoding: .utf8)
+        // Its index up front, its second half cut off: it opens, and fails only when decoded.
+        let whole = dir + "/whole.mp4"
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=2",
+                                      "-c:v", "libx264", "-movflags", "+faststart", whole])
+        #expect(made.status == 0, "\(made.err)")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        try bytes.prefix(bytes.count * 6 / 10).write(to: URL(fileURLWithPath: dir + "/c3.mp4"))
+        try Self.project(dir, items: 4, seconds: 1)
+
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 600)
+        #expect(r.status == 1, "\(r.err)")
+        let lines = r.err.split(separator: "\n").map(String.init)
+        let told = lines.filter { $0.hasPrefix("test: failed: ") }
+        #expect(told.count == 2 && told.contains { $0.contains("c1.mp4") } && told.contains { $0.contains("c3.mp4") }, "\(r.err)")
+        let error = try #require(lines.firstIndex { $0.hasPrefix("error: run ") }, "\(r.err)")
+        #expect(lines[error].hasSuffix("2 items failed:") && lines.firstIndex { $0.hasPrefix("test: failed: ") }! < error, "\(r.err)")
+        #expect(lines[error...].contains { $0.contains("c3.mp4") && $0.contains("p.yaml:") }, "\(r.err)")
+
+        let db = try LineageStore(path: dir + "/state/lineage.db")
+        let states = try db.rows("SELECT name, state FROM stage WHERE run_id = 1 ORDER BY id").map { "\($0["name"]!)=\($0["state"]!)" }
+        for good in ["encode/0", "encode/2"] { #expect(states.contains("\(good)=succeeded"), "\(states)") }
+
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "1280x720", clips: ["video: c0.mp4", "video: c2.mp4"])
+        let again = try Self.submit(dir)
+        let rerun = try db.rows("SELECT name FROM stage WHERE run_id = ? AND cached = 0", [again.run]).map { $0["name"]! }
+        #expect(rerun == ["concat"], "re-ran: \(rerun)")
+    }
+
     @Test func aCorruptedOrMissingArtifactIsRenderedAgain() throws {
         let dir = temporaryDirectory("corrupt")
         for i in 0..<3 { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 1, tone: 300 + Double(i) * 50) }

@@ -31,10 +31,6 @@ struct Farm {
     var ended: [Int64: FarmScheduler.Outcome] = [:]
     /// The output key each slot attempt makes (as the scheduler had it when it dispatched).
     var leaseKeys: [String: String] = [:]
-    /// Nodes that check an input (they finish after their run failed), by run.
-    var probes: [Int64: Set<Int>] = [:]
-    /// Runs with a stage that failed for good: only their probes may still be dispatched.
-    var failing: Set<Int64> = []
     var nextRun: Int64 = 1
     var nextWorker = 1
     var problems: [String] = []
@@ -60,7 +56,6 @@ struct Farm {
             if slots[w] == nil { problems.append("dispatched \(lease) to unknown or lost worker \(w)") }
             if draining.contains(w) { problems.append("dispatched \(lease) to draining worker \(w)") }
             if ended[s.run] != nil { problems.append("dispatched a stage of ended run \(s.run)") }
-            if failing.contains(s.run) && probes[s.run]?.contains(s.node) != true { problems.append("\(s) dispatched after its run failed") }
             let done = succeeded[s.run, default: []].union(preDone[s.run, default: []])
             if let d = deps[s.run], !Set(d[s.node]).isSubset(of: done) { problems.append("\(s) dispatched before its dependencies") }
             if done.contains(s.node) { problems.append("\(s) dispatched after it succeeded") }
@@ -91,24 +86,19 @@ struct Farm {
             switch o {
             case .failed(let first, _, let also), .poison(let first, _, let also):
                 if Set(also + [first]).count != also.count + 1 { problems.append("run \(id) names a failed stage twice: \(first), \(also)") }
-                if let other = also.first(where: { probes[id]?.contains($0.node) != true }) {
-                    problems.append("run \(id) failed on \(first), then on \(other), which is not a probe and should not have run")
-                }
             case .succeeded, .cancelled: break
             }
         }
     }
 
-    mutating func submit(_ raw: [[Int]], priority: Int = 0, done: [Int] = [], probes probe: Set<Int> = []) -> Int64 {
+    mutating func submit(_ raw: [[Int]], priority: Int = 0, done: [Int] = []) -> Int64 {
         let id = nextRun; nextRun += 1
         // Node i depends on earlier nodes only (a DAG).
         let d: [[Int]] = raw.enumerated().map { i, r in i == 0 ? [] : r.map { $0 % i } }
         deps[id] = d
         let pre = done.filter { d.indices.contains($0) && d[$0].isEmpty }
         preDone[id] = Set(pre)
-        probes[id] = probe
-        send(.submit(.init(id: id, priority: priority, dependencies: d, short: d.indices.map { $0 % 3 == 0 }, maxAttempts: 3, done: pre,
-                           probes: d.indices.map { probe.contains($0) })))
+        send(.submit(.init(id: id, priority: priority, dependencies: d, short: d.indices.map { $0 % 3 == 0 }, maxAttempts: 3, done: pre)))
         return id
     }
 
@@ -133,9 +123,6 @@ struct Farm {
         let fx = send(event)
         answered.append(lease)
         let stale = fx.contains(.stale(lease: lease, worker: o.worker))
-        if case .failed = event, !stale, !fx.contains(where: { if case .retry(o.stage, _, _) = $0 { true } else { false } }) {
-            failing.insert(o.stage.run)
-        }
         if case .succeeded = event {
             if wasDead && !stale { problems.append("stale lease \(lease) succeeded") }
             if !stale {
@@ -149,6 +136,24 @@ struct Farm {
             problems.append("run \(id) succeeded with stages missing")
         }
         return fx
+    }
+
+    /// A failed run finished all it could: every stage that did not wait, directly or through
+    /// others, for a stage that failed for good succeeded (a cancelled run owes nothing).
+    func failedRunsFinishedWhatTheyCould() -> [String] {
+        ended.sorted { $0.key < $1.key }.compactMap { id, outcome in
+            let failed: [StageRef]
+            switch outcome {
+            case .failed(let first, _, let also), .poison(let first, _, let also): failed = [first] + also
+            case .succeeded, .cancelled: return nil
+            }
+            let d = deps[id]!
+            var blocked = Set(failed.map(\.node))
+            for n in d.indices where d[n].contains(where: blocked.contains) { blocked.insert(n) }  // dependencies come first
+            let done = succeeded[id, default: []].union(preDone[id, default: []])
+            let missing = d.indices.filter { !blocked.contains($0) && !done.contains($0) }
+            return missing.isEmpty ? nil : "run \(id) failed on \(failed) and left \(missing) unfinished, which did not wait for it"
+        }
     }
 
     mutating func lose(_ w: String) {
@@ -168,11 +173,11 @@ struct Farm {
     /// Random farms: runs submitted and cancelled, workers joining, draining, leaving, dying and
     /// reconnecting; results that succeed, fail, miss the cache, come back handed back or for
     /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended;
-    /// stages that share output keys, probes that finish after their run failed. Throughout:
-    /// never two successes for one stage, never more attempts on a worker than its slots, nothing
-    /// dispatched before its dependencies, to a draining worker, or (but a probe) after its run
-    /// failed, never two live attempts making one key, and a stale lease never succeeds. Then,
-    /// with one healthy worker, every run ends.
+    /// stages that share output keys. Throughout: never two successes for one stage, never more
+    /// attempts on a worker than its slots, nothing dispatched before its dependencies or to a
+    /// draining worker, never two live attempts making one key, and a stale lease never succeeds.
+    /// Then, with one healthy worker, every run ends, and a failed one only after finishing every
+    /// stage that did not wait for a failed one.
     @Test func randomFarmsKeepTheirPromisesAndEveryRunEnds() async {
         let gen = Gen.int(in: 0...9_999).array(of: 20...300)
         await propertyCheck(count: 400, input: gen) { choices in
@@ -186,7 +191,7 @@ struct Farm {
                 case 0, 1:
                     let n = 1 + next(8)
                     _ = farm.submit((0..<n).map { _ in (0..<next(3)).map { _ in next(100) } }, priority: next(4) == 0 ? 1 : 0,
-                                    done: next(3) == 0 ? [0] : [], probes: Set((0..<n).filter { _ in next(2) == 0 }))
+                                    done: next(3) == 0 ? [0] : [])
                 case 2:
                     _ = farm.join(slots: 1 + next(3))
                 case 3:
@@ -262,6 +267,8 @@ struct Farm {
             }
             #expect(farm.problems.isEmpty, "\(farm.problems.prefix(3))")
             #expect(farm.ended.count == farm.deps.count, "runs that never ended: \(farm.deps.keys.filter { farm.ended[$0] == nil }.sorted())")
+            let unfinished = farm.failedRunsFinishedWhatTheyCould()
+            #expect(unfinished.isEmpty, "\(unfinished.prefix(3))")
             #expect(!farm.scheduler.hasRuns && farm.scheduler.liveLeaseCount == 0)
         }
     }
@@ -395,31 +402,38 @@ extension Array {
         #expect(last.last == .runEnded(run, .failed(StageRef(run: run, node: 0), attempts: 3)))
     }
 
-    @Test func aPermanentFailureEndsTheRunAtOnceAndCancelsItsOtherAttempts() {
+    /// A stage that fails for good stops only what waits for it: the run's other attempts go on
+    /// (a render under way is not thrown away; its segment is cached for the next submit), what
+    /// they make ready runs, and the run ends failed once nothing else of it can run.
+    @Test func aFailureStopsOnlyWhatWaitsForIt() {
         var farm = Farm()
         _ = farm.join(slots: 2)
-        let run = farm.submit([[], []])
+        // Fetches 0 and 1, a render after each, a concat after both renders.
+        let run = farm.submit([[], [], [0], [1], [2, 3]])
         farm.prepareAll()
-        let d = dispatches(farm.send(.tick))
-        #expect(d.count == 2)
-        let fx = farm.answer(d[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
-        #expect(fx.contains(.cancel(lease: d[1].lease, d[1].stage, worker: d[1].worker)))
-        #expect(fx.last == .runEnded(run, .failed(d[0].stage, attempts: 1)))
-        // The cancelled attempt still holds its slot until its worker answers; then it is stale.
-        #expect(farm.scheduler.running(on: d[1].worker).count == 1)
-        let late = farm.answer(d[1].lease) { .succeeded(lease: $0, worker: $1) }
-        #expect(late == [.stale(lease: d[1].lease, worker: d[1].worker)])
-        #expect(farm.scheduler.running(on: d[1].worker).count == 0)
+        let fetches = dispatches(farm.send(.tick)).sorted { $0.stage < $1.stage }
+        #expect(fetches.map(\.stage.node) == [0, 1])
+        var fx = farm.answer(fetches[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        #expect(!fx.contains { if case .cancel = $0 { true } else { false } }, "cancelled: \(fx)")
+        #expect(farm.ended[run] == nil)
+        fx = farm.answer(fetches[1].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(fx == [.prepare(StageRef(run: run, node: 3))], "render 2 waits for the failed fetch; render 3 does not")
+        farm.prepareAll()
+        let render = dispatches(farm.send(.tick))
+        #expect(render.map(\.stage.node) == [3])
+        fx = farm.answer(render[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(fx == [.runEnded(run, .failed(StageRef(run: run, node: 0), attempts: 1))], "the concat waits for render 2: the run is over")
+        #expect(farm.failedRunsFinishedWhatTheyCould().isEmpty && farm.problems.isEmpty, "\(farm.problems)")
+        #expect(!farm.scheduler.hasRuns && farm.scheduler.liveLeaseCount == 0)
     }
 
     /// A project with several broken files names them all in one failure instead of one per
-    /// submit: once a stage fails for good, the run's probes (fetches) already out finish, retries
-    /// included, and nothing else of it runs.
-    @Test func aFailedRunLetsItsProbesFinishAndNamesEveryBadInput() {
+    /// submit: later failures, retries spent included, join the first.
+    @Test func aFailedRunNamesEveryStageThatFailed() {
         var farm = Farm()
         _ = farm.join(slots: 4)
-        // Three fetches; a render after the first.
-        let run = farm.submit([[], [], [], [0]], probes: [0, 1, 2])
+        // Three fetches; a render after each.
+        let run = farm.submit([[], [], [], [0], [1], [2]])
         farm.prepareAll()
         let fetches = dispatches(farm.send(.tick)).sorted { $0.stage < $1.stage }
         #expect(fetches.map(\.stage.node) == [0, 1, 2])
@@ -428,34 +442,39 @@ extension Array {
         let render = dispatches(farm.send(.tick))
         #expect(render.map(\.stage.node) == [3])
 
-        // Fetch 1 fails for good: the render is cancelled, fetch 2 goes on, the run waits for it.
+        // Fetch 1 fails for good: render 3 goes on, so does fetch 2.
         var fx = farm.answer(fetches[1].lease) { .failed(lease: $0, worker: $1, retryable: false) }
-        #expect(fx == [.cancel(lease: render[0].lease, render[0].stage, worker: render[0].worker)])
-        #expect(farm.ended[run] == nil)
-        // Fetch 2 fails too, first retryably: it is retried, then fails for good and joins the failure.
-        fx = farm.answer(fetches[2].lease) { .failed(lease: $0, worker: $1, retryable: true) }
-        guard case .retry(fetches[2].stage, _, 1) = fx.first else { Issue.record("no retry: \(fx)"); return }
+        #expect(fx.isEmpty, "\(fx)")
+        // Render 3 fails first retryably: it is retried, then fails for good and joins the failure.
+        fx = farm.answer(render[0].lease) { .failed(lease: $0, worker: $1, retryable: true) }
+        guard case .retry(render[0].stage, _, 1) = fx.first else { Issue.record("no retry: \(fx)"); return }
         farm.now += 10
         let again = dispatches(farm.send(.tick))
-        #expect(again.map(\.stage.node) == [2] && again.first?.attempt == 2)
+        #expect(again.map(\.stage.node) == [3] && again.first?.attempt == 2)
         fx = farm.answer(again[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
-        #expect(fx.last == .runEnded(run, .failed(StageRef(run: run, node: 1), attempts: 1, also: [StageRef(run: run, node: 2)])))
-        #expect(farm.answer(render[0].lease) { .succeeded(lease: $0, worker: $1) } == [.stale(lease: render[0].lease, worker: render[0].worker)])
+        #expect(farm.ended[run] == nil, "fetch 2 is still out")
+        fx = farm.answer(fetches[2].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        #expect(fx.last == .runEnded(run, .failed(StageRef(run: run, node: 1), attempts: 1,
+                                                  also: [StageRef(run: run, node: 3), StageRef(run: run, node: 2)])))
         #expect(farm.problems.isEmpty, "\(farm.problems)")
         #expect(!farm.scheduler.hasRuns && farm.scheduler.liveLeaseCount == 0)
     }
 
-    /// A probe that succeeds after its run failed starts nothing that waits for it.
-    @Test func aProbeThatSucceedsAfterTheFailureStartsNothing() {
+    /// A run cancelled while it finishes after a failure stops at once.
+    @Test func aFailingRunCanStillBeCancelled() {
         var farm = Farm()
         _ = farm.join(slots: 2)
-        let run = farm.submit([[], [], [1]], probes: [0, 1])
+        let run = farm.submit([[], []])
         farm.prepareAll()
-        let fetches = dispatches(farm.send(.tick)).sorted { $0.stage < $1.stage }
-        _ = farm.answer(fetches[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
-        let fx = farm.answer(fetches[1].lease) { .succeeded(lease: $0, worker: $1) }
-        #expect(fx == [.runEnded(run, .failed(StageRef(run: run, node: 0), attempts: 1))], "the render after it was not prepared")
-        #expect(dispatches(farm.send(.tick)).isEmpty && farm.toPrepare.isEmpty)
+        let d = dispatches(farm.send(.tick))
+        _ = farm.answer(d[0].lease) { .failed(lease: $0, worker: $1, retryable: false) }
+        let fx = farm.send(.cancel(run: run))
+        #expect(fx == [.cancel(lease: d[1].lease, d[1].stage, worker: d[1].worker), .runEnded(run, .cancelled)])
+        // The cancelled attempt still holds its slot until its worker answers; then it is stale.
+        #expect(farm.scheduler.running(on: d[1].worker).count == 1)
+        let late = farm.answer(d[1].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(late == [.stale(lease: d[1].lease, worker: d[1].worker)])
+        #expect(farm.scheduler.running(on: d[1].worker).count == 0)
     }
 
     @Test func attemptsThatLoseThreeWorkersArePoison() {
