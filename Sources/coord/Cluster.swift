@@ -103,8 +103,8 @@ struct Serve: AsyncParsableCommand {
         their own; admin keys see, download and cancel every run. --allow DIR gives its keys the \
         worker and submitter roles both (for a single trusted user); prefer the separate lists.
 
-        Without CURVE keys it binds only to loopback unless --insecure is given. On SIGTERM or \
-        SIGINT it stops taking work, lets in-flight stages finish (--drain-timeout), hands back the \
+        Without CURVE keys it binds only to loopback unless --insecure is given. On SIGTERM, \
+        SIGINT or SIGHUP (its terminal closed) it stops taking work, lets in-flight stages finish (--drain-timeout), hands back the \
         rest and exits; runs left unfinished resume when it starts again on the same --state.
         """)
 
@@ -232,7 +232,7 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("dashboard on \(httpConfig.url(port: port))\n".utf8))
             })))
         }
-        var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
         try await ServiceGroup(configuration: group).run()
         if let failure = coordinator.failure.withLock({ $0 }) { errorLine("error: \(failure)"); throw ExitCode(1) }

@@ -24,8 +24,8 @@ struct WorkerCommand: AsyncParsableCommand {
         coordinator; when --store is a folder shared with the coordinator, nothing is copied. \
         After losing the coordinator it keeps running its stages and reconnects with backoff.
 
-        On SIGTERM or SIGINT (what Compose, Kubernetes and systemd send on scale-in or stop) it \
-        drains: it takes no more work, lets the stages in flight finish and delivers their results \
+        On SIGTERM or SIGINT (what Compose, Kubernetes and systemd send on scale-in or stop), or \
+        SIGHUP (the terminal or SSH session it was started from closed), it drains: it takes no more work, lets the stages in flight finish and delivers their results \
         (within --drain-timeout), hands back any that cannot finish so they are queued again at \
         once, and exits 0.
         """)
@@ -123,7 +123,7 @@ struct WorkerCommand: AsyncParsableCommand {
         let runtime = WorkerRuntime(config, runner: MediaTaskRunner(store: artifacts, fetchLimits: FetchLimits(deadline: fetchDeadline, maxBytes: fetchMaxBytes, allowPrivateAddresses: allowPrivateUrls),
                                                                 localFiles: localFiles), logger: logger)
         let service = WorkerService(runtime: runtime, drainTimeout: drainTimeout)
-        var group = ServiceGroupConfiguration(services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var group = ServiceGroupConfiguration(services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)], gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger)
         // A drain that overruns its own deadline by far is cut short.
         group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
         try await ServiceGroup(configuration: group).run()

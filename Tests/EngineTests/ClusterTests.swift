@@ -364,6 +364,20 @@ import TestSupport
         #expect(Int(cached)! >= 1, "work done before the restart is reused")
     }
 
+    /// A `coord serve` whose terminal closes (SIGHUP) stops as on SIGTERM, recording and exiting
+    /// 0, rather than dying on the signal.
+    @Test func aHangUpStopsCoordServeGracefully() throws {
+        let dir = temporaryDirectory("serve-hup")
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord")
+        procs.signal("coord", SIGHUP)
+        #expect(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) }, "coord serve did not exit after SIGHUP")
+        let p = try #require(procs.process("coord"))
+        #expect(p.terminationReason == .exit && p.terminationStatus == 0, "ended by \(p.terminationReason == .exit ? "exit" : "signal") \(p.terminationStatus)")
+    }
+
     // MARK: security
 
     @Test func curveAdmitsOnlyAllowedKeys() throws {

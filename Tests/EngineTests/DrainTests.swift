@@ -34,7 +34,10 @@ import TestSupport
         return (procs, submit, busy)
     }
 
-    @Test func sigtermFinishesTheStageInFlightAndExitsZero() throws {
+    /// SIGHUP too: a worker started from a terminal or an SSH session that closes drains, as on
+    /// scale-in, rather than dying with its stages.
+    @Test(arguments: [SIGTERM, SIGHUP])
+    func aStopSignalFinishesTheStageInFlightAndExitsZero(signal: Int32) throws {
         let dir = temporaryDirectory("drain")
         let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, w1Args: [])
         defer { procs.stopAll() }
@@ -42,13 +45,13 @@ import TestSupport
         let w1 = try #require(procs.process("w1"))
         let db = dir + "/coord/lineage.db"
         let t0 = Date()
-        kill(w1.processIdentifier, SIGTERM)
+        kill(w1.processIdentifier, signal)
         // Attempts dispatched from here on (give the drain message 0.3 s to arrive) must not go to w1.
         usleep(300_000)
         let lastBefore = try LineageStore.readRows(path: db, "SELECT coalesce(max(id), 0) AS id FROM attempt").first?["id"] ?? "0"
         w1.waitUntilExit()
         #expect(w1.terminationReason == .exit && w1.terminationStatus == 0, "w1 ended with \(w1.terminationStatus)")
-        print("drain: w1 exited \(String(format: "%.1f", Date().timeIntervalSince(t0))) s after SIGTERM")
+        print("drain: w1 exited \(String(format: "%.1f", Date().timeIntervalSince(t0))) s after signal \(signal)")
         submit.waitUntilExit()
         #expect(submit.terminationStatus == 0)
         // The render w1 had in flight finished there and counted.
