@@ -1122,10 +1122,36 @@ final class CoordinatorCore {
             progress(run)
         case .stale(let lease, let wid):
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
+        case .stageFailed(let outcome):
+            stageFailed(outcome, now: now)
         case .runEnded(let id, let outcome):
             guard let run = runs[id] else { return }
             runEnded(run, outcome, now: now)
         }
+    }
+
+    /// A stage failed for good while its run goes on: its rows say so now (the dashboard and
+    /// `coord status` show it failed, not running, while the rest of the run renders).
+    func stageFailed(_ outcome: FarmScheduler.Outcome, now: Double) {
+        let s: StageRef
+        switch outcome {
+        case .failed(let failed, _, _): s = failed
+        case .poison(let failed, let lost, _):
+            s = failed
+            if let run = runs[s.run] {
+                run.units[s.node].failure = ("\(label(run, run.units[s.node])): poison — its attempts lost \(lost) workers; not retried", nil)
+            }
+        case .succeeded, .cancelled: return
+        }
+        guard let run = runs[s.run] else { return }
+        let u = run.units[s.node]
+        let message = u.failure?.message ?? "\(label(run, u)) failed"
+        for (st, id) in zip(u.stages, u.stageRows) {
+            // A unit of one stage failed there, whichever step of it the error names.
+            let failed = u.stages.count == 1 || (u.failure?.stage.map { st.hasPrefix($0.rawValue) } ?? true)
+            record("stageUpdate") { try lineage.stageUpdate(id, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
+        }
+        log.warning("stage failed; the run goes on with what does not need it", metadata: ["run.id": "\(s.run)", "stage.id": "\(u.name)", "error": "\(message)"])
     }
 
     /// A unit is ready: record it, work out its task and output key, and tell the scheduler
@@ -1625,23 +1651,9 @@ final class CoordinatorCore {
             ended(run, state: .cancelled, message: reason, output: nil)
             owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
         case .failed(let first, _, let also), .poison(let first, _, let also):
-            // The first failure, then those found while the run finished what did not wait for it.
-            var messages: [String] = []
-            for s in [first] + also {
-                let u = run.units[s.node]
-                var message = u.failure?.message ?? "\(label(run, u)) failed"
-                var failedStage = u.failure?.stage
-                if case .poison(first, let lost, _) = outcome, s == first {
-                    message = "\(label(run, u)): poison — its attempts lost \(lost) workers; not retried"
-                    failedStage = nil
-                }
-                for (st, id) in zip(u.stages, u.stageRows) {
-                    // A unit of one stage failed there, whichever step of it the error names.
-                    let failed = u.stages.count == 1 || (failedStage.map { st.hasPrefix($0.rawValue) } ?? true)
-                    record("stageUpdate") { try lineage.stageUpdate(id, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
-                }
-                messages.append(message)
-            }
+            // The first failure, then those found while the run finished what did not wait for it
+            // (each recorded as it came, `stageFailed`).
+            let messages = ([first] + also).map { s in run.units[s.node].failure?.message ?? "\(label(run, run.units[s.node])) failed" }
             let what = ([first] + also).allSatisfy { run.units[$0.node].item != nil } ? "items" : "stages"
             let message = messages.count == 1 ? messages[0] : "\(messages.count) \(what) failed:\n" + messages.map { "  " + $0 }.joined(separator: "\n")
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }

@@ -122,6 +122,9 @@ public struct FarmScheduler: Sendable {
         case retry(StageRef, notBefore: Double, attempts: Int)
         /// A result under a lease that is not current, or from a worker it was not given to: ignored.
         case stale(lease: String, worker: String)
+        /// The stage failed for good (`.failed` or `.poison` of it alone); its run goes on with
+        /// what does not wait for it, and ends later with a `.runEnded` naming every such stage.
+        case stageFailed(Outcome)
         case runEnded(Int64, Outcome)
     }
 
@@ -507,6 +510,7 @@ public struct FarmScheduler: Sendable {
     /// failure joins the first's outcome. The run ends when nothing else of it can run.
     mutating func stageFailed(_ s: StageRef, _ outcome: Outcome, _ out: inout [Effect]) {
         guard runs[s.run] != nil else { return }
+        out.append(.stageFailed(outcome))
         var run = take(s.run)
         run.failure = run.failure.map { $0.adding([s]) } ?? outcome
         var blocked = [s.node]

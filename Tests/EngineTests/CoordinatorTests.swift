@@ -314,14 +314,21 @@ final class Harness {
         runner.failures["fetch p-0.mov"] = (.permanent, 1)
         runner.failures["render p-1.mov"] = (.permanent, 1)
         runner.failures["fetch slow.mov"] = (.permanent, 1)
-        runner.onStart = { label in if label == "fetch slow.mov" { Thread.sleep(forTimeInterval: 0.5) } }
         let h = try Harness(workers: 1, slots: 1, runner: runner)
+        // While the run goes on, the stage that failed is recorded failed (not left running).
+        let midRun = Locked<String?>(nil)
+        runner.onStart = { [lineage = h.lineage] label in
+            guard label == "fetch slow.mov" else { return }
+            midRun.withLock { $0 = try? lineage.rows("SELECT state FROM stage WHERE name = 'fetch/0'").first?["state"] }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
         var p = h.pipeline(3)
         p.items.append(Item(kind: .video(source: SourceRef("https://example.invalid/slow.mov"), trim: nil)))
         let run = try h.submit(p)
         guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         let lines = message.split(separator: "\n").map(String.init)
         #expect(lines.first == "3 items failed:", "\(message)")
+        #expect(midRun.value == "failed", "while the run went on, fetch/0 was \(midRun.value ?? "not recorded")")
         for name in ["p-0.mov", "p-1.mov", "slow.mov"] { #expect(lines.contains { $0.contains(name) }, "\(name) not named: \(message)") }
         let rows = try h.lineage.rows("SELECT name, state FROM stage WHERE run_id = ? ORDER BY id", [run])
         let state = Dictionary(uniqueKeysWithValues: rows.map { ($0["name"]!, $0["state"]!) })

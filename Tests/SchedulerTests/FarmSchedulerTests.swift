@@ -29,6 +29,8 @@ struct Farm {
     var succeeded: [Int64: Set<Int>] = [:]
     var preDone: [Int64: Set<Int>] = [:]
     var ended: [Int64: FarmScheduler.Outcome] = [:]
+    /// Stages told failed for good (`.stageFailed`), by run, in order.
+    var failed: [Int64: [StageRef]] = [:]
     /// The output key each slot attempt makes (as the scheduler had it when it dispatched).
     var leaseKeys: [String: String] = [:]
     var nextRun: Int64 = 1
@@ -80,12 +82,19 @@ struct Farm {
             dead.insert(lease)
         case .retry, .stale:
             break
+        case .stageFailed(let o):
+            guard case .failed(let s, _, let also) = o.asFailed, also.isEmpty else { problems.append("stageFailed names no one stage: \(o)"); break }
+            if ended[s.run] != nil { problems.append("\(s) failed after its run ended") }
+            if succeeded[s.run, default: []].contains(s.node) { problems.append("\(s) failed after it succeeded") }
+            if failed[s.run, default: []].contains(s) { problems.append("\(s) failed twice") }
+            failed[s.run, default: []].append(s)
         case .runEnded(let id, let o):
             if ended[id] != nil { problems.append("run \(id) ended twice") }
             ended[id] = o
             switch o {
             case .failed(let first, _, let also), .poison(let first, _, let also):
                 if Set(also + [first]).count != also.count + 1 { problems.append("run \(id) names a failed stage twice: \(first), \(also)") }
+                if [first] + also != failed[id, default: []] { problems.append("run \(id) ended naming \([first] + also), told \(failed[id, default: []])") }
             case .succeeded, .cancelled: break
             }
         }
@@ -274,6 +283,14 @@ struct Farm {
     }
 }
 
+extension FarmScheduler.Outcome {
+    /// A poison outcome as a failure of the same stage, to compare the stages either names.
+    var asFailed: FarmScheduler.Outcome {
+        if case .poison(let s, _, let also) = self { return .failed(s, attempts: 0, also: also) }
+        return self
+    }
+}
+
 extension Array {
     func randomPick(_ next: (Int) -> Int) -> Element? { isEmpty ? nil : self[next(count)] }
 }
@@ -444,7 +461,7 @@ extension Array {
 
         // Fetch 1 fails for good: render 3 goes on, so does fetch 2.
         var fx = farm.answer(fetches[1].lease) { .failed(lease: $0, worker: $1, retryable: false) }
-        #expect(fx.isEmpty, "\(fx)")
+        #expect(fx == [.stageFailed(.failed(fetches[1].stage, attempts: 1))], "\(fx)")
         // Render 3 fails first retryably: it is retried, then fails for good and joins the failure.
         fx = farm.answer(render[0].lease) { .failed(lease: $0, worker: $1, retryable: true) }
         guard case .retry(render[0].stage, _, 1) = fx.first else { Issue.record("no retry: \(fx)"); return }
