@@ -1133,18 +1133,15 @@ final class CoordinatorCore {
     /// A stage failed for good while its run goes on: its rows say so now (the dashboard and
     /// `coord status` show it failed, not running, while the rest of the run renders).
     func stageFailed(_ outcome: FarmScheduler.Outcome, now: Double) {
-        let s: StageRef
+        let s: StageRef, lostWorkers: Int?
         switch outcome {
-        case .failed(let failed, _, _): s = failed
-        case .poison(let failed, let lost, _):
-            s = failed
-            if let run = runs[s.run] {
-                run.units[s.node].failure = ("\(label(run, run.units[s.node])): poison — its attempts lost \(lost) workers; not retried", nil)
-            }
+        case .failed(let failed, _, _): (s, lostWorkers) = (failed, nil)
+        case .poison(let failed, let lost, _): (s, lostWorkers) = (failed, lost)
         case .succeeded, .cancelled: return
         }
         guard let run = runs[s.run] else { return }
         let u = run.units[s.node]
+        if let lostWorkers { u.failure = ("\(label(run, u)): poison — its attempts lost \(lostWorkers) workers; not retried", nil) }
         let message = u.failure?.message ?? "\(label(run, u)) failed"
         for (st, id) in zip(u.stages, u.stageRows) {
             // A unit of one stage failed there, whichever step of it the error names.

@@ -130,8 +130,6 @@ public struct FarmScheduler: Sendable {
 
     public enum Phase: Sendable, Equatable {
         case waiting, ready, checking, running, done, ended
-        /// Ready, or given out and not answered yet.
-        var isOut: Bool { self == .ready || self == .checking || self == .running }
     }
 
     struct Node {
