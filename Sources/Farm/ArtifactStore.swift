@@ -89,10 +89,7 @@ public struct ArtifactStore: Sendable {
     /// a temporary name beside it and is renamed into place, so `path` never holds half a movie,
     /// and nothing is left behind when the copy fails (a full disk, a folder that cannot be made).
     public static func publish(_ ref: ArtifactRef, to path: String) throws(PublishError) {
-        let folder = (path as NSString).deletingLastPathComponent
-        do { try FileManager.default.createDirectory(atPath: folder.isEmpty ? "." : folder, withIntermediateDirectories: true) } catch {
-            throw PublishError(description: "cannot make the folder \(folder): \(FileChecks.reason(error))")
-        }
+        try makeFolder(of: path)
         let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
         do { try FileManager.default.copyItem(atPath: ref.path, toPath: tmp) } catch {
             unlink(tmp)
@@ -102,6 +99,24 @@ public struct ArtifactStore: Sendable {
             let why = String(cString: strerror(errno))
             unlink(tmp)
             throw PublishError(description: "cannot rename \(tmp) to \(path): \(why)")
+        }
+    }
+
+    /// Whether `publish` can write at `path`, asked before anything renders: makes its folders,
+    /// creates a temporary file beside it and removes it again. Throws what `publish` would.
+    public static func checkWritable(_ path: String) throws(PublishError) {
+        try makeFolder(of: path)
+        let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        guard fd >= 0 else { throw PublishError(description: "cannot write \(tmp): \(String(cString: strerror(errno)))") }
+        close(fd)
+        unlink(tmp)
+    }
+
+    private static func makeFolder(of path: String) throws(PublishError) {
+        let folder = (path as NSString).deletingLastPathComponent
+        do { try FileManager.default.createDirectory(atPath: folder.isEmpty ? "." : folder, withIntermediateDirectories: true) } catch {
+            throw PublishError(description: "cannot make the folder \(folder): \(FileChecks.reason(error))")
         }
     }
 

@@ -105,6 +105,17 @@ struct Submit: ParsableCommand {
                 clash = true
             }
         }
+        // The movie's folder must take a file: found now, not after every item has rendered. (A
+        // detached submit leaves the download to `coord wait`, perhaps elsewhere.)
+        if !detach && !clash {
+            for p in loaded {
+                do { try ArtifactStore.checkWritable(p.output.path) } catch {
+                    errorLine("\(p.outputLocation.map { "\($0): " } ?? "")error: cannot write the movie to \(p.output.path): \(error.description)")
+                    errorLine("  hint: make the folder writable or choose another output.path; nothing was rendered")
+                    clash = true
+                }
+            }
+        }
         if clash { throw ExitCode(2) }
         return loaded
     }

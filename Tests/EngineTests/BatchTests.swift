@@ -158,5 +158,18 @@ import TestSupport
         #expect(c.status == 2)
         #expect(c.err.contains("both write") && c.err.contains("p1.mp4"), "\(c.err)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"))
+
+        // A movie that could not be written is found before anything renders, at its output.path
+        // (before: after every item of the project had rendered). The folder passes the loader's
+        // look (its parent is a folder the user may write, even as root) but cannot be made.
+        let blocked = dir + "/blocked.yaml"
+        try String(contentsOfFile: good, encoding: .utf8).replacingOccurrences(of: "out/p1.mp4", with: "/proc/threadline-nope/p.mp4")
+            .write(toFile: blocked, atomically: true, encoding: .utf8)
+        let w = try run(coordPath, ["submit", good, blocked, "--state", dir + "/state"], timeout: 120)
+        #expect(w.status == 2, "\(w.err)")
+        #expect(w.err.contains("blocked.yaml:3:") && w.err.contains("cannot write the movie to /proc/threadline-nope/p.mp4: cannot make the folder"), "\(w.err)")
+        #expect(w.err.contains("nothing was rendered"), "\(w.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"), "the batch rendered")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).allSatisfy { !$0.contains(".part-") })
     }
 }
