@@ -173,7 +173,7 @@ enum Assets {
       }).join('') + '</div>';
       if (d.failures.length) {
         h += '<h2>Failures</h2><table id="failures"><thead><tr><th>Stage</th><th>Attempt</th><th>File</th><th>Error</th></tr></thead><tbody>' + d.failures.map(f =>
-          `<tr><td>${esc(f.stage)}${f.location ? `<br><span class="where">${esc(f.location)}</span>` : ''}</td><td>${f.attempt_no} · ${esc(f.state)}<br><span class="muted">${esc(f.worker || '')}</span></td>` +
+          `<tr><td>${esc(f.stage)}${f.location ? `<br><span class="where">${esc(f.location)}</span>` : ''}</td><td>${f.attempt_no == null ? 'refused' : f.attempt_no} · ${esc(f.state)}<br><span class="muted">${esc(f.worker || '')}</span></td>` +
           `<td>${esc(f.file || '')}</td><td>${esc(f.error || '')}</td></tr>`).join('') + '</tbody></table>';
       }
       if (d.movie) {

@@ -191,11 +191,14 @@ public struct FarmReader: Sendable {
         public var segmentSha256: String?
     }
 
+    /// A failed or lost attempt, or a stage that failed without one (refused when planned: an
+    /// audio track no decoder reads; its movie could not be written): then `attemptId` and
+    /// `attemptNo` are nil.
     public struct Failure: Codable, Sendable {
-        public var attemptId: Int64
+        public var attemptId: Int64?
         public var item: Int?
         public var stage: String
-        public var attemptNo: Int
+        public var attemptNo: Int?
         public var worker: String?
         public var state: String
         public var errorClass: String?
@@ -247,11 +250,22 @@ public struct FarmReader: Sendable {
             }
             let segments = try Self.segments(db, run: id, item: nil)
             for k in items.indices { items[k].segmentSha256 = segments[items[k].idx] }
+            // Stages that failed with no failed attempt first (one row per item and error: a
+            // refused render fails its three stages alike), then attempts, the latest first.
             let failures = try Row.fetchAll(db, sql: """
-                SELECT a.id, s.item_idx, s.name, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message, a.finished_at, i.source_uri
-                FROM stage s JOIN attempt a ON a.stage_id = s.id LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
-                WHERE s.run_id = ? AND a.state IN ('failed', 'lost') ORDER BY a.id DESC LIMIT 200
-                """, arguments: [id]).map { r -> Failure in
+                SELECT * FROM (
+                    SELECT NULL AS id, s.item_idx, min(s.name) AS name, NULL AS attempt_no, NULL AS worker_id, 'failed' AS state,
+                           NULL AS error_class, s.error AS error_message, max(s.finished_at) AS finished_at, i.source_uri, 0 AS refused_first
+                    FROM stage s LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                    WHERE s.run_id = ? AND s.state = 'failed' AND s.error IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM attempt a WHERE a.stage_id = s.id AND a.state IN ('failed', 'lost'))
+                    GROUP BY s.item_idx, s.error
+                    UNION ALL
+                    SELECT a.id, s.item_idx, s.name, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message, a.finished_at, i.source_uri, 1
+                    FROM stage s JOIN attempt a ON a.stage_id = s.id LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                    WHERE s.run_id = ? AND a.state IN ('failed', 'lost')
+                ) ORDER BY refused_first, id DESC LIMIT 200
+                """, arguments: [id, id]).map { r -> Failure in
                 let item: Int? = r["item_idx"]
                 return Failure(attemptId: r["id"], item: item, stage: r["name"], attemptNo: r["attempt_no"], worker: r["worker_id"], state: r["state"],
                                errorClass: r["error_class"], error: r["error_message"], file: r["source_uri"],

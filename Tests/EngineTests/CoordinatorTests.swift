@@ -268,6 +268,12 @@ final class Harness {
         #expect(lines.contains { $0.contains("clip 3 (p-2.mov): its audio track cannot be decoded") }, "\(message)")
         #expect(lines.contains { $0.contains("mute: true") }, "the error says what to do: \(message)")
         #expect(!runner.calls.contains("render p-2.mov"), "the clip was never rendered: \(runner.calls)")
+        // The run page's failures show the refusal (it has no attempt) beside the broken file's attempt.
+        let shown = try #require(try FarmReader(path: h.dir + "/lineage.db").run(run)).failures
+        let refusal = shown.filter { $0.attemptNo == nil }
+        #expect(refusal.count == 1 && refusal.first?.stage == "fetch/2" && refusal.first?.error?.contains("audio track cannot be decoded") == true,
+                "\(shown.map { "\($0.stage) \($0.attemptNo.map(String.init) ?? "-") \($0.error ?? "")" })")
+        #expect(shown.contains { $0.attemptNo == 1 && $0.stage == "fetch/1" })
 
         var muted = h.pipeline(4)
         muted.items[2].edits.mute = true
