@@ -1690,7 +1690,8 @@ final class CoordinatorCore {
         var done = 0, total = 0
         var running: [String] = []
         var failures: [String] = []
-        /// Planned frames of items that will not be rendered (they failed, or wait for what did).
+        /// Items that will not be rendered (they failed, or wait for what did), and their planned frames.
+        var itemsLost: Set<Int> = []
         var framesLost = 0
         var slots = TimeLeft.Slots(renderSeconds: run.renderSeconds, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
         let phases = scheduler.phases(ofRun: run.id)
@@ -1700,7 +1701,7 @@ final class CoordinatorCore {
             case .ended where k < phases.count:
                 // A unit that waited for a failure has none of its own.
                 if let f = u.failure { failures.append(f.message) }
-                if u.kind == .render, let i = u.item { framesLost += run.frameCounts[i] ?? 0 }
+                if u.kind == .render, let i = u.item { framesLost += run.frameCounts[i] ?? 0; itemsLost.insert(i) }
             case .done: done += u.stages.count
             case .running:
                 running.append(u.name)
@@ -1717,7 +1718,8 @@ final class CoordinatorCore {
                             running: running.count > 64 ? Array(running.prefix(64)) : running, elapsed: now - run.startedAt)
         p.framesTotal = run.frameCounts.values.reduce(0, +) - framesLost
         p.framesDone = run.segments.keys.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
-        p.framesKnown = run.frameCounts.count == items
+        // An item that will not render needs no length: the time left is the others'.
+        p.framesKnown = run.frameCounts.count == items || Set(run.frameCounts.keys).union(itemsLost).count == items
         p.framesRendered = run.renderedItems.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots

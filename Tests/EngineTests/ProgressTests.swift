@@ -176,6 +176,23 @@ import TestSupport
         #expect(abs(said - left) <= max(0.15, 0.5 * left), "said \(said) s left, \(left) s were: \(first.progress)")
     }
 
+    /// A run that goes on after an item failed (its length never known) still tells its time
+    /// left, from the items that will render, and names the failure.
+    @Test func aRunGoingOnAfterAFailureTellsItsTimeLeftAndTheFailure() throws {
+        let runner = FakeRunner(delay: 0.05)
+        runner.failures["fetch p-0.mov"] = (.permanent, 1)
+        let seen = Locked<[RunProgress]>([])
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        h.coordinator.observe { p, _, _ in if let p { seen.withLock { $0.append(p) } } }
+        let run = try h.submit(h.pipeline(6))
+        guard case .failed = try #require(h.wait(run)) else { Issue.record("the run should fail"); return }
+        let after = seen.value.filter { !$0.failures.isEmpty && $0.itemsDone < 5 }
+        let told = try #require(after.first { $0.eta != nil }, "no time left told after the failure: \(after.map { "\($0.itemsDone) \(String(describing: $0.framesKnown))" })")
+        #expect(told.failures.count == 1 && told.failures[0].contains("p-0.mov"), "\(told.failures)")
+        // Five one-second items of the same length: the failed one is not counted.
+        #expect(told.framesKnown == true && (told.framesTotal ?? 0) > 0 && told.framesTotal! % 5 == 0, "\(told)")
+    }
+
     /// A real coordinator with fake workers: while the concat runs, the last progress the
     /// observer was given says joining, even when the last segment lands within the progress
     /// throttle of the one before it; never while a render still runs.
