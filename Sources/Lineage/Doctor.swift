@@ -129,12 +129,12 @@ public enum StateDoctor {
     /// Runs recorded as running whose coordinator is gone: the repair is what the next start of
     /// a coordinator does anyway (interrupted, in-flight attempts lost, resumable).
     static func checkRuns(_ lineage: String, repair: Bool) -> [Finding] {
-        guard let rows = try? LineageStore.readRows(path: lineage, "SELECT id, coordinator FROM run WHERE state = 'running' ORDER BY id") else {
+        guard let rows = try? LineageStore.readRows(path: lineage, "SELECT id, coordinator, coalesce(resumed_at, submitted_at) AS since FROM run WHERE state = 'running' ORDER BY id") else {
             return [Finding(level: .warning, subject: "runs", message: "could not read the runs of \(lineage)")]
         }
         var orphans: [String] = [], elsewhere: [String] = []
         for row in rows {
-            switch LineageStore.coordinatorAlive(row["coordinator"]) {
+            switch LineageStore.coordinatorAlive(row["coordinator"], since: row["since"].flatMap { Double($0) }) {
             case true?: continue
             case false?: orphans.append(row["id"] ?? "?")
             case nil: elsewhere.append("\(row["id"] ?? "?") (\(row["coordinator"] ?? "?"))")

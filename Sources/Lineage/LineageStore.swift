@@ -358,11 +358,46 @@ public final class LineageStore: Sendable {
 
     /// Whether a run's coordinator ("host:pid", as runs record it) is alive: nil when it is on
     /// another host (this host cannot tell); false when it is gone or the record is unreadable.
-    public static func coordinatorAlive(_ owner: String?) -> Bool? {
+    /// `since`: when it took the run (submitted or resumed, epoch seconds); a process of that pid
+    /// started later is another one that was given the number again.
+    public static func coordinatorAlive(_ owner: String?, since: Double? = nil) -> Bool? {
         let parts = owner?.split(separator: ":") ?? []
         guard parts.count == 2, let pid = Int32(parts[1]) else { return false }
         guard String(parts[0]) == ProcessInfo.processInfo.hostName else { return nil }
-        return kill(pid, 0) == 0 || errno == EPERM
+        guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+        if let since, let started = processStart(pid), started > since + 2 { return false }
+        return true
+    }
+
+    /// When process `pid` started (epoch seconds), from /proc: its start in clock ticks after boot
+    /// (`/proc/PID/stat`, field 22) and the boot time (`btime` in `/proc/stat`).
+    static func processStart(_ pid: Int32) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // Fields after the command name (which may hold spaces): state is field 3, starttime 22.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 19, let ticks = Double(fields[19]),
+              let boot = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8))?
+                .split(separator: "\n").first(where: { $0.hasPrefix("btime ") })?.split(separator: " ").last.flatMap({ Double($0) })
+        else { return nil }
+        return boot + ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Runs still rendering on this host under another process (a `coord submit` or `coord
+    /// serve` on the same state folder) that write one of `outputs`.
+    public static func liveRuns(writing outputs: [String], path: String) throws -> [(run: Int64, output: String, owner: String)] {
+        guard !outputs.isEmpty, FileManager.default.fileExists(atPath: path),
+              // Another process may be making the database this moment: no runs in it yet.
+              try readRows(path: path, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run'").count == 1
+        else { return [] }
+        let marks = Array(repeating: "?", count: outputs.count).joined(separator: ", ")
+        // Every column (`*`): a database a release before `resumed_at` made has none.
+        return try readRows(path: path, "SELECT * FROM run WHERE state = 'running' AND output_path IN (\(marks)) ORDER BY id", outputs)
+            .filter { r in
+                let since = Double(r["resumed_at"] ?? "") ?? Double(r["submitted_at"] ?? "")
+                return r["coordinator"] != owner && coordinatorAlive(r["coordinator"], since: since) == true
+            }
+            .map { (Int64($0["id"]!)!, $0["output_path"]!, $0["coordinator"]!) }
     }
 
     /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
@@ -370,12 +405,12 @@ public final class LineageStore: Sendable {
     @discardableResult
     public func recoverInterrupted(only: Set<Int64>? = nil) throws -> Int {
         try write { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, coordinator FROM run WHERE state = 'running'")
+            let rows = try Row.fetchAll(db, sql: "SELECT id, coordinator, coalesce(resumed_at, submitted_at) AS since FROM run WHERE state = 'running'")
             var count = 0
             for row in rows {
                 let id: Int64 = row["id"]
                 let owner: String? = row["coordinator"]
-                if Self.coordinatorAlive(owner) == true || only.map({ !$0.contains(id) }) == true { continue }
+                if Self.coordinatorAlive(owner, since: row["since"]) == true || only.map({ !$0.contains(id) }) == true { continue }
                 try db.cachedStatement(sql: """
                     UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = 'coordinator stopped'
                     WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)

@@ -17,7 +17,8 @@ struct Submit: ParsableCommand {
         With no cluster named, starts a local coordinator and local worker processes on loopback. \
         Ctrl-C (or SIGTERM, or the terminal closing) stops it; the runs are recorded as \
         interrupted and resume, keeping every finished stage, when the same pipelines are \
-        submitted again.
+        submitted again. A movie that another process is rendering on the same state folder is \
+        waited for, then its work reused.
 
         With --coordinator, hands the pipelines (and the files their items use) to a running \
         'coord serve' and follows them, downloading each movie to its output path; with \
@@ -122,7 +123,26 @@ struct Submit: ParsableCommand {
 
     // MARK: local
 
+    /// Another `coord submit` (or a `coord serve`) on this state folder is rendering one of these
+    /// movies: rendering beside it would make every segment twice, on twice the processes, and
+    /// race it to the file. Wait for it, as cargo waits for a build folder's lock; what it
+    /// finished is then reused (and a project it rendered with other edits is rendered as this
+    /// submit has it, so the last submit's movie is the one left).
+    func waitForOtherRuns(writing projects: [Pipeline]) throws {
+        let db = stateOptions.directory + "/lineage.db"
+        var told: Set<Int64> = []
+        while true {
+            let busy = try LineageStore.liveRuns(writing: projects.map(\.output.path), path: db)
+            if busy.isEmpty { return }
+            for b in busy where told.insert(b.run).inserted {
+                errorLine("waiting: run \(b.run) (process \(b.owner)) is rendering \(b.output) on this state folder; this submit goes on when it ends, reusing what it made (Ctrl-C to stop waiting)")
+            }
+            usleep(200_000)
+        }
+    }
+
     func runLocal(_ projects: [Pipeline]) throws {
+        try waitForOtherRuns(writing: projects)
         // Without --verbose the CLI itself reports failures; the log stays quiet.
         let level: Logger.Level = verbose ? .info : .critical
         let logger = { var l = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }; l.logLevel = level; return l }()
