@@ -1652,7 +1652,12 @@ final class CoordinatorCore {
             // (each recorded as it came, `stageFailed`).
             let messages = ([first] + also).map { s in run.units[s.node].failure?.message ?? "\(label(run, run.units[s.node])) failed" }
             let what = ([first] + also).allSatisfy { run.units[$0.node].item != nil } ? "items" : "stages"
-            let message = messages.count == 1 ? messages[0] : "\(messages.count) \(what) failed:\n" + messages.map { "  " + $0 }.joined(separator: "\n")
+            var message = messages.count == 1 ? messages[0] : "\(messages.count) \(what) failed:\n" + messages.map { "  " + $0 }.joined(separator: "\n")
+            // The run went on without them: say what that kept, and how it is used.
+            if what == "items", !run.segments.isEmpty {
+                let n = run.segments.count
+                message += "\n  (\(n == 1 ? "the 1 other item is" : "the \(n) other items are") rendered and kept: mend or remove the failed \(messages.count == 1 ? "one" : "ones") and submit again to reuse \(n == 1 ? "it" : "them"))"
+            }
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
             log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
             ended(run, state: .failed, message: message, output: nil)

@@ -244,7 +244,9 @@ final class Harness {
         guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         let lines = message.split(separator: "\n").map(String.init)
         #expect(lines.first == "2 items failed:", "\(message)")
-        #expect(lines.dropFirst().map { $0.hasPrefix("  clip ") } == [true, true], "\(message)")
+        #expect(lines.dropFirst().map { $0.hasPrefix("  clip ") } == [true, true, false], "\(message)")
+        // The two good items rendered while the run went on, and the error says they are kept.
+        #expect(lines.last == "  (the 2 other items are rendered and kept: mend or remove the failed ones and submit again to reuse them)", "\(message)")
         #expect(lines.contains { $0.contains("p-1.mov") } && lines.contains { $0.contains("p-3.mov") }, "\(message)")
         let rows = try h.lineage.rows("SELECT name, state, error FROM stage WHERE run_id = ? AND name LIKE 'fetch/%' ORDER BY name", [run])
         #expect(rows.map { $0["state"]! } == ["succeeded", "failed", "succeeded", "failed"])
