@@ -83,7 +83,7 @@ let package = Package(
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "worker",
-                          dependencies: ["Engine", "Transport", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                          dependencies: ["Engine", "ThreadlineCore", "Transport", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Fuzz targets (libFuzzer with scripts/fuzz; plain builds replay inputs).

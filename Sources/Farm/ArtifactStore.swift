@@ -11,9 +11,7 @@ public struct ArtifactStore: Sendable {
     /// artifacts travel by path and a path not starting with "/" reads as a URL to fetch.
     public init(root: String) throws {
         self.root = URL(fileURLWithPath: root).standardizedFileURL.path
-        for sub in ["artifacts/sha256", "tmp"] {
-            try FileManager.default.createDirectory(atPath: "\(self.root)/\(sub)", withIntermediateDirectories: true)
-        }
+        for sub in ["artifacts/sha256", "tmp"] { try FileChecks.makeFolder("\(self.root)/\(sub)") }
         let idFile = "\(self.root)/store-id"
         if let existing = try? String(contentsOfFile: idFile, encoding: .utf8), !existing.isEmpty {
             id = existing.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -115,9 +113,7 @@ public struct ArtifactStore: Sendable {
 
     private static func makeFolder(of path: String) throws(PublishError) {
         let folder = (path as NSString).deletingLastPathComponent
-        do { try FileManager.default.createDirectory(atPath: folder.isEmpty ? "." : folder, withIntermediateDirectories: true) } catch {
-            throw PublishError(description: "cannot make the folder \(folder): \(FileChecks.reason(error))")
-        }
+        do { try FileChecks.makeFolder(folder.isEmpty ? "." : folder) } catch { throw PublishError(description: error.description) }
     }
 
     /// Brings a local file into the store without copying when its content is already there.

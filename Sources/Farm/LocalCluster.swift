@@ -41,7 +41,7 @@ public final class LocalCluster: Sendable {
     public init(_ config: Configuration, logger: Logger) throws {
         self.config = config
         self.logger = logger
-        try FileManager.default.createDirectory(atPath: config.stateDirectory, withIntermediateDirectories: true)
+        try FileChecks.makeFolder(config.stateDirectory)
         lineage = try LineageStore(path: config.stateDirectory + "/lineage.db")
         // Private: a Unix socket in a folder only this user can enter (mkdtemp makes it 0700), not
         // a loopback TCP port any local user could connect to.

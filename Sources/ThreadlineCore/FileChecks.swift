@@ -30,6 +30,24 @@ public enum FileChecks {
 
     static let emptyFile = "is empty (0 bytes)"
 
+    /// A folder that could not be made, in the system's words.
+    public struct FolderError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Makes `path` and the folders above it, as needed (a state folder, a store, a movie's
+    /// folder). The error names the folder and the reason: a file standing there, a folder that
+    /// cannot be made, not Foundation's error dump.
+    public static func makeFolder(_ path: String) throws(FolderError) {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue {
+            throw FolderError(description: "\(path) is a file, not a folder")
+        }
+        do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
+            throw FolderError(description: "cannot make the folder \(path): \(reason(error))")
+        }
+    }
+
     /// What to do about a source that `sourceProblem` refused, when there is something to say.
     public static func sourceHint(_ problem: String, base: String) -> String? {
         if problem.hasPrefix("file not found") { return "paths are relative to the pipeline file's folder (\(base))" }

@@ -182,11 +182,10 @@ struct Serve: AsyncParsableCommand {
         tl_unblock_termination_signals()
         var logger = Logger(label: "threadline.coord") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .warning : .info
-        let dir = stateOptions.directory
         // Metrics report into the exporter from the first lineage write on.
         let exporter = http == nil ? nil : FarmExporter()
         exporter?.bootstrap()
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try stateOptions.made()
         let lineage = try LineageStore(path: dir + "/lineage.db")
         var config = Coordinator.Configuration(bind: bind)
         config.store = try ArtifactStore(root: dir)

@@ -47,6 +47,17 @@ struct StateOptions: ParsableArguments {
         let base = env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (NSHomeDirectory() + "/.local/share")
         return base + "/threadline"
     }
+
+    /// The state folder, made if it is not there yet; when it cannot be, a clear error (exit 1).
+    func made() throws -> String {
+        let dir = directory
+        do { try FileChecks.makeFolder(dir) } catch {
+            errorLine("error: cannot use \(dir) as the state folder: \(error.description)")
+            errorLine("  hint: pass --state with a folder you can write (it holds the lineage database and the artifact store)")
+            throw ExitCode(1)
+        }
+        return dir
+    }
 }
 
 /// Loads a pipeline or exits with its file:line:column errors (exit code 2). Movie-level media

@@ -142,6 +142,7 @@ struct Submit: ParsableCommand {
     }
 
     func runLocal(_ projects: [Pipeline]) throws {
+        let stateDirectory = try stateOptions.made()
         try waitForOtherRuns(writing: projects)
         // Without --verbose the CLI itself reports failures; the log stays quiet.
         let level: Logger.Level = verbose ? .info : .critical
@@ -155,7 +156,7 @@ struct Submit: ParsableCommand {
             errorLine("error: cannot find the 'worker' executable next to coord (\(workerExe)); build it with 'swift build'")
             throw ExitCode(1)
         }
-        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateOptions.directory, workers: workers, pipelinesPerWorker: pipelines,
+        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateDirectory, workers: workers, pipelinesPerWorker: pipelines,
                                                        workerExecutable: exe)
         clusterConfig.threadsPerPipeline = threads
         let cluster = try LocalCluster(clusterConfig, logger: logger)

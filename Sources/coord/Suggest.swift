@@ -39,9 +39,8 @@ struct SuggestStores {
     let state: String
 
     init(_ options: StateOptions) throws {
-        state = options.directory
+        state = try options.made()
         do {
-            try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
             settings = try SuggestionSettings(path: state + "/suggestions.db")
             index = try LibraryIndex(path: state + "/library-index.db")
         } catch {

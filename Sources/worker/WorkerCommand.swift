@@ -3,6 +3,7 @@ import Media
 import ArgumentParser
 import Logging
 import Engine
+import ThreadlineCore
 import Transport
 import CSupport
 import Glibc
@@ -106,7 +107,10 @@ struct WorkerCommand: AsyncParsableCommand {
         logger.logLevel = quiet ? .error : .info
         let env = ProcessInfo.processInfo.environment
         let storeRoot = store ?? ((env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory() + "/.local/share") + "/threadline-worker")
-        let artifacts = try ArtifactStore(root: storeRoot)
+        let artifacts: ArtifactStore
+        do { artifacts = try ArtifactStore(root: storeRoot) } catch let e as FileChecks.FolderError {
+            throw ValidationError("cannot use \(storeRoot) as the worker's store (--store): \(e.description)")
+        }
         var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID(),
                                                  heartbeatInterval: heartbeat, coordinatorTimeout: liveness)
         config.store = artifacts

@@ -19,4 +19,20 @@ import ThreadlineCore
         let reason = underAFile.map(FileChecks.reason) ?? ""
         #expect(["Not a directory", "File exists"].contains(reason), "\(reason)")
     }
+
+    /// A state folder, a store or a movie's folder that cannot be made says which and why.
+    @Test func aFolderThatCannotBeMadeSaysWhichAndWhy() throws {
+        let base = NSTemporaryDirectory() + "/threadline-folders-\(getpid())-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try FileChecks.makeFolder(base + "/a/b")
+        try FileChecks.makeFolder(base + "/a/b")   // there already: nothing to do
+        #expect(FileManager.default.fileExists(atPath: base + "/a/b"))
+        try Data("x".utf8).write(to: URL(fileURLWithPath: base + "/file"))
+        #expect(throws: FileChecks.FolderError.self) { try FileChecks.makeFolder(base + "/file") }
+        do { try FileChecks.makeFolder(base + "/file") } catch { #expect(error.description == "\(base)/file is a file, not a folder") }
+        do { try FileChecks.makeFolder("/proc/threadline-nope/x") } catch {
+            #expect(error.description == "cannot make the folder /proc/threadline-nope/x: No such file or directory")
+        }
+        #expect(throws: FileChecks.FolderError.self) { try FileChecks.makeFolder("/proc/threadline-nope/x") }
+    }
 }

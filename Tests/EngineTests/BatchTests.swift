@@ -172,4 +172,21 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"), "the batch rendered")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).allSatisfy { !$0.contains(".part-") })
     }
+
+    /// A state folder or a worker's store that cannot be made is a clear error naming the
+    /// option, not Foundation's error dump.
+    @Test func aStateFolderOrStoreThatCannotBeMadeIsAClearError() throws {
+        let dir = temporaryDirectory("batch-state")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        let good = try Self.project(dir, 1)
+        let s = try run(coordPath, ["submit", good, "--state", "/proc/threadline-nope"], timeout: 60)
+        #expect(s.status == 1 && s.err.contains("error: cannot use /proc/threadline-nope as the state folder: cannot make the folder /proc/threadline-nope: "), "\(s.err)")
+        #expect(!s.err.contains("Domain="), "\(s.err)")
+        let f = try run(coordPath, ["submit", good, "--state", good], timeout: 60)
+        #expect(f.status == 1 && f.err.contains("\(good) is a file, not a folder"), "\(f.err)")
+        let w = try run(workerPath, ["--connect", "tcp://127.0.0.1:1", "--store", "/proc/threadline-nope"], timeout: 60)
+        #expect(w.status != 0 && w.err.contains("cannot use /proc/threadline-nope as the worker's store (--store): cannot make the folder"), "\(w.err)")
+        #expect(!w.err.contains("Domain="), "\(w.err)")
+    }
 }
