@@ -88,7 +88,7 @@ public struct ArtifactStore: Sendable {
     /// and nothing is left behind when the copy fails (a full disk, a folder that cannot be made).
     public static func publish(_ ref: ArtifactRef, to path: String) throws(PublishError) {
         try makeFolder(of: path)
-        let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
+        let tmp = temporaryName(beside: path)
         do { try FileManager.default.copyItem(atPath: ref.path, toPath: tmp) } catch {
             unlink(tmp)
             throw PublishError(description: "cannot write \(tmp): \(FileChecks.reason(error))")
@@ -104,12 +104,15 @@ public struct ArtifactStore: Sendable {
     /// creates a temporary file beside it and removes it again. Throws what `publish` would.
     public static func checkWritable(_ path: String) throws(PublishError) {
         try makeFolder(of: path)
-        let tmp = path + ".part-\(UUID().uuidString.prefix(8))"
+        let tmp = temporaryName(beside: path)
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0o644)
         guard fd >= 0 else { throw PublishError(description: "cannot write \(tmp): \(String(cString: strerror(errno)))") }
         close(fd)
         unlink(tmp)
     }
+
+    /// Where a movie is written before it is renamed into place (`FileChecks.temporarySuffixLength` long).
+    private static func temporaryName(beside path: String) -> String { path + ".part-\(UUID().uuidString.prefix(8))" }
 
     private static func makeFolder(of path: String) throws(PublishError) {
         let folder = (path as NSString).deletingLastPathComponent

@@ -11,13 +11,9 @@ import TestSupport
         try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "1280x720", preset: "veryfast",
                           clips: (0..<24).map { "video: \(media)/c\($0).mp4" })
         let db = dir + "/state/lineage.db"
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: coordPath)
-        p.arguments = ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"]
-        p.standardOutput = FileHandle.nullDevice; p.standardError = FileHandle.nullDevice
         let readerDone = DispatchSemaphore(value: 0)
         let t0 = Date()
-        try p.run()
+        let p = try startQuietly(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"])
         if reader {
             Thread {
                 while !FileManager.default.fileExists(atPath: db) { usleep(2_000) }

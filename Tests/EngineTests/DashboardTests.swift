@@ -203,11 +203,7 @@ import TestSupport
         try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
         try procs.start("browser", Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "live-run", base, "1", shots])
         #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: shots + "/page-open") }, "the browser opened the page")
-        let submit = Process()
-        submit.executableURL = URL(fileURLWithPath: coordPath)
-        submit.arguments = ["submit", pipeline, "--coordinator", endpoint, "--json"]
-        submit.standardOutput = FileHandle(forWritingAtPath: "/dev/null"); submit.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try submit.run()
+        let submit = try startQuietly(coordPath, ["submit", pipeline, "--coordinator", endpoint, "--json"])
         submit.waitUntilExit()
         procs.process("browser")?.waitUntilExit()
         let watched = (out: (try? String(contentsOfFile: procs.out("browser"), encoding: .utf8)) ?? "",

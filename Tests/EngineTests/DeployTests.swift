@@ -274,12 +274,7 @@ import TestSupport
                                              "--id", id, "--drain-timeout", "20"])
         }
         _ = try worker("w1")
-        let submit = Process()
-        submit.executableURL = URL(fileURLWithPath: coordPath)
-        submit.arguments = ["submit", pipeline, "--coordinator", endpoint, "--json"]
-        submit.standardOutput = FileHandle.nullDevice
-        submit.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try submit.run()
+        let submit = try startQuietly(coordPath, ["submit", pipeline, "--coordinator", endpoint, "--json"])
         let db = state + "/lineage.db"
         func running(_ worker: String) -> [String] {
             ((try? LineageStore.readRows(path: db, """

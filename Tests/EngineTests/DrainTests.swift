@@ -16,12 +16,7 @@ import TestSupport
         let ep = try procs.endpoint(of: "coord")
         try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"] + w1Args)
         try procs.start("w2", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w2", "--id", "w2"])
-        let submit = Process()
-        submit.executableURL = URL(fileURLWithPath: coordPath)
-        submit.arguments = ["submit", pipeline, "--coordinator", ep, "--json"]
-        submit.standardOutput = FileHandle.nullDevice
-        submit.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try submit.run()
+        let submit = try startQuietly(coordPath, ["submit", pipeline, "--coordinator", ep, "--json"])
         let db = dir + "/coord/lineage.db"
         var busy: [String] = []
         _ = waitUntil(timeout: 120) {

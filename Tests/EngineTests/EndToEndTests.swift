@@ -93,12 +93,7 @@ import TestSupport
             clips.append("video: c\(i).mp4")
         }
         try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "1280x720", clips: clips)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: coordPath)
-        p.arguments = ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
+        let p = try startQuietly(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"])
         // Wait until a worker is busy rendering, then SIGKILL it.
         var killed: Int32? = nil
         let deadline = Date().addingTimeInterval(30)

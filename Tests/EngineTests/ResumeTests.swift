@@ -39,11 +39,7 @@ import TestSupport
         case "encode": condition = "SELECT count(*) AS n FROM stage WHERE kind = 'encode' AND state = 'succeeded' HAVING count(*) >= 3"
         default: condition = "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'concat' AND a.state = 'running'"
         }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: coordPath)
-        p.arguments = ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"]
-        p.standardOutput = FileHandle.nullDevice; p.standardError = FileHandle.nullDevice
-        try p.run()
+        let p = try startQuietly(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"])
         var killed = false
         var workers: [Int32] = []
         let deadline = Date().addingTimeInterval(120)

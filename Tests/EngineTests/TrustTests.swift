@@ -161,12 +161,7 @@ import TestSupport
     @Test func anEmbeddedRenderExposesNoTCPPort() throws {
         let dir = temporaryDirectory("private-socket")
         let pipeline = try ClusterTests.project(dir, items: 4, seconds: 2, size: (640, 360), output: "640x360", preset: "medium")
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: coordPath)
-        p.arguments = ["submit", pipeline, "--state", dir + "/state", "--workers", "1"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
+        let p = try startQuietly(coordPath, ["submit", pipeline, "--state", dir + "/state", "--workers", "1"])
         var samples = 0, unixSockets = 0
         while p.isRunning {
             let tcp = try run("ss", ["-ltnpH"], timeout: 10).out

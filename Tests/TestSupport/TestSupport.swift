@@ -35,6 +35,19 @@ final class LockedData: @unchecked Sendable {
 }
 
 /// A fresh temporary folder.
+/// Starts `program` in the background with its output thrown away (a `coord submit` a test
+/// watches through lineage, kills, or interrupts); the caller waits for it.
+public func startQuietly(_ program: String, _ args: [String]) throws -> Process {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: program)
+    p.arguments = args
+    p.standardInput = FileHandle.nullDevice
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    return p
+}
+
 public func temporaryDirectory(_ label: String = "threadline") -> String {
     let dir = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
