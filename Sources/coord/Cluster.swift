@@ -219,9 +219,8 @@ struct Serve: AsyncParsableCommand {
             errorLine("error: cannot listen on \(bind): \(error)"); throw ExitCode(1)
         }
         logger.info("coordinator listening", metadata: ["endpoint": "\(endpoint)", "state": "\(dir)", "curve": "\(config.curve != nil)"])
-        FileHandle.standardOutput.write(Data("listening on \(endpoint)\n".utf8))
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: CoordinatorService(coordinator: coordinator), successTerminationBehavior: .gracefullyShutdownGroup)]
+            .init(service: CoordinatorService(coordinator: coordinator, announce: "listening on \(endpoint)\n"), successTerminationBehavior: .gracefullyShutdownGroup)]
         if let http, let exporter {
             let httpConfig = try DashboardConfiguration.parse(http, tokenFile: tokenFile)
             let lineagePath = lineage.path
@@ -270,8 +269,12 @@ extension Serve {
 /// stages finish (the drain timeout), hands back the rest and leaves unfinished runs resumable.
 struct CoordinatorService: Service {
     let coordinator: Coordinator
+    /// Printed when the service starts: the group handles SIGTERM, SIGINT and SIGHUP by then, so
+    /// whoever waits for this line (a test, a script) may stop the coordinator gracefully at once.
+    let announce: String
 
     func run() async throws {
+        FileHandle.standardOutput.write(Data(announce.utf8))
         let coordinator = self.coordinator
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
