@@ -134,8 +134,9 @@ final class ProgressDisplay: Sendable {
     init(name: String, terminal: Bool) { self.name = name; self.terminal = terminal }
 
     func update(_ p: RunProgress) {
-        // A failure is printed as it comes, above the progress line: the run goes on without it.
-        for f in told.withLock({ $0.new(0, p) }) { writeStandardError((terminal ? "\r\u{1B}[K" : "") + ToldFailures.line(f) + "\n") }
+        // On a terminal a failure is printed as it comes, above the progress line: the run goes on
+        // without it. A log gets the run's error once, at its end.
+        if terminal { for f in told.withLock({ $0.new(0, p) }) { writeStandardError("\r\u{1B}[K" + ToldFailures.line(f) + "\n") } }
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
         if !terminal {

@@ -398,10 +398,10 @@ final class BatchDisplay: Sendable {
             guard !s.stopped else { return nil }
             s.progress[k] = p
             s.received[k] = Date().timeIntervalSince1970
-            // A failure is printed as it comes, above the live lines (which are drawn again below it).
-            let failures = s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined()
+            // On a terminal a failure is printed as it comes, above the live lines (drawn again below
+            // it): the run goes on. A log gets the run's error once, at its end.
+            let failures = terminal ? s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined() : ""
             guard !failures.isEmpty else { return draw(&s, force: false) }
-            guard terminal else { return failures }
             let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
             s.drawn = 0
             return up + failures + (draw(&s, force: true) ?? "")

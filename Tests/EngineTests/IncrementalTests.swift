@@ -70,17 +70,19 @@ import TestSupport
         try bytes.prefix(bytes.count * 6 / 10).write(to: URL(fileURLWithPath: dir + "/c3.mp4"))
         try Self.project(dir, items: 4, seconds: 1)
 
-        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 600)
-        #expect(r.status == 1, "\(r.err)")
-        let lines = r.err.split(separator: "\n").map(String.init)
-        let told = lines.filter { $0.hasPrefix("test: failed: ") }
+        // On a terminal (`script`), as a person runs it.
+        let command = [coordPath, "submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"].joined(separator: " ")
+        let r = try run("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], timeout: 600)
+        #expect(r.status == 1, "\(r.out)")
+        let lines = r.out.components(separatedBy: "\r\n").map { $0.components(separatedBy: "\u{1B}[J").last! }
         // The bad fetch is told at once, while the good clips render; the last failure may come
         // with the run's end, whose error names every one.
-        #expect(told.contains { $0.contains("c1.mp4") } && told.allSatisfy { $0.contains("c1.mp4") || $0.contains("c3.mp4") }, "\(r.err)")
-        let error = try #require(lines.firstIndex { $0.hasPrefix("error: run ") }, "\(r.err)")
-        #expect(lines[error].hasSuffix("2 items failed:") && lines.firstIndex { $0.hasPrefix("test: failed: ") }! < error, "\(r.err)")
-        #expect(lines[error...].contains { $0.contains("c3.mp4") && $0.contains("p.yaml:") }, "\(r.err)")
-        #expect(lines.contains("  (the 2 other items are rendered and kept: mend or remove the failed ones and submit again to reuse them)"), "\(r.err)")
+        let told = lines.filter { $0.hasPrefix("test: failed: ") }
+        #expect(told.contains { $0.contains("c1.mp4") } && told.allSatisfy { $0.contains("c1.mp4") || $0.contains("c3.mp4") }, "\(r.out)")
+        let error = try #require(lines.firstIndex { $0.hasPrefix("error: run ") }, "\(r.out)")
+        #expect(lines[error].hasSuffix("2 items failed:") && lines.firstIndex { $0.hasPrefix("test: failed: ") }! < error, "\(r.out)")
+        #expect(lines[error...].contains { $0.contains("c3.mp4") && $0.contains("p.yaml:") }, "\(r.out)")
+        #expect(lines.contains("  (the 2 other items are rendered and kept: mend or remove the failed ones and submit again to reuse them)"), "\(r.out)")
 
         let db = try LineageStore(path: dir + "/state/lineage.db")
         let states = try db.rows("SELECT name, state FROM stage WHERE run_id = 1 ORDER BY id").map { "\($0["name"]!)=\($0["state"]!)" }
