@@ -395,9 +395,7 @@ enum FarmKeys {
         var said: [String] = []
         func folder(_ path: String, mode: Int) throws {
             if !fm.fileExists(atPath: path) {
-                do { try fm.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-                    throw FarmKeys.Failure("cannot create \(path): \(FileChecks.reason(error)) (run as the user that owns \(root))")
-                }
+                do { try FileChecks.makeFolder(path) } catch { throw FarmKeys.Failure("\(error.description) (run as the user that owns \(root))") }
             }
             // A folder we cannot tighten (a volume's root owned by someone else) is left as it is.
             _ = chmod(path, mode_t(mode))

@@ -89,11 +89,11 @@ struct Submit: ParsableCommand {
             throw ExitCode(2)
         }
         var writers: [String: String] = [:]
-        var clash = false
+        var refused = false
         for p in loaded {
             if let other = writers[p.output.path] {
                 errorLine("error: \(other) and \(p.file) both write \(p.output.path); give each its own output.path")
-                clash = true
+                refused = true
             } else {
                 writers[p.output.path] = p.file
             }
@@ -103,21 +103,21 @@ struct Submit: ParsableCommand {
         for p in loaded {
             if let user = inputs[p.output.path] {
                 errorLine("\(p.outputLocation.map { "\($0): " } ?? "")error: output.path \(p.output.path) is an input of \(user); choose another path for the movie")
-                clash = true
+                refused = true
             }
         }
         // The movie's folder must take a file: found now, not after every item has rendered. (A
         // detached submit leaves the download to `coord wait`, perhaps elsewhere.)
-        if !detach && !clash {
+        if !detach && !refused {
             for p in loaded {
                 do { try ArtifactStore.checkWritable(p.output.path) } catch {
                     errorLine("\(p.outputLocation.map { "\($0): " } ?? "")error: cannot write the movie to \(p.output.path): \(error.description)")
                     errorLine("  hint: make the folder writable or choose another output.path; nothing was rendered")
-                    clash = true
+                    refused = true
                 }
             }
         }
-        if clash { throw ExitCode(2) }
+        if refused { throw ExitCode(2) }
         return loaded
     }
 
