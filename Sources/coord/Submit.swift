@@ -161,7 +161,8 @@ struct Submit: ParsableCommand {
         clusterConfig.threadsPerPipeline = threads
         let cluster = try LocalCluster(clusterConfig, logger: logger)
         try cluster.start()
-        let display = BatchDisplay(names: projects.map(\.name), items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let labels = ProjectReport.labels(projects)
+        let display = BatchDisplay(names: labels, items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
         let signals = onInterrupt { [files, stateOptions] in
             display.interrupted()
             do {
@@ -187,8 +188,8 @@ struct Submit: ParsableCommand {
         display.finish()
         cluster.shutdown()
         var reports: [ProjectReport] = []
-        for (p, r) in zip(projects, results) {
-            var rep = ProjectReport(file: p.file, name: p.name, run: nil, state: "failed", seconds: 0, output: nil, bytes: 0, error: nil)
+        for (k, (p, r)) in zip(projects, results).enumerated() {
+            var rep = ProjectReport(file: p.file, name: p.name, label: labels[k], run: nil, state: "failed", seconds: 0, output: nil, bytes: 0, error: nil)
             switch r {
             case .success((let run, .succeeded(let output, let seconds))):
                 rep.run = run; rep.state = "succeeded"; rep.seconds = seconds; rep.output = output
@@ -222,10 +223,11 @@ struct Submit: ParsableCommand {
         let context = MessagingContext()
         let client = try cluster.client(context)
         var ids: [Int64] = []
-        for p in projects {
+        let labels = ProjectReport.labels(projects)
+        for (p, label) in zip(projects, labels) {
             let id = try clusterCall { try client.submit(p, priority: priority) }
             ids.append(id)
-            if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(p.name) as run \(id)") }
+            if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }
         }
         if detach { return }
         // The runs are the coordinator's: Ctrl-C stops following them, not rendering them.
@@ -251,7 +253,7 @@ struct Submit: ParsableCommand {
             return try finishRun(client, end, output: nil, json: json)
         }
         let started = Date().timeIntervalSince1970
-        let display = BatchDisplay(names: projects.map(\.name), items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
+        let display = BatchDisplay(names: labels, items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
         let index = Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, $0) })
         let ends = try clusterCall {
             try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
@@ -259,9 +261,9 @@ struct Submit: ParsableCommand {
         }
         display.finish()
         var reports: [ProjectReport] = []
-        for (p, id) in zip(projects, ids) {
+        for (k, (p, id)) in zip(projects, ids).enumerated() {
             let end = ends[id]!
-            var rep = ProjectReport(file: p.file, name: p.name, run: id, state: end.state, seconds: end.seconds, output: nil, bytes: 0, error: end.message)
+            var rep = ProjectReport(file: p.file, name: p.name, label: labels[k], run: id, state: end.state, seconds: end.seconds, output: nil, bytes: 0, error: end.message)
             if end.state == "succeeded" {
                 if let movie = end.output {
                     let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
@@ -320,6 +322,8 @@ struct Submit: ParsableCommand {
 struct ProjectReport {
     var file: String
     var name: String
+    /// What the table and the live lines call it: `labels`.
+    var label: String
     var run: Int64?
     var state: String
     var seconds: Double
@@ -335,15 +339,42 @@ struct ProjectReport {
         return o
     }
 
+    /// Each project as a person tells them apart: its name, and where projects share one (a
+    /// pipeline copied to render a variant), the end of its file's path too, as few of the path's
+    /// last parts as tell that file from the others (`p2.yaml`, or `again/p3.yaml`).
+    static func labels(_ projects: [Pipeline]) -> [String] {
+        labels(names: projects.map(\.name), files: projects.map(\.file))
+    }
+
+    static func labels(names: [String], files: [String]) -> [String] {
+        let sharing = Dictionary(grouping: names.indices, by: { names[$0] })
+        let parts = files.map { $0.split(separator: "/", omittingEmptySubsequences: true).map(String.init) }
+        return names.indices.map { k in
+            let group = sharing[names[k]]!
+            if group.count == 1 { return names[k] }
+            let longest = group.map { parts[$0].count }.max() ?? 1
+            let n = (1...max(1, longest)).first { n in Set(group.map { parts[$0].suffix(n) }).count == group.count } ?? longest
+            let tail = parts[k].count <= n ? files[k] : parts[k].suffix(n).joined(separator: "/")
+            return "\(names[k]) (\(tail))"
+        }
+    }
+
+    /// `s` in `n` characters: padded, or cut in the middle, so a label keeps its file.
+    static func fit(_ s: String, _ n: Int) -> String {
+        guard s.count > n else { return s.padding(toLength: n, withPad: " ", startingAt: 0) }
+        let tail = (n - 1) / 2
+        return String(s.prefix(n - 1 - tail)) + "…" + String(s.suffix(tail))
+    }
+
     static func table(_ rows: [ProjectReport]) -> String {
-        let nameWidth = min(32, max(7, rows.map(\.name.count).max() ?? 0))
-        func pad(_ s: String, _ n: Int) -> String { s.count > n ? String(s.prefix(n - 1)) + "…" : s.padding(toLength: n, withPad: " ", startingAt: 0) }
+        let nameWidth = min(32, max(7, rows.map(\.label.count).max() ?? 0))
+        let pad = fit
         var lines = [pad("project", nameWidth) + "  " + pad("state", 11) + "  seconds  output or error"]
         for r in rows {
             let tail = r.state == "succeeded" ? (r.output ?? "") : (r.error ?? "")
             // An error of several lines (every bad input of a project) keeps to its column.
             let indent = String(repeating: " ", count: nameWidth + 2 + 11 + 2 + 7 + 2)
-            lines.append(pad(r.name, nameWidth) + "  " + pad(r.state, 11) + "  " + String(format: "%7.1f", r.seconds) + "  "
+            lines.append(pad(r.label, nameWidth) + "  " + pad(r.state, 11) + "  " + String(format: "%7.1f", r.seconds) + "  "
                          + tail.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\n" + indent))
         }
         return lines.joined(separator: "\n")
@@ -452,7 +483,7 @@ final class BatchDisplay: Sendable {
                 ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.itemsDone) / Double(max(1, p.items))
             let filled = Int(fraction * 16)
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
-            let name = names[k].count > 24 ? String(names[k].prefix(23)) + "…" : names[k].padding(toLength: 24, withPad: " ", startingAt: 0)
+            let name = ProjectReport.fit(names[k], 24)
             let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
             lines.append("  \(name) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.etaText)")
         }

@@ -103,6 +103,34 @@ import TestSupport
         #expect(head.count == 4 && head[1] == "error: 2 items failed:" && head[2].contains("broken.mp4") && head[3].contains("broken2.mp4"), "\(status.out)")
     }
 
+    /// Pipelines copied to render variants keep their name: the table and the progress lines
+    /// tell them apart by file (its name, or its path where the names are the same too).
+    @Test func projectsSharingANameAreToldApartByTheirFiles() throws {
+        let dir = temporaryDirectory("batch-same-name")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        let first = try Self.project(dir, 1)
+        let second = try Self.project(dir, 2)
+        try String(contentsOfFile: second, encoding: .utf8).replacingOccurrences(of: "name: project-2", with: "name: project-1")
+            .write(toFile: second, atomically: true, encoding: .utf8)
+        // The same file name in two folders: the folder tells them apart.
+        let third = try Self.project(dir, 3)
+        let copies = try ["once", "again"].map { folder in
+            try FileManager.default.createDirectory(atPath: dir + "/" + folder, withIntermediateDirectories: true)
+            let path = dir + "/" + folder + "/p3.yaml"
+            try String(contentsOfFile: third, encoding: .utf8).replacingOccurrences(of: "- video: ", with: "- video: ../")
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let r = try run(coordPath, ["submit", first, second] + copies + ["--state", dir + "/state", "--workers", "2"], timeout: 300)
+        #expect(r.status == 0, "\(r.out)\(r.err)")
+        let rows = r.out.split(separator: "\n").map(String.init)
+        for label in ["project-1 (p1.yaml)", "project-1 (p2.yaml)", "project-3 (once/p3.yaml)", "project-3 (again/p3.yaml)"] {
+            #expect(rows.contains { $0.hasPrefix(label + " ") && $0.contains("succeeded") }, "\(label) in:\n\(r.out)")
+        }
+        #expect(r.err.contains("project-1 (p2.yaml): succeeded"), "\(r.err)")
+    }
+
     /// One project's error is printed once, whole (every broken file a line), not also on its
     /// progress line.
     @Test func aSingleProjectsErrorIsPrintedOnce() throws {
