@@ -47,6 +47,7 @@ public struct ArtifactStore: Sendable {
         try FileManager.default.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         if FileManager.default.fileExists(atPath: dest) {
             try? FileManager.default.removeItem(atPath: tempPath)
+            touch(dest)
         } else if rename(tempPath, dest) != 0 {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: dest])
         }
@@ -117,6 +118,64 @@ public struct ArtifactStore: Sendable {
     private static func makeFolder(of path: String) throws(PublishError) {
         let folder = (path as NSString).deletingLastPathComponent
         do { try FileChecks.makeFolder(folder.isEmpty ? "." : folder) } catch { throw PublishError(description: error.description) }
+    }
+
+    // MARK: a bounded store
+
+    /// A coordinator's state folder (its lineage database beside the artifacts) is the truth that
+    /// lineage refers to: only `coord gc` removes from it, never a worker sharing the folder.
+    public var isStateFolder: Bool { FileManager.default.fileExists(atPath: root + "/lineage.db") }
+
+    /// Marks a stored file as just used: `trim` removes the least recently used first.
+    public func touch(_ path: String) { _ = utimensat(AT_FDCWD, path, nil, 0) }
+
+    /// What `trim` found and did.
+    public struct TrimReport: Sendable, Equatable {
+        public var removed = 0
+        public var removedBytes: Int64 = 0
+        /// The artifacts' bytes left in the store.
+        public var bytes: Int64 = 0
+        /// Of those, what could not go: in use, used within the grace period, or not removable.
+        public var heldBytes: Int64 = 0
+        public var firstFailure: String?
+        /// Half-written files of writers that died, removed from `tmp`.
+        public var temporaryRemoved = 0
+    }
+
+    /// Keeps the store's artifacts within `maxBytes`, removing the least recently used first (a
+    /// use renews a file's time: `touch`). Never removes a file named in `keep` (what attempts in
+    /// flight read or have not yet delivered) nor one used in the last `grace` seconds (another
+    /// worker sharing this folder may be about to open it). Every artifact is a copy of what the
+    /// coordinator holds, so a removed one is pulled again when next needed.
+    public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, now: Date = Date()) -> TrimReport {
+        let fm = FileManager.default
+        let base = root + "/artifacts/sha256"
+        var files: [(path: String, sha: String, size: Int64, used: Date)] = []
+        for prefix in (try? fm.contentsOfDirectory(atPath: base)) ?? [] {
+            for name in (try? fm.contentsOfDirectory(atPath: base + "/" + prefix)) ?? [] {
+                let path = base + "/" + prefix + "/" + name
+                guard let attrs = try? fm.attributesOfItem(atPath: path) else { continue }
+                files.append((path, name, (attrs[.size] as? NSNumber)?.int64Value ?? 0, (attrs[.modificationDate] as? Date) ?? now))
+            }
+        }
+        var report = TrimReport()
+        // What a killed writer left half-written goes whatever the size (an hour untouched at least:
+        // a live one touches its file all the time).
+        report.temporaryRemoved = StaleTemporaries.remove(in: root + "/tmp", untouchedFor: max(grace, 3600), now: now).removed
+        report.bytes = files.reduce(0) { $0 + $1.size }
+        guard report.bytes > maxBytes else { return report }
+        for f in files.sorted(by: { $0.used < $1.used }) where report.bytes > maxBytes {
+            if keep.contains(f.sha) || now.timeIntervalSince(f.used) < grace { report.heldBytes += f.size; continue }
+            guard unlink(f.path) == 0 else {
+                if report.firstFailure == nil { report.firstFailure = "\(f.path) (\(String(cString: strerror(errno))))" }
+                report.heldBytes += f.size
+                continue
+            }
+            report.removed += 1
+            report.removedBytes += f.size
+            report.bytes -= f.size
+        }
+        return report
     }
 
     /// Brings a local file into the store without copying when its content is already there.

@@ -28,11 +28,24 @@ public final class WorkerRuntime: Sendable {
         public var sharedDirectories: [String] = []
         /// CURVE: this worker's keys and the coordinator's public key.
         public var curve: (keys: CurveKeyPair, serverPublicKey: String)?
+        /// Keeps `store` within this size (see `ArtifactStore.trim`). Nil: it grows without bound.
+        public var storeLimit: StoreLimit?
         public init(endpoint: String, slots: Int = 1, id: String = WorkerRuntime.defaultID(),
                     heartbeatInterval: Double = 1, coordinatorTimeout: Double = 5) {
             self.endpoint = endpoint; self.slots = slots; self.id = id
             self.heartbeatInterval = heartbeatInterval; self.coordinatorTimeout = coordinatorTimeout
         }
+    }
+
+    /// A bound on the worker's own store: its artifacts are copies of the coordinator's, pulled
+    /// again when needed, so the least recently used go once the store is over `maxBytes`.
+    public struct StoreLimit: Sendable {
+        public var maxBytes: Int64
+        /// Files used this recently stay (another worker sharing the folder may be about to read them).
+        public var grace: Double
+        /// Trims at most this often, after work has come or gone.
+        public var interval: Double = 5
+        public init(maxBytes: Int64, grace: Double) { self.maxBytes = maxBytes; self.grace = grace }
     }
 
     public static let version = "0.3.0"
@@ -81,6 +94,8 @@ public final class WorkerRuntime: Sendable {
         var running: Set<String> = []
         var preparing: [String: Preparing] = [:]
         var unacked: [String: TaskResult] = [:]
+        /// The stored inputs each accepted assignment reads (kept from `trim` until its result goes).
+        var reading: [String: [String]] = [:]
         var draining = false
         func hello() -> Hello {
             var h = Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()), slots: config.slots,
@@ -105,6 +120,7 @@ public final class WorkerRuntime: Sendable {
 
         func report(_ r: TaskResult) {
             running.remove(r.lease)
+            reading[r.lease] = nil
             cancelled.withLock { _ = $0.remove(r.lease) }
             unacked[r.lease] = r
             send(.result(r))
@@ -133,9 +149,10 @@ public final class WorkerRuntime: Sendable {
         func accept(_ a: Assignment) {
             guard let store = config.store, let transfers, let inputs = a.inputs, !inputs.isEmpty else { launch(a); return }
             var p = Preparing(assignment: a, waiting: [], paths: [:])
+            reading[a.lease] = inputs.map(\.sha256)
             for ref in inputs {
                 let local = store.local(ref)
-                if store.isPresent(local) { p.paths[ref.path] = local.path; continue }
+                if store.isPresent(local) { store.touch(local.path); p.paths[ref.path] = local.path; continue }
                 // A file in a configured shared folder: taken where it is, only if its content matches.
                 let attrs = config.sharedDirectories.contains(where: { ref.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") })
                     ? try? FileManager.default.attributesOfItem(atPath: ref.path) : nil
@@ -147,6 +164,24 @@ public final class WorkerRuntime: Sendable {
                 transfers.fetch(ref, from: Data())
             }
             if p.waiting.isEmpty { launch(Self.rewrite(a, p.paths)) } else { preparing[a.lease] = p }
+        }
+
+        var lastTrim = 0.0
+        /// Set when files came (pulls, outputs) or were let go (acknowledged results).
+        var trimWanted = true
+        var warnedFull = 0.0
+        func trimmed(_ t: ArtifactStore.TrimReport, _ limit: StoreLimit, now: Double) {
+            if t.removed > 0 || t.temporaryRemoved > 0 {
+                logger.info("store trimmed: least recently used artifacts removed",
+                            metadata: ["files": "\(t.removed)", "removed": "\(ByteSize.text(t.removedBytes))", "store": "\(ByteSize.text(t.bytes))",
+                                       "stale_temporaries": "\(t.temporaryRemoved)"])
+            }
+            if t.bytes > limit.maxBytes, now - warnedFull > 600 {
+                warnedFull = now
+                logger.warning("store over its limit: what is left is in use or was used in the last \(Int(limit.grace)) s",
+                               metadata: ["store": "\(ByteSize.text(t.bytes))", "limit": "\(ByteSize.text(limit.maxBytes))",
+                                          "first_failure": "\(t.firstFailure ?? "none")"])
+            }
         }
 
         var leavingSince: Double?
@@ -217,6 +252,7 @@ public final class WorkerRuntime: Sendable {
                     }
                 case .ack(let lease):
                     unacked[lease] = nil
+                    trimWanted = true
                 case .reannounce:
                     announce()
                 case .pull(let sha, let offset, let length):
@@ -250,6 +286,15 @@ public final class WorkerRuntime: Sendable {
             }
             for r in finished.withLock({ let r = $0; $0 = []; return r }) { report(r) }
             let now = Date().timeIntervalSince1970
+            if trimWanted, let limit = config.storeLimit, let store = config.store, now - lastTrim >= limit.interval, !store.isStateFolder {
+                lastTrim = now
+                trimWanted = false
+                let keep = Set(reading.values.joined()).union(unacked.values.compactMap { $0.artifact?.sha256 })
+                let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace)
+                trimmed(t, limit, now: now)
+                // Still over: try again as files age out of the grace period or are let go.
+                if t.bytes > limit.maxBytes { trimWanted = true }
+            }
             if now - lastHeard > config.coordinatorTimeout {
                 // Lost the coordinator: keep working, announce again; libzmq reconnects underneath with backoff.
                 if !coordinatorLost { logger.warning("lost the coordinator; reconnecting") }

@@ -50,22 +50,10 @@ extension LineageStore {
                 report.removedBytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
             }
         }
-        // Leftovers of attempts that died mid-write: a file being written is touched all the time,
-        // so one untouched for the grace period belongs to no live attempt.
-        for name in (try? fm.contentsOfDirectory(atPath: storeRoot + "/tmp")) ?? [] {
-            let path = storeRoot + "/tmp/" + name
-            let modified = ((try? fm.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? now
-            if now.timeIntervalSince(modified) > grace {
-                if !dryRun {
-                    do { try fm.removeItem(atPath: path) } catch {
-                        report.notRemoved += 1
-                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(FileChecks.reason(error)))" }
-                        continue
-                    }
-                }
-                report.temporaryRemoved += 1
-            }
-        }
+        let stale = StaleTemporaries.remove(in: storeRoot + "/tmp", untouchedFor: grace, now: now, dryRun: dryRun)
+        report.temporaryRemoved = stale.removed
+        report.notRemoved += stale.notRemoved
+        if report.firstFailure == nil { report.firstFailure = stale.firstFailure }
         return report
     }
 

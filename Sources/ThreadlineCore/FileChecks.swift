@@ -165,3 +165,56 @@ extension Pipeline {
         return nil
     }
 }
+
+/// A size as people write it on a command line: bytes, or with a K, M, G or T suffix (1024-based,
+/// as `du -h` and `df -h` print them; an "iB" or "B" after it is accepted).
+public enum ByteSize {
+    public static func parse(_ text: String) -> Int64? {
+        var s = text.trimmingCharacters(in: .whitespaces).uppercased()
+        for tail in ["IB", "B"] where s.hasSuffix(tail) && s.count > tail.count { s.removeLast(tail.count); break }
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var factor: Int64 = 1
+        if let last = s.last, let f = units[last] { factor = f; s.removeLast() }
+        guard let value = Double(s), value.isFinite, value >= 0, !s.isEmpty, s.allSatisfy({ $0.isNumber || $0 == "." }) else { return nil }
+        let bytes = value * Double(factor)
+        return bytes < 9e18 ? Int64(bytes) : nil
+    }
+
+    /// `bytes` as `df -h` would say it, with the unit spelled out: "16.0 GiB", "512.0 KiB".
+    public static func text(_ bytes: Int64) -> String {
+        let units = ["KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes), unit = "bytes"
+        for u in units where value >= 1024 { value /= 1024; unit = u }
+        return unit == "bytes" ? "\(bytes) bytes" : String(format: "%.1f %@", value, unit)
+    }
+}
+
+/// Leftovers of writes that died half-way (a killed worker, a crashed coordinator): a file being
+/// written is touched all the time, so one untouched for `untouchedFor` seconds belongs to no live
+/// writer. Used by `coord gc` on a state folder and by a worker on its own store.
+public enum StaleTemporaries {
+    public struct Report: Sendable, Equatable {
+        public var removed = 0
+        public var notRemoved = 0
+        public var firstFailure: String?
+    }
+
+    public static func remove(in folder: String, untouchedFor grace: Double, now: Date = Date(), dryRun: Bool = false) -> Report {
+        let fm = FileManager.default
+        var report = Report()
+        for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
+            let path = folder + "/" + name
+            let modified = ((try? fm.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? now
+            guard now.timeIntervalSince(modified) > grace else { continue }
+            if !dryRun {
+                do { try fm.removeItem(atPath: path) } catch {
+                    report.notRemoved += 1
+                    if report.firstFailure == nil { report.firstFailure = "\(path) (\(FileChecks.reason(error)))" }
+                    continue
+                }
+            }
+            report.removed += 1
+        }
+        return report
+    }
+}

@@ -43,6 +43,15 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Artifact store folder (default: $XDG_DATA_HOME/threadline-worker).")
     var store: String?
 
+    @Option(name: .long, help: ArgumentHelp("Keep the store's artifacts within this size, removing the least recently used (they are copies of the coordinator's, pulled again when needed): bytes, or with K, M, G or T (1024-based); 0: no limit. Default: 20G, or half the store's disk when that is smaller. A store that is a coordinator's state folder is never trimmed (coord gc tidies it).", valueName: "size"))
+    var storeMax: String?
+
+    @Option(name: .long, help: ArgumentHelp("Artifacts used this recently stay even over --store-max (another worker sharing the folder may be about to read them).", valueName: "seconds"))
+    var storeKeepRecent: Double = 600
+
+    @Option(name: .long, help: ArgumentHelp("Seconds between looks at the store's size while work comes and goes.", visibility: .hidden))
+    var storeTrimEvery: Double = 5
+
     @Option(name: .long, help: "A folder shared with submitters or the coordinator (NFS, …): files under it are read in place, not copied. Repeatable.")
     var sharedDir: [String] = []
 
@@ -91,6 +100,10 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
         guard (0...86_400).contains(drainTimeout) else { throw ValidationError("--drain-timeout must be 0…86400 seconds") }
+        if let storeMax, ByteSize.parse(storeMax) == nil {
+            throw ValidationError("--store-max takes a size such as 20G, 500M or 0 (no limit), got '\(storeMax)'")
+        }
+        guard storeKeepRecent >= 0, storeKeepRecent.isFinite, storeTrimEvery >= 0, storeTrimEvery.isFinite else { throw ValidationError("--store-keep-recent and --store-trim-every must be 0 or more seconds") }
     }
 
     func run() async throws {
@@ -114,6 +127,7 @@ struct WorkerCommand: AsyncParsableCommand {
         var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID(),
                                                  heartbeatInterval: heartbeat, coordinatorTimeout: liveness)
         config.store = artifacts
+        config.storeLimit = storeLimit(artifacts, logger: logger)
         config.sharedDirectories = sharedDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         if exitWithParent, let parentPid { config.parentPID = parentPid }
         if let curveSecretKey, let coordinatorKey {
@@ -131,6 +145,27 @@ struct WorkerCommand: AsyncParsableCommand {
         // A drain that overruns its own deadline by far is cut short.
         group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
         try await ServiceGroup(configuration: group).run()
+    }
+}
+
+extension WorkerCommand {
+    /// The bound on this worker's store: --store-max, or 20 GiB (half the disk when smaller).
+    func storeLimit(_ store: ArtifactStore, logger: Logger) -> WorkerRuntime.StoreLimit? {
+        if store.isStateFolder {
+            logger.info("the store is a coordinator's state folder: kept whole ('coord gc' tidies it)", metadata: ["store": "\(store.root)"])
+            return nil
+        }
+        var maxBytes: Int64
+        if let storeMax, let given = ByteSize.parse(storeMax) { maxBytes = given } else {
+            maxBytes = 20 << 30
+            var fs = statvfs()
+            if statvfs(store.root, &fs) == 0 { maxBytes = min(maxBytes, Int64(fs.f_blocks) * Int64(fs.f_frsize) / 2) }
+        }
+        guard maxBytes > 0 else { return nil }
+        logger.info("store kept within its limit", metadata: ["store": "\(store.root)", "limit": "\(ByteSize.text(maxBytes))"])
+        var limit = WorkerRuntime.StoreLimit(maxBytes: maxBytes, grace: storeKeepRecent)
+        limit.interval = storeTrimEvery
+        return limit
     }
 }
 

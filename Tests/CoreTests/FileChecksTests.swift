@@ -35,4 +35,16 @@ import ThreadlineCore
         }
         #expect(throws: FileChecks.FolderError.self) { try FileChecks.makeFolder("/proc/threadline-nope/x") }
     }
+
+    /// Sizes as people write them on a command line (`worker --store-max 20G`).
+    @Test func sizesReadAsPeopleWriteThem() {
+        #expect(ByteSize.parse("0") == 0)
+        #expect(ByteSize.parse("1500") == 1500)
+        #expect(ByteSize.parse("20G") == 20 << 30)
+        #expect(ByteSize.parse("20GiB") == 20 << 30 && ByteSize.parse("20gb") == 20 << 30)
+        #expect(ByteSize.parse("1.5M") == 3 << 19)
+        #expect(ByteSize.parse("2T") == 2 << 40 && ByteSize.parse("512k") == 512 << 10)
+        #expect(ByteSize.text(16 << 30) == "16.0 GiB" && ByteSize.text(1536) == "1.5 KiB" && ByteSize.text(1023) == "1023 bytes")
+        for bad in ["", "G", "-1G", "20X", "1e3", "nan", "twenty", "1 G B", "99999999999T"] { #expect(ByteSize.parse(bad) == nil, "\(bad)") }
+    }
 }

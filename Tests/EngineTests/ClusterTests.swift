@@ -147,6 +147,48 @@ import TestSupport
         return (procs, ep)
     }
 
+    /// A worker with its own store keeps it within `--store-max`: here every artifact may go as
+    /// soon as nothing in flight reads it and its result is delivered, and each render still
+    /// finds its inputs (no attempt fails). The store is empty once the run has ended, and the
+    /// next run pulls what it needs again.
+    @Test func aWorkersOwnStoreStaysWithinItsLimit() throws {
+        let dir = temporaryDirectory("store-limit")
+        let pipeline = try Self.project(dir, items: 3, seconds: 1)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1, pipelines: 2, workerArgs: ["--store-max", "1", "--store-keep-recent", "0", "--store-trim-every", "0.02"])
+        defer { procs.stopAll() }
+        let held = { (folder: String) in (try? FileManager.default.subpathsOfDirectory(atPath: dir + folder + "/artifacts/sha256"))?.filter { $0.count > 60 } ?? [] }
+        let artifacts = { held("/w1") }
+        for (k, size) in ["320x180", "256x144"].enumerated() {
+            let text = try String(contentsOfFile: pipeline, encoding: .utf8)
+            try text.replacingOccurrences(of: "320x180", with: size).write(toFile: pipeline, atomically: true, encoding: .utf8)
+            let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
+            #expect(r.status == 0, "\(r.out)\n\(r.err)")
+            try Self.expectOneSuccessPerStage(dir + "/coord/lineage.db", run: Int64(k + 1))
+            let failed = try Self.rows(dir + "/coord/lineage.db", "SELECT count(*) AS n FROM attempt WHERE state NOT IN ('succeeded', 'cached')")
+            #expect(failed.first?["n"] == "0", "no attempt failed for want of an input")
+            let own = try Self.rows(dir + "/coord/lineage.db", """
+                SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id
+                WHERE s.run_id = ? AND a.worker_id = 'w1' AND a.state = 'succeeded' AND s.kind IN ('encode', 'concat')
+                """, [Int64(k + 1)])
+            #expect(Int(own.first?["n"] ?? "") ?? 0 >= 1, "the worker with its own store rendered in run \(k + 1)")
+            let deadline = Date().addingTimeInterval(15)
+            while Date() < deadline, !artifacts().isEmpty { usleep(100_000) }
+            #expect(artifacts().isEmpty, "left in the worker's store: \(artifacts())")
+        }
+        let log = (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? ""
+        #expect(log.contains("store trimmed"), "\(log)")
+        // A worker sharing the coordinator's state folder as its store leaves it whole, limit or not
+        // (it would trim as soon as it started).
+        try procs.start("w2", workerPath, ["--connect", ep, "--store", dir + "/coord", "--id", "w2",
+                                           "--store-max", "1", "--store-keep-recent", "0", "--store-trim-every", "0.02"])
+        let started = Date().addingTimeInterval(10)
+        while Date() < started, !((try? String(contentsOfFile: procs.log("w2"), encoding: .utf8)) ?? "").contains("worker started") { usleep(50_000) }
+        usleep(300_000)
+        let sharing = (try? String(contentsOfFile: procs.log("w2"), encoding: .utf8)) ?? ""
+        #expect(sharing.contains("kept whole") && !sharing.contains("store trimmed"), "\(sharing)")
+        #expect(held("/coord").count >= 2 * 3 + 2, "the coordinator keeps every segment and both movies: \(held("/coord"))")
+    }
+
     /// Ctrl-C on `coord submit --coordinator` stops following, not rendering: it exits 130 and
     /// says the run goes on and how to pick it up; `coord wait` then downloads the movie. (Before,
     /// the submitter died silently, and the user could not tell the run was still going.)

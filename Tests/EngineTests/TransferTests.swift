@@ -42,6 +42,41 @@ import TestSupport
         #expect(try Data(contentsOf: URL(fileURLWithPath: got.path)) == Data("eleven byte".utf8))
     }
 
+    /// A worker's own store stays within its limit: the least recently used artifacts go first,
+    /// never one an attempt in flight reads or has not delivered, nor one used within the grace
+    /// period; a use renews a file's time.
+    @Test func aBoundedStoreRemovesTheLeastRecentlyUsedFirst() throws {
+        let dir = temporaryDirectory("store-trim")
+        let store = try ArtifactStore(root: dir + "/store")
+        let now = Date()
+        var refs: [ArtifactRef] = []
+        for (k, age) in [500.0, 400, 300, 200, 100, 5].enumerated() {
+            try Data(repeating: UInt8(k), count: 1000).write(to: URL(fileURLWithPath: dir + "/f\(k)"))
+            let ref = try store.ingest(localFile: dir + "/f\(k)")
+            try FileManager.default.setAttributes([.modificationDate: now.addingTimeInterval(-age)], ofItemAtPath: ref.path)
+            refs.append(ref)
+        }
+        let present = { refs.indices.filter { store.isPresent(refs[$0]) } }
+        // Half-written files: one a killed writer left two hours ago, one being written now.
+        for (name, age) in [("dead.part", 7200.0), ("live.part", 30)] {
+            try Data(count: 10).write(to: URL(fileURLWithPath: store.root + "/tmp/" + name))
+            try FileManager.default.setAttributes([.modificationDate: now.addingTimeInterval(-age)], ofItemAtPath: store.root + "/tmp/" + name)
+        }
+        // Within the limit: no artifact goes, only the dead writer's leftover.
+        #expect(store.trim(toBytes: 6000, keep: [], grace: 60, now: now) == ArtifactStore.TrimReport(bytes: 6000, temporaryRemoved: 1))
+        #expect(present() == [0, 1, 2, 3, 4, 5])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.root + "/tmp") == ["live.part"])
+        // The oldest goes first, but not one in use (1); the newest (5) is within the grace period.
+        store.touch(refs[0].path)   // used just now: the most recent
+        let t = store.trim(toBytes: 3000, keep: [refs[1].sha256], grace: 60, now: now.addingTimeInterval(1))
+        #expect(present() == [0, 1, 5], "\(t)")
+        #expect(t.removed == 3 && t.removedBytes == 3000 && t.bytes == 3000 && t.heldBytes == 1000, "\(t)")
+        // Nothing left that may go: it says how much is held.
+        let held = store.trim(toBytes: 0, keep: [refs[1].sha256], grace: 3600, now: now.addingTimeInterval(2))
+        #expect(held.removed == 0 && held.bytes == 3000 && held.heldBytes == 3000 && present() == [0, 1, 5], "\(held)")
+        #expect(store.trim(toBytes: 0, keep: [], grace: 0, now: now.addingTimeInterval(3)).bytes == 0 && present().isEmpty)
+    }
+
     /// A store named by a relative path (`worker --store ./store`) hands out absolute paths: an
     /// artifact's path that does not start with "/" was taken for a URL, and every fetch failed
     /// with "only http(s) URLs can be fetched".
