@@ -31,6 +31,14 @@ public struct RunProgress: Sendable, Codable {
     /// What failed for good so far, one message each, by item: the run goes on with what does
     /// not wait for it (and counts only that in its frames), and its end names them all again.
     public var failures: [String] = []
+    /// Workers taking work (connected, not draining) when this was told; nil from a coordinator
+    /// that does not say.
+    public var workers: Int? = nil
+
+    /// No worker takes work and nothing of the run runs: it waits for one to join (all workers
+    /// stopped, scaled to zero, or not started yet), which the time left cannot tell.
+    public var waitingForWorker: Bool { workers == 0 && running.isEmpty }
+    public static let waitingText = "waiting for a worker to join"
 
     /// Seconds left, from the rate at which this run has rendered its planned frames (`TimeLeft`).
     public var eta: Double? {
@@ -42,7 +50,8 @@ public struct RunProgress: Sendable, Codable {
 
     /// What a progress line shows for the time left (`TimeLeft.text`).
     public var etaText: String {
-        TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
+        if waitingForWorker { return Self.waitingText }
+        return TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
     }
 
     /// As it stands `seconds` after it was told, for a display that redraws between words (a
@@ -1729,6 +1738,7 @@ final class CoordinatorCore {
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots
         p.failures = failures
+        p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {
             let data = Envelope(.progress(p)).encoded()

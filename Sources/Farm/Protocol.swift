@@ -254,7 +254,8 @@ extension WireMessage {
             .statusReply(StatusReply(runs: [["id": "1"]], stages: [], failures: [])),
             .progress(RunProgress(runID: 3, items: 2, itemsDone: 1, stagesTotal: 9, stagesDone: 5, running: ["render/1"], elapsed: 3,
                                   framesDone: 60, framesTotal: 120, framesKnown: true, framesRendered: 30, renderingFor: 1.5,
-                                  slots: TimeLeft.Slots(renderSeconds: 2.5, inFlight: 1, inFlightFrames: 30, inFlightSeconds: 0.75))),
+                                  slots: TimeLeft.Slots(renderSeconds: 2.5, inFlight: 1, inFlightFrames: 30, inFlightSeconds: 0.75),
+                                  failures: ["clip 2 (b.mp4): decode failed"], workers: 0)),
         ]
     }
 }

@@ -288,6 +288,7 @@ extension RunProgress {
                 $0.framesInFlight = Int64(s.inFlightFrames); $0.inFlightSeconds = s.inFlightSeconds
             }
             $0.failures = failures
+            if let w = workers { $0.workers = Int64(w) }
         }
     }
     init(_ w: Threadline_Wire_RunProgress) {
@@ -298,7 +299,7 @@ extension RunProgress {
                   renderingFor: w.hasRenderingFor ? w.renderingFor : nil,
                   slots: w.hasRenderSeconds ? TimeLeft.Slots(renderSeconds: w.renderSeconds, inFlight: Int(w.rendersInFlight),
                                                              inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil,
-                  failures: w.failures)
+                  failures: w.failures, workers: w.hasWorkers ? Int(w.workers) : nil)
     }
 }
 

@@ -1176,6 +1176,17 @@ public nonisolated struct Threadline_Wire_RunProgress: @unchecked Sendable {
     set {_uniqueStorage()._failures = newValue}
   }
 
+  /// Workers connected to the coordinator and taking work (not draining) when this was told: none
+  /// means the run waits for one to join.
+  public var workers: Int64 {
+    get {_storage._workers ?? 0}
+    set {_uniqueStorage()._workers = newValue}
+  }
+  /// Returns true if `workers` has been explicitly set.
+  public var hasWorkers: Bool {_storage._workers != nil}
+  /// Clears the value of `workers`. Subsequent reads from it will return its default value.
+  public mutating func clearWorkers() {_uniqueStorage()._workers = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2862,7 +2873,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0")
 
   fileprivate class _StorageClass {
     var _runID: Int64 = 0
@@ -2882,6 +2893,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     var _framesInFlight: Int64? = nil
     var _inFlightSeconds: Double? = nil
     var _failures: [String] = []
+    var _workers: Int64? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2909,6 +2921,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       _framesInFlight = source._framesInFlight
       _inFlightSeconds = source._inFlightSeconds
       _failures = source._failures
+      _workers = source._workers
     }
   }
 
@@ -2944,6 +2957,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         case 15: try { try decoder.decodeSingularInt64Field(value: &_storage._framesInFlight) }()
         case 16: try { try decoder.decodeSingularDoubleField(value: &_storage._inFlightSeconds) }()
         case 17: try { try decoder.decodeRepeatedStringField(value: &_storage._failures) }()
+        case 18: try { try decoder.decodeSingularInt64Field(value: &_storage._workers) }()
         default: break
         }
       }
@@ -3007,6 +3021,9 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       if !_storage._failures.isEmpty {
         try visitor.visitRepeatedStringField(value: _storage._failures, fieldNumber: 17)
       }
+      try { if let v = _storage._workers {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 18)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3033,6 +3050,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         if _storage._framesInFlight != rhs_storage._framesInFlight {return false}
         if _storage._inFlightSeconds != rhs_storage._inFlightSeconds {return false}
         if _storage._failures != rhs_storage._failures {return false}
+        if _storage._workers != rhs_storage._workers {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -131,6 +131,8 @@ final class ProgressDisplay: Sendable {
     let terminal: Bool
     let last = Locked(-1)   // stages done at the last logged line
     let told = Locked(ToldFailures())
+    /// Whether the last word said the run waits for a worker (a log is told once when it starts).
+    let waiting = Locked(false)
     init(name: String, terminal: Bool) { self.name = name; self.terminal = terminal }
 
     func update(_ p: RunProgress) {
@@ -140,6 +142,9 @@ final class ProgressDisplay: Sendable {
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
         if !terminal {
+            if waiting.withLock({ w in defer { w = p.waitingForWorker }; return !w && p.waitingForWorker }) {
+                errorLine("\(name): \(RunProgress.waitingText) (none connected to the coordinator takes work)")
+            }
             let changed = last.withLock { l -> Bool in defer { l = p.stagesDone }; return l != p.stagesDone }
             guard changed else { return }
         }

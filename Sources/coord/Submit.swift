@@ -390,6 +390,8 @@ final class BatchDisplay: Sendable {
         var received: [Int: Double] = [:]
         var ended: [Int: String] = [:]
         var told = ToldFailures()
+        /// The batch waits for a worker (`RunProgress.waitingForWorker`); a log is told once when it starts.
+        var waiting = false
         var drawn = 0
         var lastDraw = 0.0
         var stopped = false
@@ -431,7 +433,12 @@ final class BatchDisplay: Sendable {
             s.received[k] = Date().timeIntervalSince1970
             // On a terminal a failure is printed as it comes, above the live lines (drawn again below
             // it): the run goes on. A log gets the run's error once, at its end.
-            let failures = terminal ? s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined() : ""
+            if !terminal {
+                let wasWaiting = s.waiting
+                s.waiting = Self.waitingForWorker(s)
+                return s.waiting && !wasWaiting ? "\(RunProgress.waitingText) (none connected to the coordinator takes work)\n" : nil
+            }
+            let failures = s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined()
             guard !failures.isEmpty else { return draw(&s, force: false) }
             let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
             s.drawn = 0
@@ -464,9 +471,16 @@ final class BatchDisplay: Sendable {
         let batch = BatchProgress(projects: names.count, ended: s.ended.count, told: told)
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
-        let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started) : batch.text(renderingFor: now - started)
+        let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
+            : Self.waitingForWorker(s) ? RunProgress.waitingText : batch.text(renderingFor: now - started)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
                       failed > 0 ? " (\(failed) failed)" : "", batch.itemsDone, items.reduce(0, +), batch.running, eta)
+    }
+
+    /// Every project still going waits for a worker, as last told.
+    static func waitingForWorker(_ s: State) -> Bool {
+        let going = s.progress.filter { s.ended[$0.key] == nil }.values
+        return !going.isEmpty && going.allSatisfy(\.waitingForWorker)
     }
 
     private func draw(_ s: inout State, force: Bool) -> String? {

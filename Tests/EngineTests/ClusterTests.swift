@@ -189,6 +189,26 @@ import TestSupport
         #expect(held("/coord").count >= 2 * 3 + 2, "the coordinator keeps every segment and both movies: \(held("/coord"))")
     }
 
+    /// A run at a coordinator no worker has joined says it waits for one (before, its line read
+    /// "0 running · ETA --:--" for as long as it waited), and goes on once one joins.
+    @Test func aRunWithNoWorkerSaysItWaitsForOne() throws {
+        let dir = temporaryDirectory("no-worker")
+        let pipeline = try Self.project(dir, items: 2, seconds: 0.5)
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        let ep = try procs.endpoint(of: "coord")
+        let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep])
+        let said = { (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "" }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, !said().contains("waiting for a worker") { usleep(50_000) }
+        #expect(said().contains("test: waiting for a worker to join (none connected to the coordinator takes work)"), "\(said())")
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        submit.waitUntilExit()
+        #expect(submit.terminationStatus == 0, "\(said())")
+        #expect(said().components(separatedBy: "waiting for a worker").count == 2, "told once: \(said())")
+    }
+
     /// Ctrl-C on `coord submit --coordinator` stops following, not rendering: it exits 130 and
     /// says the run goes on and how to pick it up; `coord wait` then downloads the movie. (Before,
     /// the submitter died silently, and the user could not tell the run was still going.)
