@@ -266,6 +266,10 @@ public final class Coordinator: Sendable {
         for case .submit(_, _, let reply) in left { reply(.failure(stoppedError)) }
     }
     public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) }; commandWakeup.signal() }
+    /// The process ids workers said hello with: the embedded cluster tells a worker that died
+    /// before joining (it cannot start) from one that died at work.
+    let joinedPIDs = Mutex<Set<Int>>([])
+    public func hasJoined(pid: Int32) -> Bool { joinedPIDs.withLock { $0.contains(Int(pid)) } }
     /// Graceful: stop dispatching, let in-flight attempts finish (up to the drain timeout), hand
     /// the rest back and leave unfinished runs to be resumed. Otherwise stop at once.
     /// `within` overrides the configured drain timeout (0: hand everything back now).
@@ -779,6 +783,7 @@ final class CoordinatorCore {
             feed(.workerJoined(id, slots: h.slots, running: h.running ?? []), now: now)
             if h.draining == true { feed(.workerDraining(id), now: now) }
             record("workerSeen") { try lineage.workerSeen(id: id, host: h.host, pid: h.pid, slots: h.slots, version: h.version) }
+            owner.joinedPIDs.withLock { _ = $0.insert(h.pid) }
             if known == nil {
                 log.info("worker joined", metadata: ["worker.id": "\(id)", "worker.slots": "\(h.slots)", "worker.host": "\(h.host)",
                                                      "worker.store": "\(shared ? "shared" : "own")"])

@@ -35,6 +35,14 @@ public final class LocalCluster: Sendable {
     private let running = DispatchGroup()
     private let stopping = Mutex(false)
     private let endpoint = Mutex<String>("")
+    /// Workers that exited before joining, one after another (a join resets it), and the last
+    /// line each wrote: past `startFailuresAllowed` the cluster gives up (`failure`).
+    private let startFailures = Mutex(0)
+    private let lastWords = Mutex<[Int32: String]>([:])
+    public static let startFailuresAllowed = 3
+    /// Why the cluster gave up, once it has: its workers cannot start.
+    public var failure: String? { gaveUp.withLock { $0 } }
+    private let gaveUp = Mutex<String?>(nil)
     /// The 0700 folder holding the coordinator's socket; removed at shutdown.
     let socketDirectory: String
 
@@ -76,27 +84,71 @@ public final class LocalCluster: Sendable {
         p.arguments = ["--connect", endpoint.withLock { $0 }, "--pipelines", "\(config.pipelinesPerWorker)", "--threads", "\(config.threadsPerPipeline)",
                        "--store", config.stateDirectory, "--local-files", "--allow-private-urls", "--exit-with-parent", "--parent-pid", "\(getpid())", "--quiet"]
         p.standardInput = FileHandle.nullDevice
+        // What a worker writes (errors only: --quiet) goes on to this process's standard error;
+        // its last line is kept to say why, should it die before joining.
+        let pipe = Pipe()
+        p.standardError = pipe
+        let said = Locked("")
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let data = h.availableData
+            guard !data.isEmpty else { h.readabilityHandler = nil; return }
+            try? FileHandle.standardError.write(contentsOf: data)
+            let text = said.withLock { $0 += String(decoding: data, as: UTF8.self); $0 = String($0.suffix(4096)); return $0 }
+            if let last = text.split(separator: "\n").last(where: { !$0.allSatisfy(\.isWhitespace) }) {
+                self?.lastWords.withLock { $0[p.processIdentifier] = String(last) }
+            }
+        }
         running.enter()
         p.terminationHandler = { [running] _ in running.leave() }
         do { try p.run() } catch { running.leave(); throw error }
         processes.withLock { $0[p.processIdentifier] = p }
     }
 
+    /// Why a worker process that never joined ended: its exit and its last words.
+    private func startFailure(_ p: Process) -> String {
+        usleep(20_000)   // its last words may still be on their way through the pipe
+        let how = p.terminationReason == .uncaughtSignal ? "was killed by signal \(p.terminationStatus)" : "exited with status \(p.terminationStatus)"
+        let words = lastWords.withLock { $0[p.processIdentifier] }
+        return "the worker process (\(config.workerExecutable)) \(how) before it could join" + (words.map { ": \($0)" } ?? "")
+    }
+
     /// Notices dead workers at once (not only after the liveness timeout) and replaces them.
+    /// A worker that dies at work is replaced; workers that die before joining, several in a row
+    /// (a missing library, a binary for another machine), end the cluster's runs as interrupted
+    /// and say why, instead of being started again for ever.
     private func supervise() {
         while !stopping.withLock({ $0 }) {
             let dead = processes.withLock { procs in
-                let d = procs.filter { !$0.value.isRunning }.map(\.key)
-                for pid in d { procs[pid] = nil }
+                let d = procs.filter { !$0.value.isRunning }
+                for pid in d.keys { procs[pid] = nil }
                 return d
             }
-            for pid in dead where !stopping.withLock({ $0 }) {
-                logger.warning("worker process exited; starting a replacement", metadata: ["worker.pid": "\(pid)"])
+            for (pid, p) in dead where !stopping.withLock({ $0 }) {
                 coordinator.workerExited(pid: pid)
-                do { try spawnWorker() } catch { logger.error("cannot start a worker: \(error)") }
+                if coordinator.hasJoined(pid: pid) {
+                    startFailures.withLock { $0 = 0 }
+                } else if startFailures.withLock({ $0 += 1; return $0 }) >= Self.startFailuresAllowed {
+                    giveUp(startFailure(p))
+                    return
+                }
+                lastWords.withLock { $0[pid] = nil }
+                logger.warning("worker process exited; starting a replacement", metadata: ["worker.pid": "\(pid)"])
+                do { try spawnWorker() } catch {
+                    giveUp("cannot start the worker process \(config.workerExecutable): \(FileChecks.reason(error))")
+                    return
+                }
             }
+            // A join anywhere means the workers can start.
+            if processes.withLock({ $0.keys.contains { coordinator.hasJoined(pid: $0) } }) { startFailures.withLock { $0 = 0 } }
             usleep(50_000)
         }
+    }
+
+    private func giveUp(_ why: String) {
+        logger.error("giving up on the workers: \(why)")
+        gaveUp.withLock { $0 = why }
+        // The runs stop as on Ctrl-C: recorded as interrupted, to resume once the workers start.
+        coordinator.stop(graceful: true, within: 0)
     }
 
     /// Submits a pipeline and blocks until its run ends. `progress` is called from the coordinator thread.
@@ -142,7 +194,15 @@ public final class LocalCluster: Sendable {
                 }
             }
         }
-        for _ in pipelines { done.wait() }
+        // Every run ends, or the cluster gives up on its workers (the runs left are interrupted).
+        var ended = 0
+        while ended < pipelines.count {
+            if done.wait(timeout: .now() + 0.1) == .success { ended += 1 } else if failure != nil { break }
+        }
+        if let why = failure {
+            coordinator.waitUntilStopped()
+            return pipelines.indices.map { results.withLock { $0 }[$0] ?? .failure(LocalClusterError(description: why)) }
+        }
         return pipelines.indices.map { results.withLock { $0 }[$0]! }
     }
 

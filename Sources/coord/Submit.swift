@@ -187,6 +187,16 @@ struct Submit: ParsableCommand {
         })
         display.finish()
         cluster.shutdown()
+        if let why = cluster.failure {
+            // Nothing can render here until the worker starts: one error, not one per project.
+            display.interrupted()
+            errorLine("error: \(why)")
+            errorLine("  hint: check that \(clusterConfig.workerExecutable) runs ('worker --help'); rebuild or reinstall it beside coord")
+            let unfinished = results.filter { if case .failure = $0 { true } else { false } }.count
+            let again = (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ")
+            errorLine("\(unfinished) of \(projects.count) project\(projects.count == 1 ? "" : "s") did not finish and \(unfinished == 1 ? "is" : "are") recorded as interrupted; finished stages are kept. Resume with: \(again)")
+            throw ExitCode(1)
+        }
         var reports: [ProjectReport] = []
         for (k, (p, r)) in zip(projects, results).enumerated() {
             var rep = ProjectReport(file: p.file, name: p.name, label: labels[k], run: nil, state: "failed", seconds: 0, output: nil, bytes: 0, error: nil)

@@ -106,4 +106,36 @@ import TestSupport
         #expect(said.contains("recorded as interrupted") && said.contains("resume with: coord submit"), "\(said)")
         _ = try Self.expectRecordedAsInterrupted(dir + "/state/lineage.db")
     }
+
+    /// A worker executable that cannot start (here: a library it needs is missing) stops the
+    /// submit at once with the worker's own words, the runs recorded as interrupted; before, it
+    /// was started again for ever, printing its error hundreds of times a second. With a worker
+    /// that runs, submitting again resumes.
+    @Test func aWorkerThatCannotStartStopsTheSubmitWithItsReason() throws {
+        let dir = temporaryDirectory("worker-cannot-start")
+        let files = try Self.projects(dir)
+        // coord finds its worker beside its own executable: a linked coord with a broken worker.
+        try FileManager.default.createDirectory(atPath: dir + "/bin", withIntermediateDirectories: true)
+        if link(coordPath, dir + "/bin/coord") != 0 { try FileManager.default.copyItem(atPath: coordPath, toPath: dir + "/bin/coord") }
+        let broken = "#!/bin/sh\necho 'worker: error while loading shared libraries: libavcodec.so.59: cannot open shared object file' >&2\nexit 127\n"
+        try broken.write(toFile: dir + "/bin/worker", atomically: true, encoding: .utf8)
+        chmod(dir + "/bin/worker", 0o755)
+        let started = Date()
+        let r = try run(dir + "/bin/coord", ["submit"] + files + ["--state", dir + "/state", "--workers", "2"], timeout: 60)
+        #expect(r.status == 1, "\(r.err)")
+        #expect(Date().timeIntervalSince(started) < 20, "it gave up at once")
+        let lines = r.err.split(separator: "\n").map(String.init)
+        #expect(lines.contains("error: the worker process (\(dir)/bin/worker) exited with status 127 before it could join: worker: error while loading shared libraries: libavcodec.so.59: cannot open shared object file"), "\(r.err)")
+        #expect(lines.filter { $0.hasPrefix("worker: error while loading") }.count <= 2 + 3, "\(r.err)")
+        #expect(r.err.contains("3 of 3 projects did not finish and are recorded as interrupted"), "\(r.err)")
+        let runs = try LineageStore.readRows(path: dir + "/state/lineage.db", "SELECT state FROM run")
+        #expect(runs.count == 3 && runs.allSatisfy { $0["state"] == "interrupted" }, "\(runs)")
+
+        try FileManager.default.removeItem(atPath: dir + "/bin/worker")
+        try FileManager.default.createSymbolicLink(atPath: dir + "/bin/worker", withDestinationPath: workerPath)
+        let again = try run(dir + "/bin/coord", ["submit"] + files + ["--state", dir + "/state", "--workers", "2"], timeout: 300)
+        #expect(again.status == 0, "\(again.err)")
+        let after = try LineageStore.readRows(path: dir + "/state/lineage.db", "SELECT state FROM run ORDER BY id")
+        #expect(after.count == 3 && after.allSatisfy { $0["state"] == "succeeded" }, "resumed, not submitted anew: \(after)")
+    }
 }
