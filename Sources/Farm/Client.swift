@@ -141,8 +141,9 @@ public final class ClusterClient {
         return try pump(until: { m in if case .ended(let e) = m, e.run == run { return e }; return nil })
     }
 
-    public func status(_ run: Int64?) throws -> StatusReply {
-        send(.status(run: run))
+    /// One run's status, or (nil) the list of runs: the `limit` most recent (nil: every run).
+    public func status(_ run: Int64?, limit: Int? = nil) throws -> StatusReply {
+        send(.status(run: run, limit: limit))
         return try pump(until: { m in if case .statusReply(let r) = m { return r }; return nil })
     }
 }

@@ -813,8 +813,8 @@ final class CoordinatorCore {
             } else {
                 watch(run, from: identity, once: true)
             }
-        case .status(let run):
-            do { send(.statusReply(try status(run, for: peer)), to: identity) } catch {
+        case .status(let run, let limit):
+            do { send(.statusReply(try status(run, limit: limit, for: peer)), to: identity) } catch {
                 log.error("cannot answer a status request: \(error)")
                 send(.rejected(message: "cannot read the lineage database to answer: \(error)"), to: identity)
             }
@@ -852,7 +852,7 @@ final class CoordinatorCore {
             guard peer.is(.submitter) else { return "this key may not submit (it is not in the submitters' allow-list)" }
         case .watch(let run), .cancelRun(let run):
             guard mayAccess(run: run, peer) else { return "no run \(run) of yours on this coordinator" }
-        case .status(let run):
+        case .status(let run, _):
             guard peer.is(.submitter) || peer.is(.admin) else { return "this key may not see runs" }
             if let run, !mayAccess(run: run, peer) { return "no run \(run) of yours on this coordinator" }
         case .pull(let sha, _, _):
@@ -976,13 +976,11 @@ final class CoordinatorCore {
         for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
     }
 
-    func status(_ runID: Int64?, for peer: Peer = .local) throws -> StatusReply {
+    func status(_ runID: Int64?, limit: Int? = nil, for peer: Peer = .local) throws -> StatusReply {
         guard let runID else {
             // Admins (and local peers) see the farm; a submitter its own runs.
-            let mine = peer.seesEveryRun ? "" : "WHERE id IN (SELECT id FROM run WHERE owner_key = ?)"
-            let rows = try lineage.rows("SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs \(mine) ORDER BY id",
-                                        mine.isEmpty ? [] : [peer.key ?? ""])
-            return StatusReply(runs: rows, stages: [], failures: [])
+            let list = try LineageStore.runList(limit: limit ?? 0, owner: peer.seesEveryRun ? nil : peer.key ?? "", rows: lineage.rows)
+            return StatusReply(runs: list.runs, stages: [], failures: [], runsTotal: list.total)
         }
         let runs = try lineage.rows("SELECT * FROM v_runs WHERE id = ?", [runID])
         let stages = try lineage.rows("SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])

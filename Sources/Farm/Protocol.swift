@@ -46,7 +46,8 @@ public enum WireMessage: Sendable {
     case progress(RunProgress)
     case ended(RunEnd)
     case cancelRun(run: Int64)
-    case status(run: Int64?)
+    /// One run, or (nil) the list of runs: the `limit` most recent (nil or 0: every run).
+    case status(run: Int64?, limit: Int? = nil)
     case statusReply(StatusReply)
 }
 
@@ -84,6 +85,8 @@ public struct StatusReply: Codable, Sendable {
     public var runs: [[String: String]]
     public var stages: [[String: String]]
     public var failures: [[String: String]]
+    /// With a list of runs cut to a limit: how many runs the peer may see in all.
+    public var runsTotal: Int? = nil
 }
 
 public struct Envelope: Sendable {
@@ -248,7 +251,7 @@ extension WireMessage {
             .pull(sha256: ref.sha256, offset: 0, length: 1 << 20),
             .chunk(Chunk(sha256: ref.sha256, offset: 0, total: 10, error: nil)),
             .submit(Submission(pipeline: pipeline, files: [ref], priority: 1, submitter: "me")),
-            .accepted(run: 3), .rejected(message: "no"), .watch(run: 3), .cancelRun(run: 3), .status(run: nil),
+            .accepted(run: 3), .rejected(message: "no"), .watch(run: 3), .cancelRun(run: 3), .status(run: nil), .status(run: nil, limit: 50),
             .progress(RunProgress(runID: 3, items: 1, itemsDone: 0, stagesTotal: 5, stagesDone: 1, running: ["fetch/0"], elapsed: 1)),
             .ended(RunEnd(run: 3, state: "succeeded", message: nil, output: ref, outputPath: "/o/p.mp4", seconds: 2)),
             .statusReply(StatusReply(runs: [["id": "1"]], stages: [], failures: [])),

@@ -86,10 +86,13 @@ extension WireMessage {
                 $0.outputPath = e.outputPath; $0.seconds = e.seconds
             })
         case .cancelRun(let run): return .cancelRun(.with { $0.run = run })
-        case .status(let run): return .status(.with { if let run { $0.run = run } })
+        case .status(let run, let limit): return .status(.with { if let run { $0.run = run }; if let limit { $0.limit = Int64(limit) } })
         case .statusReply(let r):
             func rows(_ v: [[String: String]]) -> [Threadline_Wire_Row] { v.map { row in .with { $0.fields = row } } }
-            return .statusReply(.with { $0.runs = rows(r.runs); $0.stages = rows(r.stages); $0.failures = rows(r.failures) })
+            return .statusReply(.with {
+                $0.runs = rows(r.runs); $0.stages = rows(r.stages); $0.failures = rows(r.failures)
+                if let n = r.runsTotal { $0.runsTotal = Int64(n) }
+            })
         }
     }
 }
@@ -334,9 +337,10 @@ extension WireMessage {
             self = .ended(RunEnd(run: e.run, state: e.state, message: e.hasMessage ? e.message : nil, output: e.hasOutput ? ArtifactRef(e.output) : nil,
                                  outputPath: e.outputPath, seconds: e.seconds))
         case .cancelRun(let r): self = .cancelRun(run: r.run)
-        case .status(let q): self = .status(run: q.hasRun ? q.run : nil)
+        case .status(let q): self = .status(run: q.hasRun ? q.run : nil, limit: q.hasLimit ? Int(clamping: q.limit) : nil)
         case .statusReply(let r):
-            self = .statusReply(StatusReply(runs: r.runs.map(\.fields), stages: r.stages.map(\.fields), failures: r.failures.map(\.fields)))
+            self = .statusReply(StatusReply(runs: r.runs.map(\.fields), stages: r.stages.map(\.fields), failures: r.failures.map(\.fields),
+                                            runsTotal: r.hasRunsTotal ? Int(clamping: r.runsTotal) : nil))
         }
     }
 }

@@ -427,3 +427,20 @@ public struct FarmReader: Sendable {
         }
     }
 }
+
+extension LineageStore {
+    /// The runs `coord runs` lists: the `limit` most recent (0: every run), the oldest of them
+    /// first, and how many there are in all; `owner`: only the runs that key submitted. `rows`
+    /// runs a query (a writer's connection, or a read-only one beside it).
+    public static func runList(limit: Int, owner: String?,
+                               rows: (String, [any DatabaseValueConvertible]) throws -> [[String: String]]) throws -> (runs: [[String: String]], total: Int) {
+        let mine = owner == nil ? "" : "WHERE owner_key = ?"
+        let args: [any DatabaseValueConvertible] = owner.map { [$0] } ?? []
+        let recent = try rows("""
+            SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path, error FROM v_runs
+            WHERE id IN (SELECT id FROM run \(mine) ORDER BY id DESC LIMIT ?) ORDER BY id
+            """, args + [limit > 0 ? limit : -1])
+        let total = try rows("SELECT count(*) AS n FROM run \(mine)", args).first?["n"].flatMap { Int($0) } ?? recent.count
+        return (recent, total)
+    }
+}

@@ -446,6 +446,7 @@ public nonisolated struct Threadline_Wire_Text: Sendable {
   public init() {}
 }
 
+/// One run, or (no run) the list of runs: the `limit` most recent (absent or 0: every run).
 public nonisolated struct Threadline_Wire_StatusQuery: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -460,11 +461,21 @@ public nonisolated struct Threadline_Wire_StatusQuery: Sendable {
   /// Clears the value of `run`. Subsequent reads from it will return its default value.
   public mutating func clearRun() {self._run = nil}
 
+  public var limit: Int64 {
+    get {_limit ?? 0}
+    set {_limit = newValue}
+  }
+  /// Returns true if `limit` has been explicitly set.
+  public var hasLimit: Bool {self._limit != nil}
+  /// Clears the value of `limit`. Subsequent reads from it will return its default value.
+  public mutating func clearLimit() {self._limit = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _run: Int64? = nil
+  fileprivate var _limit: Int64? = nil
 }
 
 /// A file in an artifact store, by content.
@@ -1257,9 +1268,21 @@ public nonisolated struct Threadline_Wire_StatusReply: Sendable {
 
   public var failures: [Threadline_Wire_Row] = []
 
+  /// With a list of runs cut to a limit: how many runs the peer may see in all.
+  public var runsTotal: Int64 {
+    get {_runsTotal ?? 0}
+    set {_runsTotal = newValue}
+  }
+  /// Returns true if `runsTotal` has been explicitly set.
+  public var hasRunsTotal: Bool {self._runsTotal != nil}
+  /// Clears the value of `runsTotal`. Subsequent reads from it will return its default value.
+  public mutating func clearRunsTotal() {self._runsTotal = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _runsTotal: Int64? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -1872,7 +1895,7 @@ nonisolated extension Threadline_Wire_Text: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Threadline_Wire_StatusQuery: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatusQuery"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}run\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}run\0\u{1}limit\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1881,6 +1904,7 @@ nonisolated extension Threadline_Wire_StatusQuery: SwiftProtobuf.Message, SwiftP
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt64Field(value: &self._run) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self._limit) }()
       default: break
       }
     }
@@ -1894,11 +1918,15 @@ nonisolated extension Threadline_Wire_StatusQuery: SwiftProtobuf.Message, SwiftP
     try { if let v = self._run {
       try visitor.visitSingularInt64Field(value: v, fieldNumber: 1)
     } }()
+    try { if let v = self._limit {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 2)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Threadline_Wire_StatusQuery, rhs: Threadline_Wire_StatusQuery) -> Bool {
     if lhs._run != rhs._run {return false}
+    if lhs._limit != rhs._limit {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3151,7 +3179,7 @@ nonisolated extension Threadline_Wire_Row: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatusReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}runs\0\u{1}stages\0\u{1}failures\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}runs\0\u{1}stages\0\u{1}failures\0\u{3}runs_total\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3162,12 +3190,17 @@ nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftP
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.runs) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.stages) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.failures) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self._runsTotal) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.runs.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.runs, fieldNumber: 1)
     }
@@ -3177,6 +3210,9 @@ nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftP
     if !self.failures.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.failures, fieldNumber: 3)
     }
+    try { if let v = self._runsTotal {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 4)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3184,6 +3220,7 @@ nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftP
     if lhs.runs != rhs.runs {return false}
     if lhs.stages != rhs.stages {return false}
     if lhs.failures != rhs.failures {return false}
+    if lhs._runsTotal != rhs._runsTotal {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

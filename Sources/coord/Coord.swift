@@ -229,18 +229,31 @@ struct Runs: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List runs recorded in the lineage database (or on a running coordinator).")
     @OptionGroup var stateOptions: StateOptions
     @OptionGroup var cluster: ClusterOptions
+    @Option(name: .long, help: "Show the N most recent runs (0: every run).") var limit = 50
     @Flag(name: .long, help: "Print as JSON.") var json = false
+
+    func validate() throws { guard limit >= 0 else { throw ValidationError("--limit must be 0 (every run) or more") } }
 
     func run() throws {
         let rows: [[String: String]]
+        var total: Int?
         if cluster.coordinator != nil {
             let context = MessagingContext()
             let client = try cluster.client(context)
-            rows = try clusterCall { try client.status(nil) }.runs
+            let reply = try clusterCall { try client.status(nil, limit: limit) }
+            // A coordinator from before limits sends every run: the most recent are kept here.
+            rows = limit > 0 ? Array(reply.runs.suffix(limit)) : reply.runs
+            total = reply.runsTotal ?? reply.runs.count
         } else {
-            let path = stateOptions.directory + "/lineage.db"
-            guard FileManager.default.fileExists(atPath: path) else { errorLine("no lineage database at \(path)"); throw ExitCode(1) }
-            rows = try LineageStore.readRows(path: path, "SELECT id, name, state, stages_done, stages, round(duration_s, 2) AS seconds, output_path FROM v_runs ORDER BY id")
+            let path = try lineageDatabase(stateOptions)
+            (rows, total) = try LineageStore.runList(limit: limit, owner: nil, rows: { try LineageStore.readRows(path: path, $0, $1) })
+        }
+        // Said after them on standard error, so what is printed stays the runs alone.
+        defer {
+            if let total, total > rows.count {
+                fflush(nil)   // the runs, printed, before the note
+                errorLine("(the \(rows.count) most recent of \(total) runs; --limit 0 lists every run)")
+            }
         }
         if json {
             print(String(decoding: try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys]), as: UTF8.self))

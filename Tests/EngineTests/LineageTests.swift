@@ -20,6 +20,22 @@ import TestSupport
         return dir
     }()
 
+    /// `coord runs` lists the most recent runs (of the key's own, for a submitter), oldest of them
+    /// first, and says how many there are: a farm's thousands of runs are not sent whole.
+    @Test func theRunListIsTheMostRecentAndCountsTheRest() throws {
+        let dir = temporaryDirectory("run-list")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        let p = Pipeline(name: "r", output: OutputProfile(path: dir + "/out.mp4"), items: [Item(kind: .video(source: SourceRef(dir + "/a.mov"), trim: nil))])
+        for k in 1...7 { _ = try lineage.createRun(p, stages: Planner.stages(for: p), ownerKey: k % 2 == 0 ? "bob" : nil) }
+        let ids = { (l: (runs: [[String: String]], total: Int)) in l.runs.compactMap { $0["id"] }.joined(separator: " ") + " of \(l.total)" }
+        #expect(ids(try LineageStore.runList(limit: 3, owner: nil, rows: lineage.rows)) == "5 6 7 of 7")
+        #expect(ids(try LineageStore.runList(limit: 0, owner: nil, rows: lineage.rows)) == "1 2 3 4 5 6 7 of 7")
+        #expect(ids(try LineageStore.runList(limit: 2, owner: "bob", rows: lineage.rows)) == "4 6 of 3")
+        #expect(ids(try LineageStore.runList(limit: 9, owner: "alice", rows: lineage.rows)) == " of 0")
+        // The same through a read-only connection beside the writer, as `coord runs --state` reads it.
+        #expect(ids(try LineageStore.runList(limit: 3, owner: nil, rows: { try LineageStore.readRows(path: dir + "/l.db", $0, $1) })) == "5 6 7 of 7")
+    }
+
     /// The dashboard's time left comes from planned frames, as `coord submit`'s lines do: a run
     /// whose one long item is rendered is nearly done, however many short items are left. A looped
     /// item's segment counts once, as it is rendered once.

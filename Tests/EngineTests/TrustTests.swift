@@ -74,6 +74,16 @@ import TestSupport
         #expect(opRuns.out.contains("1\tsucceeded"), "\(opRuns.out)")
         let aliceRuns = try run(coordPath, ["runs"] + key("alice"), timeout: 30)
         #expect(aliceRuns.out.contains("1\tsucceeded"), "\(aliceRuns.out)")
+        // A long list is cut to the most recent runs, counting only those the key may see.
+        for _ in 0..<2 { #expect(try run(coordPath, ["submit", pipeline, "--detach"] + key("bob"), timeout: 60).status == 0) }
+        let bobLast = try run(coordPath, ["runs", "--limit", "1"] + key("bob"), timeout: 30)
+        #expect(bobLast.out.hasPrefix("3\t") && bobLast.out.split(separator: "\n").count == 1, "\(bobLast.out)")
+        #expect(bobLast.err.contains("(the 1 most recent of 2 runs; --limit 0 lists every run)"), "\(bobLast.err)")
+        let opLast = try run(coordPath, ["runs", "--limit", "2"] + key("operator"), timeout: 30)
+        #expect(opLast.out.split(separator: "\n").map { $0.prefix(2) } == ["2\t", "3\t"] && opLast.err.contains("most recent of 3 runs"),
+                "\(opLast.out)\(opLast.err)")
+        let opAll = try run(coordPath, ["runs", "--limit", "0"] + key("operator"), timeout: 30)
+        #expect(opAll.out.split(separator: "\n").count == 3 && opAll.err.isEmpty, "\(opAll.out)\(opAll.err)")
         #expect(try ClusterTests.rows(db, "SELECT id FROM worker").compactMap { $0["id"] } == ["w1"])
         #expect(procs.process("coord")?.isRunning == true)
     }
