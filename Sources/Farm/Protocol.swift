@@ -251,7 +251,7 @@ extension WireMessage {
             .pull(sha256: ref.sha256, offset: 0, length: 1 << 20),
             .chunk(Chunk(sha256: ref.sha256, offset: 0, total: 10, error: nil)),
             .submit(Submission(pipeline: pipeline, files: [ref], priority: 1, submitter: "me")),
-            .accepted(run: 3), .rejected(message: "no"), .watch(run: 3), .cancelRun(run: 3), .status(run: nil), .status(run: nil, limit: 50),
+            .accepted(run: 3), .rejected(message: "no"), .watch(run: 3), .cancelRun(run: 3), .status(run: nil),
             .progress(RunProgress(runID: 3, items: 1, itemsDone: 0, stagesTotal: 5, stagesDone: 1, running: ["fetch/0"], elapsed: 1)),
             .ended(RunEnd(run: 3, state: "succeeded", message: nil, output: ref, outputPath: "/o/p.mp4", seconds: 2)),
             .statusReply(StatusReply(runs: [["id": "1"]], stages: [], failures: [])),
@@ -259,6 +259,8 @@ extension WireMessage {
                                   framesDone: 60, framesTotal: 120, framesKnown: true, framesRendered: 30, renderingFor: 1.5,
                                   slots: TimeLeft.Slots(renderSeconds: 2.5, inFlight: 1, inFlightFrames: 30, inFlightSeconds: 0.75),
                                   failures: ["clip 2 (b.mp4): decode failed"], workers: 0)),
+            .status(run: nil, limit: 50),
+            .statusReply(StatusReply(runs: [["id": "7"]], stages: [], failures: [], runsTotal: 120)),
         ]
     }
 }
