@@ -186,6 +186,18 @@ struct Serve: AsyncParsableCommand {
         let exporter = http == nil ? nil : FarmExporter()
         exporter?.bootstrap()
         let dir = try stateOptions.made()
+        // One coordinator per state folder: a second would fight the first for SQLite's one writer
+        // (a turn that waits past the busy timeout stops a coordinator) and split the farm's view.
+        let lock: FolderLock
+        do {
+            lock = try FolderLock(dir, name: "coordinator.lock",
+                                  holder: "coord serve, pid \(getpid()) on \(ProcessInfo.processInfo.hostName), bound to \(bind)")
+        } catch let held as FolderLock.Held {
+            errorLine("error: another coordinator serves \(dir) (\(held.holder.isEmpty ? "see \(held.path)" : held.holder)); one coordinator per state folder")
+            errorLine("  hint: stop that one first (it drains within its --drain-timeout), or give this one its own --state")
+            throw ExitCode(1)
+        }
+        defer { withExtendedLifetime(lock) {} }
         let lineage = try LineageStore(path: dir + "/lineage.db")
         var config = Coordinator.Configuration(bind: bind)
         config.store = try ArtifactStore(root: dir)

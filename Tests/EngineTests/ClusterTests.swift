@@ -440,6 +440,27 @@ import TestSupport
         #expect(p.terminationReason == .exit && p.terminationStatus == 0, "ended by \(p.terminationReason == .exit ? "exit" : "signal") \(p.terminationStatus)")
     }
 
+    /// A second `coord serve` on a state folder that one already serves is refused, naming the
+    /// first; once the first is gone (even killed), the folder can be served again. (Before, both
+    /// ran, taking turns at SQLite's one writer.)
+    @Test func aSecondCoordinatorOnOneStateFolderIsRefused() throws {
+        let dir = temporaryDirectory("serve-twice")
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord")
+        let first = try #require(procs.process("coord")).processIdentifier
+        let second = try run(coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"], timeout: 20)
+        #expect(second.status == 1, "\(second.out)\(second.err)")
+        #expect(second.err.contains("error: another coordinator serves \(dir)/coord (coord serve, pid \(first) on "), "\(second.err)")
+        #expect(!second.out.contains("listening on"), "\(second.out)")
+        procs.signal("coord", SIGKILL)
+        #expect(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
+        try procs.start("again", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "again")
+        #expect(procs.process("again")?.isRunning == true)
+    }
+
     // MARK: security
 
     @Test func curveAdmitsOnlyAllowedKeys() throws {
