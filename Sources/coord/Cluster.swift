@@ -193,8 +193,13 @@ struct Serve: AsyncParsableCommand {
             lock = try FolderLock(dir, name: "coordinator.lock",
                                   holder: "coord serve, pid \(getpid()) on \(ProcessInfo.processInfo.hostName), bound to \(bind)")
         } catch let held as FolderLock.Held {
-            errorLine("error: another coordinator serves \(dir) (\(held.holder.isEmpty ? "see \(held.path)" : held.holder)); one coordinator per state folder")
-            errorLine("  hint: stop that one first (it drains within its --drain-timeout), or give this one its own --state")
+            if held.holder.isEmpty {
+                errorLine("error: local coord submit processes are rendering on \(dir); one coordinator per state folder")
+                errorLine("  hint: let them finish (or stop them with Ctrl-C: their runs resume), or give this one its own --state")
+            } else {
+                errorLine("error: another coordinator serves \(dir) (\(held.holder)); one coordinator per state folder")
+                errorLine("  hint: stop that one first (it drains within its --drain-timeout), or give this one its own --state")
+            }
             throw ExitCode(1)
         }
         defer { withExtendedLifetime(lock) {} }
