@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // The farm protocol's encoding (Sources/Wire). Exact: scripts/generate-wire builds the same version's generator.
         .package(url: "https://github.com/apple/swift-protobuf", exact: "1.39.0"),
+        // The CPUs a container may use (cgroup quotas and cpusets), for the default slots.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // C libraries, each wrapped by exactly one Swift module.
@@ -40,7 +42,8 @@ let package = Package(
 
         // Pure: pipeline model, YAML loading with locations, planning, stage keys.
         .target(name: "ThreadlineCore",
-                dependencies: ["CSupport", .product(name: "Yams", package: "Yams"), .product(name: "Crypto", package: "swift-crypto")]),
+                dependencies: ["CSupport", .product(name: "Yams", package: "Yams"), .product(name: "Crypto", package: "swift-crypto"),
+                               .product(name: "NIOCore", package: "swift-nio")]),
         // Owns FFmpeg.
         .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "CExif", "ThreadlineCore", "CSupport"]),
         // Owns ZeroMQ.

@@ -22,7 +22,7 @@ public enum LibraryScanner {
     public static let extensions = CaptureMetadata.photoExtensions.union(CaptureMetadata.movieExtensions)
 
     /// Scans `library` (an absolute, resolved folder) into `index`.
-    public static func scan(library: String, index: LibraryIndex, threads: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> Report {
+    public static func scan(library: String, index: LibraryIndex, threads: Int = Cores.available) throws -> Report {
         let t0 = Date()
         var report = Report()
         let known = try index.known(library: library)

@@ -110,7 +110,7 @@ final class AudioChunkEncoder: @unchecked Sendable {
         pcm = .allocate(capacity: max(1, total * 2))
         self.bitrate = bitrate; self.globalHeader = globalHeader; self.name = name; self.cache = cache
         outcomes = Outcomes(chunks.count)
-        queue.maxConcurrentOperationCount = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        queue.maxConcurrentOperationCount = Cores.available
     }
 
     deinit {

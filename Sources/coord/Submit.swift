@@ -43,8 +43,8 @@ struct Submit: ParsableCommand {
     @Option(name: .long, help: "With --coordinator: higher runs first; runs of equal priority share workers fairly.")
     var priority: Int = 0
 
-    @Option(name: .long, help: "Local worker processes: one per core unless given.")
-    var workers: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: .long, help: "Local worker processes: one per CPU this process may use (in a container, its CPU quota) unless given.")
+    var workers: Int = Cores.available
 
     @Option(name: .long, help: "Media pipelines each worker runs at once.")
     var pipelines: Int = 1

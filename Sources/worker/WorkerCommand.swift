@@ -34,8 +34,8 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The coordinator's endpoint, e.g. tcp://127.0.0.1:7400.")
     var connect: String
 
-    @Option(name: .long, help: "Media pipelines (slots) this worker runs at once: one per core unless given.")
-    var pipelines: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: .long, help: "Media pipelines (slots) this worker runs at once: one per CPU it may use (in a container, its CPU quota) unless given.")
+    var pipelines: Int = Cores.available
 
     @Option(name: .long, help: ArgumentHelp("Codec threads each pipeline uses. 1: every host encodes identical bits, and one pipeline per core is the cheapest way to fill a machine; 0: libavcodec and libx264 choose (a lone pipeline finishes sooner, but the encoded bits then depend on the host).", valueName: "N"))
     var threads: Int = 1
