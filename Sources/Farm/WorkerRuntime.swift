@@ -116,6 +116,9 @@ public final class WorkerRuntime: Sendable {
         var lastSent = Date().timeIntervalSince1970
         var lastHeard = lastSent
         var coordinatorLost = false
+        /// Whether the coordinator ever answered: one that never did is not "lost" but unreachable,
+        /// or refusing this worker's key (CURVE refusals are silent on the wire).
+        var heardFromCoordinator = false
         logger.info("worker started", metadata: ["worker.id": "\(config.id)", "worker.slots": "\(config.slots)", "endpoint": "\(config.endpoint)"])
 
         func report(_ r: TaskResult) {
@@ -224,9 +227,10 @@ public final class WorkerRuntime: Sendable {
                 lastHeard = Date().timeIntervalSince1970
                 if coordinatorLost {
                     coordinatorLost = false
-                    logger.info("coordinator is back")
+                    logger.info(heardFromCoordinator ? "coordinator is back" : "the coordinator answered")
                     announce()
                 }
+                heardFromCoordinator = true
                 guard let data = frames.first, let envelope = Envelope.decode(data) else {
                     logger.warning("dropped an undecodable message", metadata: ["bytes": "\(frames.first?.count ?? 0)",
                                                                             "reason": "\(frames.first.flatMap(Envelope.refusal).map(String.init(describing:)) ?? "empty")"])
@@ -297,7 +301,17 @@ public final class WorkerRuntime: Sendable {
             }
             if now - lastHeard > config.coordinatorTimeout {
                 // Lost the coordinator: keep working, announce again; libzmq reconnects underneath with backoff.
-                if !coordinatorLost { logger.warning("lost the coordinator; reconnecting") }
+                if coordinatorLost {
+                } else if heardFromCoordinator {
+                    logger.warning("lost the coordinator; reconnecting")
+                } else {
+                    logger.warning("""
+                        no answer from the coordinator at \(config.endpoint) for \(Int(config.coordinatorTimeout)) s; still trying. \
+                        Is 'coord serve' running there\(config.curve == nil
+                            ? ", and without CURVE keys (with them, give this worker --curve-secret-key and --coordinator-key)?"
+                            : ", and does it know this worker's key (its .pub in the coordinator's --allow-workers folder), and is --coordinator-key the coordinator's .pub?")
+                        """)
+                }
                 coordinatorLost = true
                 send(.hello(hello()))
                 lastHeard = now

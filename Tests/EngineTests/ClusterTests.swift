@@ -507,6 +507,13 @@ import TestSupport
         let log = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
         #expect(log.contains("refused a connection"), "refusals are logged")
         #expect(procs.process("coord")?.isRunning == true)
+        // The refused workers say what to check (the refusal itself is silent on the wire), not
+        // that they "lost" a coordinator they never had.
+        let said = { (w: String) in (try? String(contentsOfFile: procs.log(w), encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 15) { said("bad").contains("no answer from the coordinator") && said("plain").contains("no answer from the coordinator") })
+        #expect(said("bad").contains("does it know this worker's key (its .pub in the coordinator's --allow-workers folder)"), "\(said("bad"))")
+        #expect(said("plain").contains("give this worker --curve-secret-key and --coordinator-key"), "\(said("plain"))")
+        #expect(!said("bad").contains("lost the coordinator") && !said("good").contains("no answer"), "\(said("bad"))\(said("good"))")
     }
 
     @Test func withoutKeysANonLoopbackBindNeedsInsecure() throws {
