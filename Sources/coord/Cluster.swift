@@ -133,6 +133,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A stage whose attempts lost this many workers (killed or silent) is poison: its run fails instead of taking down more workers.",
                                             valueName: "N")) var poisonAfter: Int = 3
     @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
+    @Option(name: .long, help: ArgumentHelp("Remove, at start and every few hours, the artifacts no run of the last DAYS days refers to, as 'coord gc' does (never a live or interrupted run's); 0: never (run 'coord gc' yourself).",
+                                            valueName: "days")) var gcKeepDays: Double = 14
+    @Option(name: .long, help: ArgumentHelp("Hours between collections.", visibility: .hidden)) var gcEvery: Double = 6
     @Flag(name: .long, help: "Log only warnings and errors.") var quiet = false
     @Option(name: .long, help: ArgumentHelp("Also serve the dashboard, /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:7401.",
                                             valueName: "HOST:PORT")) var http: String?
@@ -160,6 +163,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("give either --allow or --allow-workers/--allow-submitters, not both")
         }
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
+        guard gcKeepDays >= 0, gcKeepDays.isFinite, gcEvery > 0 else { throw ValidationError("--gc-keep-days must be 0 (never) or more days") }
         guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }
         guard (1...100).contains(poisonAfter) else { throw ValidationError("--poison-after must be 1…100") }
         if curveSecretKey == nil && !insecure && !Serve.isLoopback(bind) {
@@ -247,6 +251,9 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("dashboard on \(httpConfig.url(port: port))\n".utf8))
             })))
         }
+        if gcKeepDays > 0 {
+            services.append(.init(service: GarbageService(stateDirectory: dir, keepDays: gcKeepDays, every: gcEvery * 3600, logger: logger)))
+        }
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
         try await ServiceGroup(configuration: group).run()
@@ -279,6 +286,41 @@ extension Serve {
             if access(p, W_OK) != 0 { return false }
         }
         return true
+    }
+}
+
+/// `coord gc` on a farm's state folder, at start and then every `every` seconds: a coordinator
+/// left running for weeks would otherwise fill its disk with artifacts of long-finished runs (and
+/// a full disk stops it). Lineage is read read-only, beside the coordinator's writes, and a file
+/// younger than an hour is never removed (it may not be recorded yet).
+struct GarbageService: Service {
+    let stateDirectory: String
+    let keepDays: Double
+    let every: Double
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global(qos: .utility).async { collect(); done.resume() }
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(every)) }
+        }
+    }
+
+    /// One collection, off Swift's cooperative threads (a large store takes a while to walk).
+    func collect() {
+        do {
+            let r = try LineageStore.collectGarbage(databasePath: stateDirectory + "/lineage.db", storeRoot: stateDirectory, keepDays: keepDays)
+            logger.info("collected garbage: artifacts of runs older than \(keepDays) days removed",
+                        metadata: ["removed": "\(r.removed)", "removed_bytes": "\(ByteSize.text(r.removedBytes))", "kept": "\(r.kept)",
+                                   "stale_temporaries": "\(r.temporaryRemoved)"])
+            if r.notRemoved > 0 {
+                logger.warning("garbage collection could not remove \(r.notRemoved) files; the first: \(r.firstFailure ?? "?")")
+            }
+        } catch {
+            logger.error("garbage collection failed: \(error)")
+        }
     }
 }
 

@@ -209,6 +209,37 @@ import TestSupport
         #expect(said().components(separatedBy: "waiting for a worker").count == 2, "told once: \(said())")
     }
 
+    /// `coord serve` collects what `coord gc` would, at start and every few hours: a farm left
+    /// running for weeks kept every artifact of every run until its disk filled (and a full disk
+    /// stops the coordinator). `--gc-keep-days 0` leaves it to the operator.
+    @Test func coordServeCollectsArtifactsOfOldRuns() throws {
+        let dir = temporaryDirectory("serve-gc")
+        let pipeline = try Self.project(dir, items: 2, seconds: 0.5)
+        #expect(try run(coordPath, ["submit", pipeline, "--state", dir + "/coord"], timeout: 120).status == 0)
+        let db = dir + "/coord/lineage.db"
+        try LineageStore(path: db).rewriteSubmittedAt(runID: 1, to: Date().timeIntervalSince1970 - 30 * 86_400)
+        let files = try LineageStore.readRows(path: db, "SELECT DISTINCT uri FROM artifact WHERE kind != 'output'").compactMap { $0["uri"] }
+        #expect(files.count >= 4, "\(files)")
+        // Older than the hour a file is always kept for (it may not be recorded yet).
+        for f in files { try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: f) }
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("off", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord", "--gc-keep-days", "0"])
+        _ = try procs.endpoint(of: "off")
+        procs.signal("off", SIGTERM)
+        #expect(waitUntil(timeout: 20) { !(procs.process("off")?.isRunning ?? false) })
+        #expect(files.allSatisfy { FileManager.default.fileExists(atPath: $0) }, "--gc-keep-days 0 collects nothing")
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        let said = { (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 20) { said().contains("collected garbage") }, "\(said())")
+        #expect(said().contains("removed=\(files.count) "), "\(said())")
+        #expect(files.allSatisfy { !FileManager.default.fileExists(atPath: $0) })
+        // What was collected is rendered again when asked for.
+        try procs.start("w1", workerPath, ["--connect", try procs.endpoint(of: "coord"), "--store", dir + "/w1", "--id", "w1"])
+        let again = try run(coordPath, ["submit", pipeline, "--coordinator", try procs.endpoint(of: "coord")], timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+    }
+
     /// Ctrl-C on `coord submit --coordinator` stops following, not rendering: it exits 130 and
     /// says the run goes on and how to pick it up; `coord wait` then downloads the movie. (Before,
     /// the submitter died silently, and the user could not tell the run was still going.)
