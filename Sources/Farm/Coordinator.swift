@@ -39,6 +39,8 @@ public struct RunProgress: Sendable, Codable {
     /// stopped, scaled to zero, or not started yet), which the time left cannot tell.
     public var waitingForWorker: Bool { workers == 0 && running.isEmpty }
     public static let waitingText = "waiting for a worker to join"
+    /// What a log is told when a run starts waiting.
+    public static let waitingLine = waitingText + " (none connected to the coordinator takes work)"
 
     /// Seconds left, from the rate at which this run has rendered its planned frames (`TimeLeft`).
     public var eta: Double? {

@@ -112,8 +112,8 @@ public final class LocalCluster: Sendable {
         return "the worker process (\(config.workerExecutable)) \(how) before it could join" + (words.map { ": \($0)" } ?? "")
     }
 
-    /// Notices dead workers at once (not only after the liveness timeout) and replaces them.
-    /// A worker that dies at work is replaced; workers that die before joining, several in a row
+    /// Notices dead workers at once (not only after the liveness timeout). One that dies at work is
+    /// replaced; workers that die before joining, several in a row
     /// (a missing library, a binary for another machine), end the cluster's runs as interrupted
     /// and say why, instead of being started again for ever.
     private func supervise() {

@@ -39,12 +39,10 @@ extension LineageStore {
                 let attrs = try? fm.attributesOfItem(atPath: path)
                 let age = now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now)
                 if keep.contains(name) || age < grace { report.kept += 1; continue }
-                if !dryRun {
-                    do { try fm.removeItem(atPath: path) } catch {
-                        report.notRemoved += 1
-                        if report.firstFailure == nil { report.firstFailure = "\(path) (\(FileChecks.reason(error)))" }
-                        continue
-                    }
+                if let failure = dryRun ? nil : FileChecks.remove(path) {
+                    report.notRemoved += 1
+                    report.firstFailure = report.firstFailure ?? failure
+                    continue
                 }
                 report.removed += 1
                 report.removedBytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0

@@ -31,6 +31,11 @@ public enum FileChecks {
     static let emptyFile = "is empty (0 bytes)"
 
     /// A folder that could not be made, in the system's words.
+    /// Removes `path`; nil when done, else the path and why not, in the system's words.
+    public static func remove(_ path: String) -> String? {
+        do { try FileManager.default.removeItem(atPath: path); return nil } catch { return "\(path) (\(reason(error)))" }
+    }
+
     public struct FolderError: Error, CustomStringConvertible {
         public let description: String
     }
@@ -206,12 +211,10 @@ public enum StaleTemporaries {
             let path = folder + "/" + name
             let modified = ((try? fm.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? now
             guard now.timeIntervalSince(modified) > grace else { continue }
-            if !dryRun {
-                do { try fm.removeItem(atPath: path) } catch {
-                    report.notRemoved += 1
-                    if report.firstFailure == nil { report.firstFailure = "\(path) (\(FileChecks.reason(error)))" }
-                    continue
-                }
+            if let failure = dryRun ? nil : FileChecks.remove(path) {
+                report.notRemoved += 1
+                report.firstFailure = report.firstFailure ?? failure
+                continue
             }
             report.removed += 1
         }

@@ -143,7 +143,7 @@ final class ProgressDisplay: Sendable {
         // so the time left counts down through a long render); a log gets a line per finished stage.
         if !terminal {
             if waiting.withLock({ w in defer { w = p.waitingForWorker }; return !w && p.waitingForWorker }) {
-                errorLine("\(name): \(RunProgress.waitingText) (none connected to the coordinator takes work)")
+                errorLine("\(name): \(RunProgress.waitingLine)")
             }
             let changed = last.withLock { l -> Bool in defer { l = p.stagesDone }; return l != p.stagesDone }
             guard changed else { return }

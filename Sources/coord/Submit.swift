@@ -141,6 +141,9 @@ struct Submit: ParsableCommand {
         }
     }
 
+    /// What submits these files again, resuming their interrupted runs.
+    var resumeCommand: String { (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ") }
+
     func runLocal(_ projects: [Pipeline]) throws {
         let stateDirectory = try stateOptions.made()
         // Local submits may render side by side on one state folder, but not beside a `coord serve`
@@ -173,7 +176,7 @@ struct Submit: ParsableCommand {
         try cluster.start()
         let labels = ProjectReport.labels(projects)
         let display = BatchDisplay(names: labels, items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
-        let signals = onInterrupt { [files, stateOptions] in
+        let signals = onInterrupt { [resumeCommand] in
             display.interrupted()
             do {
                 let runs = try cluster.interrupt()
@@ -182,8 +185,7 @@ struct Submit: ParsableCommand {
             } catch {
                 errorLine("interrupted: the render stopped, but the lineage database cannot say which runs were recorded as interrupted: \(error)")
             }
-            let again = (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ")
-            errorLine("resume with: \(again)")
+            errorLine("resume with: \(resumeCommand)")
             Foundation.exit(130)
         }
         defer { _ = signals }
@@ -203,8 +205,7 @@ struct Submit: ParsableCommand {
             errorLine("error: \(why)")
             errorLine("  hint: check that \(clusterConfig.workerExecutable) runs ('worker --help'); rebuild or reinstall it beside coord")
             let unfinished = results.filter { if case .failure = $0 { true } else { false } }.count
-            let again = (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ")
-            errorLine("\(unfinished) of \(projects.count) project\(projects.count == 1 ? "" : "s") did not finish and \(unfinished == 1 ? "is" : "are") recorded as interrupted; finished stages are kept. Resume with: \(again)")
+            errorLine("\(unfinished) of \(projects.count) project\(projects.count == 1 ? "" : "s") did not finish and \(unfinished == 1 ? "is" : "are") recorded as interrupted; finished stages are kept. Resume with: \(resumeCommand)")
             throw ExitCode(1)
         }
         var reports: [ProjectReport] = []
@@ -456,7 +457,7 @@ final class BatchDisplay: Sendable {
             if !terminal {
                 let wasWaiting = s.waiting
                 s.waiting = Self.waitingForWorker(s)
-                return s.waiting && !wasWaiting ? "\(RunProgress.waitingText) (none connected to the coordinator takes work)\n" : nil
+                return s.waiting && !wasWaiting ? RunProgress.waitingLine + "\n" : nil
             }
             let failures = s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined()
             guard !failures.isEmpty else { return draw(&s, force: false) }

@@ -189,57 +189,6 @@ import TestSupport
         #expect(held("/coord").count >= 2 * 3 + 2, "the coordinator keeps every segment and both movies: \(held("/coord"))")
     }
 
-    /// A run at a coordinator no worker has joined says it waits for one (before, its line read
-    /// "0 running · ETA --:--" for as long as it waited), and goes on once one joins.
-    @Test func aRunWithNoWorkerSaysItWaitsForOne() throws {
-        let dir = temporaryDirectory("no-worker")
-        let pipeline = try Self.project(dir, items: 2, seconds: 0.5)
-        let procs = ServiceProcesses(directory: dir)
-        defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
-        let ep = try procs.endpoint(of: "coord")
-        let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep])
-        let said = { (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "" }
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, !said().contains("waiting for a worker") { usleep(50_000) }
-        #expect(said().contains("test: waiting for a worker to join (none connected to the coordinator takes work)"), "\(said())")
-        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
-        submit.waitUntilExit()
-        #expect(submit.terminationStatus == 0, "\(said())")
-        #expect(said().components(separatedBy: "waiting for a worker").count == 2, "told once: \(said())")
-    }
-
-    /// `coord serve` collects what `coord gc` would, at start and every few hours: a farm left
-    /// running for weeks kept every artifact of every run until its disk filled (and a full disk
-    /// stops the coordinator). `--gc-keep-days 0` leaves it to the operator.
-    @Test func coordServeCollectsArtifactsOfOldRuns() throws {
-        let dir = temporaryDirectory("serve-gc")
-        let pipeline = try Self.project(dir, items: 2, seconds: 0.5)
-        #expect(try run(coordPath, ["submit", pipeline, "--state", dir + "/coord"], timeout: 120).status == 0)
-        let db = dir + "/coord/lineage.db"
-        try LineageStore(path: db).rewriteSubmittedAt(runID: 1, to: Date().timeIntervalSince1970 - 30 * 86_400)
-        let files = try LineageStore.readRows(path: db, "SELECT DISTINCT uri FROM artifact WHERE kind != 'output'").compactMap { $0["uri"] }
-        #expect(files.count >= 4, "\(files)")
-        // Older than the hour a file is always kept for (it may not be recorded yet).
-        for f in files { try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: f) }
-        let procs = ServiceProcesses(directory: dir)
-        defer { procs.stopAll() }
-        try procs.start("off", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord", "--gc-keep-days", "0"])
-        _ = try procs.endpoint(of: "off")
-        procs.signal("off", SIGTERM)
-        #expect(waitUntil(timeout: 20) { !(procs.process("off")?.isRunning ?? false) })
-        #expect(files.allSatisfy { FileManager.default.fileExists(atPath: $0) }, "--gc-keep-days 0 collects nothing")
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
-        let said = { (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "" }
-        #expect(waitUntil(timeout: 20) { said().contains("collected garbage") }, "\(said())")
-        #expect(said().contains("removed=\(files.count) "), "\(said())")
-        #expect(files.allSatisfy { !FileManager.default.fileExists(atPath: $0) })
-        // What was collected is rendered again when asked for.
-        try procs.start("w1", workerPath, ["--connect", try procs.endpoint(of: "coord"), "--store", dir + "/w1", "--id", "w1"])
-        let again = try run(coordPath, ["submit", pipeline, "--coordinator", try procs.endpoint(of: "coord")], timeout: 120)
-        #expect(again.status == 0, "\(again.err)")
-    }
-
     /// Ctrl-C on `coord submit --coordinator` stops following, not rendering: it exits 130 and
     /// says the run goes on and how to pick it up; `coord wait` then downloads the movie. (Before,
     /// the submitter died silently, and the user could not tell the run was still going.)
@@ -250,13 +199,16 @@ import TestSupport
         defer { procs.stopAll() }
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
         let ep = try procs.endpoint(of: "coord")
-        // No worker yet: the run waits at the coordinator while the submitter follows it.
+        // No worker yet: the run waits at the coordinator while the submitter follows it, and says
+        // so (before, its line read "0 running · ETA --:--" for as long as it waited).
         let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep])
         let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, !((try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "").contains("submitted") { usleep(50_000) }
+        while Date() < deadline, !((try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "").contains("waiting for a worker") { usleep(50_000) }
         kill(submit.processIdentifier, SIGINT)
         submit.waitUntilExit()
         let said = (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? ""
+        #expect(said.components(separatedBy: "test: waiting for a worker to join (none connected to the coordinator takes work)").count == 2,
+                "said once: \(said)")
         #expect(submit.terminationStatus == 130, "\(said)")
         #expect(said.contains("interrupted: run 1 goes on at the coordinator"), "\(said)")
         #expect(said.contains("coord wait 1 --coordinator \(ep)"), "\(said)")
