@@ -141,7 +141,7 @@ import TestSupport
         let procs = ServiceProcesses(directory: dir)
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"] + serveArgs)
         let ep = try procs.endpoint(of: "coord")
-        for i in 1...n {
+        for i in stride(from: 1, through: n, by: 1) {
             try procs.start("w\(i)", workerPath, ["--connect", ep, "--pipelines", "\(pipelines)", "--store", dir + "/w\(i)", "--id", "w\(i)"] + workerArgs)
         }
         return (procs, ep)
@@ -195,10 +195,8 @@ import TestSupport
     @Test func ctrlCOnARemoteSubmitLeavesTheRunToTheCoordinator() throws {
         let dir = temporaryDirectory("remote-interrupt")
         let pipeline = try Self.project(dir, items: 2, seconds: 1)
-        let procs = ServiceProcesses(directory: dir)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
-        let ep = try procs.endpoint(of: "coord")
         // No worker yet: the run waits at the coordinator while the submitter follows it, and says
         // so (before, its line read "0 running · ETA --:--" for as long as it waited).
         let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep])
@@ -413,10 +411,8 @@ import TestSupport
     /// 0, rather than dying on the signal.
     @Test func aHangUpStopsCoordServeGracefully() throws {
         let dir = temporaryDirectory("serve-hup")
-        let procs = ServiceProcesses(directory: dir)
+        let (procs, _) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord")
         procs.signal("coord", SIGHUP)
         #expect(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) }, "coord serve did not exit after SIGHUP")
         let p = try #require(procs.process("coord"))
@@ -428,10 +424,8 @@ import TestSupport
     /// ran, taking turns at SQLite's one writer.)
     @Test func aSecondCoordinatorOnOneStateFolderIsRefused() throws {
         let dir = temporaryDirectory("serve-twice")
-        let procs = ServiceProcesses(directory: dir)
+        let (procs, _) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord")
         let first = try #require(procs.process("coord")).processIdentifier
         let second = try run(coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"], timeout: 20)
         #expect(second.status == 1, "\(second.out)\(second.err)")
