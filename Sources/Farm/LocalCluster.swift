@@ -38,7 +38,8 @@ public final class LocalCluster: Sendable {
     /// Workers that exited before joining, one after another (a join resets it), and the last
     /// line each wrote: past `startFailuresAllowed` the cluster gives up (`failure`).
     private let startFailures = Mutex(0)
-    private let lastWords = Mutex<[Int32: String]>([:])
+    /// Each worker's standard error (errors only: --quiet), read as it comes.
+    private let heard = Mutex<[Int32: (pipe: Pipe, words: Locked<Words>)]>([:])
     public static let startFailuresAllowed = 3
     /// Why the cluster gave up, once it has: its workers cannot start.
     public var failure: String? { gaveUp.withLock { $0 } }
@@ -88,27 +89,49 @@ public final class LocalCluster: Sendable {
         // its last line is kept to say why, should it die before joining.
         let pipe = Pipe()
         p.standardError = pipe
-        let said = Locked("")
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] h in
-            let data = h.availableData
-            guard !data.isEmpty else { h.readabilityHandler = nil; return }
-            try? FileHandle.standardError.write(contentsOf: data)
-            let text = said.withLock { $0 += String(decoding: data, as: UTF8.self); $0 = String($0.suffix(4096)); return $0 }
-            if let last = text.split(separator: "\n").last(where: { !$0.allSatisfy(\.isWhitespace) }) {
-                self?.lastWords.withLock { $0[p.processIdentifier] = String(last) }
-            }
-        }
         running.enter()
         p.terminationHandler = { [running] _ in running.leave() }
         do { try p.run() } catch { running.leave(); throw error }
-        processes.withLock { $0[p.processIdentifier] = p }
+        let pid = p.processIdentifier
+        let words = Locked(Words())
+        pipe.fileHandleForReading.readabilityHandler = { h in
+            let data = h.availableData
+            guard !data.isEmpty else { h.readabilityHandler = nil; return }
+            words.withLock { $0.heard(data) }
+        }
+        heard.withLock { $0[pid] = (pipe, words) }
+        processes.withLock { $0[pid] = p }
+    }
+
+    /// What a worker wrote: passed on to this process's standard error, its last line kept.
+    struct Words {
+        var text = ""
+        mutating func heard(_ data: Data) {
+            try? FileHandle.standardError.write(contentsOf: data)
+            text = String((text + String(decoding: data, as: UTF8.self)).suffix(4096))
+        }
+        var last: String? { text.split(separator: "\n").last(where: { !$0.allSatisfy(\.isWhitespace) }).map(String.init) }
+    }
+
+    /// A worker has exited: what it wrote that is still in the pipe is read (and passed on) here,
+    /// without waiting for the pipe's end (workers started since may hold its write end open).
+    /// Returns its last line.
+    @discardableResult
+    private func drain(_ pid: Int32) -> String? {
+        guard let (pipe, words) = heard.withLock({ $0.removeValue(forKey: pid) }) else { return nil }
+        let h = pipe.fileHandleForReading
+        h.readabilityHandler = nil
+        let fd = h.fileDescriptor
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while case let n = read(fd, &buffer, buffer.count), n > 0 { words.withLock { $0.heard(Data(buffer[0..<n])) } }
+        return words.withLock { $0.last }
     }
 
     /// Why a worker process that never joined ended: its exit and its last words.
     private func startFailure(_ p: Process) -> String {
-        usleep(20_000)   // its last words may still be on their way through the pipe
+        let words = drain(p.processIdentifier)
         let how = p.terminationReason == .uncaughtSignal ? "was killed by signal \(p.terminationStatus)" : "exited with status \(p.terminationStatus)"
-        let words = lastWords.withLock { $0[p.processIdentifier] }
         return "the worker process (\(config.workerExecutable)) \(how) before it could join" + (words.map { ": \($0)" } ?? "")
     }
 
@@ -131,7 +154,7 @@ public final class LocalCluster: Sendable {
                     giveUp(startFailure(p))
                     return
                 }
-                lastWords.withLock { $0[pid] = nil }
+                drain(pid)
                 logger.warning("worker process exited; starting a replacement", metadata: ["worker.pid": "\(pid)"])
                 do { try spawnWorker() } catch {
                     giveUp("cannot start the worker process \(config.workerExecutable): \(FileChecks.reason(error))")
