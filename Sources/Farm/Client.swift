@@ -19,6 +19,11 @@ public final class ClusterClient {
     let store: ArtifactStore
     /// How long the coordinator may stay silent before a request fails.
     public var silenceTimeout: Double = 15
+    /// Told once, after a few seconds without a first answer (`coord submit` writes it to standard
+    /// error): the wait is not a hang. Not told once the coordinator has answered, when a live
+    /// progress display may be on the terminal.
+    public var onSilence: ((String) -> Void)?
+    private var heardOnce = false
 
     public init(endpoint: String, context: MessagingContext, curve: (keys: CurveKeyPair, serverPublicKey: String)? = nil,
                 downloads: String = NSTemporaryDirectory() + "threadline-client-\(getuid())") throws {
@@ -48,6 +53,7 @@ public final class ClusterClient {
         while true {
             if let frames = try socket.receive(timeoutMs: 20) {
                 lastHeard = Date().timeIntervalSince1970
+                heardOnce = true
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
                 switch e.message {
                 case .pull(let sha, let offset, let length):
@@ -64,6 +70,10 @@ public final class ClusterClient {
             if let v = idle() { return v }
             let now = Date().timeIntervalSince1970
             if now - lastResend > silenceTimeout / 3 && now - lastHeard > silenceTimeout / 3 { resend(); lastResend = now }
+            if !heardOnce, let tell = onSilence, now - lastHeard > min(3, silenceTimeout / 3) {
+                onSilence = nil
+                tell("no answer yet from the coordinator at \(endpoint); waiting up to \(Int(silenceTimeout)) s (--timeout)")
+            }
             if now - lastHeard > silenceTimeout {
                 throw Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s — is `coord serve` running there, and do its keys match yours?")
             }

@@ -44,6 +44,7 @@ struct ClusterOptions: ParsableArguments {
         }
         let client = try ClusterClient(endpoint: coordinator, context: context, curve: curve)
         client.silenceTimeout = timeout
+        client.onSilence = { errorLine($0) }
         return client
     }
 }
