@@ -148,16 +148,7 @@ public struct ArtifactStore: Sendable {
     /// worker sharing this folder may be about to open it). Every artifact is a copy of what the
     /// coordinator holds, so a removed one is pulled again when next needed.
     public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, now: Date = Date()) -> TrimReport {
-        let fm = FileManager.default
-        let base = root + "/artifacts/sha256"
-        var files: [(path: String, sha: String, size: Int64, used: Date)] = []
-        for prefix in (try? fm.contentsOfDirectory(atPath: base)) ?? [] {
-            for name in (try? fm.contentsOfDirectory(atPath: base + "/" + prefix)) ?? [] {
-                let path = base + "/" + prefix + "/" + name
-                guard let attrs = try? fm.attributesOfItem(atPath: path) else { continue }
-                files.append((path, name, (attrs[.size] as? NSNumber)?.int64Value ?? 0, (attrs[.modificationDate] as? Date) ?? now))
-            }
-        }
+        let files = StoreFiles.artifacts(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now) } }
         var report = TrimReport()
         // What a killed writer left half-written goes whatever the size (an hour untouched at least:
         // a live one touches its file all the time).
@@ -166,8 +157,8 @@ public struct ArtifactStore: Sendable {
         guard report.bytes > maxBytes else { return report }
         for f in files.sorted(by: { $0.used < $1.used }) where report.bytes > maxBytes {
             if keep.contains(f.sha) || now.timeIntervalSince(f.used) < grace { report.heldBytes += f.size; continue }
-            guard unlink(f.path) == 0 else {
-                if report.firstFailure == nil { report.firstFailure = "\(f.path) (\(String(cString: strerror(errno))))" }
+            if let failure = FileChecks.remove(f.path) {
+                report.firstFailure = report.firstFailure ?? failure
                 report.heldBytes += f.size
                 continue
             }

@@ -171,26 +171,20 @@ public enum StateDoctor {
     /// `full`, whose content no longer hashes to its name) is removed on repair: the stage that
     /// made it renders again, or the source is copied again, when next needed.
     static func checkStore(_ state: String, lineage: String?, _ options: Options, writable: Bool, now: Date) -> [Finding] {
-        let fm = FileManager.default
-        let root = state + "/artifacts/sha256"
         var sizes: [String: Int64] = [:]
         if let lineage, let rows = try? LineageStore.readRows(path: lineage, "SELECT sha256, max(size) AS size FROM artifact GROUP BY sha256") {
             for r in rows { if let s = r["sha256"], let n = r["size"].flatMap({ Int64($0) }) { sizes[s] = n } }
         }
         var files = 0, bad: [String] = [], removed = 0, failures: [String] = []
-        for prefix in (try? fm.contentsOfDirectory(atPath: root)) ?? [] {
-            for name in (try? fm.contentsOfDirectory(atPath: "\(root)/\(prefix)")) ?? [] {
-                let path = "\(root)/\(prefix)/\(name)"
-                files += 1
-                let size = ((try? fm.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? -1
-                var damaged = false
-                if let recorded = sizes[name], recorded != size { damaged = true }
-                if options.full && !damaged { damaged = ((try? SHA256Hasher.hex(fileAt: path)) ?? "") != name }
-                guard damaged else { continue }
-                bad.append(path)
-                if options.repair && writable {
-                    do { try fm.removeItem(atPath: path); removed += 1 } catch { failures.append("\(path) (\(FileChecks.reason(error)))") }
-                }
+        for f in StoreFiles.artifacts(in: state) {
+            files += 1
+            var damaged = false
+            if let recorded = sizes[f.sha256], recorded != (f.size ?? -1) { damaged = true }
+            if options.full && !damaged { damaged = ((try? SHA256Hasher.hex(fileAt: f.path)) ?? "") != f.sha256 }
+            guard damaged else { continue }
+            bad.append(f.path)
+            if options.repair && writable {
+                if let failure = FileChecks.remove(f.path) { failures.append(failure) } else { removed += 1 }
             }
         }
         var findings: [Finding] = []
@@ -206,16 +200,8 @@ public enum StateDoctor {
                                                           : "remove them as the store's owner"))
         }
         // Temporary files left by attempts that died mid-write.
-        var stale: [String] = [], staleBytes: Int64 = 0, leftStale = 0
-        for name in (try? fm.contentsOfDirectory(atPath: state + "/tmp")) ?? [] {
-            let path = state + "/tmp/" + name
-            let attrs = try? fm.attributesOfItem(atPath: path)
-            let modified = (attrs?[.modificationDate] as? Date) ?? now
-            guard now.timeIntervalSince(modified) > options.temporaryGrace else { continue }
-            stale.append(path)
-            staleBytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
-            if options.repair && writable { if (try? fm.removeItem(atPath: path)) == nil { leftStale += 1 } }
-        }
+        let found = StaleTemporaries.remove(in: state + "/tmp", untouchedFor: options.temporaryGrace, now: now, dryRun: !(options.repair && writable))
+        let stale = found.paths, staleBytes = found.bytes, leftStale = found.notRemoved
         if !stale.isEmpty {
             let mb = String(format: "%.1f MB", Double(staleBytes) / 1e6)
             if options.repair && writable && leftStale == 0 {

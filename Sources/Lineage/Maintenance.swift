@@ -30,23 +30,17 @@ extension LineageStore {
             WHERE r.submitted_at >= ? OR r.state IN ('running', 'interrupted')
             """, [cutoff]).compactMap { $0["sha256"] })
         var report = CollectionReport()
-        let fm = FileManager.default
         let now = Date()
-        let root = storeRoot + "/artifacts/sha256"
-        for prefix in (try? fm.contentsOfDirectory(atPath: root)) ?? [] {
-            for name in (try? fm.contentsOfDirectory(atPath: "\(root)/\(prefix)")) ?? [] {
-                let path = "\(root)/\(prefix)/\(name)"
-                let attrs = try? fm.attributesOfItem(atPath: path)
-                let age = now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now)
-                if keep.contains(name) || age < grace { report.kept += 1; continue }
-                if let failure = dryRun ? nil : FileChecks.remove(path) {
-                    report.notRemoved += 1
-                    report.firstFailure = report.firstFailure ?? failure
-                    continue
-                }
-                report.removed += 1
-                report.removedBytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
+        for f in StoreFiles.artifacts(in: storeRoot) {
+            // A file whose time cannot be read counts as young.
+            if keep.contains(f.sha256) || now.timeIntervalSince(f.modified ?? now) < grace { report.kept += 1; continue }
+            if let failure = dryRun ? nil : FileChecks.remove(f.path) {
+                report.notRemoved += 1
+                report.firstFailure = report.firstFailure ?? failure
+                continue
             }
+            report.removed += 1
+            report.removedBytes += f.size ?? 0
         }
         let stale = StaleTemporaries.remove(in: storeRoot + "/tmp", untouchedFor: grace, now: now, dryRun: dryRun)
         report.temporaryRemoved = stale.removed

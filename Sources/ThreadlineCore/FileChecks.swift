@@ -199,7 +199,10 @@ public enum ByteSize {
 /// writer. Used by `coord gc` on a state folder and by a worker on its own store.
 public enum StaleTemporaries {
     public struct Report: Sendable, Equatable {
+        /// Removed (or, in a dry run, found); of those, their paths and bytes.
         public var removed = 0
+        public var paths: [String] = []
+        public var bytes: Int64 = 0
         public var notRemoved = 0
         public var firstFailure: String?
     }
@@ -209,8 +212,10 @@ public enum StaleTemporaries {
         var report = Report()
         for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
             let path = folder + "/" + name
-            let modified = ((try? fm.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? now
-            guard now.timeIntervalSince(modified) > grace else { continue }
+            let attrs = try? fm.attributesOfItem(atPath: path)
+            guard now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now) > grace else { continue }
+            report.paths.append(path)
+            report.bytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
             if let failure = dryRun ? nil : FileChecks.remove(path) {
                 report.notRemoved += 1
                 report.firstFailure = report.firstFailure ?? failure
@@ -219,5 +224,31 @@ public enum StaleTemporaries {
             report.removed += 1
         }
         return report
+    }
+}
+
+/// The files of a content-addressed store (`ROOT/artifacts/sha256/ab/abcdef…`): what `coord gc`,
+/// `coord doctor` and a worker's bounded store walk. Size and time are nil where the file could
+/// not be read (each caller decides what that means).
+public enum StoreFiles {
+    public struct File: Sendable {
+        public let path: String
+        public let sha256: String
+        public let size: Int64?
+        public let modified: Date?
+    }
+
+    public static func artifacts(in root: String) -> [File] {
+        let fm = FileManager.default
+        let base = root + "/artifacts/sha256"
+        var files: [File] = []
+        for prefix in (try? fm.contentsOfDirectory(atPath: base)) ?? [] {
+            for name in (try? fm.contentsOfDirectory(atPath: base + "/" + prefix)) ?? [] {
+                let path = base + "/" + prefix + "/" + name
+                let attrs = try? fm.attributesOfItem(atPath: path)
+                files.append(File(path: path, sha256: name, size: (attrs?[.size] as? NSNumber)?.int64Value, modified: attrs?[.modificationDate] as? Date))
+            }
+        }
+        return files
     }
 }
