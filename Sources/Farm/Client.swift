@@ -19,11 +19,27 @@ public final class ClusterClient {
     let store: ArtifactStore
     /// How long the coordinator may stay silent before a request fails.
     public var silenceTimeout: Double = 15
-    /// Told once, after a few seconds without a first answer (`coord submit` writes it to standard
-    /// error): the wait is not a hang. Not told once the coordinator has answered, when a live
-    /// progress display may be on the terminal.
-    public var onSilence: ((String) -> Void)?
+    /// Told, for standard error, when the coordinator keeps silent for a few seconds (a third of
+    /// `silenceTimeout`, at most 3 s) and when it answers again after that: the wait is not a hang.
+    /// Before its first answer it may be the wrong address or keys; after it, a coordinator that
+    /// stopped or a network that broke, while the runs it holds go on once it is back.
+    public var onSilence: ((Silence) -> Void)?
+    public enum Silence: Sendable, Equatable {
+        case noAnswerYet(endpoint: String, timeout: Int)
+        case silent(endpoint: String, seconds: Int, timeout: Int)
+        case answersAgain(endpoint: String)
+
+        public var line: String {
+            switch self {
+            case .noAnswerYet(let e, let t): "no answer yet from the coordinator at \(e); waiting up to \(t) s (--timeout)"
+            case .silent(let e, let s, let t): "the coordinator at \(e) has not answered for \(s) s; waiting up to \(t) s (--timeout)"
+            case .answersAgain(let e): "the coordinator at \(e) answers again"
+            }
+        }
+    }
     private var heardOnce = false
+    /// Whether `onSilence` was told of the present silence.
+    private var toldSilence = false
 
     public init(endpoint: String, context: MessagingContext, curve: (keys: CurveKeyPair, serverPublicKey: String)? = nil,
                 downloads: String = NSTemporaryDirectory() + "threadline-client-\(getuid())") throws {
@@ -53,6 +69,7 @@ public final class ClusterClient {
         while true {
             if let frames = try socket.receive(timeoutMs: 20) {
                 lastHeard = Date().timeIntervalSince1970
+                if toldSilence { toldSilence = false; onSilence?(.answersAgain(endpoint: endpoint)) }
                 heardOnce = true
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
                 switch e.message {
@@ -70,12 +87,17 @@ public final class ClusterClient {
             if let v = idle() { return v }
             let now = Date().timeIntervalSince1970
             if now - lastResend > silenceTimeout / 3 && now - lastHeard > silenceTimeout / 3 { resend(); lastResend = now }
-            if !heardOnce, let tell = onSilence, now - lastHeard > min(3, silenceTimeout / 3) {
-                onSilence = nil
-                tell("no answer yet from the coordinator at \(endpoint); waiting up to \(Int(silenceTimeout)) s (--timeout)")
+            let patience = min(3, silenceTimeout / 3)
+            if !toldSilence, now - lastHeard > patience {
+                toldSilence = true
+                let timeout = Int(silenceTimeout)
+                onSilence?(heardOnce ? .silent(endpoint: endpoint, seconds: Int(patience.rounded()), timeout: timeout)
+                                     : .noAnswerYet(endpoint: endpoint, timeout: timeout))
             }
             if now - lastHeard > silenceTimeout {
-                throw Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s — is `coord serve` running there, and do its keys match yours?")
+                throw heardOnce
+                    ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(silenceTimeout)) s (--timeout). Its runs go on once it is back (started again on its state folder, it resumes them)")
+                    : Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s — is `coord serve` running there, and do its keys match yours?")
             }
         }
     }

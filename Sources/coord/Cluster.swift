@@ -44,17 +44,40 @@ struct ClusterOptions: ParsableArguments {
         }
         let client = try ClusterClient(endpoint: coordinator, context: context, curve: curve)
         client.silenceTimeout = timeout
-        client.onSilence = { errorLine($0) }
+        client.onSilence = { errorLine($0.line) }
         return client
+    }
+
+    /// The options that reach this coordinator again, for a command printed to the user.
+    var flags: String {
+        ([coordinator.map { "--coordinator \($0)" }, curveSecretKey.map { "--curve-secret-key \($0)" },
+          coordinatorKey.map { "--coordinator-key \($0)" }] as [String?]).compactMap { $0 }.joined(separator: " ")
+    }
+
+    /// How to pick up runs that go on at the coordinator after this command stopped following them.
+    func followAgain(_ ids: [Int64]) -> [String] {
+        ids.count == 1
+            ? ["follow it and download the movie: coord wait \(ids[0]) \(flags)", "stop it: coord cancel \(ids[0]) \(flags)"]
+            : ["follow one (runs \(ids.map(String.init).joined(separator: ", "))) and download its movie: coord wait RUN \(flags)",
+               "stop one: coord cancel RUN \(flags)"]
+    }
+
+    /// Follows runs with `body`; when the coordinator is lost meanwhile, `stop` ends the live
+    /// display, and the error comes with how to follow the runs again.
+    func following<T>(_ ids: [Int64], stop: () -> Void, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch {
+            stop()
+            return try clusterCall(hint: followAgain(ids)) { throw error }
+        }
     }
 }
 
-/// Runs a cluster command, turning its failures into one clear line and exit 1.
-func clusterCall<T>(_ body: () throws -> T) throws -> T {
+/// Runs a cluster command, turning its failures into one clear line (and the `hint` lines) and exit 1.
+func clusterCall<T>(hint: [String] = [], _ body: () throws -> T) throws -> T {
     do { return try body() } catch let e as ClusterClient.Failure {
-        errorLine("error: \(e.description)"); throw ExitCode(1)
+        errorLine("error: \(e.description)"); hint.forEach(errorLine); throw ExitCode(1)
     } catch let e as TransportError {
-        errorLine("error: \(e.description)"); throw ExitCode(1)
+        errorLine("error: \(e.description)"); hint.forEach(errorLine); throw ExitCode(1)
     }
 }
 
@@ -365,7 +388,8 @@ struct Wait: ParsableCommand {
         let context = MessagingContext()
         let client = try cluster.client(context)
         let display = ProgressDisplay(name: "run \(runID)", terminal: isatty(STDERR_FILENO) == 1 && !json)
-        let end = try clusterCall { try client.follow(runID) { display.update($0) } }
+        client.onSilence = { display.note($0.line) }
+        let end = try cluster.following([runID], stop: display.finish) { try client.follow(runID) { display.update($0) } }
         display.finish()
         try finishRun(client, end, output: output, json: json)
     }

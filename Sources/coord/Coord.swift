@@ -133,7 +133,14 @@ final class ProgressDisplay: Sendable {
     let told = Locked(ToldFailures())
     /// Whether the last word said the run waits for a worker (a log is told once when it starts).
     let waiting = Locked(false)
+    /// The bar as last drawn, drawn again below a note.
+    let bar = Locked("")
     init(name: String, terminal: Bool) { self.name = name; self.terminal = terminal }
+
+    /// A line of its own (the coordinator gone silent, or answering again), above the bar on a terminal.
+    func note(_ line: String) {
+        if terminal { writeStandardError("\r\u{1B}[K" + line + "\n" + bar.withLock { $0 }) } else { errorLine(line) }
+    }
 
     func update(_ p: RunProgress) {
         // On a terminal a failure is printed as it comes, above the progress line: the run goes on
@@ -158,6 +165,7 @@ final class ProgressDisplay: Sendable {
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
             let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
             let line = String(format: "\r%@ [%@] %d/%d items%@ · %d running · %@  ", name, bar, p.itemsDone, p.items, failed, p.running.count, eta)
+            self.bar.withLock { $0 = line }
             writeStandardError(line)
         } else {
             errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,

@@ -253,30 +253,24 @@ struct Submit: ParsableCommand {
         if detach { return }
         // The runs are the coordinator's: Ctrl-C stops following them, not rendering them.
         let signals = onInterrupt { [ids, cluster] in
-            let flags = ([cluster.coordinator.map { "--coordinator \($0)" }, cluster.curveSecretKey.map { "--curve-secret-key \($0)" },
-                          cluster.coordinatorKey.map { "--coordinator-key \($0)" }] as [String?]).compactMap { $0 }.joined(separator: " ")
-            if ids.count == 1 {
-                errorLine("\ninterrupted: run \(ids[0]) goes on at the coordinator; this only stopped following it.")
-                errorLine("follow it and download the movie: coord wait \(ids[0]) \(flags)")
-                errorLine("stop it: coord cancel \(ids[0]) \(flags)")
-            } else {
-                errorLine("\ninterrupted: runs \(ids.map(String.init).joined(separator: ", ")) go on at the coordinator; this only stopped following them.")
-                errorLine("follow one and download its movie: coord wait RUN \(flags)")
-                errorLine("stop one: coord cancel RUN \(flags)")
-            }
+            errorLine(ids.count == 1 ? "\ninterrupted: run \(ids[0]) goes on at the coordinator; this only stopped following it."
+                      : "\ninterrupted: runs \(ids.map(String.init).joined(separator: ", ")) go on at the coordinator; this only stopped following them.")
+            cluster.followAgain(ids).forEach(errorLine)
             Foundation.exit(130)
         }
         defer { _ = signals }
         if projects.count == 1 {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
-            let end = try clusterCall { try client.follow(ids[0]) { display.update($0) } }
+            client.onSilence = { display.note($0.line) }
+            let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
             display.finish()
             return try finishRun(client, end, output: nil, json: json)
         }
         let started = Date().timeIntervalSince1970
         let display = BatchDisplay(names: labels, items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
         let index = Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, $0) })
-        let ends = try clusterCall {
+        client.onSilence = { display.note($0.line) }
+        let ends = try cluster.following(ids, stop: display.interrupted) {
             try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
                                  ended: { e in if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")") } })
         }
@@ -476,6 +470,18 @@ final class BatchDisplay: Sendable {
             return draw(&s, force: true)
         }
         if let text { writeStandardError(text) }
+    }
+
+    /// A line of its own (the coordinator gone silent, or answering again), above the live lines
+    /// on a terminal.
+    func note(_ line: String) {
+        let text = state.withLock { s -> String in
+            guard terminal, !s.stopped else { return line + "\n" }
+            let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
+            s.drawn = 0
+            return up + line + "\n" + (s.progress.isEmpty ? "" : draw(&s, force: true) ?? "")
+        }
+        writeStandardError(text)
     }
 
     /// Leaves the last drawing on screen and stops drawing.

@@ -217,6 +217,44 @@ import TestSupport
         #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
     }
 
+    /// A remote submit whose coordinator goes silent says so (before, it said nothing until
+    /// `--timeout` ran out), says when it answers again and follows the run on; when it stays
+    /// silent, the error says the runs go on at the coordinator and how to follow them again
+    /// (before: "is `coord serve` running there, and do its keys match yours?", and nothing
+    /// about the run), and that command then brings the movie.
+    @Test func aRemoteSubmitSaysWhenItLosesTheCoordinatorAndHowToFollowAgain() throws {
+        let dir = temporaryDirectory("remote-lost")
+        let pipeline = try Self.project(dir, items: 2, seconds: 1)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        let port = ep.split(separator: ":").last!
+        let said = { (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "" }
+        let serve = { (name: String) in
+            try procs.start(name, coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
+            _ = try procs.endpoint(of: name)
+        }
+        // No worker: the run waits at the coordinator while the submitter follows it.
+        let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep, "--timeout", "4"])
+        try #require(waitUntil(timeout: 20) { said().contains("waiting for a worker") }, "\(said())")
+        procs.signal("coord", SIGKILL)
+        try #require(waitUntil(timeout: 10) { said().contains("the coordinator at \(ep) has not answered for 1 s; waiting up to 4 s (--timeout)") },
+                     "\(said())")
+        try serve("coord2")
+        #expect(waitUntil(timeout: 10) { said().contains("the coordinator at \(ep) answers again") }, "\(said())")
+        procs.signal("coord2", SIGKILL)
+        #expect(waitUntil(timeout: 20) { !submit.isRunning }, "the submit gave up")
+        #expect(submit.terminationStatus == 1, "\(said())")
+        #expect(said().contains("error: lost the coordinator at \(ep): no answer for 4 s (--timeout)"), "\(said())")
+        #expect(said().contains("follow it and download the movie: coord wait 1 --coordinator \(ep)"), "\(said())")
+        #expect(!said().contains("do its keys match yours"), "\(said())")
+
+        try serve("coord3")
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 120)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+    }
+
     /// `coord serve --verify 100%` with real workers on separate stores: every rendered stage is
     /// made twice on different hosts' processes and the outputs hash the same (one codec thread:
     /// the same bits everywhere), so nothing is quarantined and the movie's frames equal an
