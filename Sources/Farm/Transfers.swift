@@ -76,7 +76,7 @@ final class Transfers {
         do {
             try t.handle.seek(toOffset: UInt64(c.offset))
             try t.handle.write(contentsOf: payload)
-        } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write: \(error)"); return }
+        } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))"); return }
         t.outstanding.remove(c.offset)
         t.lastProgress = now
         t.retries = 0

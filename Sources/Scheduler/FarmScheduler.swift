@@ -150,6 +150,10 @@ public struct FarmScheduler: Sendable {
         var worker: String?
         /// Verification: workers that made this stage already.
         var excluded: Set<String> = []
+        /// Workers where an attempt of this stage failed (retryably): its retries go elsewhere
+        /// while another worker is connected, so one worker with a full disk or a broken library
+        /// does not spend every attempt (it holds the inputs, so placement alone would pick it again).
+        var failedOn: Set<String> = []
     }
 
     struct Run {
@@ -324,6 +328,7 @@ public struct FarmScheduler: Sendable {
                 run.nodes[s.node].lease = nil
                 run.nodes[s.node].worker = nil
                 run.nodes[s.node].excluded = []
+                run.nodes[s.node].failedOn = []
                 newly = run.graph.complete(s.node)
                 runs[s.run] = run
             }
@@ -352,7 +357,9 @@ public struct FarmScheduler: Sendable {
             let decision = RetryPolicy.decide(retryable: retryable, attempts: attempts, maxAttempts: runs[s.run]!.spec.maxAttempts, now: now,
                                               base: config.backoffBase, jitter: jitter(s, attempts))
             switch decision {
-            case .retry(let notBefore): delay(s, until: notBefore, now: now, &out)
+            case .retry(let notBefore):
+                runs[s.run]!.nodes[s.node].failedOn.insert(worker)
+                delay(s, until: notBefore, now: now, &out)
             case .fail: stageFailed(s, .failed(s, attempts: attempts), &out)
             }
 
@@ -653,7 +660,7 @@ public struct FarmScheduler: Sendable {
                 if !hasDispatchable(id) { active.removeAll { $0 == id } }
                 continue
             }
-            let excluded = runs[id]!.nodes[k].excluded
+            let excluded = avoided(runs[id]!.nodes[k])
             let eligible = excluded.isEmpty ? free : free.filter { !excluded.contains($0) }
             if eligible.isEmpty {
                 skipped.append((id, k))
@@ -678,6 +685,15 @@ public struct FarmScheduler: Sendable {
             }
             if !hasDispatchable(id) { active.removeAll { $0 == id } }
         }
+    }
+
+    /// The workers a stage must not go to now: those that made it already (verification), and
+    /// those where it failed, while a worker outside both, not draining, is connected (it waits
+    /// for that one's slot rather than fail again where it failed; with none, it tries anywhere).
+    func avoided(_ node: Node) -> Set<String> {
+        guard !node.failedOn.isEmpty else { return node.excluded }
+        let both = node.excluded.union(node.failedOn)
+        return workers.contains { !both.contains($0.key) && !$0.value.draining && $0.value.slots > 0 } ? both : node.excluded
     }
 
     /// Drops stale heads of the run's slot lane; true when a stage can go now.

@@ -569,6 +569,40 @@ extension Array {
         _ = a
     }
 
+    /// A retry goes to another worker than the one where the stage failed, even one busy at
+    /// the time, though placement favours the first (it holds the inputs): one worker with a
+    /// full disk no longer spends all of a stage's attempts. With no other worker, it tries there.
+    @Test func aRetryGoesToAnotherWorkerThanTheOneWhereItFailed() {
+        var farm = Farm()
+        let a = farm.join(slots: 1), b = farm.join(slots: 1)
+        // Placement favours a, as if it held the inputs (it pulled them for the failed attempt).
+        func tick() -> [(lease: String, stage: StageRef, worker: String, attempt: Int, check: Bool)] {
+            let fx = farm.scheduler.handle(.tick, now: farm.now) { _, w in w == a ? 1_000 : 0 }
+            fx.forEach { farm.take($0) }
+            return dispatches(fx)
+        }
+        _ = farm.submit([[], []])
+        farm.prepareAll()
+        var d = tick()
+        #expect(Set(d.map(\.worker)) == [a, b])
+        let onA = d.first { $0.worker == a }!, onB = d.first { $0.worker == b }!
+        _ = farm.answer(onA.lease) { .failed(lease: $0, worker: $1, retryable: true) }
+        farm.now += 10
+        // b is still busy: the retry waits for it rather than go back to a.
+        #expect(tick().isEmpty, "the retry went back to the worker where it failed")
+        _ = farm.answer(onB.lease) { .succeeded(lease: $0, worker: $1) }
+        d = tick()
+        #expect(d.map(\.worker) == [b] && d.first?.attempt == 2, "\(d)")
+        // It fails on b too, and b leaves: a is the only worker, so the last attempt goes there.
+        _ = farm.answer(d[0].lease) { .failed(lease: $0, worker: $1, retryable: true) }
+        farm.send(.workerLeft(b))
+        farm.slots[b] = nil
+        farm.now += 10
+        d = tick()
+        #expect(d.map(\.worker) == [a] && d.first?.attempt == 3, "\(d)")
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
     @Test func verificationRunsTheStageAgainOnAnotherWorker() {
         var farm = Farm()
         let a = farm.join(slots: 1)
