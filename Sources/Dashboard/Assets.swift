@@ -40,7 +40,7 @@ enum Assets {
     .state { display: inline-block; padding: 0 .5em; border-radius: 1em; font-size: .85em; background: var(--pending); color: #fff; }
     .state.succeeded { background: var(--succeeded); color: #04150a; } .state.running { background: var(--running); }
     .state.failed { background: var(--failed); } .state.cancelled, .state.interrupted { background: var(--cancelled); }
-    .state.cached { background: var(--cached); } .state.lost { background: var(--lost); color: #1a1200; }
+    .state.cached { background: var(--cached); } .state.lost, .state.sidelined { background: var(--lost); color: #1a1200; }
     .stage-bar { display: flex; width: 220px; height: 12px; border-radius: 3px; overflow: hidden; background: var(--pending); margin-top: .3em; }
     .stage-bar span { display: block; height: 100%; }
     .s-succeeded { background: var(--succeeded); } .s-cached { background: var(--cached); } .s-running { background: var(--running); }

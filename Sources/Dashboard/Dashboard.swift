@@ -18,9 +18,11 @@ public struct LiveFigures: Codable, Sendable, Equatable {
         public var draining: Bool
         /// What each busy slot runs ("run 3: render/4").
         public var running: [String]
-        public init(id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool, running: [String]) {
+        /// Seconds it still gets no work for, its attempts having kept failing (nil: it takes work).
+        public var sidelinedS: Double?
+        public init(id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool, running: [String], sidelinedS: Double? = nil) {
             self.id = id; self.host = host; self.slots = slots; self.busy = busy; self.heartbeatAgeS = heartbeatAgeS
-            self.draining = draining; self.running = running
+            self.draining = draining; self.running = running; self.sidelinedS = sidelinedS
         }
     }
     /// Units of work ready and waiting for a slot (a render's decode+transform+encode is one).
@@ -208,7 +210,7 @@ public struct Dashboard: Sendable {
         let counts = try reader.runCounts()
         let workers = try self.workers()
         let l = live?()
-        let up = workers.filter { $0.state == "up" || $0.state == "draining" }
+        let up = workers.filter { ["up", "draining", "sidelined"].contains($0.state) }
         let busy = l?.slotsBusy ?? up.reduce(0) { $0 + $1.busy }
         let total = l?.slotsTotal ?? up.reduce(0) { $0 + $1.slots }
         let failures = try reader.recentFailures(limit: 10)
@@ -231,7 +233,7 @@ public struct Dashboard: Sendable {
                 list[k].heartbeatAgeS = w.heartbeatAgeS
                 list[k].slots = w.slots
                 list[k].busy = w.busy
-                if w.draining { list[k].state = "draining" }
+                if w.draining { list[k].state = "draining" } else if w.sidelinedS != nil { list[k].state = "sidelined" }
             } else if list[k].state == "up" {
                 list[k].state = "gone"
             }

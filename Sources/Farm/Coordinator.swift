@@ -174,6 +174,8 @@ public final class Coordinator: Sendable {
             public var id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool
             /// What each busy slot runs ("run 3: render/4").
             public var running: [String]
+            /// Seconds it still gets no work for, its attempts having kept failing (nil: it takes work).
+            public var sidelinedS: Double? = nil
         }
         /// Units ready and waiting for a slot (a render's decode+transform+encode is one unit).
         public var queueDepth = 0
@@ -429,6 +431,8 @@ struct WorkerInfo {
     var lastSent: Double = 0
     /// The worker uses the coordinator's own store folder: nothing needs copying.
     var shared: Bool
+    /// Its last retryable failure, for the word when it is sidelined.
+    var lastFailure: String?
 }
 
 /// Caps on what one peer's messages may make the coordinator do.
@@ -604,8 +608,9 @@ final class CoordinatorCore {
             }
             let draining = scheduler.isDraining(id)
             l.workers.append(.init(id: id, host: w.hello.host, slots: w.hello.slots, busy: leases.count, heartbeatAgeS: max(0, now - w.lastSeen),
-                                   draining: draining, running: running))
-            if !draining { l.slotsTotal += w.hello.slots; l.slotsBusy += leases.count }
+                                   draining: draining, running: running, sidelinedS: scheduler.sidelined(id, now: now)))
+            // A worker not taking work (draining, sidelined) counts in neither, as on the farm page.
+            if !draining && l.workers.last!.sidelinedS == nil { l.slotsTotal += w.hello.slots; l.slotsBusy += leases.count }
         }
         l.draining = draining
         owner.publish(l)
@@ -1136,6 +1141,13 @@ final class CoordinatorCore {
             progress(run)
         case .stale(let lease, let wid):
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
+        case .sidelined(let wid, let until, let failures):
+            let seconds = Int((until - now).rounded()), why = workers[wid]?.lastFailure ?? "unknown"
+            log.warning("worker sidelined: its attempts keep failing; other workers take its work", metadata: [
+                "worker.id": "\(wid)", "failures": "\(failures)", "seconds": "\(seconds)", "last_error": "\(why)"])
+            record("event") {
+                try lineage.event("worker.sidelined", "worker \(wid) gets no work for \(seconds) s: its last \(failures) attempts failed (the last: \(why)); other workers take its work. Check that worker's disk and log.")
+            }
         case .stageFailed(let outcome):
             stageFailed(outcome, now: now)
         case .runEnded(let id, let outcome):
@@ -1450,7 +1462,10 @@ final class CoordinatorCore {
             // Used only if the scheduler ends the run; otherwise the stage is retried.
             u.failure = ("\(label(run, u)): \(e.description)\(tries)", e.stage)
             u.lastError = e.description
-            if e.errorClass == .retryable { log.warning("attempt failed", metadata: ["stage.id": "\(u.name)", "error": "\(e)"]) }
+            if e.errorClass == .retryable {
+                log.warning("attempt failed", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)", "error": "\(e)"])
+                workers[wid]?.lastFailure = e.description
+            }
             feed(.failed(lease: r.lease, worker: wid, retryable: e.errorClass == .retryable))
             if !run.finished { progress(run) }  // a failure for good is told while the run goes on
             return

@@ -27,6 +27,13 @@ public struct FarmScheduler: Sendable {
         public var poisonAfterLostWorkers: Int = 3
         /// Cache checks a worker holds at once (they take no slot).
         public var checksPerWorker: Int = 16
+        /// A worker whose attempts fail this many times in a row, retryably (its disk, memory or
+        /// libraries rather than the input), is sidelined: no work for `sidelineSeconds`, doubled
+        /// each time it fails again after one (at most 10 minutes); a success starts the count
+        /// afresh. Never the last worker taking work. (A failing worker fails fast, so without
+        /// this it would take most of the stages, each losing an attempt and a backoff there.)
+        public var sidelineAfterFailures = 3
+        public var sidelineSeconds: Double = 30
         public init(epoch: String) { self.epoch = epoch }
     }
 
@@ -122,6 +129,8 @@ public struct FarmScheduler: Sendable {
         case retry(StageRef, notBefore: Double, attempts: Int)
         /// A result under a lease that is not current, or from a worker it was not given to: ignored.
         case stale(lease: String, worker: String)
+        /// The worker's attempts kept failing (`failures` in a row): it gets no work until `until`.
+        case sidelined(worker: String, until: Double, failures: Int)
         /// The stage failed for good (`.failed` or `.poison` of it alone); its run goes on with
         /// what does not wait for it, and ends later with a `.runEnded` naming every such stage.
         case stageFailed(Outcome)
@@ -178,6 +187,13 @@ public struct FarmScheduler: Sendable {
         var checks: Set<String> = []
         var draining = false
         var joined: Int
+        /// Retryable failures since its last success, and how long it gets no work (see
+        /// `Configuration.sidelineAfterFailures`).
+        var failuresInRow = 0
+        var sidelinedUntil = 0.0
+        var sidelines = 0
+
+        func takesWork(at now: Double) -> Bool { !draining && slots > 0 && sidelinedUntil <= now }
 
         /// The lowest slot index no running lease holds.
         var freeSlot: Int {
@@ -240,6 +256,10 @@ public struct FarmScheduler: Sendable {
     public func attempts(_ s: StageRef) -> Int { runs[s.run]?.nodes[s.node].attempts ?? 0 }
     public func excluded(_ s: StageRef) -> Set<String> { runs[s.run]?.nodes[s.node].excluded ?? [] }
     public func isDraining(_ worker: String) -> Bool { workers[worker]?.draining ?? false }
+    /// Seconds the worker still gets no work for (`Effect.sidelined`), nil when it takes work.
+    public func sidelined(_ worker: String, now: Double) -> Double? {
+        workers[worker].flatMap { $0.sidelinedUntil > now ? $0.sidelinedUntil - now : nil }
+    }
     /// Leases holding a worker's slots (cache checks not included).
     public func running(on worker: String) -> [String] { workers[worker].map { Array($0.running.keys) } ?? [] }
     /// Every current lease and the worker it was given to.
@@ -314,6 +334,7 @@ public struct FarmScheduler: Sendable {
         case .succeeded(let lease, let worker):
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
+            if workers[worker]?.failuresInRow != 0 { workers[worker]?.failuresInRow = 0; workers[worker]?.sidelines = 0 }
             leases[lease] = nil
             let newly: [Int]
             do {
@@ -362,6 +383,7 @@ public struct FarmScheduler: Sendable {
                 delay(s, until: notBefore, now: now, &out)
             case .fail: stageFailed(s, .failed(s, attempts: attempts), &out)
             }
+            if retryable { failed(on: worker, now: now, &out) }
 
         case .handedBack(let lease, let worker):
             free(lease, on: worker)
@@ -620,7 +642,7 @@ public struct FarmScheduler: Sendable {
             defer { runs[id] = run }
             while let k = run.checkLane.first {
                 guard run.nodes[k].phase == .ready, run.nodes[k].check, run.nodes[k].lease == nil else { _ = run.checkLane.popFirst(); continue }
-                guard let wid = workers.filter({ !$0.value.draining && $0.value.checks.count < config.checksPerWorker })
+                guard let wid = workers.filter({ $0.value.takesWork(at: now) && $0.value.checks.count < config.checksPerWorker })
                         .min(by: { ($0.value.checks.count, $0.value.joined) < ($1.value.checks.count, $1.value.joined) })?.key else { return }
                 _ = run.checkLane.popFirst()
                 let lease = newLease()
@@ -639,7 +661,7 @@ public struct FarmScheduler: Sendable {
     /// share (the run with the fewest attempts running), then the oldest run; within a run its
     /// ready queue's order. The free worker holding most of the stage's input gets it.
     mutating func dispatchSlots(_ now: Double, _ affinity: ((StageRef, String) -> Int64)?, _ out: inout [Effect]) {
-        var free = workers.filter { !$0.value.draining && $0.value.running.count < $0.value.slots }
+        var free = workers.filter { $0.value.takesWork(at: now) && $0.value.running.count < $0.value.slots }
             .sorted { $0.value.joined < $1.value.joined }.map(\.key)
         guard !free.isEmpty else { return }
         var active = Array(runs.keys).filter { hasDispatchable($0) }
@@ -660,7 +682,7 @@ public struct FarmScheduler: Sendable {
                 if !hasDispatchable(id) { active.removeAll { $0 == id } }
                 continue
             }
-            let excluded = avoided(runs[id]!.nodes[k])
+            let excluded = avoided(runs[id]!.nodes[k], now: now)
             let eligible = excluded.isEmpty ? free : free.filter { !excluded.contains($0) }
             if eligible.isEmpty {
                 skipped.append((id, k))
@@ -690,10 +712,24 @@ public struct FarmScheduler: Sendable {
     /// The workers a stage must not go to now: those that made it already (verification), and
     /// those where it failed, while a worker outside both, not draining, is connected (it waits
     /// for that one's slot rather than fail again where it failed; with none, it tries anywhere).
-    func avoided(_ node: Node) -> Set<String> {
+    func avoided(_ node: Node, now: Double) -> Set<String> {
         guard !node.failedOn.isEmpty else { return node.excluded }
         let both = node.excluded.union(node.failedOn)
-        return workers.contains { !both.contains($0.key) && !$0.value.draining && $0.value.slots > 0 } ? both : node.excluded
+        return workers.contains { !both.contains($0.key) && $0.value.takesWork(at: now) } ? both : node.excluded
+    }
+
+    /// A retryable failure on `id`: sidelines it once they come `sidelineAfterFailures` in a row,
+    /// while another worker takes work.
+    mutating func failed(on id: String, now: Double, _ out: inout [Effect]) {
+        guard var w = workers[id] else { return }
+        w.failuresInRow += 1
+        if w.failuresInRow >= config.sidelineAfterFailures, w.sidelinedUntil <= now,
+           workers.contains(where: { $0.key != id && $0.value.takesWork(at: now) }) {
+            w.sidelinedUntil = now + min(600, config.sidelineSeconds * Double(1 << min(w.sidelines, 10)))
+            w.sidelines += 1
+            out.append(.sidelined(worker: id, until: w.sidelinedUntil, failures: w.failuresInRow))
+        }
+        workers[id] = w
     }
 
     /// Drops stale heads of the run's slot lane; true when a stage can go now.

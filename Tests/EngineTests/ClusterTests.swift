@@ -255,6 +255,38 @@ import TestSupport
         #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
     }
 
+    /// A worker whose store's disk is full fails every stage it is given, and fails fast, so it
+    /// took most of them: each stage's retries went back to it (it held their inputs), and the
+    /// run failed beside a healthy worker. Now a retry goes elsewhere, and after three failures
+    /// in a row the worker is sidelined (logged, a lineage event, the dashboard's state): the run
+    /// succeeds on the healthy worker. Needs root for a full tmpfs; skipped with a message without.
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs as a full disk"))
+    func aWorkerWithAFullDiskIsSidelinedAndTheRunSucceedsOnTheOthers() throws {
+        let dir = temporaryDirectory("full-disk")
+        let pipeline = try Self.project(dir, items: 6, seconds: 1)
+        let small = dir + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", small]).status == 0)
+        defer { _ = try? run("/bin/umount", ["-l", small]) }
+        // The store's folders exist; then the disk fills up.
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        try procs.start("bad", workerPath, ["--connect", ep, "--store", small + "/w", "--id", "bad"])
+        try #require(waitUntil(timeout: 10) { ((try? String(contentsOfFile: procs.log("bad"), encoding: .utf8)) ?? "").contains("worker started") })
+        _ = try run("/bin/dd", ["if=/dev/zero", "of=" + small + "/fill", "bs=4k"])
+        try procs.start("good", workerPath, ["--connect", ep, "--store", dir + "/good", "--id", "good"])
+        let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        let db = dir + "/coord/lineage.db"
+        try Self.expectOneSuccessPerStage(db, run: 1)
+        let failed = try Self.rows(db, "SELECT worker_id AS w, count(*) AS n FROM attempt WHERE state = 'failed' GROUP BY worker_id")
+        #expect(failed.map { $0["w"] } == ["bad"], "only the full worker failed: \(failed)")
+        let event = try Self.rows(db, "SELECT message FROM event WHERE kind = 'worker.sidelined'").first?["message"] ?? ""
+        #expect(event.contains("worker bad gets no work for 30 s: its last 3 attempts failed") && event.contains("No space left on device"), "\(event)")
+        let log = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(log.contains("worker sidelined"), "\(log)")
+    }
+
     /// `coord serve --verify 100%` with real workers on separate stores: every rendered stage is
     /// made twice on different hosts' processes and the outputs hash the same (one codec thread:
     /// the same bits everywhere), so nothing is quarantined and the movie's frames equal an

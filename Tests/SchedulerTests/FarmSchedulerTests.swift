@@ -18,6 +18,8 @@ struct Farm {
     var held: [String: Set<String>] = [:]
     var slots: [String: Int] = [:]
     var draining: Set<String> = []
+    /// Workers sidelined, until when.
+    var sidelined: [String: Double] = [:]
     /// Leases whose result is in but whose artifact is still being copied: the coordinator answers
     /// them (the copy succeeds or fails) even when their worker is gone.
     var released: Set<String> = []
@@ -57,6 +59,7 @@ struct Farm {
         case .dispatch(let lease, let s, let w, _, let checkOnly, _):
             if slots[w] == nil { problems.append("dispatched \(lease) to unknown or lost worker \(w)") }
             if draining.contains(w) { problems.append("dispatched \(lease) to draining worker \(w)") }
+            if let until = sidelined[w], until > now { problems.append("dispatched \(lease) to \(w), sidelined until \(until) (now \(now))") }
             if ended[s.run] != nil { problems.append("dispatched a stage of ended run \(s.run)") }
             let done = succeeded[s.run, default: []].union(preDone[s.run, default: []])
             if let d = deps[s.run], !Set(d[s.node]).isSubset(of: done) { problems.append("\(s) dispatched before its dependencies") }
@@ -82,6 +85,12 @@ struct Farm {
             dead.insert(lease)
         case .retry, .stale:
             break
+        case .sidelined(let w, let until, _):
+            if until <= now { problems.append("\(w) sidelined until \(until), not after now (\(now))") }
+            if !slots.keys.contains(where: { $0 != w && !draining.contains($0) && (sidelined[$0] ?? 0) <= now }) {
+                problems.append("\(w), the last worker taking work, was sidelined")
+            }
+            sidelined[w] = until
         case .stageFailed(let o):
             guard case .failed(let s, _, let also) = o.asFailed, also.isEmpty else { problems.append("stageFailed names no one stage: \(o)"); break }
             if ended[s.run] != nil { problems.append("\(s) failed after its run ended") }
@@ -167,13 +176,13 @@ struct Farm {
 
     mutating func lose(_ w: String) {
         for (l, o) in outstanding where o.worker == w && !released.contains(l) { outstanding[l] = nil; dead.insert(l) }
-        held[w] = nil; slots[w] = nil; draining.remove(w)
+        held[w] = nil; slots[w] = nil; draining.remove(w); sidelined[w] = nil
         send(.workerLost(w))
     }
 
     mutating func leave(_ w: String) {
         for (l, o) in outstanding where o.worker == w && !released.contains(l) { outstanding[l] = nil }
-        held[w] = nil; slots[w] = nil; draining.remove(w)
+        held[w] = nil; slots[w] = nil; draining.remove(w); sidelined[w] = nil
         send(.workerLeft(w))
     }
 }
@@ -600,6 +609,52 @@ extension Array {
         farm.now += 10
         d = tick()
         #expect(d.map(\.worker) == [a] && d.first?.attempt == 3, "\(d)")
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
+    /// A worker whose attempts fail three times in a row (a full disk: it fails fast, so it would
+    /// take most of the stages) gets no work for 30 s, then 60 s after one more failure; a success
+    /// starts the count afresh. The last worker taking work is never sidelined.
+    @Test func aWorkerWhoseAttemptsKeepFailingIsSidelinedForAWhile() throws {
+        var farm = Farm()
+        let a = farm.join(slots: 1)
+        _ = farm.submit(Array(repeating: [], count: 12))
+        farm.prepareAll()
+        func tick() -> [(lease: String, stage: StageRef, worker: String, attempt: Int, check: Bool)] { dispatches(farm.send(.tick)) }
+        func fail(_ lease: String) -> [Effect] { farm.answer(lease) { .failed(lease: $0, worker: $1, retryable: true) } }
+        // Alone, it is never sidelined.
+        for _ in 0..<4 {
+            let d = tick()
+            #expect(d.map(\.worker) == [a])
+            #expect(!fail(d[0].lease).contains { if case .sidelined = $0 { true } else { false } })
+        }
+        let b = farm.join(slots: 1)
+        var d = tick()
+        let onB = d.first { $0.worker == b }!
+        var fx = fail(d.first { $0.worker == a }!.lease)
+        #expect(fx.contains(.sidelined(worker: a, until: farm.now + 30, failures: 5)), "\(fx)")
+        _ = farm.answer(onB.lease) { .succeeded(lease: $0, worker: $1) }
+        farm.now += 29
+        d = tick()
+        #expect(d.map(\.worker) == [b], "only b takes work while a is sidelined: \(d)")
+        _ = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }
+        farm.now += 1
+        d = tick()
+        #expect(Set(d.map(\.worker)) == [a, b])
+        // One more failure after a sideline: twice as long.
+        fx = fail(d.first { $0.worker == a }!.lease)
+        #expect(fx.contains(.sidelined(worker: a, until: farm.now + 60, failures: 6)), "\(fx)")
+        #expect(farm.scheduler.sidelined(a, now: farm.now) == 60)
+        _ = farm.answer(d.first { $0.worker == b }!.lease) { .succeeded(lease: $0, worker: $1) }
+        farm.now += 60
+        // A success starts afresh: two failures then do not sideline it.
+        func heldByA() -> String? { _ = tick(); return farm.outstanding.first { $0.value.worker == a }?.key }
+        _ = farm.answer(try #require(heldByA())) { .succeeded(lease: $0, worker: $1) }
+        for _ in 0..<2 {
+            farm.now += 10
+            #expect(!fail(try #require(heldByA())).contains { if case .sidelined = $0 { true } else { false } })
+        }
+        #expect(farm.scheduler.sidelined(a, now: farm.now) == nil)
         #expect(farm.problems.isEmpty, "\(farm.problems)")
     }
 
