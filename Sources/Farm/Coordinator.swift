@@ -954,6 +954,7 @@ final class CoordinatorCore {
             let run = try submit(p.submission, ownerKey: p.peer.key)
             send(.accepted(run: run), to: p.identity)
         } catch {
+            log.warning("submission refused", metadata: ["run.name": "\(p.submission.pipeline.name)", "error": "\(error)"])
             send(.rejected(message: "\(error)"), to: p.identity)
         }
     }
@@ -1025,15 +1026,19 @@ final class CoordinatorCore {
         for (r, wid, identity) in awaitingUpload.removeValue(forKey: sha) ?? [] {
             send(.ack(lease: r.lease), to: identity)
             var r = r
+            var workersFault = true
             switch outcome {
             case .success(let local): r.artifact = local
             case .failure(let e):
                 r.artifact = nil
                 let stage: StageKind = r.segment != nil ? .encode : .fetch
+                // The coordinator's own disk failed: not held against the worker.
+                workersFault = !e.here
                 r.error = WireError(stage: stage, errorClass: .retryable, file: "artifact \(sha.prefix(12))…",
-                                    message: "could not copy it from worker \(wid): \(e)")
+                                    message: e.here ? "the coordinator could not store it: \(e) (free space in its state folder; `coord gc` removes artifacts no recent run uses)"
+                                                    : "could not copy it from worker \(wid): \(e)")
             }
-            finish(r, from: wid)
+            finish(r, from: wid, workersFault: workersFault)
         }
         var still: [PendingSubmission] = []
         for var p in pendingSubmissions {
@@ -1044,6 +1049,9 @@ final class CoordinatorCore {
                 if p.waiting.isEmpty { startSubmission(p) } else { still.append(p) }
             case .failure(let e):
                 let name = p.submission.files.first { $0.sha256 == sha }?.path ?? sha
+                // The operator's word too: a full state folder refuses every submission.
+                log.warning("submission refused: a file could not be received", metadata: [
+                    "run.name": "\(p.submission.pipeline.name)", "file": "\(name)", "error": "\(e)"])
                 send(.rejected(message: "could not receive \(name) from the submitter: \(e)"), to: p.identity)
             }
         }
@@ -1430,7 +1438,7 @@ final class CoordinatorCore {
 
     // MARK: results
 
-    func finish(_ r: TaskResult, from wid: String) {
+    func finish(_ r: TaskResult, from wid: String, workersFault: Bool = true) {
         guard let s = scheduler.current(r.lease, from: wid), let run = runs[s.run], !run.finished else {
             // A stale lease: the stage was reassigned or its run ended, or another worker holds it. Never counted.
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)") }
@@ -1464,9 +1472,9 @@ final class CoordinatorCore {
             u.lastError = e.description
             if e.errorClass == .retryable {
                 log.warning("attempt failed", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)", "error": "\(e)"])
-                workers[wid]?.lastFailure = e.description
+                if workersFault { workers[wid]?.lastFailure = e.description }
             }
-            feed(.failed(lease: r.lease, worker: wid, retryable: e.errorClass == .retryable))
+            feed(.failed(lease: r.lease, worker: wid, retryable: e.errorClass == .retryable, workersFault: workersFault))
             if !run.finished { progress(run) }  // a failure for good is told while the run goes on
             return
         }

@@ -32,7 +32,11 @@ final class Transfers {
     /// Extra files this peer serves besides its store (a submitter's sources): sha256 → path.
     var exported: [String: String] = [:]
 
-    struct TransferError: Error, CustomStringConvertible { var description: String }
+    struct TransferError: Error, CustomStringConvertible {
+        var description: String
+        /// This side could not write what came (its disk), rather than the sender or the network failing.
+        var here = false
+    }
 
     init(store: ArtifactStore, chunkSize: Int = 1 << 20, window: Int = 8, stallTimeout: Double = 3, maxRetries: Int = 5,
          send: @escaping (Data, WireMessage, Data?) -> Bool) {
@@ -49,7 +53,7 @@ final class Transfers {
         guard incoming[ref.sha256] == nil else { return }
         let tmp = store.temporaryPath(suffix: ".part")
         guard FileManager.default.createFile(atPath: tmp, contents: nil), let handle = FileHandle(forWritingAtPath: tmp) else {
-            completed.append((ref.sha256, .failure(TransferError(description: "cannot write \(tmp)")))); return
+            completed.append((ref.sha256, .failure(TransferError(description: "cannot write \(tmp)", here: true)))); return
         }
         incoming[ref.sha256] = Incoming(expected: ref, peer: peer, tmp: tmp, handle: handle, lastProgress: now)
         if ref.size == 0 { finishIfComplete(ref.sha256); return }
@@ -76,7 +80,7 @@ final class Transfers {
         do {
             try t.handle.seek(toOffset: UInt64(c.offset))
             try t.handle.write(contentsOf: payload)
-        } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))"); return }
+        } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true); return }
         t.outstanding.remove(c.offset)
         t.lastProgress = now
         t.retries = 0
@@ -99,16 +103,16 @@ final class Transfers {
             completed.append((sha, .success(try store.adopt(t.tmp))))
         } catch {
             try? FileManager.default.removeItem(atPath: t.tmp)
-            completed.append((sha, .failure(TransferError(description: "\(error)"))))
+            completed.append((sha, .failure(TransferError(description: "cannot store \(t.tmp): \(FileChecks.reason(error))", here: true))))
         }
         return true
     }
 
-    private func fail(_ sha: String, _ why: String) {
+    private func fail(_ sha: String, _ why: String, here: Bool = false) {
         guard let t = incoming.removeValue(forKey: sha) else { return }
         try? t.handle.close()
         try? FileManager.default.removeItem(atPath: t.tmp)
-        completed.append((sha, .failure(TransferError(description: why))))
+        completed.append((sha, .failure(TransferError(description: why, here: here))))
     }
 
     /// Asks again for chunks of stalled transfers; gives up after `maxRetries` stalls in a row.

@@ -77,7 +77,9 @@ public struct FarmScheduler: Sendable {
         case succeeded(lease: String, worker: String)
         /// A cache check found no usable artifact: the stage is rendered for real.
         case cacheMiss(lease: String, worker: String)
-        case failed(lease: String, worker: String, retryable: Bool)
+        /// `workersFault`: whether it counts against the worker (its retry goes elsewhere, and it
+        /// may be sidelined): not when the coordinator could not store what the worker made.
+        case failed(lease: String, worker: String, retryable: Bool, workersFault: Bool = true)
         /// The worker will not run it (draining): back to the queue at once, not counted.
         case handedBack(lease: String, worker: String)
         /// The assignment never reached the worker: back to the queue, not counted.
@@ -370,7 +372,7 @@ public struct FarmScheduler: Sendable {
             run.slotLane.push(s.node, short: run.spec.short[s.node], cost: run.nodes[s.node].cost)
             runs[s.run] = run
 
-        case .failed(let lease, let worker, let retryable):
+        case .failed(let lease, let worker, let retryable, let workersFault):
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
             let attempts = runs[s.run]!.nodes[s.node].attempts
@@ -379,11 +381,11 @@ public struct FarmScheduler: Sendable {
                                               base: config.backoffBase, jitter: jitter(s, attempts))
             switch decision {
             case .retry(let notBefore):
-                runs[s.run]!.nodes[s.node].failedOn.insert(worker)
+                if workersFault { runs[s.run]!.nodes[s.node].failedOn.insert(worker) }
                 delay(s, until: notBefore, now: now, &out)
             case .fail: stageFailed(s, .failed(s, attempts: attempts), &out)
             }
-            if retryable { failed(on: worker, now: now, &out) }
+            if retryable && workersFault { failed(on: worker, now: now, &out) }
 
         case .handedBack(let lease, let worker):
             free(lease, on: worker)

@@ -287,6 +287,41 @@ import TestSupport
         #expect(log.contains("worker sidelined"), "\(log)")
     }
 
+    /// The coordinator's own disk full: what workers make cannot be stored. The run fails saying
+    /// so and what to do, no worker is blamed (sidelined) for it, the coordinator stays up, and
+    /// once there is room the same submit renders. Needs root for a tmpfs; skipped without.
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs as a full disk"))
+    func aFullStateFolderFailsTheRunWithoutBlamingTheWorkers() throws {
+        let dir = temporaryDirectory("full-state")
+        // Segments of about a megabyte, larger than the room left below.
+        let pipeline = try Self.project(dir, items: 3, seconds: 2, size: (640, 360), output: "1280x720")
+        let state = dir + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", state]).status == 0)
+        defer { _ = try? run("/bin/umount", ["-l", state]) }
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", state])
+        let ep = try procs.endpoint(of: "coord")
+        // Accepted (its sources are in), then the disk fills before any worker renders, leaving
+        // room for lineage's rows but not for a segment.
+        #expect(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"]).status == 0)
+        var fs = statvfs()
+        try #require(statvfs(state, &fs) == 0)
+        let room = 384 * 1024, fill = Int(fs.f_bavail) * Int(fs.f_frsize) - room
+        _ = try run("/bin/dd", ["if=/dev/zero", "of=" + state + "/fill", "bs=4096", "count=\(fill / 4096)"])
+        for w in ["w1", "w2"] { try procs.start(w, workerPath, ["--connect", ep, "--store", dir + "/" + w, "--id", w]) }
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 120)
+        #expect(r.status == 1)
+        #expect(r.err.contains("the coordinator could not store it: cannot write") && r.err.contains("No space left on device (free space in its state folder"),
+                "\(r.err)")
+        #expect(try Self.rows(state + "/lineage.db", "SELECT count(*) AS n FROM event WHERE kind = 'worker.sidelined'").first?["n"] == "0")
+        #expect(procs.process("coord")?.isRunning == true)
+        try FileManager.default.removeItem(atPath: state + "/fill")
+        let again = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+    }
+
     /// `coord serve --verify 100%` with real workers on separate stores: every rendered stage is
     /// made twice on different hosts' processes and the outputs hash the same (one codec thread:
     /// the same bits everywhere), so nothing is quarantined and the movie's frames equal an

@@ -658,6 +658,26 @@ extension Array {
         #expect(farm.problems.isEmpty, "\(farm.problems)")
     }
 
+    /// A failure that is not the worker's (the coordinator could not store what it made) neither
+    /// sends the retry elsewhere nor counts towards sidelining it.
+    @Test func aFailureThatIsNotTheWorkersIsNotHeldAgainstIt() {
+        var farm = Farm()
+        let a = farm.join(slots: 1), b = farm.join(slots: 2)
+        _ = farm.submit(Array(repeating: [], count: 6))
+        farm.prepareAll()
+        for _ in 0..<4 {
+            let fx = farm.scheduler.handle(.tick, now: farm.now) { _, w in w == a ? 1_000 : 0 }
+            fx.forEach { farm.take($0) }
+            guard let onA = dispatches(fx).first(where: { $0.worker == a }) else { Issue.record("nothing went to a, though it holds the inputs"); return }
+            let out = farm.answer(onA.lease) { .failed(lease: $0, worker: $1, retryable: true, workersFault: false) }
+            #expect(!out.contains { if case .sidelined = $0 { true } else { false } }, "\(out)")
+            farm.now += 10
+        }
+        #expect(farm.scheduler.sidelined(a, now: farm.now) == nil)
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+        _ = b
+    }
+
     @Test func verificationRunsTheStageAgainOnAnotherWorker() {
         var farm = Farm()
         let a = farm.join(slots: 1)
