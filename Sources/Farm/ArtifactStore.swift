@@ -147,16 +147,20 @@ public struct ArtifactStore: Sendable {
     /// flight read or have not yet delivered) nor one used in the last `grace` seconds (another
     /// worker sharing this folder may be about to open it). Every artifact is a copy of what the
     /// coordinator holds, so a removed one is pulled again when next needed.
-    public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, now: Date = Date()) -> TrimReport {
+    ///
+    /// `freeing`: bytes the disk lacks beyond that (other files filled it): that much more goes,
+    /// used recently or not (only `keep` stays), since a full disk fails every attempt here.
+    public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, freeing: Int64 = 0, now: Date = Date()) -> TrimReport {
         let files = StoreFiles.artifacts(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now) } }
         var report = TrimReport()
         // What a killed writer left half-written goes whatever the size (an hour untouched at least:
         // a live one touches its file all the time).
         report.temporaryRemoved = StaleTemporaries.remove(in: root + "/tmp", untouchedFor: max(grace, 3600), now: now).removed
         report.bytes = files.reduce(0) { $0 + $1.size }
-        guard report.bytes > maxBytes else { return report }
-        for f in files.sorted(by: { $0.used < $1.used }) where report.bytes > maxBytes {
-            if keep.contains(f.sha) || now.timeIntervalSince(f.used) < grace { report.heldBytes += f.size; continue }
+        let target = min(maxBytes, report.bytes - max(0, freeing))
+        guard report.bytes > target else { return report }
+        for f in files.sorted(by: { $0.used < $1.used }) where report.bytes > target {
+            if keep.contains(f.sha) || (freeing <= 0 && now.timeIntervalSince(f.used) < grace) { report.heldBytes += f.size; continue }
             if let failure = FileChecks.remove(f.path) {
                 report.firstFailure = report.firstFailure ?? failure
                 report.heldBytes += f.size

@@ -45,7 +45,17 @@ public final class WorkerRuntime: Sendable {
         public var grace: Double
         /// Trims at most this often, after work has come or gone.
         public var interval: Double = 5
+        /// Free space kept on the store's disk: when other files leave less, the store gives up
+        /// more than `maxBytes` asks (in use or not, but never what attempts read or deliver).
+        public var keepFree: Int64 = 0
         public init(maxBytes: Int64, grace: Double) { self.maxBytes = maxBytes; self.grace = grace }
+
+        /// Bytes the store's disk lacks of `keepFree` now.
+        func shortfall(_ root: String) -> Int64 {
+            var fs = statvfs()
+            guard keepFree > 0, statvfs(root, &fs) == 0 else { return 0 }
+            return max(0, keepFree - Int64(fs.f_bavail) * Int64(fs.f_frsize))
+        }
     }
 
     public static let version = "0.3.0"
@@ -172,8 +182,8 @@ public final class WorkerRuntime: Sendable {
         var lastTrim = 0.0
         /// Set when files came (pulls, outputs) or were let go (acknowledged results).
         var trimWanted = true
-        var warnedFull = 0.0
-        func trimmed(_ t: ArtifactStore.TrimReport, _ limit: StoreLimit, now: Double) {
+        var warnedFull = 0.0, warnedDisk = 0.0
+        func trimmed(_ t: ArtifactStore.TrimReport, _ limit: StoreLimit, short: Int64, now: Double) {
             if t.removed > 0 || t.temporaryRemoved > 0 {
                 logger.info("store trimmed: least recently used artifacts removed",
                             metadata: ["files": "\(t.removed)", "removed": "\(ByteSize.text(t.removedBytes))", "store": "\(ByteSize.text(t.bytes))",
@@ -184,6 +194,12 @@ public final class WorkerRuntime: Sendable {
                 logger.warning("store over its limit: what is left is in use or was used in the last \(Int(limit.grace)) s",
                                metadata: ["store": "\(ByteSize.text(t.bytes))", "limit": "\(ByteSize.text(limit.maxBytes))",
                                           "first_failure": "\(t.firstFailure ?? "none")"])
+            }
+            if t.removedBytes < short, now - warnedDisk > 600 {
+                warnedDisk = now
+                logger.warning("the store's disk is nearly full, and what is left of the store is in use: free space on that disk, or attempts here fail",
+                               metadata: ["short": "\(ByteSize.text(short - t.removedBytes))", "keep_free": "\(ByteSize.text(limit.keepFree))",
+                                          "store": "\(ByteSize.text(t.bytes))"])
             }
         }
 
@@ -290,14 +306,18 @@ public final class WorkerRuntime: Sendable {
             }
             for r in finished.withLock({ let r = $0; $0 = []; return r }) { report(r) }
             let now = Date().timeIntervalSince1970
-            if trimWanted, let limit = config.storeLimit, let store = config.store, now - lastTrim >= limit.interval, !store.isStateFolder {
+            if let limit = config.storeLimit, let store = config.store, now - lastTrim >= limit.interval, !store.isStateFolder {
                 lastTrim = now
-                trimWanted = false
-                let keep = Set(reading.values.joined()).union(unacked.values.compactMap { $0.artifact?.sha256 })
-                let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace)
-                trimmed(t, limit, now: now)
-                // Still over: try again as files age out of the grace period or are let go.
-                if t.bytes > limit.maxBytes { trimWanted = true }
+                // Other files may fill the disk whether work comes or not: its free space is looked at each time.
+                let short = limit.shortfall(store.root)
+                if trimWanted || short > 0 {
+                    trimWanted = false
+                    let keep = Set(reading.values.joined()).union(unacked.values.compactMap { $0.artifact?.sha256 })
+                    let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace, freeing: short)
+                    trimmed(t, limit, short: short, now: now)
+                    // Still over: try again as files age out of the grace period or are let go.
+                    if t.bytes > limit.maxBytes { trimWanted = true }
+                }
             }
             if now - lastHeard > config.coordinatorTimeout {
                 // Lost the coordinator: keep working, announce again; libzmq reconnects underneath with backoff.

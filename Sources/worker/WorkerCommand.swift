@@ -49,6 +49,9 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Artifacts used this recently stay even over --store-max (another worker sharing the folder may be about to read them).", valueName: "seconds"))
     var storeKeepRecent: Double = 600
 
+    @Option(name: .long, help: ArgumentHelp("Keep this much free on the store's disk: when other files leave less, the store gives up its least recently used artifacts, recent or not (never one in use). Default: 1G, or 5% of the disk when that is smaller; 0: do not look.", valueName: "size"))
+    var storeKeepFree: String?
+
     @Option(name: .long, help: ArgumentHelp("Seconds between looks at the store's size while work comes and goes.", visibility: .hidden))
     var storeTrimEvery: Double = 5
 
@@ -103,6 +106,9 @@ struct WorkerCommand: AsyncParsableCommand {
         if let storeMax, ByteSize.parse(storeMax) == nil {
             throw ValidationError("--store-max takes a size such as 20G, 500M or 0 (no limit), got '\(storeMax)'")
         }
+        if let storeKeepFree, ByteSize.parse(storeKeepFree) == nil {
+            throw ValidationError("--store-keep-free takes a size such as 1G, 500M or 0 (do not look), got '\(storeKeepFree)'")
+        }
         guard storeKeepRecent >= 0, storeKeepRecent.isFinite, storeTrimEvery >= 0, storeTrimEvery.isFinite else { throw ValidationError("--store-keep-recent and --store-trim-every must be 0 or more seconds") }
     }
 
@@ -155,16 +161,19 @@ extension WorkerCommand {
             logger.info("the store is a coordinator's state folder: kept whole ('coord gc' tidies it)", metadata: ["store": "\(store.root)"])
             return nil
         }
+        var fs = statvfs()
+        let disk: Int64? = statvfs(store.root, &fs) == 0 ? Int64(fs.f_blocks) * Int64(fs.f_frsize) : nil
         var maxBytes: Int64
         if let storeMax, let given = ByteSize.parse(storeMax) { maxBytes = given } else {
-            maxBytes = 20 << 30
-            var fs = statvfs()
-            if statvfs(store.root, &fs) == 0 { maxBytes = min(maxBytes, Int64(fs.f_blocks) * Int64(fs.f_frsize) / 2) }
+            maxBytes = min(20 << 30, disk.map { $0 / 2 } ?? .max)
         }
         guard maxBytes > 0 else { return nil }
-        logger.info("store kept within its limit", metadata: ["store": "\(store.root)", "limit": "\(ByteSize.text(maxBytes))"])
+        let keepFree = storeKeepFree.flatMap(ByteSize.parse) ?? min(1 << 30, disk.map { $0 / 20 } ?? 0)
+        logger.info("store kept within its limit", metadata: ["store": "\(store.root)", "limit": "\(ByteSize.text(maxBytes))",
+                                                              "keep_free": "\(ByteSize.text(keepFree))"])
         var limit = WorkerRuntime.StoreLimit(maxBytes: maxBytes, grace: storeKeepRecent)
         limit.interval = storeTrimEvery
+        limit.keepFree = keepFree
         return limit
     }
 }

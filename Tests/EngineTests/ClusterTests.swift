@@ -271,7 +271,7 @@ import TestSupport
         // The store's folders exist; then the disk fills up.
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
-        try procs.start("bad", workerPath, ["--connect", ep, "--store", small + "/w", "--id", "bad"])
+        try procs.start("bad", workerPath, ["--connect", ep, "--store", small + "/w", "--id", "bad", "--store-trim-every", "0.1"])
         try #require(waitUntil(timeout: 10) { ((try? String(contentsOfFile: procs.log("bad"), encoding: .utf8)) ?? "").contains("worker started") })
         _ = try run("/bin/dd", ["if=/dev/zero", "of=" + small + "/fill", "bs=4k"])
         try procs.start("good", workerPath, ["--connect", ep, "--store", dir + "/good", "--id", "good"])
@@ -285,6 +285,9 @@ import TestSupport
         #expect(event.contains("worker bad gets no work for 30 s: its last 3 attempts failed") && event.contains("No space left on device"), "\(event)")
         let log = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
         #expect(log.contains("worker sidelined"), "\(log)")
+        // The worker itself looks at its disk's free space (--store-keep-free) and says it is short.
+        let own = { (try? String(contentsOfFile: procs.log("bad"), encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 5) { own().contains("the store's disk is nearly full") }, "\(own())")
     }
 
     /// The coordinator's own disk full: what workers make cannot be stored. The run fails saying
