@@ -851,6 +851,11 @@ final class CoordinatorCore {
             if let known = workers[id], known.key != peer.key { return "worker id \(id.prefix(64)) is already taken by another key" }
             guard (1...Limits.slotsPerWorker).contains(h.slots) else { return "slots must be 1…\(Limits.slotsPerWorker), got \(h.slots)" }
             guard (h.running?.count ?? 0) <= Limits.slotsPerWorker * 4 else { return "a hello lists at most \(Limits.slotsPerWorker * 4) running leases" }
+            // Its renders would be stored under keys this coordinator made for its own engine, and
+            // served from the cache to every later run as if this engine had made them.
+            guard h.engine == Planner.engineID else {
+                return "this worker (Threadline \(h.version), engine \(h.engine ?? "unnamed: older than 0.4")) renders differently from this coordinator's engine \(Planner.engineID): run the same Threadline version on workers and coordinator"
+            }
         case .heartbeat, .result, .draining, .handBack, .leaving:
             guard peer.is(.worker) else { return "only worker keys report work" }
             if quarantined.contains(peer.key ?? "id:" + id) { return "this worker is quarantined" }

@@ -109,6 +109,8 @@ public struct Hello: Codable, Sendable {
     public var running: [String]?
     /// It is draining (stopping): send it no new work.
     public var draining: Bool? = nil
+    /// `Planner.engineID` of the worker's build (nil from a worker older than the field).
+    public var engine: String? = nil
 }
 
 /// One attempt of one unit of work. The lease token fences it: a result whose lease is no
@@ -261,6 +263,7 @@ extension WireMessage {
                                   failures: ["clip 2 (b.mp4): decode failed"], workers: 0)),
             .status(run: nil, limit: 50),
             .statusReply(StatusReply(runs: [["id": "7"]], stages: [], failures: [], runsTotal: 120)),
+            .hello(Hello(worker: "w2", host: "h", pid: 2, slots: 1, version: "0.4.0", storeID: nil, running: [], draining: true, engine: "e+1")),
         ]
     }
 }

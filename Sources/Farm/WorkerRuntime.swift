@@ -58,7 +58,7 @@ public final class WorkerRuntime: Sendable {
         }
     }
 
-    public static let version = "0.3.0"
+    public static let version = "0.4.0"
     public static func defaultID() -> String { "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(6))" }
 
     let config: Configuration
@@ -111,6 +111,7 @@ public final class WorkerRuntime: Sendable {
             var h = Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()), slots: config.slots,
                           version: Self.version, storeID: config.store?.id, running: Array(running))
             if draining { h.draining = true }
+            h.engine = Planner.engineID
             return h
         }
         @discardableResult

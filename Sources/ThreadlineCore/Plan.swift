@@ -166,6 +166,19 @@ public enum Planner {
     /// Bumped whenever rendering changes what a stage outputs, so old cache entries stop matching.
     public static let engineVersion = "threadline-engine-3"
 
+    /// What a worker's renders depend on that stage keys name: the engine version and the filter
+    /// chains of the three fits. Workers and coordinator built from different code tell apart by
+    /// it, even when nobody bumped `engineVersion` (as `StageKey.segment`'s renderer fingerprint).
+    public static let engineID: String = {
+        let chains = OutputProfile.Fit.allCases.map { fit -> String in
+            var profile = OutputProfile(path: "")
+            profile.fit = fit
+            return EditChain.fingerprint(SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0,
+                                                     edits: Edits(), profile: profile))
+        }
+        return engineVersion + "+" + SHA256Hasher.hex(chains.joined(separator: "\n")).prefix(12)
+    }()
+
     public static func stages(for pipeline: Pipeline) -> [PlannedStage] {
         var stages: [PlannedStage] = []
         for i in pipeline.items.indices {

@@ -543,11 +543,23 @@ public nonisolated struct Threadline_Wire_Hello: Sendable {
 
   public var draining: Bool = false
 
+  /// Planner.engineID: what its renders depend on that stage keys name. A coordinator refuses a
+  /// worker whose engine differs (it would store its renders under keys made for another engine).
+  public var engine: String {
+    get {_engine ?? String()}
+    set {_engine = newValue}
+  }
+  /// Returns true if `engine` has been explicitly set.
+  public var hasEngine: Bool {self._engine != nil}
+  /// Clears the value of `engine`. Subsequent reads from it will return its default value.
+  public mutating func clearEngine() {self._engine = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storeID: String? = nil
+  fileprivate var _engine: String? = nil
 }
 
 public nonisolated struct Threadline_Wire_Assignment: Sendable {
@@ -2009,7 +2021,7 @@ nonisolated extension Threadline_Wire_Document: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}worker\0\u{1}host\0\u{1}pid\0\u{1}slots\0\u{1}version\0\u{3}store_id\0\u{1}running\0\u{1}draining\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}worker\0\u{1}host\0\u{1}pid\0\u{1}slots\0\u{1}version\0\u{3}store_id\0\u{1}running\0\u{1}draining\0\u{1}engine\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2025,6 +2037,7 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
       case 6: try { try decoder.decodeSingularStringField(value: &self._storeID) }()
       case 7: try { try decoder.decodeRepeatedStringField(value: &self.running) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.draining) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self._engine) }()
       default: break
       }
     }
@@ -2059,6 +2072,9 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
     if self.draining != false {
       try visitor.visitSingularBoolField(value: self.draining, fieldNumber: 8)
     }
+    try { if let v = self._engine {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 9)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2071,6 +2087,7 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
     if lhs._storeID != rhs._storeID {return false}
     if lhs.running != rhs.running {return false}
     if lhs.draining != rhs.draining {return false}
+    if lhs._engine != rhs._engine {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -127,7 +127,11 @@ import TestSupport
 
         // Hostile hellos (without CURVE every peer has every role; the caps still hold).
         for (hello, why) in [(Hello(worker: "h1", host: "h", pid: 1, slots: 1_000_000_000, version: "x"), "slots must be"),
-                             (Hello(worker: "h2", host: "h", pid: 1, slots: 1, version: "x", running: (0..<300_000).map { "L\($0)" }), "at most")] {
+                             (Hello(worker: "h2", host: "h", pid: 1, slots: 1, version: "x", running: (0..<300_000).map { "L\($0)" }), "at most"),
+                             // Another build's engine, and a worker older than the engine field.
+                             (Hello(worker: "h3", host: "h", pid: 1, slots: 1, version: "0.9.0", engine: "threadline-engine-9+abc"),
+                              "renders differently from this coordinator's engine \(Planner.engineID): run the same Threadline version"),
+                             (Hello(worker: "h4", host: "h", pid: 1, slots: 1, version: "0.3.0"), "engine unnamed: older than 0.4")] {
             let worker = try Socket(context, .dealer)
             try worker.setIdentity(hello.worker)
             try worker.connect(ep)
