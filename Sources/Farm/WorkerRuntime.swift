@@ -21,6 +21,8 @@ public final class WorkerRuntime: Sendable {
         public var coordinatorTimeout: Double
         /// When set, the worker stops as soon as its parent process is no longer this one.
         public var parentPID: Int32?
+        /// The id was given (`--id`), not made unique by default: a second worker may share it.
+        public var idGiven = false
         /// This worker's artifact store; inputs it lacks are pulled into it. Nil: use paths as given.
         public var store: ArtifactStore?
         /// Folders this worker reads directly (shared with the submitter or coordinator) instead of
@@ -330,7 +332,8 @@ public final class WorkerRuntime: Sendable {
                         no answer from the coordinator at \(config.endpoint) for \(Int(config.coordinatorTimeout)) s; still trying. \
                         Is 'coord serve' running there\(config.curve == nil
                             ? ", and without CURVE keys (with them, give this worker --curve-secret-key and --coordinator-key)?"
-                            : ", and does it know this worker's key (its .pub in the coordinator's --allow-workers folder), and is --coordinator-key the coordinator's .pub?")
+                            : ", and does it know this worker's key (its .pub in the coordinator's --allow-workers folder), and is --coordinator-key the coordinator's .pub?")\
+                        \(config.idGiven ? " Or is another worker connected there with the id '\(config.id)'? (ZeroMQ ignores a second connection under one id: give each worker its own --id.)" : "")
                         """)
                 }
                 coordinatorLost = true

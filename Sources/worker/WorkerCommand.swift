@@ -70,7 +70,7 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Seconds of coordinator silence before this worker reconnects and says hello again.")
     var liveness: Double = 5
 
-    @Option(name: .long, help: "Worker id (default: host-pid-random).")
+    @Option(name: .long, help: "Worker id, unique among the coordinator's workers (default: host-pid-random).")
     var id: String?
 
     @Option(name: .long, help: "Seconds in-flight stages may take to finish after SIGTERM before they are handed back.")
@@ -133,6 +133,7 @@ struct WorkerCommand: AsyncParsableCommand {
         var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID(),
                                                  heartbeatInterval: heartbeat, coordinatorTimeout: liveness)
         config.store = artifacts
+        config.idGiven = id != nil
         config.storeLimit = storeLimit(artifacts, logger: logger)
         config.sharedDirectories = sharedDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         if exitWithParent, let parentPid { config.parentPID = parentPid }

@@ -325,6 +325,20 @@ import TestSupport
         #expect(again.status == 0, "\(again.err)")
     }
 
+    /// A second worker started with an id already connected is ignored by ZeroMQ (a ROUTER drops
+    /// a second connection under one routing id), so it never hears the coordinator. It used to
+    /// ask only about the address and keys; now it names the id too.
+    @Test func aWorkerWhoseIdIsTakenSaysSo() throws {
+        let dir = temporaryDirectory("same-id")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        try #require(waitUntil(timeout: 10) { ((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "").contains("worker joined") })
+        try procs.start("twin", workerPath, ["--connect", ep, "--store", dir + "/twin", "--id", "w1", "--heartbeat", "0.25", "--liveness", "1"])
+        let said = { (try? String(contentsOfFile: procs.log("twin"), encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 10) { said().contains("Or is another worker connected there with the id 'w1'? (ZeroMQ ignores a second connection under one id: give each worker its own --id.)") },
+                "\(said())")
+    }
+
     /// `coord serve --verify 100%` with real workers on separate stores: every rendered stage is
     /// made twice on different hosts' processes and the outputs hash the same (one codec thread:
     /// the same bits everywhere), so nothing is quarantined and the movie's frames equal an
