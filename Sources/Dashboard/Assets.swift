@@ -106,7 +106,11 @@ enum Assets {
     }
     const state = s => `<span class="state ${esc(s)}">${esc(s)}</span>`;
     // A running run's time left, from its planned frames (as `coord submit` shows it).
-    const timeLeft = r => r.joining ? 'joining the movie' : (r.eta_s != null ? fmtDur(r.eta_s) : '');
+    // A running run with nothing running, on a live coordinator whose workers take no work (none
+    // joined, or every one draining or sidelined), waits for a worker, as `coord submit` says.
+    const waiting = (r, farm) => !!farm && farm.live && farm.slots_total === 0 && r.state === 'running' && !r.stages.running;
+    const timeLeft = (r, farm) => waiting(r, farm) ? 'waiting for a worker to join'
+      : r.joining ? 'joining the movie' : (r.eta_s != null ? fmtDur(r.eta_s) : '');
 
     // ---- farm page ----
     let showAll = false;
@@ -117,7 +121,7 @@ enum Assets {
       for (const r of runs) {
         h += `<tr data-run="${r.id}" data-state="${esc(r.state)}"><td><a href="/runs/${r.id}">${esc(r.name)}</a> <span class="muted">#${r.id}</span></td>` +
           `<td>${state(r.state)}</td><td>${stageBar(r.stages)}</td><td class="num items-done">${r.items_done}/${r.items}</td>` +
-          `<td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num eta">${timeLeft(r)}</td></tr>`;
+          `<td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num eta">${timeLeft(r, farm)}</td></tr>`;
       }
       h += '</tbody></table>';
       if (!showAll && runs.length >= 200) h += '<p><button id="all">Show every run</button></p>';
@@ -141,7 +145,7 @@ enum Assets {
     let zoom = null;          // [from, to] in seconds since the run's first attempt
     let lastAttempts = [];
     async function drawRun(id) {
-      const [d, attempts] = await Promise.all([api('/api/runs/' + id), api(`/api/runs/${id}/attempts`)]);
+      const [d, attempts, farm] = await Promise.all([api('/api/runs/' + id), api(`/api/runs/${id}/attempts`), api('/api/farm')]);
       const r = d.run;
       document.title = r.name + ' · Threadline';
       document.getElementById('status').textContent = `run #${r.id} · ${r.state}`;
@@ -153,7 +157,7 @@ enum Assets {
         (frames ? `<span>Frames <b id="run-frames">${r.frames_done}/${r.frames_total}</b></span>` : '') +
         `<progress max="${frames ? r.frames_total : (r.items || 1)}" value="${frames ? r.frames_done : r.items_done}"></progress>` +
         `<span>Started <b>${fmtTime(r.started)}</b></span><span>Duration <b>${fmtDur(r.duration_s)}</b></span>` +
-        (timeLeft(r) ? `<span id="run-eta">${r.joining ? '' : 'ETA '}<b>${timeLeft(r)}</b></span>` : '') +
+        (timeLeft(r, farm) ? `<span id="run-eta">${r.joining || waiting(r, farm) ? '' : 'ETA '}<b>${timeLeft(r, farm)}</b></span>` : '') +
         `<span>Pipeline <b>${esc(r.pipeline_path)}</b></span><span>Output <b>${esc(r.output_path)}</b></span></div>`;
       h += `<div>${stageBar(r.stages)}</div>`;
       if (r.error) {

@@ -168,7 +168,8 @@ import TestSupport
 
     // MARK: a real render, watched
 
-    /// `coord serve --http` + a worker render a 12-item project while Chromium watches the run page
+    /// `coord serve --http` + a worker (joining once the page says the run waits for one) render a
+    /// 12-item project while Chromium watches the run page
     /// and Prometheus scrapes /metrics every second; then a broken project fails on the page.
     @Test(.enabled(if: clients(haveChromium && havePrometheus), clientsNote))
     func chromiumWatchesALiveRenderAndPrometheusCountsItsStages() throws {
@@ -181,7 +182,6 @@ import TestSupport
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:0", "--state", state, "--http", "127.0.0.1:0"])
         let endpoint = try procs.endpoint(of: "coord")
         let base = try Self.dashboardURL(procs, "coord")
-        try procs.start("worker", workerPath, ["--connect", endpoint, "--pipelines", "2", "--threads", "1", "--store", dir + "/worker-store"])
         #expect(try Self.get(base, "/healthz").status == 200)
         #expect(waitUntil(timeout: 10) { (try? Self.get(base, "/readyz").status) == 200 }, "ready once bound")
 
@@ -204,6 +204,9 @@ import TestSupport
         try procs.start("browser", Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "live-run", base, "1", shots])
         #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: shots + "/page-open") }, "the browser opened the page")
         let submit = try startQuietly(coordPath, ["submit", pipeline, "--coordinator", endpoint, "--json"])
+        // No worker yet: the page says the run waits for one (as `coord submit` does); then one joins.
+        #expect(waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: shots + "/waiting") }, "the run page said it waits for a worker")
+        try procs.start("worker", workerPath, ["--connect", endpoint, "--pipelines", "2", "--threads", "1", "--store", dir + "/worker-store"])
         submit.waitUntilExit()
         procs.process("browser")?.waitUntilExit()
         let watched = (out: (try? String(contentsOfFile: procs.out("browser"), encoding: .utf8)) ?? "",
@@ -214,6 +217,8 @@ import TestSupport
         #expect(states.first == "running" && states.last == "succeeded", "states seen on one page load: \(states)")
         #expect((seen["progress"] as? [String] ?? []).count >= 3, "progress advanced without reload: \(seen["progress"] ?? "")")
         #expect(seen["reloaded"] as? Bool == false)
+        let etas = seen["etas"] as? [String] ?? []
+        #expect(etas.first == "waiting for a worker to join" && etas.count >= 2, "the time left said it waited, then counted down: \(etas)")
         #expect((seen["gantt_rows"] as? Int ?? 0) >= 2, "bars per worker slot: \(seen)")
         #expect((seen["gantt_bars"] as? Int ?? 0) >= 12 * 2 + 1, "a bar per fetch and render, and the concat")
         // Bars are painted at their own length (a page style once capped every one at 220 px).
