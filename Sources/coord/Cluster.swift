@@ -100,7 +100,7 @@ func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bo
     }
     switch end.state {
     case "succeeded":
-        if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%.1f MB)", end.run, end.seconds, path, Double(end.output?.size ?? 0) / 1e6)) }
+        if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", end.run, end.seconds, path, ByteSize.text(end.output?.size ?? 0))) }
     case "interrupted":
         errorLine("run \(end.run): \(end.message ?? "interrupted"); follow it again with 'coord wait \(end.run)'")
         throw ExitCode(1)

@@ -384,8 +384,8 @@ struct GC: ParsableCommand {
     func run() throws {
         let db = try lineageDatabase(stateOptions)
         let r = try LineageStore.collectGarbage(databasePath: db, storeRoot: stateOptions.directory, keepDays: keepDays, grace: minAge, dryRun: dryRun)
-        print(String(format: "%@%d artifacts removed (%.1f MB), %d kept, %d stale temporary files removed",
-                     dryRun ? "dry run: would have " : "", r.removed, Double(r.removedBytes) / 1e6, r.kept, r.temporaryRemoved))
+        print(String(format: "%@%d artifacts removed (%@), %d kept, %d stale temporary files removed",
+                     dryRun ? "dry run: would have " : "", r.removed, ByteSize.text(r.removedBytes), r.kept, r.temporaryRemoved))
         if r.notRemoved > 0 {
             errorLine("error: \(r.notRemoved) files could not be removed; the first: \(r.firstFailure ?? "?"). Run gc as the user that owns \(stateOptions.directory).")
             throw ExitCode(1)

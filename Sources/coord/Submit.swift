@@ -302,7 +302,7 @@ struct Submit: ParsableCommand {
             for r in reports { print(String(decoding: try JSONSerialization.data(withJSONObject: r.object, options: [.sortedKeys]), as: UTF8.self)) }
         } else if reports.count == 1, let r = reports.first {
             if r.state == "succeeded" {
-                print(String(format: "run %lld succeeded in %.1f s → %@ (%.1f MB)", r.run ?? 0, r.seconds, r.output ?? "", Double(r.bytes) / 1e6))
+                print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", r.run ?? 0, r.seconds, r.output ?? "", ByteSize.text(r.bytes)))
             }
         } else {
             print(ProjectReport.table(reports))
