@@ -1156,10 +1156,10 @@ final class CoordinatorCore {
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
         case .sidelined(let wid, let until, let failures):
             let seconds = Int((until - now).rounded()), why = workers[wid]?.lastFailure ?? "unknown"
-            log.warning("worker sidelined: its attempts keep failing; other workers take its work", metadata: [
+            log.warning("worker sidelined: stages that fail there succeed elsewhere; other workers take its work", metadata: [
                 "worker.id": "\(wid)", "failures": "\(failures)", "seconds": "\(seconds)", "last_error": "\(why)"])
             record("event") {
-                try lineage.event("worker.sidelined", "worker \(wid) gets no work for \(seconds) s: its last \(failures) attempts failed (the last: \(why)); other workers take its work. Check that worker's disk and log.")
+                try lineage.event("worker.sidelined", "worker \(wid) gets no work for \(seconds) s: \(failures) stages that failed there succeeded on other workers (its last error: \(why)); other workers take its work. Check that worker's disk and log.")
             }
         case .stageFailed(let outcome):
             stageFailed(outcome, now: now)

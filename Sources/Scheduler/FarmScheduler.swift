@@ -27,11 +27,12 @@ public struct FarmScheduler: Sendable {
         public var poisonAfterLostWorkers: Int = 3
         /// Cache checks a worker holds at once (they take no slot).
         public var checksPerWorker: Int = 16
-        /// A worker whose attempts fail this many times in a row, retryably (its disk, memory or
-        /// libraries rather than the input), is sidelined: no work for `sidelineSeconds`, doubled
-        /// each time it fails again after one (at most 10 minutes); a success starts the count
-        /// afresh. Never the last worker taking work. (A failing worker fails fast, so without
-        /// this it would take most of the stages, each losing an attempt and a backoff there.)
+        /// A worker where this many stages failed since its last success, each of which then
+        /// succeeded on another worker, is sidelined: no work for `sidelineSeconds`, doubled each
+        /// time it is convicted again after one (at most 10 minutes). Never the last worker taking
+        /// work. Only a success elsewhere convicts it: a stage failing everywhere (a dead URL, a
+        /// bad file) says nothing about the worker. (A failing worker fails fast, so without this
+        /// it would take most of the stages, each losing an attempt and a backoff there.)
         public var sidelineAfterFailures = 3
         public var sidelineSeconds: Double = 30
         public init(epoch: String) { self.epoch = epoch }
@@ -131,7 +132,8 @@ public struct FarmScheduler: Sendable {
         case retry(StageRef, notBefore: Double, attempts: Int)
         /// A result under a lease that is not current, or from a worker it was not given to: ignored.
         case stale(lease: String, worker: String)
-        /// The worker's attempts kept failing (`failures` in a row): it gets no work until `until`.
+        /// Stages kept failing on the worker and succeeding elsewhere (`failures` of them since its
+        /// last success): it gets no work until `until`.
         case sidelined(worker: String, until: Double, failures: Int)
         /// The stage failed for good (`.failed` or `.poison` of it alone); its run goes on with
         /// what does not wait for it, and ends later with a `.runEnded` naming every such stage.
@@ -164,7 +166,7 @@ public struct FarmScheduler: Sendable {
         /// Workers where an attempt of this stage failed (retryably): its retries go elsewhere
         /// while another worker is connected, so one worker with a full disk or a broken library
         /// does not spend every attempt (it holds the inputs, so placement alone would pick it again).
-        var failedOn: Set<String> = []
+        var failedOn: [String: Double] = [:]
     }
 
     struct Run {
@@ -189,9 +191,11 @@ public struct FarmScheduler: Sendable {
         var checks: Set<String> = []
         var draining = false
         var joined: Int
-        /// Retryable failures since its last success, and how long it gets no work (see
-        /// `Configuration.sidelineAfterFailures`).
-        var failuresInRow = 0
+        /// Stages that failed here and then succeeded elsewhere since its last success, and how
+        /// long it gets no work (see `Configuration.sidelineAfterFailures`).
+        var convictions = 0
+        /// When it last made a stage: only what failed on it since counts against it.
+        var succeededAt = -Double.infinity
         var sidelinedUntil = 0.0
         var sidelines = 0
 
@@ -336,9 +340,9 @@ public struct FarmScheduler: Sendable {
         case .succeeded(let lease, let worker):
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
-            if workers[worker]?.failuresInRow != 0 { workers[worker]?.failuresInRow = 0; workers[worker]?.sidelines = 0 }
+            if workers[worker] != nil { workers[worker]!.convictions = 0; workers[worker]!.sidelines = 0; workers[worker]!.succeededAt = now }
             leases[lease] = nil
-            let newly: [Int]
+            let newly: [Int], failedOn: [String: Double]
             do {
                 var run = take(s.run)
                 if run.nodes[s.node].phase == .checking {
@@ -351,9 +355,14 @@ public struct FarmScheduler: Sendable {
                 run.nodes[s.node].lease = nil
                 run.nodes[s.node].worker = nil
                 run.nodes[s.node].excluded = []
-                run.nodes[s.node].failedOn = []
+                failedOn = run.nodes[s.node].failedOn
+                run.nodes[s.node].failedOn = [:]
                 newly = run.graph.complete(s.node)
                 runs[s.run] = run
+            }
+            // Where it failed before, the worker, not the stage, was at fault.
+            for (w, at) in failedOn.sorted(by: { $0.key < $1.key }) where w != worker && at >= workers[w]?.succeededAt ?? .infinity {
+                convict(w, now: now, &out)
             }
             for k in newly where runs[s.run]!.nodes[k].phase == .waiting { makeReady(StageRef(run: s.run, node: k), now: now, &out) }
             endIfSettled(s.run, &out)
@@ -381,11 +390,10 @@ public struct FarmScheduler: Sendable {
                                               base: config.backoffBase, jitter: jitter(s, attempts))
             switch decision {
             case .retry(let notBefore):
-                if workersFault { runs[s.run]!.nodes[s.node].failedOn.insert(worker) }
+                if workersFault { runs[s.run]!.nodes[s.node].failedOn[worker] = now }
                 delay(s, until: notBefore, now: now, &out)
             case .fail: stageFailed(s, .failed(s, attempts: attempts), &out)
             }
-            if retryable && workersFault { failed(on: worker, now: now, &out) }
 
         case .handedBack(let lease, let worker):
             free(lease, on: worker)
@@ -716,20 +724,20 @@ public struct FarmScheduler: Sendable {
     /// for that one's slot rather than fail again where it failed; with none, it tries anywhere).
     func avoided(_ node: Node, now: Double) -> Set<String> {
         guard !node.failedOn.isEmpty else { return node.excluded }
-        let both = node.excluded.union(node.failedOn)
+        let both = node.excluded.union(node.failedOn.keys)
         return workers.contains { !both.contains($0.key) && $0.value.takesWork(at: now) } ? both : node.excluded
     }
 
-    /// A retryable failure on `id`: sidelines it once they come `sidelineAfterFailures` in a row,
-    /// while another worker takes work.
-    mutating func failed(on id: String, now: Double, _ out: inout [Effect]) {
+    /// A stage that failed on `id` succeeded elsewhere: sidelines it once `sidelineAfterFailures`
+    /// such stages came without a success of its own, while another worker takes work.
+    mutating func convict(_ id: String, now: Double, _ out: inout [Effect]) {
         guard var w = workers[id] else { return }
-        w.failuresInRow += 1
-        if w.failuresInRow >= config.sidelineAfterFailures, w.sidelinedUntil <= now,
+        w.convictions += 1
+        if w.convictions >= config.sidelineAfterFailures, w.sidelinedUntil <= now,
            workers.contains(where: { $0.key != id && $0.value.takesWork(at: now) }) {
             w.sidelinedUntil = now + min(600, config.sidelineSeconds * Double(1 << min(w.sidelines, 10)))
             w.sidelines += 1
-            out.append(.sidelined(worker: id, until: w.sidelinedUntil, failures: w.failuresInRow))
+            out.append(.sidelined(worker: id, until: w.sidelinedUntil, failures: w.convictions))
         }
         workers[id] = w
     }

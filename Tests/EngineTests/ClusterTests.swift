@@ -257,8 +257,8 @@ import TestSupport
 
     /// A worker whose store's disk is full fails every stage it is given, and fails fast, so it
     /// took most of them: each stage's retries went back to it (it held their inputs), and the
-    /// run failed beside a healthy worker. Now a retry goes elsewhere, and after three failures
-    /// in a row the worker is sidelined (logged, a lineage event, the dashboard's state): the run
+    /// run failed beside a healthy worker. Now a retry goes elsewhere, and once three stages that
+    /// failed there succeeded on the other worker it is sidelined (logged, a lineage event, the dashboard's state): the run
     /// succeeds on the healthy worker. Needs root for a full tmpfs; skipped with a message without.
     @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs as a full disk"))
     func aWorkerWithAFullDiskIsSidelinedAndTheRunSucceedsOnTheOthers() throws {
@@ -282,7 +282,7 @@ import TestSupport
         let failed = try Self.rows(db, "SELECT worker_id AS w, count(*) AS n FROM attempt WHERE state = 'failed' GROUP BY worker_id")
         #expect(failed.map { $0["w"] } == ["bad"], "only the full worker failed: \(failed)")
         let event = try Self.rows(db, "SELECT message FROM event WHERE kind = 'worker.sidelined'").first?["message"] ?? ""
-        #expect(event.contains("worker bad gets no work for 30 s: its last 3 attempts failed") && event.contains("No space left on device"), "\(event)")
+        #expect(event.contains("worker bad gets no work for 30 s: 3 stages that failed there succeeded on other workers") && event.contains("No space left on device"), "\(event)")
         let log = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
         #expect(log.contains("worker sidelined"), "\(log)")
         // The worker itself looks at its disk's free space (--store-keep-free) and says it is short.
