@@ -18,7 +18,7 @@ public struct LiveFigures: Codable, Sendable, Equatable {
         public var draining: Bool
         /// What each busy slot runs ("run 3: render/4").
         public var running: [String]
-        /// Seconds it still gets no work for, its attempts having kept failing (nil: it takes work).
+        /// Seconds it still gets no work for, stages that failed on it having succeeded elsewhere (nil: it takes work).
         public var sidelinedS: Double?
         public init(id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool, running: [String], sidelinedS: Double? = nil) {
             self.id = id; self.host = host; self.slots = slots; self.busy = busy; self.heartbeatAgeS = heartbeatAgeS

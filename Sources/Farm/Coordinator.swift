@@ -174,7 +174,7 @@ public final class Coordinator: Sendable {
             public var id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool
             /// What each busy slot runs ("run 3: render/4").
             public var running: [String]
-            /// Seconds it still gets no work for, its attempts having kept failing (nil: it takes work).
+            /// Seconds it still gets no work for, stages that failed on it having succeeded elsewhere (nil: it takes work).
             public var sidelinedS: Double? = nil
         }
         /// Units ready and waiting for a slot (a render's decode+transform+encode is one unit).

@@ -200,7 +200,7 @@ public final class WorkerRuntime: Sendable {
             }
             if t.removedBytes < short, now - warnedDisk > 600 {
                 warnedDisk = now
-                logger.warning("the store's disk is nearly full, and what is left of the store is in use: free space on that disk, or attempts here fail",
+                logger.warning("the store's disk is nearly full and the store has nothing more it may give up: free space on that disk, or attempts here fail",
                                metadata: ["short": "\(ByteSize.text(short - t.removedBytes))", "keep_free": "\(ByteSize.text(limit.keepFree))",
                                           "store": "\(ByteSize.text(t.bytes))"])
             }

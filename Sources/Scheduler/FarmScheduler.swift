@@ -201,6 +201,9 @@ public struct FarmScheduler: Sendable {
 
         func takesWork(at now: Double) -> Bool { !draining && slots > 0 && sidelinedUntil <= now }
 
+        /// It made a stage: what failed on it before no longer counts against it.
+        mutating func succeeded(at now: Double) { convictions = 0; sidelines = 0; succeededAt = now }
+
         /// The lowest slot index no running lease holds.
         var freeSlot: Int {
             let taken = Set(running.values)
@@ -340,7 +343,7 @@ public struct FarmScheduler: Sendable {
         case .succeeded(let lease, let worker):
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
-            if workers[worker] != nil { workers[worker]!.convictions = 0; workers[worker]!.sidelines = 0; workers[worker]!.succeededAt = now }
+            workers[worker]?.succeeded(at: now)
             leases[lease] = nil
             let newly: [Int], failedOn: [String: Double]
             do {
