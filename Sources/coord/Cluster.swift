@@ -74,10 +74,8 @@ struct ClusterOptions: ParsableArguments {
 
 /// Runs a cluster command, turning its failures into one clear line (and the `hint` lines) and exit 1.
 func clusterCall<T>(hint: [String] = [], _ body: () throws -> T) throws -> T {
-    do { return try body() } catch let e as ClusterClient.Failure {
-        errorLine("error: \(e.description)"); hint.forEach(errorLine); throw ExitCode(1)
-    } catch let e as TransportError {
-        errorLine("error: \(e.description)"); hint.forEach(errorLine); throw ExitCode(1)
+    do { return try body() } catch where error is ClusterClient.Failure || error is TransportError {
+        errorLine("error: \(error)"); hint.forEach(errorLine); throw ExitCode(1)
     }
 }
 
