@@ -260,7 +260,7 @@ import TestSupport
     /// run failed beside a healthy worker. Now a retry goes elsewhere, and once three stages that
     /// failed there succeeded on the other worker it is sidelined (logged, a lineage event, the dashboard's state): the run
     /// succeeds on the healthy worker. Needs root for a full tmpfs; skipped with a message without.
-    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs as a full disk"))
+    @Test(.enabled(if: SmallDisk.available, Comment(rawValue: SmallDisk.note)))
     func aWorkerWithAFullDiskIsSidelinedAndTheRunSucceedsOnTheOthers() throws {
         let dir = temporaryDirectory("full-disk")
         let pipeline = try Self.project(dir, items: 6, seconds: 1)
@@ -293,7 +293,7 @@ import TestSupport
     /// The coordinator's own disk full: what workers make cannot be stored. The run fails saying
     /// so and what to do, no worker is blamed (sidelined) for it, the coordinator stays up, and
     /// once there is room the same submit renders. Needs root for a tmpfs; skipped without.
-    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs as a full disk"))
+    @Test(.enabled(if: SmallDisk.available, Comment(rawValue: SmallDisk.note)))
     func aFullStateFolderFailsTheRunWithoutBlamingTheWorkers() throws {
         let dir = temporaryDirectory("full-state")
         // Segments of about a megabyte, larger than the room left below.

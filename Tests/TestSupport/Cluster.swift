@@ -107,3 +107,18 @@ public func waitUntil(timeout: Double, _ condition: () throws -> Bool) rethrows 
     }
     return try condition()
 }
+
+/// A small tmpfs, mounted for a test that needs a disk that fills up (a full store, a full state
+/// folder). Needs the right to mount: root outside a restricted container.
+public enum SmallDisk {
+    /// Whether a tmpfs can be mounted here (tried once, on a scratch folder).
+    public static let available: Bool = {
+        let dir = NSTemporaryDirectory() + "tmpfs-probe-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        guard getuid() == 0, (try? run("/bin/mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir], timeout: 10).status) == 0 else { return false }
+        _ = try? run("/bin/umount", [dir], timeout: 10)
+        return true
+    }()
+    public static let note = "needs the right to mount a tmpfs (root outside a restricted container)"
+}
