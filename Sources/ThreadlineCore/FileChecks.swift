@@ -30,12 +30,12 @@ public enum FileChecks {
 
     static let emptyFile = "is empty (0 bytes)"
 
-    /// A folder that could not be made, in the system's words.
     /// Removes `path`; nil when done, else the path and why not, in the system's words.
     public static func remove(_ path: String) -> String? {
         do { try FileManager.default.removeItem(atPath: path); return nil } catch { return "\(path) (\(reason(error)))" }
     }
 
+    /// A folder that could not be made, in the system's words.
     public struct FolderError: Error, CustomStringConvertible {
         public let description: String
     }

@@ -48,4 +48,15 @@ public final class FolderLock: Sendable {
     }
 
     deinit { close(fd) }
+
+    /// The lock of a state folder (`STATE/coordinator.lock`): exclusive for `coord serve`, shared
+    /// for local submits. Nil when the lock file cannot be made (a read-only state folder, which
+    /// opening lineage then explains); throws `Held` when another process holds it against this one.
+    public static func stateFolder(_ folder: String, holder: String = "", shared: Bool) throws -> FolderLock? {
+        do { return try FolderLock(folder, name: "coordinator.lock", holder: holder, shared: shared) } catch let held as Held {
+            throw held
+        } catch {
+            return nil
+        }
+    }
 }

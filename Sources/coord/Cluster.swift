@@ -214,11 +214,9 @@ struct Serve: AsyncParsableCommand {
         let dir = try stateOptions.made()
         // One coordinator per state folder: a second would fight the first for SQLite's one writer
         // (a turn that waits past the busy timeout stops a coordinator) and split the farm's view.
-        // (A lock file that cannot be made: a read-only state folder, which opening lineage explains.)
         let lock: FolderLock?
         do {
-            lock = try FolderLock(dir, name: "coordinator.lock",
-                                  holder: "coord serve, pid \(getpid()) on \(ProcessInfo.processInfo.hostName), bound to \(bind)")
+            lock = try FolderLock.stateFolder(dir, holder: "coord serve, pid \(getpid()) on \(ProcessInfo.processInfo.hostName), bound to \(bind)", shared: false)
         } catch let held as FolderLock.Held {
             if held.holder.isEmpty {
                 errorLine("error: local coord submit processes are rendering on \(dir); one coordinator per state folder")
@@ -228,7 +226,7 @@ struct Serve: AsyncParsableCommand {
                 errorLine("  hint: stop that one first (it drains within its --drain-timeout), or give this one its own --state")
             }
             throw ExitCode(1)
-        } catch { lock = nil }
+        }
         defer { withExtendedLifetime(lock) {} }
         let lineage = try LineageStore(path: dir + "/lineage.db")
         var config = Coordinator.Configuration(bind: bind)

@@ -148,13 +148,12 @@ struct Submit: ParsableCommand {
         let stateDirectory = try stateOptions.made()
         // Local submits may render side by side on one state folder, but not beside a `coord serve`
         // of it: that farm takes the work instead.
-        // (A lock file that cannot be made: a read-only state folder, which opening lineage explains.)
         let lock: FolderLock?
-        do { lock = try FolderLock(stateDirectory, name: "coordinator.lock", holder: "", shared: true) } catch let held as FolderLock.Held {
+        do { lock = try FolderLock.stateFolder(stateDirectory, shared: true) } catch let held as FolderLock.Held {
             errorLine("error: \(held.holder.isEmpty ? "a coordinator" : held.holder) serves the state folder \(stateDirectory); it cannot be rendered on beside it")
             errorLine("  hint: submit to that coordinator instead: coord submit \(files.joined(separator: " ")) --coordinator tcp://HOST:PORT (its address)")
             throw ExitCode(1)
-        } catch { lock = nil }
+        }
         defer { withExtendedLifetime(lock) {} }
         try waitForOtherRuns(writing: projects)
         // Without --verbose the CLI itself reports failures; the log stays quiet.

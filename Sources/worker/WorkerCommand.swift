@@ -164,10 +164,7 @@ extension WorkerCommand {
         }
         var fs = statvfs()
         let disk: Int64? = statvfs(store.root, &fs) == 0 ? Int64(fs.f_blocks) * Int64(fs.f_frsize) : nil
-        var maxBytes: Int64
-        if let storeMax, let given = ByteSize.parse(storeMax) { maxBytes = given } else {
-            maxBytes = min(20 << 30, disk.map { $0 / 2 } ?? .max)
-        }
+        let maxBytes = storeMax.flatMap(ByteSize.parse) ?? min(20 << 30, disk.map { $0 / 2 } ?? .max)
         guard maxBytes > 0 else { return nil }
         let keepFree = storeKeepFree.flatMap(ByteSize.parse) ?? min(1 << 30, disk.map { $0 / 20 } ?? 0)
         logger.info("store kept within its limit", metadata: ["store": "\(store.root)", "limit": "\(ByteSize.text(maxBytes))",
