@@ -149,8 +149,11 @@ public struct ArtifactStore: Sendable {
     /// coordinator holds, so a removed one is pulled again when next needed.
     ///
     /// `freeing`: bytes the disk lacks beyond that (other files filled it): that much more goes,
-    /// used recently or not (only `keep` stays), since a full disk fails every attempt here.
-    public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, freeing: Int64 = 0, now: Date = Date()) -> TrimReport {
+    /// used recently or not, since a full disk fails every attempt here. `keepSince`: files
+    /// written or used since then always stay, whatever `grace` and `freeing` say (an attempt in
+    /// flight since then may have just written its output, not yet named in `keep`).
+    public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, freeing: Int64 = 0, keepSince: Date? = nil,
+                     now: Date = Date()) -> TrimReport {
         let files = StoreFiles.artifacts(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now) } }
         var report = TrimReport()
         // What a killed writer left half-written goes whatever the size (an hour untouched at least:
@@ -160,7 +163,10 @@ public struct ArtifactStore: Sendable {
         let target = min(maxBytes, report.bytes - max(0, freeing))
         guard report.bytes > target else { return report }
         for f in files.sorted(by: { $0.used < $1.used }) where report.bytes > target {
-            if keep.contains(f.sha) || (freeing <= 0 && now.timeIntervalSince(f.used) < grace) { report.heldBytes += f.size; continue }
+            if keep.contains(f.sha) || keepSince.map({ f.used >= $0 }) == true || (freeing <= 0 && now.timeIntervalSince(f.used) < grace) {
+                report.heldBytes += f.size
+                continue
+            }
             if let failure = FileChecks.remove(f.path) {
                 report.firstFailure = report.firstFailure ?? failure
                 report.heldBytes += f.size

@@ -108,6 +108,9 @@ public final class WorkerRuntime: Sendable {
         var unacked: [String: TaskResult] = [:]
         /// The stored inputs each accepted assignment reads (kept from `trim` until its result goes).
         var reading: [String: [String]] = [:]
+        /// When each accepted assignment came: what the store holds from then on stays (an
+        /// attempt's output is in the store before its result names it).
+        var acceptedAt: [String: Double] = [:]
         var draining = false
         func hello() -> Hello {
             var h = Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()), slots: config.slots,
@@ -137,6 +140,7 @@ public final class WorkerRuntime: Sendable {
         func report(_ r: TaskResult) {
             running.remove(r.lease)
             reading[r.lease] = nil
+            acceptedAt[r.lease] = nil
             cancelled.withLock { _ = $0.remove(r.lease) }
             unacked[r.lease] = r
             send(.result(r))
@@ -266,6 +270,7 @@ public final class WorkerRuntime: Sendable {
                         continue
                     }
                     running.insert(a.lease)
+                    acceptedAt[a.lease] = Date().timeIntervalSince1970
                     accept(a)
                 case .cancel(let lease):
                     if let p = preparing.removeValue(forKey: lease) {
@@ -316,7 +321,9 @@ public final class WorkerRuntime: Sendable {
                 if trimWanted || short > 0 {
                     trimWanted = false
                     let keep = Set(reading.values.joined()).union(unacked.values.compactMap { $0.artifact?.sha256 })
-                    let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace, freeing: short)
+                    // (A second's margin for file systems that keep coarse times.)
+                    let since = running.compactMap { acceptedAt[$0] }.min().map { Date(timeIntervalSince1970: $0 - 1) }
+                    let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace, freeing: short, keepSince: since)
                     trimmed(t, limit, short: short, now: now)
                     // Still over: try again as files age out of the grace period or are let go.
                     if t.bytes > limit.maxBytes { trimWanted = true }

@@ -76,6 +76,11 @@ import TestSupport
         #expect(held.removed == 0 && held.bytes == 3000 && held.heldBytes == 3000 && present() == [0, 1, 5], "\(held)")
         // Within the limit, but the disk lacks 1,500 bytes: the least recently used go, recent or
         // not, until that much is free; the one in use stays.
+        // Short of space, but everything else was written or used since an attempt in flight began
+        // (its output may be among them, not yet named): nothing goes.
+        let inFlight = store.trim(toBytes: 6000, keep: [refs[1].sha256], grace: 3600, freeing: 1500, keepSince: now.addingTimeInterval(-10),
+                                  now: now.addingTimeInterval(2))
+        #expect(inFlight.removed == 0 && present() == [0, 1, 5], "\(inFlight)")
         let short = store.trim(toBytes: 6000, keep: [refs[1].sha256], grace: 3600, freeing: 1500, now: now.addingTimeInterval(2))
         #expect(short.removed == 2 && short.removedBytes == 2000 && present() == [1], "\(short)")
         #expect(store.trim(toBytes: 0, keep: [], grace: 0, now: now.addingTimeInterval(3)).bytes == 0 && present().isEmpty)
