@@ -66,6 +66,7 @@ let package = Package(
         .target(name: "Farm",
                 dependencies: ["ThreadlineCore", "Transport", "Wire", "Lineage", "CSupport", "Scheduler",
                                .product(name: "DequeModule", package: "swift-collections"),
+                               .product(name: "OrderedCollections", package: "swift-collections"),
                                .product(name: "Logging", package: "swift-log")]),
         // The farm with the media engine plugged in: the real task runner, Live Photo pairing,
         // the photo-library scanner. Re-exports Farm.

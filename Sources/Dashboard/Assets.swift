@@ -126,12 +126,12 @@ enum Assets {
       h += '</tbody></table>';
       if (!showAll && runs.length >= 200) h += '<p><button id="all">Show every run</button></p>';
       if (!runs.length) h += '<p class="muted">No runs yet: <code>coord submit pipeline.yaml</code> starts one.</p>';
-      h += '<h2>Workers</h2><table class="workers" id="workers"><thead><tr><th>Worker</th><th>Host</th><th>State</th><th class="num">Slots busy</th><th class="num">Heartbeat</th><th>Running</th></tr></thead><tbody>';
+      h += '<h2>Workers</h2><table class="workers" id="workers"><thead><tr><th>Worker</th><th>Host</th><th>State</th><th class="num">Slots busy</th><th class="num">Heartbeat</th><th class="num" title="Artifacts in its store, as far as the coordinator knows: work goes where its inputs are">Holds</th><th>Running</th></tr></thead><tbody>';
       for (const w of workers) {
         h += `<tr><td>${esc(w.id)}</td><td>${esc(w.host)}</td><td>${state(w.state)}</td><td class="num">${w.busy}/${w.slots}</td>` +
-          `<td class="num">${fmtDur(w.heartbeat_age_s)} ago</td><td class="slots">${w.running.map(s => `run ${s.run}: ${esc(s.stage)}`).join('<br>')}</td></tr>`;
+          `<td class="num">${fmtDur(w.heartbeat_age_s)} ago</td><td class="num">${w.holds == null ? '—' : w.holds}</td><td class="slots">${w.running.map(s => `run ${s.run}: ${esc(s.stage)}`).join('<br>')}</td></tr>`;
       }
-      if (!workers.length) h += '<tr><td colspan="6" class="muted">No workers seen in the last hour.</td></tr>';
+      if (!workers.length) h += '<tr><td colspan="7" class="muted">No workers seen in the last hour.</td></tr>';
       h += '</tbody></table><h2>Recent failures</h2>';
       h += farm.failures.length ? '<table id="failures"><thead><tr><th>Where</th><th>Error</th></tr></thead><tbody>' + farm.failures.map(f =>
         `<tr><td>${esc(f.stage)}<br><span class="muted">${esc(f.worker || '')} · ${fmtTime(f.finished)}</span></td><td>${f.location ? `<span class="where">${esc(f.location)}</span> ` : ''}${esc(f.error || f.state)}</td></tr>`).join('') + '</tbody></table>'

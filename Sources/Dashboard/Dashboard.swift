@@ -20,9 +20,12 @@ public struct LiveFigures: Codable, Sendable, Equatable {
         public var running: [String]
         /// Seconds it still gets no work for, stages that failed on it having succeeded elsewhere (nil: it takes work).
         public var sidelinedS: Double?
-        public init(id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool, running: [String], sidelinedS: Double? = nil) {
+        /// Artifacts its store holds as far as the coordinator knows.
+        public var holds: Int
+        public init(id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool, running: [String],
+                    sidelinedS: Double? = nil, holds: Int = 0) {
             self.id = id; self.host = host; self.slots = slots; self.busy = busy; self.heartbeatAgeS = heartbeatAgeS
-            self.draining = draining; self.running = running; self.sidelinedS = sidelinedS
+            self.draining = draining; self.running = running; self.sidelinedS = sidelinedS; self.holds = holds
         }
     }
     /// Units of work ready and waiting for a slot (a render's decode+transform+encode is one).
@@ -233,6 +236,7 @@ public struct Dashboard: Sendable {
                 list[k].heartbeatAgeS = w.heartbeatAgeS
                 list[k].slots = w.slots
                 list[k].busy = w.busy
+                list[k].holds = w.holds
                 if w.draining { list[k].state = "draining" } else if w.sidelinedS != nil { list[k].state = "sidelined" }
             } else if list[k].state == "up" {
                 list[k].state = "gone"

@@ -133,6 +133,8 @@ public struct ArtifactStore: Sendable {
     public struct TrimReport: Sendable, Equatable {
         public var removed = 0
         public var removedBytes: Int64 = 0
+        /// The artifacts removed, by sha256 (the coordinator is told: it places work by them).
+        public var removedSHA256: [String] = []
         /// The artifacts' bytes left in the store.
         public var bytes: Int64 = 0
         /// Of those, what could not go: in use, used within the grace period, or not removable.
@@ -174,6 +176,7 @@ public struct ArtifactStore: Sendable {
             }
             report.removed += 1
             report.removedBytes += f.size
+            report.removedSHA256.append(f.sha)
             report.bytes -= f.size
         }
         return report

@@ -176,6 +176,8 @@ public final class Coordinator: Sendable {
             public var running: [String]
             /// Seconds it still gets no work for, stages that failed on it having succeeded elsewhere (nil: it takes work).
             public var sidelinedS: Double? = nil
+            /// Artifacts its store holds as far as the coordinator knows (what placement counts).
+            public var holds = 0
         }
         /// Units ready and waiting for a slot (a render's decode+transform+encode is one unit).
         public var queueDepth = 0
@@ -472,8 +474,8 @@ final class CoordinatorCore {
     /// keeps serving it until then.
     var awaitingUpload: [String: [(TaskResult, String, Data)]] = [:]
     var pendingSubmissions: [PendingSubmission] = []
-    /// Which workers hold which artifacts (by sha256), to send work where its inputs are.
-    var holders: [String: Set<String>] = [:]
+    /// Which workers hold which artifacts, to send work where its inputs are.
+    var holdings = Holdings()
     /// Submitters following a run.
     var watchers: [Int64: Set<Data>] = [:]
     /// Runs whose progress changed this turn: told at the end of it, so what a result made ready
@@ -608,7 +610,8 @@ final class CoordinatorCore {
             }
             let draining = scheduler.isDraining(id)
             l.workers.append(.init(id: id, host: w.hello.host, slots: w.hello.slots, busy: leases.count, heartbeatAgeS: max(0, now - w.lastSeen),
-                                   draining: draining, running: running, sidelinedS: scheduler.sidelined(id, now: now)))
+                                   draining: draining, running: running, sidelinedS: scheduler.sidelined(id, now: now),
+                                   holds: holdings.count(id)))
             // A worker not taking work (draining, sidelined) counts in neither, as on the farm page.
             if !draining && l.workers.last!.sidelinedS == nil { l.slotsTotal += w.hello.slots; l.slotsBusy += leases.count }
         }
@@ -836,6 +839,10 @@ final class CoordinatorCore {
             feed(.handedBack(lease: lease, worker: id), now: now)
         case .leaving:
             leave(worker: id, now: now)
+        case .dropped(let shas):
+            guard workers[id] != nil else { return }
+            workers[id]!.lastSeen = now
+            holdings.drop(shas, from: id)
         case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
             dropped("message a coordinator does not take", ["peer": "\(id.prefix(64))"])
         }
@@ -856,7 +863,7 @@ final class CoordinatorCore {
             guard h.engine == Planner.engineID else {
                 return "this worker (Threadline \(h.version), engine \(h.engine ?? "unnamed: older than 0.4")) renders differently from this coordinator's engine \(Planner.engineID): run the same Threadline version on workers and coordinator"
             }
-        case .heartbeat, .result, .draining, .handBack, .leaving:
+        case .heartbeat, .result, .draining, .handBack, .leaving, .dropped:
             guard peer.is(.worker) else { return "only worker keys report work" }
             if quarantined.contains(peer.key ?? "id:" + id) { return "this worker is quarantined" }
             if let known = workers[id], known.key != peer.key { return "worker id \(id.prefix(64)) belongs to another key" }
@@ -1010,7 +1017,7 @@ final class CoordinatorCore {
         guard scheduler.current(r.lease, from: wid) != nil else { finish(r, from: wid); return false }
         var r = r
         if let art = r.artifact {
-            holders[art.sha256, default: []].insert(wid)
+            holdings.add(art.sha256, to: wid)
             if let store = config.store, let transfers, !(workers[wid]?.shared ?? true) {
                 let local = store.local(art)
                 if !store.isPresent(local) {
@@ -1082,7 +1089,7 @@ final class CoordinatorCore {
 
     func forget(worker id: String, _ w: WorkerInfo) {
         transfers?.peerLost(w.identity)
-        for sha in Array(holders.keys) where holders[sha]!.contains(id) { holders[sha]!.remove(id) }
+        holdings.forget(id)
     }
 
     func lose(worker id: String, reason: String) {
@@ -1106,7 +1113,7 @@ final class CoordinatorCore {
         while let e = events.popFirst() {
             // The scheduler scores each free worker for a stage: work out the stage's inputs once.
             var memo: (StageRef, [ArtifactRef])?
-            let affinity: ((StageRef, String) -> Int64)? = holders.isEmpty ? nil : { [self] s, w in
+            let affinity: ((StageRef, String) -> Int64)? = holdings.isEmpty ? nil : { [self] s, w in
                 if memo?.0 != s {
                     guard let run = runs[s.run], let task = run.units[s.node].task else { return 0 }
                     memo = (s, inputRefs(run, s.node, task))
@@ -1300,7 +1307,7 @@ final class CoordinatorCore {
             lose(worker: wid, reason: "unreachable")
             return
         }
-        for i in inputs { holders[i.sha256, default: []].insert(wid) }
+        for i in inputs { holdings.add(i.sha256, to: wid) }
         workers[wid]!.lastSent = now
         if !checkOnly {
             if case .segment = task, run.firstRenderSent == nil { run.firstRenderSent = now }
@@ -1311,7 +1318,7 @@ final class CoordinatorCore {
     }
 
     func heldBytes(_ inputs: [ArtifactRef], _ wid: String) -> Int64 {
-        inputs.reduce(0) { $0 + ((holders[$1.sha256]?.contains(wid) ?? false) ? $1.size : 0) }
+        inputs.reduce(0) { $0 + (holdings.holds(wid, $1.sha256) ? $1.size : 0) }
     }
 
     /// Every artifact a task reads, under the path the task names it by.

@@ -31,6 +31,9 @@ public enum WireMessage: Sendable {
     case handBack(lease: String)
     /// Worker → coordinator: every result delivered; I am leaving (not lost).
     case leaving
+    /// Worker → coordinator: my store gave these artifacts up (trimmed): send their work elsewhere
+    /// as readily as here. At most `WireMessage.droppedPerMessage` each.
+    case dropped(sha256: [String])
 
     // Artifacts move in chunks: the receiver asks for one chunk at a time, keeping a few
     // requests in flight (credit-based flow control); each `chunk` carries its bytes in a
@@ -230,6 +233,9 @@ extension Assignment {
 }
 
 extension WireMessage {
+    /// A trim that gives up more sends several `dropped` messages (66 bytes a name: 66 KB each).
+    public static let droppedPerMessage = 1000
+
     /// One message of each kind, as the fuzzer's starting corpus (in step with the schema).
     public static var examples: [WireMessage] {
         let ref = ArtifactRef(sha256: String(repeating: "ab", count: 32), path: "/s/a.mov", size: 1234)
@@ -264,6 +270,7 @@ extension WireMessage {
             .status(run: nil, limit: 50),
             .statusReply(StatusReply(runs: [["id": "7"]], stages: [], failures: [], runsTotal: 120)),
             .hello(Hello(worker: "w2", host: "h", pid: 2, slots: 1, version: "0.4.0", storeID: nil, running: [], draining: true, engine: "e+1")),
+            .dropped(sha256: [ref.sha256, String(repeating: "b", count: 64)]),
         ]
     }
 }

@@ -325,6 +325,10 @@ public final class WorkerRuntime: Sendable {
                     let since = running.compactMap { acceptedAt[$0] }.min().map { Date(timeIntervalSince1970: $0 - 1) }
                     let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace, freeing: short, keepSince: since)
                     trimmed(t, limit, short: short, now: now)
+                    // The coordinator sends work where its inputs are: these are here no more.
+                    for k in stride(from: 0, to: t.removedSHA256.count, by: WireMessage.droppedPerMessage) {
+                        send(.dropped(sha256: Array(t.removedSHA256[k..<min(k + WireMessage.droppedPerMessage, t.removedSHA256.count)])))
+                    }
                     // Still over: try again as files age out of the grace period or are let go.
                     if t.bytes > limit.maxBytes { trimWanted = true }
                 }

@@ -370,6 +370,8 @@ public struct FarmReader: Sendable {
         public var heartbeatAgeS: Double
         /// What each busy slot runs.
         public var running: [Slot]
+        /// Artifacts in its store as far as a live coordinator knows (nil: no live coordinator).
+        public var holds: Int? = nil
     }
 
     /// Workers seen in the last `withinSeconds` (or still up), with what their slots run.

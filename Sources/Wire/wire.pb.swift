@@ -334,6 +334,15 @@ public nonisolated struct Threadline_Wire_Envelope: @unchecked Sendable {
     set {_uniqueStorage()._message = .statusReply(newValue)}
   }
 
+  /// worker → coordinator: these are no longer in my store (trimmed)
+  public var dropped: Threadline_Wire_Artifacts {
+    get {
+      if case .dropped(let v)? = _storage._message {return v}
+      return Threadline_Wire_Artifacts()
+    }
+    set {_uniqueStorage()._message = .dropped(newValue)}
+  }
+
   /// Always Frame.endMark, and serialized last (the highest number): a frame cut short is refused
   /// rather than read as a shorter message, which protobuf alone would allow.
   public var end: UInt32 {
@@ -380,6 +389,8 @@ public nonisolated struct Threadline_Wire_Envelope: @unchecked Sendable {
     case cancelRun(Threadline_Wire_RunRef)
     case status(Threadline_Wire_StatusQuery)
     case statusReply(Threadline_Wire_StatusReply)
+    /// worker → coordinator: these are no longer in my store (trimmed)
+    case dropped(Threadline_Wire_Artifacts)
 
   }
 
@@ -440,6 +451,18 @@ public nonisolated struct Threadline_Wire_Text: Sendable {
   // methods supported on all messages.
 
   public var text: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Threadline_Wire_Artifacts: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var sha256: [String] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1311,7 +1334,7 @@ nonisolated extension Threadline_Wire_ErrorClass: SwiftProtobuf._ProtoNameProvid
 
 nonisolated extension Threadline_Wire_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{2}\u{9}hello\0\u{1}heartbeat\0\u{1}assign\0\u{1}result\0\u{1}cancel\0\u{1}shutdown\0\u{1}ack\0\u{1}reannounce\0\u{1}draining\0\u{3}hand_back\0\u{1}leaving\0\u{1}pull\0\u{1}chunk\0\u{1}submit\0\u{1}accepted\0\u{1}rejected\0\u{1}watch\0\u{1}progress\0\u{1}ended\0\u{3}cancel_run\0\u{1}status\0\u{3}status_reply\0\u{2}D\u{1}end\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{2}\u{9}hello\0\u{1}heartbeat\0\u{1}assign\0\u{1}result\0\u{1}cancel\0\u{1}shutdown\0\u{1}ack\0\u{1}reannounce\0\u{1}draining\0\u{3}hand_back\0\u{1}leaving\0\u{1}pull\0\u{1}chunk\0\u{1}submit\0\u{1}accepted\0\u{1}rejected\0\u{1}watch\0\u{1}progress\0\u{1}ended\0\u{3}cancel_run\0\u{1}status\0\u{3}status_reply\0\u{1}dropped\0\u{2}C\u{1}end\0")
 
   fileprivate class _StorageClass {
     var _version: UInt32 = 0
@@ -1635,6 +1658,19 @@ nonisolated extension Threadline_Wire_Envelope: SwiftProtobuf.Message, SwiftProt
             _storage._message = .statusReply(v)
           }
         }()
+        case 32: try {
+          var v: Threadline_Wire_Artifacts?
+          var hadOneofValue = false
+          if let current = _storage._message {
+            hadOneofValue = true
+            if case .dropped(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._message = .dropped(v)
+          }
+        }()
         case 99: try { try decoder.decodeSingularFixed32Field(value: &_storage._end) }()
         default: break
         }
@@ -1739,6 +1775,10 @@ nonisolated extension Threadline_Wire_Envelope: SwiftProtobuf.Message, SwiftProt
       case .statusReply?: try {
         guard case .statusReply(let v)? = _storage._message else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 31)
+      }()
+      case .dropped?: try {
+        guard case .dropped(let v)? = _storage._message else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 32)
       }()
       case nil: break
       }
@@ -1900,6 +1940,36 @@ nonisolated extension Threadline_Wire_Text: SwiftProtobuf.Message, SwiftProtobuf
 
   public static func ==(lhs: Threadline_Wire_Text, rhs: Threadline_Wire_Text) -> Bool {
     if lhs.text != rhs.text {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Threadline_Wire_Artifacts: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Artifacts"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sha256\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.sha256) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.sha256.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.sha256, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Threadline_Wire_Artifacts, rhs: Threadline_Wire_Artifacts) -> Bool {
+    if lhs.sha256 != rhs.sha256 {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -154,8 +154,15 @@ import TestSupport
     @Test func aWorkersOwnStoreStaysWithinItsLimit() throws {
         let dir = temporaryDirectory("store-limit")
         let pipeline = try Self.project(dir, items: 3, seconds: 1)
-        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1, pipelines: 2, workerArgs: ["--store-max", "1", "--store-keep-recent", "0", "--store-trim-every", "0.02"])
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1, pipelines: 2, serveArgs: ["--http", "127.0.0.1:0"],
+                                                   workerArgs: ["--store-max", "1", "--store-keep-recent", "0", "--store-trim-every", "0.02"])
         defer { procs.stopAll() }
+        let dashboard = try DashboardTests.dashboardURL(procs, "coord")
+        /// What the coordinator believes w1's store holds (placement sends work there by it).
+        let believed = { () -> Int? in
+            let workers = (try? JSONSerialization.jsonObject(with: DashboardTests.get(dashboard, "/api/workers").body)) as? [[String: Any]]
+            return workers?.first { $0["id"] as? String == "w1" }?["holds"] as? Int
+        }
         let held = { (folder: String) in (try? FileManager.default.subpathsOfDirectory(atPath: dir + folder + "/artifacts/sha256"))?.filter { $0.count > 60 } ?? [] }
         let artifacts = { held("/w1") }
         for (k, size) in ["320x180", "256x144"].enumerated() {
@@ -172,8 +179,11 @@ import TestSupport
                 """, [Int64(k + 1)])
             #expect(Int(own.first?["n"] ?? "") ?? 0 >= 1, "the worker with its own store rendered in run \(k + 1)")
             let deadline = Date().addingTimeInterval(15)
-            while Date() < deadline, !artifacts().isEmpty { usleep(100_000) }
+            while Date() < deadline, !artifacts().isEmpty || believed() != 0 { usleep(100_000) }
             #expect(artifacts().isEmpty, "left in the worker's store: \(artifacts())")
+            // The worker told the coordinator what it gave up: it no longer counts on w1 for them
+            // (before, it believed w1 held every artifact it had ever sent or made there).
+            #expect(believed() == 0, "the coordinator believes w1 holds \(believed().map(String.init) ?? "?") artifacts")
         }
         let log = (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? ""
         #expect(log.contains("store trimmed"), "\(log)")

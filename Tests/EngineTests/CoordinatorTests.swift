@@ -387,6 +387,27 @@ final class Harness {
         #expect(afterHigh.count == 5 && afterHigh.allSatisfy { $0.contains("high") || $0 == "concat" }, "\(afterHigh)")
     }
 
+    /// What the coordinator believes workers hold: a drop or a departure takes artifacts out, and
+    /// each worker's share stays within its bound, the oldest forgotten first.
+    @Test func holdingsForgetWhatWorkersDropAndStayBounded() {
+        var h = Holdings(perWorker: 8)
+        for k in 0..<6 { h.add("a\(k)", to: "w1") }
+        h.add("a0", to: "w2")
+        h.add("a0", to: "w1")
+        #expect(h.count("w1") == 6 && h.holds("w1", "a0") && h.holds("w2", "a0"))
+        h.drop(["a0", "a1", "never-held"], from: "w1")
+        #expect(h.count("w1") == 4 && !h.holds("w1", "a0") && !h.holds("w1", "a1") && h.holds("w1", "a2"))
+        #expect(h.holds("w2", "a0"), "another worker's copy stays")
+        h.forget("w2")
+        #expect(!h.holds("w2", "a0") && h.count("w2") == 0)
+        h.drop(["a2", "a3", "a4", "a5"], from: "w1")
+        #expect(h.isEmpty, "nothing is left once every holder gave its artifacts up")
+        // Over the bound: the oldest go first, a quarter at a time.
+        for k in 0..<9 { h.add("b\(k)", to: "w1") }
+        #expect(h.count("w1") == 7)
+        #expect(!h.holds("w1", "b0") && !h.holds("w1", "b1") && h.holds("w1", "b2") && h.holds("w1", "b8"))
+    }
+
     @Test func aRenderGoesToTheWorkerHoldingItsSource() throws {
         let runner = FakeRunner(delay: 0.05)
         let h = try Harness(workers: 4, slots: 1, runner: runner)
