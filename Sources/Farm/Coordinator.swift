@@ -843,7 +843,7 @@ final class CoordinatorCore {
             guard workers[id] != nil else { return }
             workers[id]!.lastSeen = now
             holdings.drop(shas, from: id)
-        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
+        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply, .notice:
             dropped("message a coordinator does not take", ["peer": "\(id.prefix(64))"])
         }
     }
@@ -878,7 +878,7 @@ final class CoordinatorCore {
             guard peer.is(.worker) || mayDownload(sha256: sha, peer) else { return "not an artifact of yours" }
         case .chunk:
             break   // only chunks this coordinator asked for are taken, and each file is checked against its sha256
-        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply:
+        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply, .notice:
             break
         }
         return nil
@@ -1167,6 +1167,10 @@ final class CoordinatorCore {
                 "worker.id": "\(wid)", "failures": "\(failures)", "seconds": "\(seconds)", "last_error": "\(why)"])
             record("event") {
                 try lineage.event("worker.sidelined", "worker \(wid) gets no work for \(seconds) s: \(failures) stages that failed there succeeded on other workers (its last error: \(why)); other workers take its work. Check that worker's disk and log.")
+            }
+            // Its own log says so too: that is where whoever looks after that host looks.
+            if let w = workers[wid] {
+                send(.notice(message: "this worker gets no work for \(seconds) s: \(failures) stages that failed here succeeded on other workers (the last error here: \(why)). Check this host's disk and this log."), to: w.identity)
             }
         case .stageFailed(let outcome):
             stageFailed(outcome, now: now)

@@ -34,6 +34,8 @@ public enum WireMessage: Sendable {
     /// Worker → coordinator: my store gave these artifacts up (trimmed): send their work elsewhere
     /// as readily as here. At most `WireMessage.droppedPerMessage` each.
     case dropped(sha256: [String])
+    /// Coordinator → worker: a word for its log, about this worker (it is sidelined: why, how long).
+    case notice(message: String)
 
     // Artifacts move in chunks: the receiver asks for one chunk at a time, keeping a few
     // requests in flight (credit-based flow control); each `chunk` carries its bytes in a
@@ -271,6 +273,7 @@ extension WireMessage {
             .statusReply(StatusReply(runs: [["id": "7"]], stages: [], failures: [], runsTotal: 120)),
             .hello(Hello(worker: "w2", host: "h", pid: 2, slots: 1, version: "0.4.0", storeID: nil, running: [], draining: true, engine: "e+1")),
             .dropped(sha256: [ref.sha256, String(repeating: "b", count: 64)]),
+            .notice(message: "this worker gets no work for 30 s"),
         ]
     }
 }

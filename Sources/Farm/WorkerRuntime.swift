@@ -290,6 +290,8 @@ public final class WorkerRuntime: Sendable {
                 case .shutdown:
                     logger.info("coordinator asked this worker to shut down")
                     stop()
+                case .notice(let message):
+                    logger.warning("the coordinator: \(message)")
                 case .rejected(let why):
                     // Said once per refused hello (about every reconnect): the key is not a worker key.
                     logger.error("the coordinator refused this worker: \(why)")

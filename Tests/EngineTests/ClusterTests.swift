@@ -298,6 +298,9 @@ import TestSupport
         // The worker itself looks at its disk's free space (--store-keep-free) and says it is short.
         let own = { (try? String(contentsOfFile: procs.log("bad"), encoding: .utf8)) ?? "" }
         #expect(waitUntil(timeout: 5) { own().contains("the store's disk is nearly full") }, "\(own())")
+        // And its log says it was sidelined and why, where whoever looks after that host reads.
+        #expect(own().contains("the coordinator: this worker gets no work for 30 s: 3 stages that failed here succeeded on other workers")
+                && own().contains("Check this host's disk"), "\(own())")
     }
 
     /// The coordinator's own disk full: what workers make cannot be stored. The run fails saying
