@@ -459,6 +459,11 @@ final class CoordinatorCore {
     let socket: Socket
     let endpoint: String
     var zap: ZapHandler?
+    /// The allow-lists as last read (at most every 2 s): a key removed from them loses its roles
+    /// on the connection it already has, not only at its next handshake.
+    var allowed: (keys: [String: Set<PeerRole>], readAt: Double)?
+    /// Keys whose loss of roles was logged (said once, until the key is back).
+    var rolesLost: Set<String> = []
     var runs: [Int64: RunState] = [:]
     var workers: [String: WorkerInfo] = [:]
     /// Which stage is ready, running or done, on which worker, under which lease: all scheduling
@@ -775,8 +780,10 @@ final class CoordinatorCore {
         let identity = frames[0]
         let payload = frames.count == 3 ? frames[2] : nil
         let now = Date().timeIntervalSince1970
+        let peer = rolesNow(peer, id: id, identity: identity, now: now)
         if let refusal = refusal(envelope.message, from: peer, id: id) {
-            dropped("message refused by role", ["peer": "\(peer.name)", "reason": "\(refusal)"])
+            // (A key that lost its roles while connected was logged once; its heartbeats keep coming.)
+            if !rolesLost.contains(peer.key ?? "") { dropped("message refused by role", ["peer": "\(peer.name)", "reason": "\(refusal)"]) }
             switch envelope.message {
             case .hello, .submit, .watch, .cancelRun, .status: send(.rejected(message: refusal), to: identity)
             case .pull(let sha, let offset, _): send(.chunk(Chunk(sha256: sha, offset: offset, total: 0, error: refusal)), to: identity)
@@ -900,6 +907,32 @@ final class CoordinatorCore {
     }
 
     /// Logs dropped messages, at most once a second (a flood must not flood the log).
+    /// `peer` with only the roles its key still has in the allow-lists. ZeroMQ checks a key once,
+    /// at the handshake; an operator who removes a key (a host retired, a laptop lost) means it
+    /// to stop now: a worker so cut off is lost (its stages go to others) and told why.
+    func rolesNow(_ peer: Peer, id: String, identity: Data, now: Double) -> Peer {
+        guard let key = peer.key, let zap else { return peer }
+        if allowed == nil || now - allowed!.readAt > 2 { allowed = (zap.allowedKeys(), now) }
+        var left = peer
+        left.roles.formIntersection(allowed!.keys[key] ?? [])
+        guard left.roles != peer.roles else {
+            rolesLost.remove(key)
+            return peer
+        }
+        if rolesLost.insert(key).inserted {
+            let lost = peer.roles.subtracting(left.roles).map(\.rawValue).sorted().joined(separator: ", ")
+            log.warning("a connected key was removed from the allow-lists: its messages as \(lost) are refused from now on",
+                        metadata: ["peer": "\(peer.name)", "roles_left": "\(left.roles.map(\.rawValue).sorted().joined(separator: ", "))"])
+        }
+        if !left.is(.worker), let w = workers[id], w.key == key {
+            // Its stages stop there and go to other workers; what it still sends is refused.
+            for lease in scheduler.running(on: id) { send(.cancel(lease: lease), to: identity) }
+            lose(worker: id, reason: "its key was removed from the workers' allow-list")
+            send(.rejected(message: "this worker's key was removed from the coordinator's allow-list: it gets no more work"), to: identity)
+        }
+        return left
+    }
+
     func dropped(_ what: String, _ meta: Logger.Metadata) {
         let now = Date().timeIntervalSince1970
         if now - droppedLogged > 1 { droppedLogged = now; log.warning("dropped a \(what)", metadata: meta) }
