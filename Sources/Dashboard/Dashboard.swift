@@ -50,7 +50,11 @@ public struct DashboardConfiguration: Sendable {
     public var port: Int
     /// A bearer token every request must carry (required on non-loopback addresses).
     public var token: String?
-    public init(host: String, port: Int, token: String?) { self.host = host; self.port = port; self.token = token }
+    /// Where `token` came from: read again when it changes, so a token is rotated without a restart.
+    public var tokenFile: String?
+    public init(host: String, port: Int, token: String?, tokenFile: String? = nil) {
+        self.host = host; self.port = port; self.token = token; self.tokenFile = tokenFile
+    }
 
     /// Parses "HOST:PORT" ("127.0.0.1:7401", "[::1]:7401", ":7401" means loopback).
     public static func parse(_ address: String, tokenFile: String?) throws -> DashboardConfiguration {
@@ -59,24 +63,27 @@ public struct DashboardConfiguration: Sendable {
         }
         var host = String(address[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         if host.isEmpty { host = "127.0.0.1" }
-        var token: String?
-        if let tokenFile {
-            let text: String
-            do { text = try String(contentsOfFile: tokenFile, encoding: .utf8) } catch {
-                throw DashboardError("cannot read the token file \(tokenFile): \(FileChecks.reason(error))")
-            }
-            token = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard let t = token, t.utf8.count >= 16 else {
-                throw DashboardError("the token in \(tokenFile) is shorter than 16 characters; make one with: head -c 32 /dev/urandom | base64 > \(tokenFile)")
-            }
-        }
+        let token = try tokenFile.map(readToken)
         if !isLoopback(host) && token == nil {
             throw DashboardError("""
                 refusing to serve the dashboard on \(host):\(port) without a token: anyone who reaches it could read every run, its files and movies.
                 Pass --token-file FILE (clients send 'Authorization: Bearer <token>'), or listen on 127.0.0.1.
                 """)
         }
-        return DashboardConfiguration(host: host, port: port, token: token)
+        return DashboardConfiguration(host: host, port: port, token: token, tokenFile: tokenFile)
+    }
+
+    /// The token in `file`: its content, trimmed, at least 16 characters.
+    static func readToken(_ file: String) throws -> String {
+        let text: String
+        do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
+            throw DashboardError("cannot read the token file \(file): \(FileChecks.reason(error))")
+        }
+        let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard token.utf8.count >= 16 else {
+            throw DashboardError("the token in \(file) is shorter than 16 characters; make one with: head -c 32 /dev/urandom | base64 > \(file)")
+        }
+        return token
     }
 
     /// "http://HOST:PORT/" for the port actually bound (IPv6 hosts in brackets).
@@ -116,7 +123,7 @@ public struct Dashboard: Sendable {
     /// The HTTP application; `onRunning` gets the port actually bound (useful with port 0).
     public func application(onRunning: @escaping @Sendable (Int) -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: SecurityMiddleware(token: configuration.token))
+        router.add(middleware: SecurityMiddleware(token: configuration.token.map { BearerToken($0, file: configuration.tokenFile, logger: self.logger) }))
         routes(router)
         var logger = self.logger
         logger.logLevel = .warning
@@ -382,15 +389,59 @@ final class PosterCache: Sendable {
     }
 }
 
+/// The bearer token requests must carry, read again from its file when that changes (checked at
+/// most every 2 s): an operator rotates a leaked token by writing the new one there (a Kubernetes
+/// Secret update does the same), no restart. A file that becomes unreadable or too short keeps
+/// the previous token and is logged: it never opens the dashboard.
+final class BearerToken: Sendable {
+    struct State { var token: String; var checkedAt: Double; var seen: [FileAttributeKey: AnyHashable] }
+    let file: String?
+    let logger: Logger
+    let state: Mutex<State>
+
+    init(_ token: String, file: String?, logger: Logger) {
+        self.file = file; self.logger = logger
+        state = Mutex(State(token: token, checkedAt: Date().timeIntervalSince1970, seen: file.map(Self.identity) ?? [:]))
+    }
+
+    /// What tells a changed file: its inode (a rename over it, a Secret's new link), size and time.
+    static func identity(_ file: String) -> [FileAttributeKey: AnyHashable] {
+        let a = (try? FileManager.default.attributesOfItem(atPath: file)) ?? [:]
+        var id: [FileAttributeKey: AnyHashable] = [:]
+        for k in [FileAttributeKey.systemFileNumber, .size, .modificationDate] { if let v = a[k] as? AnyHashable { id[k] = v } }
+        return id
+    }
+
+    func current(now: Double = Date().timeIntervalSince1970) -> String {
+        state.withLock { s in
+            guard let file, now - s.checkedAt >= 2 else { return s.token }
+            s.checkedAt = now
+            let seen = Self.identity(file)
+            guard seen != s.seen else { return s.token }
+            s.seen = seen
+            do {
+                let token = try DashboardConfiguration.readToken(file)
+                if token != s.token {
+                    s.token = token
+                    logger.notice("the dashboard's token changed: requests now need the one in \(file)")
+                }
+            } catch {
+                logger.error("\(error); the dashboard keeps its previous token")
+            }
+            return s.token
+        }
+    }
+}
+
 /// Bearer token (constant-time comparison) and headers that keep pages from being framed or sniffed.
 struct SecurityMiddleware: RouterMiddleware {
     typealias Context = BasicRequestContext
-    let token: String?
+    let token: BearerToken?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // /healthz and /readyz stay open for probes (kubelet, Compose) that carry no credentials;
         // they say only whether the process is up and ready, and a fixed reason when it is not.
-        if let token, request.uri.path != "/healthz", request.uri.path != "/readyz" {
+        if let token = token?.current(), request.uri.path != "/healthz", request.uri.path != "/readyz" {
             let given = Self.bearer(request.headers[.authorization]) ?? Self.tokenParameter(request)
             guard let given, Self.constantTimeEqual(Array(given.utf8), Array(token.utf8)) else {
                 return Response(status: .unauthorized, headers: [.wwwAuthenticate: "Bearer realm=\"threadline\"", .contentType: "text/plain; charset=utf-8"],

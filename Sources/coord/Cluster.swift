@@ -161,7 +161,7 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .long, help: "Log only warnings and errors.") var quiet = false
     @Option(name: .long, help: ArgumentHelp("Also serve the dashboard, /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:7401.",
                                             valueName: "HOST:PORT")) var http: String?
-    @Option(name: .long, help: "A file holding the bearer token HTTP clients must send (required when --http is not loopback).") var tokenFile: String?
+    @Option(name: .long, help: "A file holding the bearer token HTTP clients must send (required when --http is not loopback); rewrite it to rotate the token (read again within seconds).") var tokenFile: String?
     @Option(name: .long, help: ArgumentHelp("Render this share of stages again on a second worker and accept an output only when both hash the same; a worker whose output differs from the others' is quarantined (e.g. 5%).",
                                             valueName: "N%")) var verify: String?
 
@@ -574,7 +574,7 @@ struct DashboardCommand: AsyncParsableCommand {
 
     @OptionGroup var stateOptions: StateOptions
     @Option(name: .long, help: ArgumentHelp("Address to listen on.", valueName: "HOST:PORT")) var http: String = "127.0.0.1:7401"
-    @Option(name: .long, help: "A file holding the bearer token clients must send (required when --http is not loopback).") var tokenFile: String?
+    @Option(name: .long, help: "A file holding the bearer token clients must send (required when --http is not loopback); rewrite it to rotate the token (read again within seconds).") var tokenFile: String?
 
     func validate() throws {
         do { _ = try DashboardConfiguration.parse(http, tokenFile: tokenFile) } catch { throw ValidationError("\(error)") }

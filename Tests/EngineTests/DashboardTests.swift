@@ -161,6 +161,19 @@ import TestSupport
         #expect(try Self.get(base, "/api/runs?token=\(token)").status == 200, "pages pass it as ?token= where headers cannot go")
         #expect(try Self.get(base, "/artifacts/../lineage.db", headers: ["Authorization: Bearer \(token)"]).status == 404)
         #expect(try Self.get(base, "/healthz").status == 200, "liveness probes carry no token")
+        // Rotated by writing the file (as an operator, or a Kubernetes Secret update, does): the new
+        // token works and the old one stops within seconds, without a restart.
+        let rotated = "r0tated-" + UUID().uuidString
+        try rotated.write(toFile: dir + "/token", atomically: true, encoding: .utf8)
+        #expect(waitUntil(timeout: 8) { (try? Self.get(base, "/api/runs", headers: ["Authorization: Bearer \(rotated)"]).status) == 200 })
+        #expect(try Self.get(base, "/api/runs", headers: ["Authorization: Bearer \(token)"]).status == 401, "the old token still works")
+        // A file that goes bad (too short, or gone) keeps the token in force: never an open dashboard.
+        try "short".write(toFile: dir + "/token", atomically: true, encoding: .utf8)
+        let log = { (try? String(contentsOfFile: procs.log("dashboard"), encoding: .utf8)) ?? "" }
+        // (The file is looked at when requests come, at most every 2 s.)
+        #expect(waitUntil(timeout: 8) { _ = try? Self.get(base, "/api/runs"); return log().contains("the dashboard keeps its previous token") }, "\(log())")
+        #expect(try Self.get(base, "/api/runs").status == 401)
+        #expect(try Self.get(base, "/api/runs", headers: ["Authorization: Bearer \(rotated)"]).status == 200)
         #expect(SecurityMiddleware.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
         #expect(!SecurityMiddleware.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))
         #expect(!SecurityMiddleware.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))
