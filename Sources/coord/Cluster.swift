@@ -79,8 +79,9 @@ func clusterCall<T>(hint: [String] = [], _ body: () throws -> T) throws -> T {
     }
 }
 
-/// Prints how a run ended and downloads its movie; exit 1 unless it succeeded.
-func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bool) throws {
+/// Prints how a run ended and downloads its movie; exit 1 unless it succeeded. `cluster` gives
+/// the flags of the command that follows it again after an interruption.
+func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bool, cluster: ClusterOptions) throws {
     var path = output ?? end.outputPath
     if end.state == "succeeded" {
         guard let movie = end.output else {
@@ -100,7 +101,8 @@ func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bo
     case "succeeded":
         if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", end.run, end.seconds, path, ByteSize.text(end.output?.size ?? 0))) }
     case "interrupted":
-        errorLine("run \(end.run): \(end.message ?? "interrupted"); follow it again with 'coord wait \(end.run)'")
+        errorLine("run \(end.run): \(end.message ?? "interrupted")")
+        cluster.followAgain([end.run]).forEach(errorLine)
         throw ExitCode(1)
     default:
         errorLine("error: run \(end.run) \(end.state): \(end.message ?? "")")
@@ -387,7 +389,7 @@ struct Wait: ParsableCommand {
         client.onSilence = { display.note($0.line) }
         let end = try cluster.following([runID], stop: display.finish) { try client.follow(runID) { display.update($0) } }
         display.finish()
-        try finishRun(client, end, output: output, json: json)
+        try finishRun(client, end, output: output, json: json, cluster: cluster)
     }
 }
 

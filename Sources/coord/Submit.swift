@@ -263,7 +263,7 @@ struct Submit: ParsableCommand {
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
             display.finish()
-            return try finishRun(client, end, output: nil, json: json)
+            return try finishRun(client, end, output: nil, json: json, cluster: cluster)
         }
         let started = Date().timeIntervalSince1970
         let display = BatchDisplay(names: labels, items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
@@ -290,13 +290,15 @@ struct Submit: ParsableCommand {
             }
             reports.append(rep)
         }
-        try report(reports, seconds: Date().timeIntervalSince1970 - started)
+        // Runs the coordinator's stop interrupted resume when it is back: how to follow them then.
+        let interrupted = reports.filter { $0.state == RunStatus.interrupted.rawValue }.compactMap(\.run)
+        try report(reports, seconds: Date().timeIntervalSince1970 - started, hint: interrupted.isEmpty ? [] : cluster.followAgain(interrupted))
     }
 
     // MARK: reporting
 
     /// The summary: a table (or JSON lines); exit 1 when any project did not succeed.
-    func report(_ reports: [ProjectReport], seconds: Double) throws {
+    func report(_ reports: [ProjectReport], seconds: Double, hint: [String] = []) throws {
         if json {
             for r in reports { print(String(decoding: try JSONSerialization.data(withJSONObject: r.object, options: [.sortedKeys]), as: UTF8.self)) }
         } else if reports.count == 1, let r = reports.first {
@@ -312,6 +314,7 @@ struct Submit: ParsableCommand {
         if reports.count == 1, let r = failures.first {
             errorLine("error: run \(r.run.map(String.init) ?? "?") \(r.state): \(r.error ?? "")")
         }
+        hint.forEach(errorLine)
         if !failures.isEmpty { throw ExitCode(1) }
     }
 

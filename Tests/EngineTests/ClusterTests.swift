@@ -258,7 +258,20 @@ import TestSupport
         #expect(said().contains("follow it and download the movie: coord wait 1 --coordinator \(ep)"), "\(said())")
         #expect(!said().contains("do its keys match yours"), "\(said())")
 
+        // A coordinator stopped gracefully (SIGTERM) tells its followers, with the command that
+        // follows the run again where they are (before: 'coord wait 1', without the --coordinator
+        // the follower needs).
         try serve("coord3")
+        let follower = try procs.start("wait", coordPath, ["wait", "1", "--coordinator", ep])
+        let followed = { (try? String(contentsOfFile: procs.log("wait"), encoding: .utf8)) ?? "" }
+        try #require(waitUntil(timeout: 20) { followed().contains("waiting for a worker") }, "\(followed())")
+        procs.signal("coord3", SIGTERM)
+        #expect(waitUntil(timeout: 20) { !follower.isRunning })
+        #expect(follower.terminationStatus == 1)
+        #expect(followed().contains("run 1: the coordinator stopped; the run resumes when it starts again")
+                && followed().contains("follow it and download the movie: coord wait 1 --coordinator \(ep)"), "\(followed())")
+
+        try serve("coord4")
         try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
         let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 120)
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
