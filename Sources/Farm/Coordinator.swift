@@ -751,7 +751,7 @@ final class CoordinatorCore {
         }
         try updateTimeline(run)
         feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
-                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles)))
+                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles, owner: run.ownerKey)))
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run, force: true)
         return runID

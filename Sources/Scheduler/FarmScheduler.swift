@@ -50,10 +50,13 @@ public struct FarmScheduler: Sendable {
         public var maxAttempts: Int
         /// Nodes complete before anything runs (a title has nothing to fetch).
         public var done: [Int]
-        public init(id: Int64, priority: Int = 0, dependencies: [[Int]], short: [Bool]? = nil, maxAttempts: Int = 3, done: [Int] = []) {
+        /// Who submitted it: owners share the farm equally (`FairShare`); nil: the farm's own user.
+        public var owner: String?
+        public init(id: Int64, priority: Int = 0, dependencies: [[Int]], short: [Bool]? = nil, maxAttempts: Int = 3, done: [Int] = [],
+                    owner: String? = nil) {
             self.id = id; self.priority = priority; self.dependencies = dependencies
             self.short = short ?? Array(repeating: false, count: dependencies.count)
-            self.maxAttempts = maxAttempts; self.done = done
+            self.maxAttempts = maxAttempts; self.done = done; self.owner = owner
         }
     }
 
@@ -687,8 +690,16 @@ public struct FarmScheduler: Sendable {
                 runs[id] = run
             }
         }
+        // Slots each owner's runs hold, counted only when more than one owner has runs here.
+        var ownerRunning: [String?: Int] = [:]
+        if let owner = runs.first?.value.spec.owner, runs.values.contains(where: { $0.spec.owner != owner }) {
+            for run in runs.values { ownerRunning[run.spec.owner, default: 0] += run.running }
+        }
         while !free.isEmpty && !active.isEmpty {
-            guard let id = FairShare.pick(active.map { FairShare.Candidate(run: $0, priority: runs[$0]!.spec.priority, running: runs[$0]!.running) }),
+            guard let id = FairShare.pick(active.map {
+                      FairShare.Candidate(run: $0, priority: runs[$0]!.spec.priority, running: runs[$0]!.running,
+                                          owner: runs[$0]!.spec.owner, ownerRunning: ownerRunning[runs[$0]!.spec.owner] ?? 0)
+                  }),
                   let k = runs[id]!.slotLane.pop() else { break }
             let s = StageRef(run: id, node: k)
             if let key = runs[id]!.nodes[k].key, holdBack(s, key: key, now: now, &out) {
@@ -711,6 +722,7 @@ public struct FarmScheduler: Sendable {
                 runs[id]!.nodes[k].lease = lease
                 runs[id]!.nodes[k].worker = wid
                 runs[id]!.running += 1
+                if !ownerRunning.isEmpty { ownerRunning[runs[id]!.spec.owner, default: 0] += 1 }
                 leases[lease] = LeaseInfo(stage: s, worker: wid, checkOnly: false)
                 if let key = runs[id]!.nodes[k].key { purgeMaking(); making[key] = lease }
                 workers[wid]!.running[lease] = workers[wid]!.freeSlot

@@ -1,15 +1,32 @@
-/// Which run gets the next free slot: the highest priority; among equals, the run with the fewest
-/// attempts running (fair share), then the oldest.
+/// Which run gets the next free slot. Owners first: the owner (a submitter's key) whose runs hold
+/// the fewest slots, so a person with one project is not starved by another's batch of a hundred
+/// (ties: the owner waiting longest, by its oldest run). Then, among that owner's runs, the highest
+/// priority; among equals, the run with the fewest attempts running (fair share), then the oldest.
+/// With one owner (a farm without keys), it is priority, fair share and age alone.
 public enum FairShare {
     public struct Candidate: Sendable, Equatable {
         public var run: Int64
         public var priority: Int
         public var running: Int
-        public init(run: Int64, priority: Int, running: Int) { self.run = run; self.priority = priority; self.running = running }
+        /// Who submitted the run (nil: the farm's own user).
+        public var owner: String?
+        /// Slots all of the owner's runs hold, those with nothing to dispatch now included.
+        public var ownerRunning: Int
+        public init(run: Int64, priority: Int, running: Int, owner: String? = nil, ownerRunning: Int = 0) {
+            self.run = run; self.priority = priority; self.running = running; self.owner = owner; self.ownerRunning = ownerRunning
+        }
     }
 
     public static func pick(_ candidates: [Candidate]) -> Int64? {
-        candidates.min { a, b in (-a.priority, a.running, a.run) < (-b.priority, b.running, b.run) }?.run
+        guard let first = candidates.first else { return nil }
+        var pool = candidates[...]
+        if candidates.contains(where: { $0.owner != first.owner }) {
+            var owners: [String?: (running: Int, oldest: Int64)] = [:]
+            for c in candidates { owners[c.owner] = (c.ownerRunning, min(owners[c.owner]?.oldest ?? c.run, c.run)) }
+            let owner = owners.min { ($0.value.running, $0.value.oldest) < ($1.value.running, $1.value.oldest) }!.key
+            pool = candidates.filter { $0.owner == owner }[...]
+        }
+        return pool.min { a, b in (-a.priority, a.running, a.run) < (-b.priority, b.running, b.run) }?.run
     }
 }
 

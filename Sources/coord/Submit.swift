@@ -40,7 +40,7 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "With --coordinator: return once submitted, printing the run ids.")
     var detach = false
 
-    @Option(name: .long, help: "With --coordinator: higher runs first; runs of equal priority share workers fairly.")
+    @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm.")
     var priority: Int = 0
 
     @Option(name: .long, help: "Local worker processes: one per CPU this process may use (in a container, its CPU quota) unless given.")

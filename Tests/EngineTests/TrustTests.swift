@@ -138,6 +138,44 @@ import TestSupport
         #expect(procs.process("retired")?.isRunning == true, "the retired worker is told, not crashed")
     }
 
+    /// Two people on one farm: Alice submits three projects, then Bob one. The worker's slots go
+    /// half to Bob from the start, since each key's runs together get an equal share (before,
+    /// shared per run, none of the first eight stages was Bob's: Alice's older runs came first).
+    @Test func eachSubmitterGetsAnEqualShareWhateverTheirNumberOfRuns() throws {
+        let dir = temporaryDirectory("owners")
+        let keys = dir + "/keys"
+        for name in ["coordinator", "worker", "alice", "bob"] { #expect(try run(coordPath, ["keygen", name, "--dir", keys]).status == 0) }
+        for (folder, names) in [("workers", ["worker"]), ("submitters", ["alice", "bob"])] {
+            try FileManager.default.createDirectory(atPath: "\(dir)/\(folder)", withIntermediateDirectories: true)
+            for n in names { try FileManager.default.copyItem(atPath: "\(keys)/\(n).pub", toPath: "\(dir)/\(folder)/\(n).pub") }
+        }
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
+                                             "--curve-secret-key", keys + "/coordinator.key", "--allow-workers", dir + "/workers",
+                                             "--allow-submitters", dir + "/submitters"])
+        let ep = try procs.endpoint(of: "coord")
+        func key(_ who: String) -> [String] { ["--coordinator", ep, "--curve-secret-key", "\(keys)/\(who).key", "--coordinator-key", keys + "/coordinator.pub"] }
+        // Four projects of distinct clips (nothing shared between them to cache or wait for).
+        for (k, (who, name)) in [("alice", "a1"), ("alice", "a2"), ("alice", "a3"), ("bob", "b")].enumerated() {
+            try FileManager.default.createDirectory(atPath: dir + "/" + name, withIntermediateDirectories: true)
+            let pipeline = try ClusterTests.project(dir + "/" + name, items: 4, seconds: 0.5, size: (160 + 32 * k, 120), output: "320x180")
+            let r = try run(coordPath, ["submit", pipeline, "--detach"] + key(who), timeout: 60)
+            #expect(r.status == 0, "\(r.err)")
+        }
+        try procs.start("worker", workerPath, ["--connect", ep, "--pipelines", "2", "--store", dir + "/ws", "--id", "w1",
+                                               "--curve-secret-key", keys + "/worker.key", "--coordinator-key", keys + "/coordinator.pub"])
+        for (id, who) in [(1, "alice"), (2, "alice"), (3, "alice"), (4, "bob")] {
+            let r = try run(coordPath, ["wait", "\(id)", "--output", dir + "/out\(id).mp4"] + key(who), timeout: 120)
+            #expect(r.status == 0, "\(r.err)")
+        }
+        let order = try ClusterTests.rows(dir + "/coord/lineage.db", """
+            SELECT s.run_id AS run FROM attempt a JOIN stage s ON s.id = a.stage_id
+            WHERE s.kind IN ('fetch', 'encode') ORDER BY a.dispatched_at, a.id LIMIT 8
+            """).compactMap { $0["run"] }
+        #expect(order.filter { $0 == "4" }.count >= 4, "Bob's share of the first eight stages: \(order)")
+    }
+
     // MARK: hostile submissions over the wire
 
     /// Plays a hostile submitter and worker against `coord serve`: a pipeline naming a file on the

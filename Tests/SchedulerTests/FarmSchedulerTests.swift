@@ -109,14 +109,14 @@ struct Farm {
         }
     }
 
-    mutating func submit(_ raw: [[Int]], priority: Int = 0, done: [Int] = []) -> Int64 {
+    mutating func submit(_ raw: [[Int]], priority: Int = 0, done: [Int] = [], owner: String? = nil) -> Int64 {
         let id = nextRun; nextRun += 1
         // Node i depends on earlier nodes only (a DAG).
         let d: [[Int]] = raw.enumerated().map { i, r in i == 0 ? [] : r.map { $0 % i } }
         deps[id] = d
         let pre = done.filter { d.indices.contains($0) && d[$0].isEmpty }
         preDone[id] = Set(pre)
-        send(.submit(.init(id: id, priority: priority, dependencies: d, short: d.indices.map { $0 % 3 == 0 }, maxAttempts: 3, done: pre)))
+        send(.submit(.init(id: id, priority: priority, dependencies: d, short: d.indices.map { $0 % 3 == 0 }, maxAttempts: 3, done: pre, owner: owner)))
         return id
     }
 
@@ -566,6 +566,25 @@ extension Array {
         // The high-priority run's two first, then the other four slots shared evenly.
         #expect(d.prefix(2).allSatisfy { $0.stage.run == high })
         #expect(perRun[low] == 2 && perRun[other] == 2 && perRun[high] == 2)
+    }
+
+    /// A farm for many people: Alice's batch of ten projects and Bob's one share the slots
+    /// equally between Alice and Bob (before, equally between the eleven runs: Bob got one slot
+    /// in eleven). Priority orders an owner's own runs and never takes another owner's share.
+    @Test func ownersShareTheFarmWhateverTheirNumberOfRuns() {
+        var farm = Farm()
+        let alice = (0..<10).map { k in farm.submit(Array(repeating: [], count: 4), priority: k == 9 ? 5 : 0, owner: "alice") }
+        let bob = farm.submit(Array(repeating: [], count: 8), owner: "bob")
+        farm.prepareAll()
+        _ = farm.join(slots: 8)
+        let d = dispatches(farm.send(.tick))
+        #expect(d.count == 8)
+        #expect(d.filter { $0.stage.run == bob }.count == 4, "\(d.map(\.stage.run))")
+        let alices = d.filter { $0.stage.run != bob }
+        #expect(alices.count == 4 && alices.allSatisfy { $0.stage.run == alice[9] }, "her high-priority run takes her share: \(alices.map(\.stage.run))")
+        // A freed slot of Bob's goes back to Bob while he has less than Alice.
+        _ = farm.answer(d.first { $0.stage.run == bob }!.lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(dispatches(farm.send(.tick)).map(\.stage.run) == [bob])
     }
 
     @Test func theFreeWorkerHoldingTheInputGetsTheStage() {

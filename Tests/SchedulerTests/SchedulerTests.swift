@@ -102,6 +102,13 @@ import PropertyBased
         #expect(FairShare.pick([C(run: 1, priority: 0, running: 0), C(run: 2, priority: 5, running: 9)]) == 2)
         #expect(FairShare.pick([C(run: 1, priority: 0, running: 3), C(run: 2, priority: 0, running: 1)]) == 2)
         #expect(FairShare.pick([C(run: 7, priority: 0, running: 1), C(run: 3, priority: 0, running: 1)]) == 3)
+        // Owners first: the one holding fewer slots, whatever the priority of the other's runs.
+        #expect(FairShare.pick([C(run: 1, priority: 9, running: 0, owner: "a", ownerRunning: 5),
+                                C(run: 2, priority: 0, running: 2, owner: "b", ownerRunning: 2)]) == 2)
+        // Equal owners: the one waiting longest (its oldest run); within it, priority.
+        #expect(FairShare.pick([C(run: 4, priority: 0, running: 0, owner: "a", ownerRunning: 1),
+                                C(run: 2, priority: 0, running: 0, owner: "b", ownerRunning: 1),
+                                C(run: 6, priority: 3, running: 1, owner: "b", ownerRunning: 1)]) == 6)
     }
 
     /// Equal runs get equal slots: handing out slots one at a time to the picked run spreads them evenly.
