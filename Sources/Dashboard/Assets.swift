@@ -91,6 +91,12 @@ enum Assets {
       return r.json();
     }
     const fmtTime = t => t ? new Date(t * 1000).toLocaleString() : '';
+    // As the CLI says sizes (ByteSize.text): "812.5 KiB", "5.1 MiB" (a tiny movie read "0.0 MB").
+    function fmtBytes(n) {
+      let v = n, unit = 'bytes';
+      for (const u of ['KiB', 'MiB', 'GiB', 'TiB']) if (v >= 1024) { v /= 1024; unit = u; }
+      return unit === 'bytes' ? `${n} bytes` : `${v.toFixed(1)} ${unit}`;
+    }
     function fmtDur(s) {
       if (s == null || !isFinite(s)) return '';
       s = Math.max(0, s);
@@ -182,9 +188,9 @@ enum Assets {
       }
       if (d.movie) {
         h += `<h2>Movie</h2><video id="movie" controls preload="metadata" src="${withToken('/artifacts/' + d.movie.sha256)}"></video>` +
-          `<p class="muted">${esc(r.output_path)} · ${(d.movie.size / 1e6).toFixed(1)} MB · sha256 ${d.movie.sha256}</p>`;
+          `<p class="muted">${esc(r.output_path)} · ${fmtBytes(d.movie.size)} · sha256 ${d.movie.sha256}</p>`;
         h += '<h2>Lineage</h2><ul class="lineage" id="lineage">' + d.lineage.map(a =>
-          `<li style="margin-left:${a.depth * 1.5}em">${esc(a.kind)} <a href="${withToken('/artifacts/' + a.sha256)}">${a.sha256.slice(0, 16)}</a> <span class="muted">${esc(a.uri)} · ${a.size} bytes</span></li>`).join('') + '</ul>';
+          `<li style="margin-left:${a.depth * 1.5}em">${esc(a.kind)} <a href="${withToken('/artifacts/' + a.sha256)}">${a.sha256.slice(0, 16)}</a> <span class="muted">${esc(a.uri)} · ${fmtBytes(a.size)}</span></li>`).join('') + '</ul>';
       }
       // Keep the movie element (and its playback) across live redraws once it exists.
       const main = document.getElementById('main');
@@ -204,6 +210,14 @@ enum Assets {
       const svg = document.getElementById('gantt');
       if (!svg) return;
       const attempts = lastAttempts;
+      if (!attempts.length) {
+        // Not an empty 0–0.001 s axis: say why there is nothing to draw yet.
+        svg.setAttribute('viewBox', '0 0 600 24');
+        svg.setAttribute('height', 24);
+        svg.innerHTML = '<text class="row" x="4" y="16">No attempt has started yet.</text>';
+        svg.dataset.bars = 0;
+        return;
+      }
       const now = Date.now() / 1000;
       const start = attempts.length ? Math.min(...attempts.map(a => a.dispatched)) : now;
       const end = attempts.length ? Math.max(...attempts.map(a => a.finished || now)) : now;

@@ -105,13 +105,15 @@ def live_run(b, base, run, out):
     open(os.path.join(out, "page-open"), "w").close()   # the test submits the run now
     b.wait("!!document.getElementById('run-state')", 60)
     seen_states, progress, bar_rows, max_bars, statuses, etas = [], [], 0, 0, [], []
+    gantt_waiting = None
     deadline = time.time() + 300
     while time.time() < deadline:
         s = b.eval("""(() => { const st = document.getElementById('run-state'); const g = document.getElementById('gantt');
             const rows = new Set([...document.querySelectorAll('#gantt text.row')].map(t => t.textContent));
             return { status: document.getElementById('status').textContent, state: st && st.dataset.state, progress: (document.getElementById('run-progress') || {}).textContent,
                      bars: g ? g.querySelectorAll('rect.bar').length : 0, rows: rows.size, marker: window.__threadlineMarker,
-                     eta: (document.getElementById('run-eta') || {}).textContent || '' }; })()""")
+                     eta: (document.getElementById('run-eta') || {}).textContent || '',
+                     gantt: g ? g.textContent : '' }; })()""")
         if s["marker"] != 42:
             return {"error": "the page reloaded"}
         if not statuses or statuses[-1] != s["status"]:
@@ -124,6 +126,7 @@ def live_run(b, base, run, out):
             etas.append(s["eta"])
         # A run that waits for a worker says so; the test starts one once the page has said it.
         if "waiting for a worker" in s["eta"] and not os.path.exists(os.path.join(out, "waiting")):
+            gantt_waiting = s["gantt"]
             b.screenshot(os.path.join(out, "run-waiting.png"))
             open(os.path.join(out, "waiting"), "w").close()
         bar_rows = max(bar_rows, s["rows"])
@@ -148,7 +151,7 @@ def live_run(b, base, run, out):
         const bars = [...g.querySelectorAll('rect.bar')].map(r => [+r.getAttribute('width'), r.getBoundingClientRect().width / scale]);
         document.getElementById('zoom-reset').click();
         return { widest: Math.max(0, ...bars.map(b => b[0])), misdrawn: bars.filter(([given, painted]) => Math.abs(given - painted) > 1) }; })()""")
-    return {"statuses": statuses[:20], "etas": etas[:40], "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
+    return {"statuses": statuses[:20], "etas": etas[:40], "gantt_waiting": gantt_waiting, "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
             "video_duration": duration or 0, "reloaded": marker != 42,
             "lineage_items": b.eval("document.querySelectorAll('#lineage li').length")}
 

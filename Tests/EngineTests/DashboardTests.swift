@@ -232,6 +232,7 @@ import TestSupport
         #expect(seen["reloaded"] as? Bool == false)
         let etas = seen["etas"] as? [String] ?? []
         #expect(etas.first == "waiting for a worker to join" && etas.count >= 2, "the time left said it waited, then counted down: \(etas)")
+        #expect(seen["gantt_waiting"] as? String == "No attempt has started yet.", "the chart while it waited (once an empty 0–0.001 s axis): \(seen)")
         #expect((seen["gantt_rows"] as? Int ?? 0) >= 2, "bars per worker slot: \(seen)")
         #expect((seen["gantt_bars"] as? Int ?? 0) >= 12 * 2 + 1, "a bar per fetch and render, and the concat")
         // Bars are painted at their own length (a page style once capped every one at 220 px).
