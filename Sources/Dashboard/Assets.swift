@@ -212,7 +212,7 @@ enum Assets {
       const attempts = lastAttempts;
       if (!attempts.length) {
         // Not an empty 0–0.001 s axis: say why there is nothing to draw yet.
-        svg.setAttribute('viewBox', '0 0 600 24');
+        svg.setAttribute('viewBox', `0 0 ${Math.max(400, svg.clientWidth || 900)} 24`);
         svg.setAttribute('height', 24);
         svg.innerHTML = '<text class="row" x="4" y="16">No attempt has started yet.</text>';
         svg.dataset.bars = 0;
