@@ -860,7 +860,9 @@ final class CoordinatorCore {
     func refusal(_ message: WireMessage, from peer: Peer, id: String) -> String? {
         switch message {
         case .hello(let h):
-            guard peer.is(.worker) else { return "this key is not a worker key: it may not register as a worker" }
+            guard peer.is(.worker) else {
+                return rolesLost.contains(peer.key ?? "") ? Self.keyRemoved : "this key is not a worker key: it may not register as a worker"
+            }
             if quarantined.contains(peer.key ?? "id:" + id) { return "this worker is quarantined: its output differed from other workers' for the same stage (see the coordinator's log)" }
             if let known = workers[id], known.key != peer.key { return "worker id \(id.prefix(64)) is already taken by another key" }
             guard (1...Limits.slotsPerWorker).contains(h.slots) else { return "slots must be 1…\(Limits.slotsPerWorker), got \(h.slots)" }
@@ -928,10 +930,12 @@ final class CoordinatorCore {
             // Its stages stop there and go to other workers; what it still sends is refused.
             for lease in scheduler.running(on: id) { send(.cancel(lease: lease), to: identity) }
             lose(worker: id, reason: "its key was removed from the workers' allow-list")
-            send(.rejected(message: "this worker's key was removed from the coordinator's allow-list: it gets no more work"), to: identity)
+            send(.rejected(message: Self.keyRemoved), to: identity)
         }
         return left
     }
+
+    static let keyRemoved = "this worker's key was removed from the coordinator's allow-list: it gets no work"
 
     func dropped(_ what: String, _ meta: Logger.Metadata) {
         let now = Date().timeIntervalSince1970

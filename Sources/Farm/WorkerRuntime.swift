@@ -135,6 +135,10 @@ public final class WorkerRuntime: Sendable {
         /// Whether the coordinator ever answered: one that never did is not "lost" but unreachable,
         /// or refusing this worker's key (CURVE refusals are silent on the wire).
         var heardFromCoordinator = false
+        /// The coordinator refuses this worker (its key, its version): why, and when that was last
+        /// logged. Its hellos go on (the key may be allowed again) but are said once in 10 minutes,
+        /// not as a lost and found coordinator every few seconds.
+        var refused: (why: String, loggedAt: Double)?
         logger.info("worker started", metadata: ["worker.id": "\(config.id)", "worker.slots": "\(config.slots)", "endpoint": "\(config.endpoint)"])
 
         func report(_ r: TaskResult) {
@@ -250,7 +254,7 @@ public final class WorkerRuntime: Sendable {
                 lastHeard = Date().timeIntervalSince1970
                 if coordinatorLost {
                     coordinatorLost = false
-                    logger.info(heardFromCoordinator ? "coordinator is back" : "the coordinator answered")
+                    if refused == nil { logger.info(heardFromCoordinator ? "coordinator is back" : "the coordinator answered") }
                     announce()
                 }
                 heardFromCoordinator = true
@@ -259,6 +263,7 @@ public final class WorkerRuntime: Sendable {
                                                                             "reason": "\(frames.first.flatMap(Envelope.refusal).map(String.init(describing:)) ?? "empty")"])
                     continue
                 }
+                if case .rejected = envelope.message {} else { refused = nil }
                 switch envelope.message {
                 case .assign(let a) where draining:
                     send(.handBack(lease: a.lease))
@@ -293,8 +298,11 @@ public final class WorkerRuntime: Sendable {
                 case .notice(let message):
                     logger.warning("the coordinator: \(message)")
                 case .rejected(let why):
-                    // Said once per refused hello (about every reconnect): the key is not a worker key.
-                    logger.error("the coordinator refused this worker: \(why)")
+                    let now = Date().timeIntervalSince1970
+                    if refused?.why != why || now - refused!.loggedAt > 600 {
+                        logger.error("the coordinator refused this worker: \(why)")
+                        refused = (why, now)
+                    }
                 default:
                     break
                 }
@@ -337,7 +345,7 @@ public final class WorkerRuntime: Sendable {
             }
             if now - lastHeard > config.coordinatorTimeout {
                 // Lost the coordinator: keep working, announce again; libzmq reconnects underneath with backoff.
-                if coordinatorLost {
+                if coordinatorLost || refused != nil {
                 } else if heardFromCoordinator {
                     logger.warning("lost the coordinator; reconnecting")
                 } else {

@@ -115,6 +115,7 @@ import TestSupport
         try #require(waitUntil(timeout: 20) { coordLog().contains("worker joined") }, "\(coordLog())")
 
         try FileManager.default.removeItem(atPath: dir + "/workers/retired.pub")
+        let removed = Date()
         let retiredLog = { (try? String(contentsOfFile: procs.log("retired"), encoding: .utf8)) ?? "" }
         #expect(waitUntil(timeout: 10) { retiredLog().contains("this worker's key was removed from the coordinator's allow-list") }, "\(retiredLog())")
         #expect(coordLog().components(separatedBy: "a connected key was removed from the allow-lists: its messages as worker are refused").count == 2,
@@ -136,6 +137,12 @@ import TestSupport
         #expect(waited.status == 0, "\(waited.err)")
         #expect(try ClusterTests.rows(db, "SELECT DISTINCT worker_id AS w FROM attempt").compactMap { $0["w"] } == ["w2"])
         #expect(procs.process("retired")?.isRunning == true, "the retired worker is told, not crashed")
+        // Its hellos go on (its key may come back) but are refused quietly: said once, not as a
+        // coordinator lost and found every few seconds.
+        // (It says hello again after 5 s of the coordinator's silence: wait for two of those.)
+        Thread.sleep(forTimeInterval: max(0, 11 - Date().timeIntervalSince(removed)))
+        let said = retiredLog()
+        #expect(said.components(separatedBy: "the coordinator refused this worker").count == 2 && !said.contains("lost the coordinator"), "\(said)")
     }
 
     /// Two people on one farm: Alice submits three projects, then Bob one. The worker's slots go
