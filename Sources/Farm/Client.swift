@@ -37,6 +37,17 @@ public final class ClusterClient {
             }
         }
     }
+    /// Told while the coordinator copies a submission's files from here (it asks only for those
+    /// it lacks): at most 4 times a second, and once more with `done` when it accepted the run.
+    public var onUpload: ((Upload) -> Void)?
+    public struct Upload: Sendable, Equatable {
+        /// Bytes sent, of the files asked for so far, and how many files those are.
+        public var sent: Int64 = 0, asked: Int64 = 0, files = 0
+        public var seconds = 0.0
+        public var done = false
+    }
+    /// The submission being sent: each file's size by sha256, which were asked for, since when.
+    private var sending: (sizes: [String: Int64], asked: Set<String>, started: Double, toldAt: Double, upload: Upload)?
     private var heardOnce = false
     /// Whether `onSilence` was told of the present silence.
     private var toldSilence = false
@@ -75,6 +86,7 @@ public final class ClusterClient {
                 switch e.message {
                 case .pull(let sha, let offset, let length):
                     transfers.serve(sha256: sha, offset: offset, length: length, to: Data())
+                    sent(sha, offset: offset, length: length)
                 case .chunk(let c):
                     transfers.received(c, payload: frames.count > 1 ? frames[1] : nil)
                 case .rejected(let why):
@@ -118,8 +130,31 @@ public final class ClusterClient {
         for f in files { transfers.exported[f.sha256] = f.path }
         let s = Submission(pipeline: pipeline, files: files, priority: priority,
                            submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)")
+        let now = Date().timeIntervalSince1970
+        sending = (Dictionary(files.map { ($0.sha256, $0.size) }, uniquingKeysWith: { a, _ in a }), [], now, 0, Upload())
+        defer { sending = nil }
         send(.submit(s))
-        return try pump(until: { m in if case .accepted(let run) = m { return run }; return nil })
+        let run = try pump(until: { m in if case .accepted(let run) = m { return run }; return nil })
+        if var u = sending?.upload, u.files > 0 {
+            u.done = true
+            u.seconds = Date().timeIntervalSince1970 - sending!.started
+            onUpload?(u)
+        }
+        return run
+    }
+
+    /// Counts a piece of a submission's file served to the coordinator, and tells `onUpload`.
+    private func sent(_ sha: String, offset: Int64, length: Int) {
+        guard var s = sending, let size = s.sizes[sha] else { return }
+        if s.asked.insert(sha).inserted { s.upload.asked += size; s.upload.files += 1 }
+        s.upload.sent += max(0, min(Int64(length), size - offset))
+        let now = Date().timeIntervalSince1970
+        if now - s.toldAt >= 0.25 {
+            s.toldAt = now
+            s.upload.seconds = now - s.started
+            onUpload?(s.upload)
+        }
+        sending = s
     }
 
     /// Follows a run to its end.

@@ -244,7 +244,16 @@ struct Submit: ParsableCommand {
         let client = try cluster.client(context)
         var ids: [Int64] = []
         let labels = ProjectReport.labels(projects)
+        let terminal = isatty(STDERR_FILENO) == 1
         for (p, label) in zip(projects, labels) {
+            // Its files go to the coordinator first (those it lacks): minutes for phone videos
+            // over Wi-Fi, which were silent.
+            client.onUpload = { u in
+                let line = u.done
+                    ? "\(label): sent \(ByteSize.text(u.sent)) (\(u.files) file\(u.files == 1 ? "" : "s")) to the coordinator in \(String(format: "%.1f", u.seconds)) s"
+                    : "\(label): sending \(u.files) file\(u.files == 1 ? "" : "s") to the coordinator: \(ByteSize.text(u.sent)) of \(ByteSize.text(u.asked))"
+                if terminal { writeStandardError("\r\u{1B}[K" + line + (u.done ? "\n" : "")) } else if u.done { errorLine(line) }
+            }
             let id = try clusterCall { try client.submit(p, priority: priority) }
             ids.append(id)
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }

@@ -170,6 +170,8 @@ import TestSupport
             try text.replacingOccurrences(of: "320x180", with: size).write(toFile: pipeline, atomically: true, encoding: .utf8)
             let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
             #expect(r.status == 0, "\(r.out)\n\(r.err)")
+            // The files went up once, and the submitter said so (a long upload was silent).
+            #expect((r.err.contains(": sent ") && r.err.contains("(3 files) to the coordinator in ")) == (k == 0), "\(r.err)")
             try Self.expectOneSuccessPerStage(dir + "/coord/lineage.db", run: Int64(k + 1))
             let failed = try Self.rows(dir + "/coord/lineage.db", "SELECT count(*) AS n FROM attempt WHERE state NOT IN ('succeeded', 'cached')")
             #expect(failed.first?["n"] == "0", "no attempt failed for want of an input")
