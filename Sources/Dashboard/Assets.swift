@@ -123,11 +123,11 @@ enum Assets {
     async function drawFarm() {
       const [farm, runs, workers] = await Promise.all([api('/api/farm'), api('/api/runs?limit=' + (showAll ? 100000 : 200)), api('/api/workers')]);
       document.getElementById('status').textContent = farm.status;
-      let h = '<h2>Runs</h2><table id="runs"><thead><tr><th>Run</th><th>State</th><th>Stages</th><th class="num">Items</th><th>Started</th><th class="num">Duration</th><th class="num">ETA</th></tr></thead><tbody>';
+      let h = '<h2>Runs</h2><table id="runs"><thead><tr><th>Run</th><th>State</th><th>Stages</th><th class="num">Items</th><th title="The name its client gave, and the key it came with: the runs of each key share the farm equally">Submitter</th><th>Started</th><th class="num">Duration</th><th class="num">ETA</th></tr></thead><tbody>';
       for (const r of runs) {
         h += `<tr data-run="${r.id}" data-state="${esc(r.state)}"><td><a href="/runs/${r.id}">${esc(r.name)}</a> <span class="muted">#${r.id}</span></td>` +
           `<td>${state(r.state)}</td><td>${stageBar(r.stages)}</td><td class="num items-done">${r.items_done}/${r.items}</td>` +
-          `<td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num eta">${timeLeft(r, farm)}</td></tr>`;
+          `<td class="submitter">${esc(r.submitter || '')}${r.owner_key ? ` <span class="muted">key ${esc(r.owner_key)}</span>` : ''}</td><td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num eta">${timeLeft(r, farm)}</td></tr>`;
       }
       h += '</tbody></table>';
       if (!showAll && runs.length >= 200) h += '<p><button id="all">Show every run</button></p>';

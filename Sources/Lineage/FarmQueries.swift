@@ -69,6 +69,11 @@ public struct FarmReader: Sendable {
         public var pipelinePath: String
         public var error: String?
         public var priority: Int
+        /// Who submitted it: the name its client gave ("alice@laptop", not checked) and, on a farm
+        /// with keys, the first 8 characters of the key it came with (checked; nil: the farm's own user).
+        /// Each key's runs share the farm equally.
+        public var submitter: String?
+        public var ownerKey: String?
     }
 
     /// The frames an item's render makes: the frames it occupies in the movie (`frame_count`)
@@ -80,7 +85,7 @@ public struct FarmReader: Sendable {
         try read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT r.id, r.name, r.state, r.submitted_at, r.finished_at, r.output_path, r.pipeline_path, r.error, r.priority,
-                       (SELECT count(*) FROM item i WHERE i.run_id = r.id) AS items
+                       (SELECT count(*) FROM item i WHERE i.run_id = r.id) AS items, r.submitter, substr(r.owner_key, 1, 8)
                 FROM run r WHERE ? IS NULL OR r.id = ? ORDER BY r.id DESC LIMIT ?
                 """, arguments: [id, id, limit])
             // Columns by position: this answers 1,000 runs on every page refresh.
@@ -163,7 +168,7 @@ public struct FarmReader: Sendable {
                            etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
                                                                         renderingFor: 0, slots: slots[id]) : nil,   // the slots' rule only
                            joining: joining,
-                           outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8])
+                           outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8], submitter: r[10], ownerKey: r[11])
             }
         }
     }

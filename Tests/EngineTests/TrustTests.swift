@@ -160,7 +160,7 @@ import TestSupport
         defer { procs.stopAll() }
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
                                              "--curve-secret-key", keys + "/coordinator.key", "--allow-workers", dir + "/workers",
-                                             "--allow-submitters", dir + "/submitters"])
+                                             "--allow-submitters", dir + "/submitters", "--http", "127.0.0.1:0"])
         let ep = try procs.endpoint(of: "coord")
         func key(_ who: String) -> [String] { ["--coordinator", ep, "--curve-secret-key", "\(keys)/\(who).key", "--coordinator-key", keys + "/coordinator.pub"] }
         // Four projects of distinct clips (nothing shared between them to cache or wait for).
@@ -181,6 +181,13 @@ import TestSupport
             WHERE s.kind IN ('fetch', 'encode') ORDER BY a.dispatched_at, a.id LIMIT 8
             """).compactMap { $0["run"] }
         #expect(order.filter { $0 == "4" }.count >= 4, "Bob's share of the first eight stages: \(order)")
+        // The dashboard says whose runs they are: the key each came with (the name is the client's word).
+        let dashboard = try DashboardTests.dashboardURL(procs, "coord")
+        let listed = try #require(try JSONSerialization.jsonObject(with: DashboardTests.get(dashboard, "/api/runs").body) as? [[String: Any]])
+        let owners = Dictionary(uniqueKeysWithValues: listed.compactMap { r in (r["id"] as? Int).map { ($0, r["owner_key"] as? String) } })
+        let (alice, bob) = (String(try Self.publicKey(keys + "/alice.pub").prefix(8)), String(try Self.publicKey(keys + "/bob.pub").prefix(8)))
+        #expect(owners == [1: alice, 2: alice, 3: alice, 4: bob], "\(listed)")
+        #expect(listed.allSatisfy { ($0["submitter"] as? String)?.contains("@") == true }, "\(listed)")
     }
 
     // MARK: hostile submissions over the wire
