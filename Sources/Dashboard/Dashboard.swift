@@ -404,9 +404,11 @@ final class BearerToken: Sendable {
         state = Mutex(State(token: token, checkedAt: Date().timeIntervalSince1970, seen: file.map(Self.identity) ?? [:]))
     }
 
-    /// What tells a changed file: its inode (a rename over it, a Secret's new link), size and time.
+    /// What tells a changed file: its inode (a rename over it), size and time, of the file its
+    /// links lead to: a Kubernetes Secret is a link through `..data`, which an update points at a
+    /// new folder, leaving the link itself as it was.
     static func identity(_ file: String) -> [FileAttributeKey: AnyHashable] {
-        let a = (try? FileManager.default.attributesOfItem(atPath: file)) ?? [:]
+        let a = (try? FileManager.default.attributesOfItem(atPath: URL(fileURLWithPath: file).resolvingSymlinksInPath().path)) ?? [:]
         var id: [FileAttributeKey: AnyHashable] = [:]
         for k in [FileAttributeKey.systemFileNumber, .size, .modificationDate] { if let v = a[k] as? AnyHashable { id[k] = v } }
         return id

@@ -908,7 +908,6 @@ final class CoordinatorCore {
         return (try? lineage.movieOwned(sha256: sha256, byKey: key)) ?? false
     }
 
-    /// Logs dropped messages, at most once a second (a flood must not flood the log).
     /// `peer` with only the roles its key still has in the allow-lists. ZeroMQ checks a key once,
     /// at the handshake; an operator who removes a key (a host retired, a laptop lost) means it
     /// to stop now: a worker so cut off is lost (its stages go to others) and told why.
@@ -918,7 +917,7 @@ final class CoordinatorCore {
         var left = peer
         left.roles.formIntersection(allowed!.keys[key] ?? [])
         guard left.roles != peer.roles else {
-            rolesLost.remove(key)
+            if !rolesLost.isEmpty { rolesLost.remove(key) }   // (its key is back)
             return peer
         }
         if rolesLost.insert(key).inserted {
@@ -937,6 +936,7 @@ final class CoordinatorCore {
 
     static let keyRemoved = "this worker's key was removed from the coordinator's allow-list: it gets no work"
 
+    /// Logs dropped messages, at most once a second (a flood must not flood the log).
     func dropped(_ what: String, _ meta: Logger.Metadata) {
         let now = Date().timeIntervalSince1970
         if now - droppedLogged > 1 { droppedLogged = now; log.warning("dropped a \(what)", metadata: meta) }

@@ -692,7 +692,8 @@ public struct FarmScheduler: Sendable {
         }
         // Slots each owner's runs hold, counted only when more than one owner has runs here.
         var ownerRunning: [String?: Int] = [:]
-        if let owner = runs.first?.value.spec.owner, runs.values.contains(where: { $0.spec.owner != owner }) {
+        let someOwner = runs.first?.value.spec.owner
+        if runs.values.contains(where: { $0.spec.owner != someOwner }) {
             for run in runs.values { ownerRunning[run.spec.owner, default: 0] += run.running }
         }
         while !free.isEmpty && !active.isEmpty {

@@ -161,8 +161,8 @@ import TestSupport
         #expect(try Self.get(base, "/api/runs?token=\(token)").status == 200, "pages pass it as ?token= where headers cannot go")
         #expect(try Self.get(base, "/artifacts/../lineage.db", headers: ["Authorization: Bearer \(token)"]).status == 404)
         #expect(try Self.get(base, "/healthz").status == 200, "liveness probes carry no token")
-        // Rotated by writing the file (as an operator, or a Kubernetes Secret update, does): the new
-        // token works and the old one stops within seconds, without a restart.
+        // Rotated by writing the file (as an operator does): the new token works and the old one
+        // stops within seconds, without a restart.
         let rotated = "r0tated-" + UUID().uuidString
         try rotated.write(toFile: dir + "/token", atomically: true, encoding: .utf8)
         #expect(waitUntil(timeout: 8) { (try? Self.get(base, "/api/runs", headers: ["Authorization: Bearer \(rotated)"]).status) == 200 })
@@ -174,6 +174,27 @@ import TestSupport
         #expect(waitUntil(timeout: 8) { _ = try? Self.get(base, "/api/runs"); return log().contains("the dashboard keeps its previous token") }, "\(log())")
         #expect(try Self.get(base, "/api/runs").status == 401)
         #expect(try Self.get(base, "/api/runs", headers: ["Authorization: Bearer \(rotated)"]).status == 200)
+
+        // A Kubernetes Secret: the file is a link through `..data`, which an update points at a new
+        // folder (the link itself stays as it was).
+        let secret = dir + "/secret"
+        func version(_ name: String, _ token: String) throws {
+            try FileManager.default.createDirectory(atPath: secret + "/" + name, withIntermediateDirectories: true)
+            try token.write(toFile: secret + "/\(name)/dashboard.token", atomically: false, encoding: .utf8)
+            try? FileManager.default.removeItem(atPath: secret + "/..data_tmp")
+            try FileManager.default.createSymbolicLink(atPath: secret + "/..data_tmp", withDestinationPath: name)
+            #expect(rename(secret + "/..data_tmp", secret + "/..data") == 0)
+        }
+        let first = "k8s-first-" + UUID().uuidString, second = "k8s-second-" + UUID().uuidString
+        try version("..v1", first)
+        try FileManager.default.createSymbolicLink(atPath: secret + "/dashboard.token", withDestinationPath: "..data/dashboard.token")
+        try procs.start("mounted", coordPath, ["dashboard", "--state", state, "--http", "0.0.0.0:0", "--token-file", secret + "/dashboard.token"])
+        let mounted = try Self.dashboardURL(procs, "mounted").replacingOccurrences(of: "0.0.0.0", with: "127.0.0.1")
+        #expect(try Self.get(mounted, "/api/runs", headers: ["Authorization: Bearer \(first)"]).status == 200)
+        try version("..v2", second)
+        #expect(waitUntil(timeout: 8) { (try? Self.get(mounted, "/api/runs", headers: ["Authorization: Bearer \(second)"]).status) == 200 },
+                "the Secret's new token is taken")
+        #expect(try Self.get(mounted, "/api/runs", headers: ["Authorization: Bearer \(first)"]).status == 401)
         #expect(SecurityMiddleware.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
         #expect(!SecurityMiddleware.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))
         #expect(!SecurityMiddleware.constantTimeEqual(Array("abc".utf8), Array("abcd".utf8)))

@@ -587,6 +587,18 @@ extension Array {
         #expect(dispatches(farm.send(.tick)).map(\.stage.run) == [bob])
     }
 
+    /// The farm's own user (runs without a key, as ones resumed from before the farm had keys) is
+    /// one owner among the others, whichever run the scheduler happens to look at first.
+    @Test(arguments: 0..<8) func runsWithoutAKeyAreOneOwner(_ seed: Int) {
+        var farm = Farm()
+        let mine = (0..<(3 + seed % 3)).map { _ in farm.submit(Array(repeating: [], count: 4), owner: nil) }
+        let bob = farm.submit(Array(repeating: [], count: 8), owner: "bob")
+        farm.prepareAll()
+        _ = farm.join(slots: 8)
+        let d = dispatches(farm.send(.tick))
+        #expect(d.filter { $0.stage.run == bob }.count == 4 && d.count == 8, "\(d.map(\.stage.run)) of \(mine)")
+    }
+
     @Test func theFreeWorkerHoldingTheInputGetsTheStage() {
         var farm = Farm()
         let a = farm.join(slots: 1), b = farm.join(slots: 1)
