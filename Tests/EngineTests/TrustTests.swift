@@ -14,6 +14,39 @@ import TestSupport
 @Suite(.serialized) struct TrustTests {
     static func publicKey(_ file: String) throws -> String { try CurveKeyPair.load(file).publicKey }
 
+    /// A farm with keys: `coord keygen` for the coordinator and each name in `lists`, each name's
+    /// .pub in its role's allow-list folder (`workers`, `submitters`, `admins`: `--allow-<folder>`),
+    /// and `coord serve` started with them. `as(who)` gives a client's flags for that key.
+    struct KeyedFarm {
+        let dir: String, keys: String, procs: ServiceProcesses, ep: String
+        var db: String { dir + "/coord/lineage.db" }
+
+        init(_ dir: String, _ lists: [(folder: String, names: [String])], serveArgs: [String] = []) throws {
+            self.dir = dir; keys = dir + "/keys"
+            for name in ["coordinator"] + lists.flatMap(\.names) { #expect(try run(coordPath, ["keygen", name, "--dir", dir + "/keys"]).status == 0) }
+            var allow: [String] = []
+            for (folder, names) in lists {
+                try FileManager.default.createDirectory(atPath: "\(dir)/\(folder)", withIntermediateDirectories: true)
+                for n in names { try FileManager.default.copyItem(atPath: "\(dir)/keys/\(n).pub", toPath: "\(dir)/\(folder)/\(n).pub") }
+                allow += ["--allow-\(folder)", "\(dir)/\(folder)"]
+            }
+            procs = ServiceProcesses(directory: dir)
+            try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
+                                                 "--curve-secret-key", dir + "/keys/coordinator.key"] + allow + serveArgs)
+            ep = try procs.endpoint(of: "coord")
+        }
+
+        func `as`(_ who: String) -> [String] {
+            ["--coordinator", ep, "--curve-secret-key", "\(keys)/\(who).key", "--coordinator-key", keys + "/coordinator.pub"]
+        }
+
+        /// A worker's flags with `who`'s key and its own store.
+        func worker(_ who: String, id: String? = nil) -> [String] {
+            ["--connect", ep, "--store", dir + "/\(who)-store", "--id", id ?? who, "--curve-secret-key", "\(keys)/\(who).key",
+             "--coordinator-key", keys + "/coordinator.pub"]
+        }
+    }
+
     // MARK: roles and owners
 
     /// A worker key cannot submit and a submitter key cannot register as a worker (it gets no
@@ -21,23 +54,11 @@ import TestSupport
     /// --output and cancel are refused and `coord runs` lists only your own; an admin sees all.
     @Test func rolesKeepWorkersSubmittersAndOwnersApart() throws {
         let dir = temporaryDirectory("roles")
-        let keys = dir + "/keys"
-        for name in ["coordinator", "worker", "alice", "bob", "operator"] {
-            #expect(try run(coordPath, ["keygen", name, "--dir", keys]).status == 0)
-        }
-        for (folder, names) in [("workers", ["worker"]), ("submitters", ["alice", "bob"]), ("admins", ["operator"])] {
-            try FileManager.default.createDirectory(atPath: "\(dir)/\(folder)", withIntermediateDirectories: true)
-            for n in names { try FileManager.default.copyItem(atPath: "\(keys)/\(n).pub", toPath: "\(dir)/\(folder)/\(n).pub") }
-        }
-        let pipeline = try ClusterTests.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180")
-        let procs = ServiceProcesses(directory: dir)
+        let farm = try KeyedFarm(dir, [("workers", ["worker"]), ("submitters", ["alice", "bob"]), ("admins", ["operator"])])
+        let (keys, procs, ep, db) = (farm.keys, farm.procs, farm.ep, farm.db)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
-                                             "--curve-secret-key", keys + "/coordinator.key", "--allow-workers", dir + "/workers",
-                                             "--allow-submitters", dir + "/submitters", "--allow-admins", dir + "/admins"])
-        let ep = try procs.endpoint(of: "coord")
-        func key(_ who: String) -> [String] { ["--coordinator", ep, "--curve-secret-key", "\(keys)/\(who).key", "--coordinator-key", keys + "/coordinator.pub", "--timeout", "5"] }
-        let db = dir + "/coord/lineage.db"
+        let pipeline = try ClusterTests.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180")
+        func key(_ who: String) -> [String] { farm.as(who) + ["--timeout", "5"] }
 
         // Alice's key as a worker: refused at hello, so it never holds a slot.
         try procs.start("impostor", workerPath, ["--connect", ep, "--store", dir + "/wi", "--id", "impostor",
@@ -94,22 +115,11 @@ import TestSupport
     /// until it happened to reconnect.)
     @Test func aWorkerWhoseKeyIsRemovedWhileConnectedGetsNoMoreWork() throws {
         let dir = temporaryDirectory("revoke")
-        let keys = dir + "/keys"
-        for name in ["coordinator", "retired", "w2", "alice"] { #expect(try run(coordPath, ["keygen", name, "--dir", keys]).status == 0) }
-        for (folder, names) in [("workers", ["retired", "w2"]), ("submitters", ["alice"])] {
-            try FileManager.default.createDirectory(atPath: "\(dir)/\(folder)", withIntermediateDirectories: true)
-            for n in names { try FileManager.default.copyItem(atPath: "\(keys)/\(n).pub", toPath: "\(dir)/\(folder)/\(n).pub") }
-        }
-        let pipeline = try ClusterTests.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180")
-        let procs = ServiceProcesses(directory: dir)
+        let farm = try KeyedFarm(dir, [("workers", ["retired", "w2"]), ("submitters", ["alice"])])
+        let (procs, db) = (farm.procs, farm.db)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
-                                             "--curve-secret-key", keys + "/coordinator.key", "--allow-workers", dir + "/workers",
-                                             "--allow-submitters", dir + "/submitters"])
-        let ep = try procs.endpoint(of: "coord")
-        func worker(_ name: String) -> [String] {
-            ["--connect", ep, "--store", dir + "/\(name)-store", "--id", name, "--curve-secret-key", "\(keys)/\(name).key", "--coordinator-key", keys + "/coordinator.pub"]
-        }
+        let pipeline = try ClusterTests.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180")
+        let worker = { (name: String) in farm.worker(name) }
         let coordLog = { (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "" }
         try procs.start("retired", workerPath, worker("retired"))
         try #require(waitUntil(timeout: 20) { coordLog().contains("worker joined") }, "\(coordLog())")
@@ -120,20 +130,17 @@ import TestSupport
         #expect(waitUntil(timeout: 10) { retiredLog().contains("this worker's key was removed from the coordinator's allow-list") }, "\(retiredLog())")
         #expect(coordLog().components(separatedBy: "a connected key was removed from the allow-lists: its messages as worker are refused").count == 2,
                 "said once: \(coordLog())")
-        let db = dir + "/coord/lineage.db"
         // (Recorded in the turn's commit, which may follow the word to the worker by a moment.)
         #expect(waitUntil(timeout: 5) { (try? ClusterTests.rows(db, "SELECT state FROM worker WHERE id = 'retired'").first?["state"]) == "lost" })
 
         // A run submitted now waits for a worker rather than going to the retired one, and renders
         // once another joins.
-        let submitted = try run(coordPath, ["submit", pipeline, "--detach", "--coordinator", ep, "--curve-secret-key", keys + "/alice.key",
-                                            "--coordinator-key", keys + "/coordinator.pub"], timeout: 60)
+        let submitted = try run(coordPath, ["submit", pipeline, "--detach"] + farm.as("alice"), timeout: 60)
         #expect(submitted.status == 0, "\(submitted.err)")
         Thread.sleep(forTimeInterval: 2)
         #expect(try ClusterTests.rows(db, "SELECT count(*) AS n FROM attempt").first?["n"] == "0", "the retired worker got work")
         try procs.start("w2", workerPath, worker("w2"))
-        let waited = try run(coordPath, ["wait", "1", "--coordinator", ep, "--curve-secret-key", keys + "/alice.key",
-                                         "--coordinator-key", keys + "/coordinator.pub", "--output", dir + "/out.mp4"], timeout: 120)
+        let waited = try run(coordPath, ["wait", "1", "--output", dir + "/out.mp4"] + farm.as("alice"), timeout: 120)
         #expect(waited.status == 0, "\(waited.err)")
         #expect(try ClusterTests.rows(db, "SELECT DISTINCT worker_id AS w FROM attempt").compactMap { $0["w"] } == ["w2"])
         #expect(procs.process("retired")?.isRunning == true, "the retired worker is told, not crashed")
@@ -150,19 +157,10 @@ import TestSupport
     /// shared per run, none of the first eight stages was Bob's: Alice's older runs came first).
     @Test func eachSubmitterGetsAnEqualShareWhateverTheirNumberOfRuns() throws {
         let dir = temporaryDirectory("owners")
-        let keys = dir + "/keys"
-        for name in ["coordinator", "worker", "alice", "bob"] { #expect(try run(coordPath, ["keygen", name, "--dir", keys]).status == 0) }
-        for (folder, names) in [("workers", ["worker"]), ("submitters", ["alice", "bob"])] {
-            try FileManager.default.createDirectory(atPath: "\(dir)/\(folder)", withIntermediateDirectories: true)
-            for n in names { try FileManager.default.copyItem(atPath: "\(keys)/\(n).pub", toPath: "\(dir)/\(folder)/\(n).pub") }
-        }
-        let procs = ServiceProcesses(directory: dir)
+        let farm = try KeyedFarm(dir, [("workers", ["worker"]), ("submitters", ["alice", "bob"])], serveArgs: ["--http", "127.0.0.1:0"])
+        let (keys, procs) = (farm.keys, farm.procs)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
-                                             "--curve-secret-key", keys + "/coordinator.key", "--allow-workers", dir + "/workers",
-                                             "--allow-submitters", dir + "/submitters", "--http", "127.0.0.1:0"])
-        let ep = try procs.endpoint(of: "coord")
-        func key(_ who: String) -> [String] { ["--coordinator", ep, "--curve-secret-key", "\(keys)/\(who).key", "--coordinator-key", keys + "/coordinator.pub"] }
+        let key = { (who: String) in farm.as(who) }
         // Four projects of distinct clips (nothing shared between them to cache or wait for).
         for (k, (who, name)) in [("alice", "a1"), ("alice", "a2"), ("alice", "a3"), ("bob", "b")].enumerated() {
             try FileManager.default.createDirectory(atPath: dir + "/" + name, withIntermediateDirectories: true)
@@ -170,13 +168,12 @@ import TestSupport
             let r = try run(coordPath, ["submit", pipeline, "--detach"] + key(who), timeout: 60)
             #expect(r.status == 0, "\(r.err)")
         }
-        try procs.start("worker", workerPath, ["--connect", ep, "--pipelines", "2", "--store", dir + "/ws", "--id", "w1",
-                                               "--curve-secret-key", keys + "/worker.key", "--coordinator-key", keys + "/coordinator.pub"])
+        try procs.start("worker", workerPath, farm.worker("worker", id: "w1") + ["--pipelines", "2"])
         for (id, who) in [(1, "alice"), (2, "alice"), (3, "alice"), (4, "bob")] {
             let r = try run(coordPath, ["wait", "\(id)", "--output", dir + "/out\(id).mp4"] + key(who), timeout: 120)
             #expect(r.status == 0, "\(r.err)")
         }
-        let order = try ClusterTests.rows(dir + "/coord/lineage.db", """
+        let order = try ClusterTests.rows(farm.db, """
             SELECT s.run_id AS run FROM attempt a JOIN stage s ON s.id = a.stage_id
             WHERE s.kind IN ('fetch', 'encode') ORDER BY a.dispatched_at, a.id LIMIT 8
             """).compactMap { $0["run"] }
