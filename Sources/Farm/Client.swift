@@ -85,8 +85,7 @@ public final class ClusterClient {
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
                 switch e.message {
                 case .pull(let sha, let offset, let length):
-                    transfers.serve(sha256: sha, offset: offset, length: length, to: Data())
-                    sent(sha, offset: offset, length: length)
+                    sent(sha, bytes: transfers.serve(sha256: sha, offset: offset, length: length, to: Data()))
                 case .chunk(let c):
                     transfers.received(c, payload: frames.count > 1 ? frames[1] : nil)
                 case .rejected(let why):
@@ -144,10 +143,10 @@ public final class ClusterClient {
     }
 
     /// Counts a piece of a submission's file served to the coordinator, and tells `onUpload`.
-    private func sent(_ sha: String, offset: Int64, length: Int) {
+    private func sent(_ sha: String, bytes: Int) {
         guard var s = sending, let size = s.sizes[sha] else { return }
-        if s.asked.insert(sha).inserted { s.upload.asked += size; s.upload.files += 1 }
-        s.upload.sent += max(0, min(Int64(length), size - offset))
+        if s.asked.insert(sha).inserted { s.upload.asked += size; s.upload.files = s.asked.count }
+        s.upload.sent += Int64(bytes)
         let now = Date().timeIntervalSince1970
         if now - s.toldAt >= 0.25 {
             s.toldAt = now

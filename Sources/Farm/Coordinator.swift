@@ -459,9 +459,6 @@ final class CoordinatorCore {
     let socket: Socket
     let endpoint: String
     var zap: ZapHandler?
-    /// The allow-lists as last read (at most every 2 s): a key removed from them loses its roles
-    /// on the connection it already has, not only at its next handshake.
-    var allowed: (keys: [String: Set<PeerRole>], readAt: Double)?
     /// Keys whose loss of roles was logged (said once, until the key is back).
     var rolesLost: Set<String> = []
     var runs: [Int64: RunState] = [:]
@@ -913,9 +910,8 @@ final class CoordinatorCore {
     /// to stop now: a worker so cut off is lost (its stages go to others) and told why.
     func rolesNow(_ peer: Peer, id: String, identity: Data, now: Double) -> Peer {
         guard let key = peer.key, let zap else { return peer }
-        if allowed == nil || now - allowed!.readAt > 2 { allowed = (zap.allowedKeys(), now) }
         var left = peer
-        left.roles.formIntersection(allowed!.keys[key] ?? [])
+        left.roles.formIntersection(zap.roles(of: key, now: now))
         guard left.roles != peer.roles else {
             if !rolesLost.isEmpty { rolesLost.remove(key) }   // (its key is back)
             return peer

@@ -141,24 +141,27 @@ final class Transfers {
     }
 
     /// Answers a pull from the store (or an exported file), refusing lengths over the chunk size.
-    func serve(sha256 sha: String, offset: Int64, length: Int, to peer: Data) {
+    /// Returns the bytes sent (0 when refused).
+    @discardableResult
+    func serve(sha256 sha: String, offset: Int64, length: Int, to peer: Data) -> Int {
         let path = exported[sha] ?? store.path(sha256: sha)
-        func refuse(_ why: String) { _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: 0, error: why)), nil) }
+        func refuse(_ why: String) -> Int { _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: 0, error: why)), nil); return 0 }
         guard sha.count == 64, sha.allSatisfy(\.isHexDigit), length >= 0, length <= chunkSize * 4, offset >= 0 else {
-            refuse("malformed request"); return
+            return refuse("malformed request")
         }
-        guard let handle = FileHandle(forReadingAtPath: path) else { refuse("not held here"); return }
+        guard let handle = FileHandle(forReadingAtPath: path) else { return refuse("not held here") }
         defer { try? handle.close() }
         // A read that fails is refused with its error: an empty chunk in its place would end,
         // after the whole transfer, as "content does not match its sha256".
         do {
             let total = try handle.seekToEnd()
-            guard offset <= Int64(total) else { refuse("offset past the end"); return }
+            guard offset <= Int64(total) else { return refuse("offset past the end") }
             try handle.seek(toOffset: UInt64(offset))
             let data = try handle.read(upToCount: length) ?? Data()
             _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: Int64(total), error: nil)), data)
+            return data.count
         } catch {
-            refuse("cannot read it here: \(FileChecks.reason(error))")
+            return refuse("cannot read it here: \(FileChecks.reason(error))")
         }
     }
 }

@@ -130,6 +130,9 @@ public final class ZapHandler: Sendable {
     let stopped = Mutex(false)
     let done = DispatchSemaphore(value: 0)
     let onRefuse: @Sendable (String) -> Void
+    /// The allow-lists as last read, and when (each handshake reads them; `roles(of:)` reuses a
+    /// recent reading).
+    let lastRead = Mutex<(keys: [String: Set<PeerRole>], at: Double)?>(nil)
 
     public init(context: MessagingContext, domain: String, allow: [PeerRole: String], onRefuse: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.domain = domain; self.allow = allow; self.onRefuse = onRefuse
@@ -164,7 +167,16 @@ public final class ZapHandler: Sendable {
                 if let k = try? CurveKeyPair.load("\(directory)/\(f)") { keys[k.publicKey, default: []].insert(role) }
             }
         }
+        lastRead.withLock { $0 = (keys, Date().timeIntervalSince1970) }
         return keys
+    }
+
+    /// The roles `key` has in the allow-lists now, as read at most `maxAge` seconds ago: a key
+    /// removed from them loses its roles on connections already open, not only at the next
+    /// handshake (the server asks on each message; the folders are read again at most that often).
+    public func roles(of key: String, maxAge: Double = 2, now: Double = Date().timeIntervalSince1970) -> Set<PeerRole> {
+        if let recent = lastRead.withLock({ r in r.flatMap { now - $0.at <= maxAge ? $0.keys[key] ?? [] : nil } }) { return recent }
+        return allowedKeys()[key] ?? []
     }
 
     func answer(_ frames: [Data]) -> [Data] {
