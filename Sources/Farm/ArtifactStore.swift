@@ -38,6 +38,12 @@ public struct ArtifactStore: Sendable {
         "\(root)/tmp/\(UUID().uuidString)\(suffix)"
     }
 
+    /// Where a transfer of `sha256` that was cut off keeps what it received, for the next one
+    /// (`StaleTemporaries` keeps such a file a day).
+    public func partialPath(sha256: String) -> String {
+        "\(root)/tmp/\(sha256)\(StaleTemporaries.partialSuffix)"
+    }
+
     /// Hashes a finished temporary file and moves it into the store (or drops it when the
     /// content is already there).
     public func adopt(_ tempPath: String) throws -> ArtifactRef {

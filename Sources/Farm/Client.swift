@@ -43,8 +43,12 @@ public final class ClusterClient {
     public struct Upload: Sendable, Equatable {
         /// Bytes sent, of the files asked for so far, and how many files those are.
         public var sent: Int64 = 0, asked: Int64 = 0, files = 0
+        /// Bytes of those files the coordinator kept from an earlier upload that was cut off
+        /// (not asked for again, not in `asked`).
+        public var kept: Int64 = 0
         public var seconds = 0.0
         public var done = false
+        public init() {}
     }
     /// The submission being sent: each file's size by sha256, which were asked for, since when.
     private var sending: (sizes: [String: Int64], asked: Set<String>, started: Double, toldAt: Double, upload: Upload)?
@@ -74,7 +78,8 @@ public final class ClusterClient {
 
     /// Processes messages (serving pulls, taking chunks) until `until` returns a value.
     /// `resend` is called each time the coordinator has been silent for `silenceTimeout / 3`.
-    func pump<T>(until: (WireMessage) throws -> T?, resend: () -> Void = {}, idle: () -> T? = { nil }) throws -> T {
+    /// `whenLost`: what to do when the coordinator stays silent, if not to follow the runs again.
+    func pump<T>(until: (WireMessage) throws -> T?, resend: () -> Void = {}, idle: () -> T? = { nil }, whenLost: String? = nil) throws -> T {
         var lastHeard = Date().timeIntervalSince1970
         var lastResend = lastHeard
         while true {
@@ -85,7 +90,7 @@ public final class ClusterClient {
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
                 switch e.message {
                 case .pull(let sha, let offset, let length):
-                    sent(sha, bytes: transfers.serve(sha256: sha, offset: offset, length: length, to: Data()))
+                    sent(sha, offset: offset, bytes: transfers.serve(sha256: sha, offset: offset, length: length, to: Data()))
                 case .chunk(let c):
                     transfers.received(c, payload: frames.count > 1 ? frames[1] : nil)
                 case .rejected(let why):
@@ -107,7 +112,8 @@ public final class ClusterClient {
             }
             if now - lastHeard > silenceTimeout {
                 throw heardOnce
-                    ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(silenceTimeout)) s (--timeout). Its runs go on once it is back (started again on its state folder, it resumes them)")
+                    ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(silenceTimeout)) s (--timeout). "
+                              + (whenLost ?? "Its runs go on once it is back (started again on its state folder, it resumes them)"))
                     : Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s — is `coord serve` running there, and do its keys match yours?")
             }
         }
@@ -133,7 +139,9 @@ public final class ClusterClient {
         sending = (Dictionary(files.map { ($0.sha256, $0.size) }, uniquingKeysWith: { a, _ in a }), [], now, 0, Upload())
         defer { sending = nil }
         send(.submit(s))
-        let run = try pump(until: { m in if case .accepted(let run) = m { return run }; return nil })
+        let run = try pump(until: { m in if case .accepted(let run) = m { return run }; return nil },
+                           whenLost: "\(pipeline.name) may not have been accepted: `coord runs` there lists its runs once it is back; "
+                               + "submitting it again sends only what the coordinator lacks (it keeps an upload that was cut off for a day)")
         if var u = sending?.upload, u.files > 0 {
             u.done = true
             u.seconds = Date().timeIntervalSince1970 - sending!.started
@@ -142,10 +150,14 @@ public final class ClusterClient {
         return run
     }
 
-    /// Counts a piece of a submission's file served to the coordinator, and tells `onUpload`.
-    private func sent(_ sha: String, bytes: Int) {
+    /// Counts a piece of a submission's file served to the coordinator, and tells `onUpload`. A
+    /// file's first piece asked for is its lowest: past 0, the coordinator kept the bytes before it.
+    private func sent(_ sha: String, offset: Int64, bytes: Int) {
         guard var s = sending, let size = s.sizes[sha] else { return }
-        if s.asked.insert(sha).inserted { s.upload.asked += size; s.upload.files = s.asked.count }
+        if s.asked.insert(sha).inserted {
+            let kept = min(max(offset, 0), size)
+            s.upload.asked += size - kept; s.upload.kept += kept; s.upload.files = s.asked.count
+        }
         s.upload.sent += Int64(bytes)
         let now = Date().timeIntervalSince1970
         if now - s.toldAt >= 0.25 {
@@ -190,12 +202,20 @@ public final class ClusterClient {
     /// Copies a finished movie from the coordinator to `path` (verified by sha256).
     public func download(_ ref: ArtifactRef, to path: String) throws {
         transfers.fetch(ref, from: Data())
-        let local: ArtifactRef = try pump(until: { _ in nil }, idle: {
-            for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 {
-                return outcome
-            }
-            return nil
-        }).mapError { Failure("download of the movie failed: \($0)") }.get()
+        let outcome: Result<ArtifactRef, Transfers.TransferError>
+        do {
+            outcome = try pump(until: { _ in nil }, idle: {
+                for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 {
+                    return outcome
+                }
+                return nil
+            })
+        } catch {
+            // The coordinator went silent: what came is kept, and `coord wait` goes on from there.
+            transfers.cutOff("the coordinator stopped answering")
+            throw error
+        }
+        let local = try outcome.mapError { Failure("download of the movie failed: \($0)") }.get()
         do { try ArtifactStore.publish(local, to: path) } catch {
             throw Failure("could not write the movie to \(path): \(error) (it stays on the coordinator; submit again to fetch it, nothing is rendered again)")
         }

@@ -574,6 +574,7 @@ final class CoordinatorCore {
                 if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
                 if let transfers {
                     transfers.tick(now: now)
+                    for (sha, from) in transfers.takeHandovers() { dropSubmissions(from: from, waitingFor: sha) }
                     for (sha, outcome) in transfers.takeCompleted() { transferDone(sha, outcome) }
                 }
                 if draining {
@@ -665,6 +666,13 @@ final class CoordinatorCore {
                                    output: nil, outputPath: run.pipeline.output.path, seconds: Date().timeIntervalSince1970 - run.startedAt)), to: w)
             }
         }
+        // Submissions whose files were still coming: what came is kept for their next submit.
+        transfers?.cutOff("the coordinator stopped")
+        for p in pendingSubmissions {
+            send(.rejected(message: "the coordinator stopped before all of \(p.submission.pipeline.name)'s files came; it keeps what came for a day, "
+                           + "so submitting again when it is back sends only the rest"), to: p.identity)
+        }
+        pendingSubmissions = []
         log.info("stopped", metadata: ["runs_handed_back": "\(runs.values.filter { !$0.finished }.count)"])
     }
 
@@ -960,11 +968,14 @@ final class CoordinatorCore {
             send(.rejected(message: "\(copying) submissions of yours are still uploading; wait for them to be accepted"), to: identity); return
         }
         var pending = PendingSubmission(identity: identity, peer: peer, submission: s, waiting: [])
+        var kept: Int64 = 0
         for f in s.files where !store.isPresent(store.local(f)) && !pending.waiting.contains(f.sha256) {
             pending.waiting.insert(f.sha256)
-            transfers.fetch(f, from: identity)
+            kept += transfers.fetch(f, from: identity)
         }
-        log.info("submission received", metadata: ["run.name": "\(s.pipeline.name)", "files": "\(s.files.count)", "to_copy": "\(pending.waiting.count)"])
+        var said: Logger.Metadata = ["run.name": "\(s.pipeline.name)", "files": "\(s.files.count)", "to_copy": "\(pending.waiting.count)"]
+        if kept > 0 { said["resumed_bytes"] = "\(kept)" }
+        log.info("submission received", metadata: said)
         if pending.waiting.isEmpty { startSubmission(pending) } else { pendingSubmissions.append(pending) }
     }
 
@@ -1101,6 +1112,21 @@ final class CoordinatorCore {
             }
         }
         pendingSubmissions = still
+    }
+
+    /// A submitter stopped sending a file that another submitter (most often the same submit
+    /// made again after it was interrupted) now sends: its submissions waiting for that file are
+    /// dropped, so the file's arrival starts the run once, for the submitter still there.
+    func dropSubmissions(from identity: Data, waitingFor sha: String) {
+        pendingSubmissions.removeAll { p in
+            guard p.identity == identity, p.waiting.contains(sha) else { return false }
+            let name = p.submission.files.first { $0.sha256 == sha }?.path ?? sha
+            log.info("submission dropped: its submitter stopped sending a file that another submit now sends",
+                     metadata: ["run.name": "\(p.submission.pipeline.name)", "file": "\(name)"])
+            send(.rejected(message: "\(name) stopped coming from you and another submit now sends it; submit again if you still want this one"),
+                 to: p.identity)
+            return true
+        }
     }
 
     // MARK: liveness

@@ -7,17 +7,32 @@ import ThreadlineCore
 /// sender never floods a slow receiver or the socket), writes them at their offsets into a
 /// temporary file, and adopts the file into its store only when the whole hashes to the sha256
 /// it asked for. A stalled transfer asks again; one that stays stalled fails.
+///
+/// A transfer cut off (its sender gone or silent) keeps what it received from the start without a
+/// gap, as `tmp/SHA256.partial` in the store, and the next transfer of that file goes on from there:
+/// a phone video whose upload over Wi-Fi broke at 1.8 GiB is not sent again from the first byte.
+/// When another peer asks to send a file already on its way (the same submit made again after the
+/// first was interrupted), it takes the transfer over as soon as the first stalls.
 /// Lives on the thread that owns the socket.
 final class Transfers {
     struct Incoming {
         var expected: ArtifactRef
         var peer: Data
+        /// Peers that offered the same file since; the next takes over when `peer` stalls or goes.
+        var alternates: [Data] = []
         var tmp: String
         var handle: FileHandle
         var nextOffset: Int64 = 0
         var outstanding: Set<Int64> = []
+        /// When a chunk last came, or the chunks were last asked for again.
         var lastProgress: Double
+        /// When a chunk last came.
+        var lastData: Double
         var retries = 0
+        /// Bytes kept from an earlier transfer of the file that was cut off (0: from the start).
+        var resumedFrom: Int64 = 0
+        /// Bytes received from the start without a gap: what is kept if this one is cut off too.
+        var contiguous: Int64 { outstanding.min() ?? nextOffset }
     }
 
     let store: ArtifactStore
@@ -29,6 +44,8 @@ final class Transfers {
     let send: (Data, WireMessage, Data?) -> Bool
     private(set) var incoming: [String: Incoming] = [:]
     private var completed: [(String, Result<ArtifactRef, TransferError>)] = []
+    /// Transfers that moved from a stalled or lost peer to another: the file and the peer left.
+    private var handedOver: [(sha256: String, from: Data)] = []
     /// Extra files this peer serves besides its store (a submitter's sources): sha256 → path.
     var exported: [String: String] = [:]
 
@@ -46,18 +63,36 @@ final class Transfers {
 
     func isInFlight(_ sha: String) -> Bool { incoming[sha] != nil }
 
-    /// Starts pulling `ref` from `peer` unless it is already here or on its way.
-    func fetch(_ ref: ArtifactRef, from peer: Data, now: Double = Date().timeIntervalSince1970) {
+    /// Starts pulling `ref` from `peer` unless it is already here or on its way (from another
+    /// peer, `peer` is kept to take over if that one stalls). Returns the bytes a transfer of it
+    /// that was cut off had received and this one goes on from.
+    @discardableResult
+    func fetch(_ ref: ArtifactRef, from peer: Data, now: Double = Date().timeIntervalSince1970) -> Int64 {
         let local = store.local(ref)
-        if store.isPresent(local) { completed.append((ref.sha256, .success(local))); return }
-        guard incoming[ref.sha256] == nil else { return }
-        let tmp = store.temporaryPath(suffix: ".part")
-        guard FileManager.default.createFile(atPath: tmp, contents: nil), let handle = FileHandle(forWritingAtPath: tmp) else {
-            completed.append((ref.sha256, .failure(TransferError(description: "cannot write \(tmp)", here: true)))); return
+        if store.isPresent(local) { completed.append((ref.sha256, .success(local))); return 0 }
+        if var t = incoming[ref.sha256] {
+            if t.peer != peer && !t.alternates.contains(peer) { t.alternates.append(peer); incoming[ref.sha256] = t }
+            return 0
         }
-        incoming[ref.sha256] = Incoming(expected: ref, peer: peer, tmp: tmp, handle: handle, lastProgress: now)
-        if ref.size == 0 { finishIfComplete(ref.sha256); return }
-        requestMore(ref.sha256)
+        let tmp = store.temporaryPath(suffix: ".part")
+        let kept = claimPartial(of: ref, as: tmp)
+        guard kept > 0 || FileManager.default.createFile(atPath: tmp, contents: nil), let handle = FileHandle(forWritingAtPath: tmp) else {
+            completed.append((ref.sha256, .failure(TransferError(description: "cannot write \(tmp)", here: true)))); return 0
+        }
+        incoming[ref.sha256] = Incoming(expected: ref, peer: peer, tmp: tmp, handle: handle, nextOffset: kept, lastProgress: now, lastData: now,
+                                        resumedFrom: kept)
+        if !finishIfComplete(ref.sha256) { requestMore(ref.sha256) }
+        return kept
+    }
+
+    /// Moves what an earlier transfer of `ref` kept to `tmp`; returns its length (0 when none, or
+    /// when what was kept is longer than the file).
+    private func claimPartial(of ref: ArtifactRef, as tmp: String) -> Int64 {
+        let partial = store.partialPath(sha256: ref.sha256)
+        var st = stat()
+        guard stat(partial, &st) == 0, rename(partial, tmp) == 0 else { return 0 }
+        guard Int64(st.st_size) <= ref.size else { unlink(tmp); return 0 }
+        return Int64(st.st_size)
     }
 
     private func requestMore(_ sha: String) {
@@ -83,6 +118,7 @@ final class Transfers {
         } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true); return }
         t.outstanding.remove(c.offset)
         t.lastProgress = now
+        t.lastData = now
         t.retries = 0
         incoming[c.sha256] = t
         if !finishIfComplete(c.sha256) { requestMore(c.sha256) }
@@ -96,6 +132,15 @@ final class Transfers {
         do {
             let got = try SHA256Hasher.hex(fileAt: t.tmp)
             guard got == sha else {
+                // What an earlier transfer kept was not the start of this file after all (its
+                // sender changed it, or the disk did): the whole file is asked for again, once.
+                if t.resumedFrom > 0, truncate(t.tmp, 0) == 0, let handle = FileHandle(forWritingAtPath: t.tmp) {
+                    var again = t
+                    again.handle = handle; again.nextOffset = 0; again.resumedFrom = 0
+                    incoming[sha] = again
+                    requestMore(sha)
+                    return true
+                }
                 try? FileManager.default.removeItem(atPath: t.tmp)
                 completed.append((sha, .failure(TransferError(description: "content does not match its sha256 (got \(got.prefix(12))…)"))))
                 return true
@@ -108,17 +153,38 @@ final class Transfers {
         return true
     }
 
-    private func fail(_ sha: String, _ why: String, here: Bool = false) {
+    /// Ends a transfer that failed. `keep`: it was cut off (its sender went silent or away, not
+    /// a bad write or bad content), so what came from the start without a gap is kept for the
+    /// next transfer of the file.
+    private func fail(_ sha: String, _ why: String, here: Bool = false, keep: Bool = false) {
         guard let t = incoming.removeValue(forKey: sha) else { return }
         try? t.handle.close()
-        try? FileManager.default.removeItem(atPath: t.tmp)
+        let kept = keep && t.contiguous > 0 && truncate(t.tmp, off_t(t.contiguous)) == 0
+            && rename(t.tmp, store.partialPath(sha256: sha)) == 0
+        if !kept { try? FileManager.default.removeItem(atPath: t.tmp) }
         completed.append((sha, .failure(TransferError(description: why, here: here))))
     }
 
-    /// Asks again for chunks of stalled transfers; gives up after `maxRetries` stalls in a row.
+    /// Moves a transfer to the next peer that offered the file, asking it for what is missing.
+    private func handOver(_ sha: String, now: Double) {
+        guard var t = incoming[sha], !t.alternates.isEmpty else { return }
+        handedOver.append((sha, t.peer))
+        t.peer = t.alternates.removeFirst()
+        t.retries = 0
+        t.lastProgress = now
+        for off in t.outstanding.sorted() {
+            _ = send(t.peer, .pull(sha256: sha, offset: off, length: Int(min(Int64(chunkSize), t.expected.size - off))), nil)
+        }
+        incoming[sha] = t
+        requestMore(sha)
+    }
+
+    /// Asks again for chunks of stalled transfers, or moves them to another peer that offered the
+    /// file; gives up after `maxRetries` stalls in a row.
     func tick(now: Double = Date().timeIntervalSince1970) {
         for (sha, t) in incoming where now - t.lastProgress > stallTimeout {
-            if t.retries >= maxRetries { fail(sha, "stalled for \(Int(now - t.lastProgress)) s"); continue }
+            if !t.alternates.isEmpty { handOver(sha, now: now); continue }
+            if t.retries >= maxRetries { fail(sha, "the sender sent nothing for \(Int(now - t.lastData)) s", keep: true); continue }
             var u = t
             u.retries += 1
             u.lastProgress = now
@@ -130,9 +196,31 @@ final class Transfers {
         }
     }
 
-    /// Abandons every transfer from a peer that is gone.
-    func peerLost(_ peer: Data) {
-        for (sha, t) in incoming where t.peer == peer { fail(sha, "the sender went away") }
+    /// Abandons every transfer from a peer that is gone, or moves it to another that offered it.
+    func peerLost(_ peer: Data, now: Double = Date().timeIntervalSince1970) {
+        for (sha, t) in incoming {
+            if t.peer == peer {
+                if t.alternates.contains(where: { $0 != peer }) {
+                    incoming[sha]!.alternates.removeAll { $0 == peer }
+                    handOver(sha, now: now)
+                } else {
+                    fail(sha, "the sender went away", keep: true)
+                }
+            } else if t.alternates.contains(peer) {
+                incoming[sha]!.alternates.removeAll { $0 == peer }
+            }
+        }
+    }
+
+    /// Ends every transfer (this side is stopping), keeping what each received for the next.
+    func cutOff(_ why: String) {
+        for sha in incoming.keys { fail(sha, why, keep: true) }
+    }
+
+    /// Transfers moved to another peer since the last call: the file, and the peer that stopped sending it.
+    func takeHandovers() -> [(sha256: String, from: Data)] {
+        defer { handedOver = [] }
+        return handedOver
     }
 
     func takeCompleted() -> [(String, Result<ArtifactRef, TransferError>)] {

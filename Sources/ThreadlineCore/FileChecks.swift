@@ -196,8 +196,13 @@ public enum ByteSize {
 
 /// Leftovers of writes that died half-way (a killed worker, a crashed coordinator): a file being
 /// written is touched all the time, so one untouched for `untouchedFor` seconds belongs to no live
-/// writer. Used by `coord gc` on a state folder and by a worker on its own store.
+/// writer. Used by `coord gc` on a state folder and by a worker on its own store. The part of a
+/// transfer that was cut off, kept for the next (`*.partial`), stays at least `partialKeep`.
 public enum StaleTemporaries {
+    public static let partialSuffix = ".partial"
+    /// A day: an upload broken in the evening goes on when it is submitted again the next morning.
+    public static let partialKeep: Double = 86_400
+
     public struct Report: Sendable, Equatable {
         /// Removed (or, in a dry run, found); of those, their paths and bytes.
         public var removed = 0
@@ -213,7 +218,8 @@ public enum StaleTemporaries {
         for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
             let path = folder + "/" + name
             let attrs = try? fm.attributesOfItem(atPath: path)
-            guard now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now) > grace else { continue }
+            let limit = name.hasSuffix(partialSuffix) ? max(grace, partialKeep) : grace
+            guard now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now) > limit else { continue }
             report.paths.append(path)
             report.bytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
             if let failure = dryRun ? nil : FileChecks.remove(path) {

@@ -242,31 +242,35 @@ struct Submit: ParsableCommand {
     func runRemote(_ projects: [Pipeline]) throws {
         let context = MessagingContext()
         let client = try cluster.client(context)
-        var ids: [Int64] = []
         let labels = ProjectReport.labels(projects)
         let terminal = isatty(STDERR_FILENO) == 1
+        // What Ctrl-C finds: the runs submitted so far, and the project whose files are going up.
+        let state = Locked(RemoteSubmitState())
+        let signals = onInterrupt { [cluster] in
+            let now = state.withLock { $0 }
+            now.interruptedLines(projects: labels, cluster: cluster).forEach(errorLine)
+            Foundation.exit(130)
+        }
+        defer { _ = signals }
         for (p, label) in zip(projects, labels) {
             // Its files go to the coordinator first (those it lacks): minutes for phone videos
             // over Wi-Fi, which were silent.
             client.onUpload = { u in
+                state.withLock { $0.sending = (label, u) }
                 let line = u.done
                     ? "\(label): sent \(ByteSize.text(u.sent)) (\(u.files) file\(u.files == 1 ? "" : "s")) to the coordinator in \(String(format: "%.1f", u.seconds)) s"
+                        + (u.kept > 0 ? ", after the \(ByteSize.text(u.kept)) it kept from an upload that was cut off" : "")
                     : "\(label): sending \(u.files) file\(u.files == 1 ? "" : "s") to the coordinator: \(ByteSize.text(u.sent)) of \(ByteSize.text(u.asked))"
+                        + (u.kept > 0 ? " (\(ByteSize.text(u.kept)) kept from an upload that was cut off)" : "")
                 if terminal { writeStandardError("\r\u{1B}[K" + line + (u.done ? "\n" : "")) } else if u.done { errorLine(line) }
             }
+            state.withLock { $0.sending = (label, ClusterClient.Upload()) }
             let id = try clusterCall { try client.submit(p, priority: priority) }
-            ids.append(id)
+            state.withLock { $0.ids.append(id); $0.sending = nil }
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }
         }
         if detach { return }
-        // The runs are the coordinator's: Ctrl-C stops following them, not rendering them.
-        let signals = onInterrupt { [ids, cluster] in
-            errorLine(ids.count == 1 ? "\ninterrupted: run \(ids[0]) goes on at the coordinator; this only stopped following it."
-                      : "\ninterrupted: runs \(ids.map(String.init).joined(separator: ", ")) go on at the coordinator; this only stopped following them.")
-            cluster.followAgain(ids).forEach(errorLine)
-            Foundation.exit(130)
-        }
-        defer { _ = signals }
+        let ids = state.withLock { $0.ids }
         if projects.count == 1 {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
@@ -325,6 +329,37 @@ struct Submit: ParsableCommand {
         }
         hint.forEach(errorLine)
         if !failures.isEmpty { throw ExitCode(1) }
+    }
+
+    /// Where a remote submit stands, for what Ctrl-C says.
+    struct RemoteSubmitState {
+        var ids: [Int64] = []
+        /// The project being submitted and its upload so far.
+        var sending: (label: String, upload: ClusterClient.Upload)?
+
+        func interruptedLines(projects labels: [String], cluster: ClusterOptions) -> [String] {
+            var lines: [String] = []
+            if let (label, u) = sending {
+                if u.files > 0 && u.sent < u.asked {
+                    lines.append("\ninterrupted while sending \(label)'s files to the coordinator (\(ByteSize.text(u.sent)) of \(ByteSize.text(u.asked)) sent). "
+                                 + "It keeps what it received for a day: submitting \(label) again sends only the rest.")
+                } else {
+                    lines.append("\ninterrupted before the coordinator accepted \(label); it may still start it: `coord runs \(cluster.flags)` lists its runs.")
+                }
+            }
+            if !ids.isEmpty {
+                let these = ids.count == 1 ? "run \(ids[0]) goes" : "runs \(ids.map(String.init).joined(separator: ", ")) go"
+                lines.append(sending == nil ? "\ninterrupted: \(these) on at the coordinator; this only stopped following \(ids.count == 1 ? "it" : "them")."
+                                            : "\(these) on at the coordinator (submitted before).")
+                lines += cluster.followAgain(ids)
+            }
+            let unsent = labels.dropFirst(ids.count + (sending == nil ? 0 : 1))
+            if !unsent.isEmpty {
+                let named = unsent.prefix(5).joined(separator: ", ") + (unsent.count > 5 ? " and \(unsent.count - 5) more" : "")
+                lines.append("not submitted: \(named).")
+            }
+            return lines
+        }
     }
 
     /// Runs `handler` (once) on SIGINT, SIGTERM or SIGHUP (the terminal closed, an SSH session

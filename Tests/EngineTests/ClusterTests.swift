@@ -5,6 +5,7 @@ import Transport
 @testable import Engine
 @testable import Farm
 import TestSupport
+import ThreadlineCore
 
 /// `coord serve` and `worker` processes as a real cluster: on loopback, and across three network
 /// namespaces joined by veth (root only; skipped with a message elsewhere).
@@ -145,6 +146,56 @@ import TestSupport
             try procs.start("w\(i)", workerPath, ["--connect", ep, "--pipelines", "\(pipelines)", "--store", dir + "/w\(i)", "--id", "w\(i)"] + workerArgs)
         }
         return (procs, ep)
+    }
+
+    /// A remote submit cut off while its files go up (Ctrl-C, a laptop lid, Wi-Fi gone) says how
+    /// much went and that a new submit sends only the rest; made again at once, it takes over the
+    /// upload from where it stood (sending less than the file), and the coordinator starts one run,
+    /// not a second for the submit that went away. (Before, the new submit joined the dead one's
+    /// upload, waited for it to stall for 18 s, and was refused; a submit after that sent it all.)
+    @Test func anUploadCutOffGoesOnWhenSubmittedAgain() throws {
+        let dir = temporaryDirectory("upload-resume")
+        // 104 MB of uncompressed video: about a second to go up on loopback.
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=10", "-c:v", "rawvideo",
+                                      "-pix_fmt", "yuv420p", dir + "/big.mkv"])
+        try #require(made.status == 0, "\(made.err)")
+        let size = try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: big.mkv"])
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        let coordTmp = dir + "/coord/tmp"
+        let arriving = { () -> Int64 in
+            ((try? FileManager.default.contentsOfDirectory(atPath: coordTmp)) ?? []).compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: coordTmp + "/" + $0)[.size] as? NSNumber)?.int64Value
+            }.max() ?? 0
+        }
+        // Stopped once 8 MiB are there, then interrupted.
+        let first = try procs.start("submit1", coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep])
+        let stopped = waitUntil(timeout: 60, poll: 0.001) { arriving() >= 8 << 20 }
+        kill(first.processIdentifier, SIGSTOP)
+        try #require(stopped, "the upload never began")
+        let received = arriving()
+        try #require(received < size, "the whole file went up before the submit could be stopped")
+        kill(first.processIdentifier, SIGTERM)
+        kill(first.processIdentifier, SIGCONT)
+        first.waitUntilExit()
+        let said = try String(contentsOfFile: procs.log("submit1"), encoding: .utf8)
+        #expect(first.terminationStatus == 130, "\(said)")
+        #expect(said.contains("interrupted while sending test's files to the coordinator (") && said.contains("of 98.9 MiB sent)")
+                && said.contains("submitting test again sends only the rest"), "\(said)")
+        // Made again: accepted, and only the rest went up.
+        let again = try run(coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep, "--detach"], timeout: 120)
+        #expect(again.status == 0 && again.out.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(again.out)\n\(again.err)")
+        let sentLine = again.err.split(separator: "\n").first { $0.contains(": sent ") } ?? ""
+        let sentMiB = sentLine.split(separator: " ").dropFirst(2).first.flatMap { Double($0) } ?? .infinity
+        #expect(sentLine.contains("MiB (1 file) to the coordinator in ") && sentLine.contains("it kept from an upload that was cut off")
+                && sentMiB * 1_048_576 < Double(size - received) + 8 * 1_048_576, "\(again.err)")
+        // One run, the file whole in the coordinator's store, nothing left half-written.
+        Thread.sleep(forTimeInterval: 1)
+        #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT count(*) AS n FROM run").first?["n"] == "1")
+        let sha = try SHA256Hasher.hex(fileAt: dir + "/big.mkv")
+        #expect(try SHA256Hasher.hex(fileAt: dir + "/coord/artifacts/sha256/\(sha.prefix(2))/\(sha)") == sha)
+        #expect(arriving() == 0, "\(String(describing: try? FileManager.default.contentsOfDirectory(atPath: coordTmp)))")
     }
 
     /// A worker with its own store keeps it within `--store-max`: here every artifact may go as

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import ThreadlineCore
 @testable import Farm
 
 /// Artifacts pulled chunk by chunk between two peers' stores, wired to each other in memory.
@@ -8,25 +9,132 @@ import TestSupport
     /// Two `Transfers`, each handing its messages to the other.
     final class Pair {
         let sender: Transfers, receiver: Transfers
-        var toSender: [WireMessage] = [], toReceiver: [(WireMessage, Data?)] = []
+        /// The receiver's pulls, with the peer each was sent to.
+        var toSender: [(peer: Data, message: WireMessage)] = [], toReceiver: [(WireMessage, Data?)] = []
         init(_ dir: String) throws {
             var s: Transfers!, r: Transfers!
             let box = Box()
             s = Transfers(store: try ArtifactStore(root: dir + "/sender"), chunkSize: 4) { _, m, p in box.pair?.toReceiver.append((m, p)); return true }
-            r = Transfers(store: try ArtifactStore(root: dir + "/receiver"), chunkSize: 4) { _, m, _ in box.pair?.toSender.append(m); return true }
+            r = Transfers(store: try ArtifactStore(root: dir + "/receiver"), chunkSize: 4) { peer, m, _ in box.pair?.toSender.append((peer, m)); return true }
             sender = s; receiver = r
             box.pair = self
         }
         final class Box { weak var pair: Pair? }
-        /// Delivers messages both ways until none are left.
-        func pump() {
+        /// Delivers messages both ways until none are left (or, with `pulls`, answers only that
+        /// many of the pulls waiting, in order, and delivers their chunks).
+        func pump(pulls: Int? = nil) {
             while !toSender.isEmpty || !toReceiver.isEmpty {
-                for m in toSender { if case .pull(let sha, let offset, let length) = m { sender.serve(sha256: sha, offset: offset, length: length, to: Data("r".utf8)) } }
+                let answered = pulls.map { Array(toSender.prefix($0)) } ?? toSender
+                for (_, m) in answered { if case .pull(let sha, let offset, let length) = m { sender.serve(sha256: sha, offset: offset, length: length, to: Data("r".utf8)) } }
                 toSender = []
                 let chunks = toReceiver; toReceiver = []
                 for (m, p) in chunks { if case .chunk(let c) = m { receiver.received(c, payload: p) } }
+                if pulls != nil { toSender = []; return }
             }
         }
+        /// Offsets of the pulls waiting, and the peers they went to.
+        var pulled: [(peer: String, offset: Int64)] {
+            toSender.compactMap { if case .pull(_, let offset, _) = $0.message { (String(decoding: $0.peer, as: UTF8.self), offset) } else { nil } }
+        }
+    }
+
+    /// An artifact of `bytes` in the sender's store.
+    static func held(_ pair: Pair, _ dir: String, _ bytes: Data) throws -> ArtifactRef {
+        try bytes.write(to: URL(fileURLWithPath: dir + "/source"))
+        return try pair.sender.store.ingest(localFile: dir + "/source")
+    }
+
+    static func arrived(_ pair: Pair) -> Data? {
+        guard case .success(let got)? = pair.receiver.takeCompleted().last?.1 else { return nil }
+        return try? Data(contentsOf: URL(fileURLWithPath: got.path))
+    }
+
+    /// A transfer cut off (its sender went away or silent: a submitter's laptop closed half-way
+    /// through a phone video) keeps what came from the start without a gap, and the next transfer
+    /// of the file, from whichever peer, asks only for the rest.
+    @Test func aTransferCutOffGoesOnFromWhereItStopped() throws {
+        let dir = temporaryDirectory("transfer-resume")
+        let pair = try Pair(dir)
+        let bytes = Data((0..<100).map { UInt8($0) })
+        let ref = try Self.held(pair, dir, bytes)
+        #expect(pair.receiver.fetch(ref, from: Data("a".utf8)) == 0)
+        #expect(pair.pulled.map(\.offset) == [0, 4, 8, 12, 16, 20, 24, 28])   // a window of 8 chunks of 4 bytes
+        // Three chunks come, then the fifth (16): 12 bytes without a gap; then the sender goes.
+        pair.toSender = Array(pair.toSender.prefix(3)) + [pair.toSender[4]]
+        pair.pump(pulls: 4)
+        pair.receiver.peerLost(Data("a".utf8))
+        guard case .failure(let e)? = pair.receiver.takeCompleted().first?.1 else { Issue.record("not failed"); return }
+        #expect("\(e)" == "the sender went away")
+        let partial = pair.receiver.store.partialPath(sha256: ref.sha256)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: partial)) == bytes.prefix(12))
+        // Offered again by another peer: it goes on at byte 12.
+        pair.toSender = []
+        #expect(pair.receiver.fetch(ref, from: Data("b".utf8)) == 12)
+        #expect(pair.pulled.first?.offset == 12 && pair.pulled.allSatisfy { $0.peer == "b" && $0.offset >= 12 }, "\(pair.pulled)")
+        pair.pump()
+        #expect(Self.arrived(pair) == bytes)
+        #expect(!FileManager.default.fileExists(atPath: partial))
+        // A transfer that stalls until it gives up keeps its part too, and says how long it heard nothing.
+        let other = try Self.held(pair, dir, Data((0..<40).map { UInt8(255 - $0) }))
+        let t0 = Date().timeIntervalSince1970   // chunks are timed by the clock as they come
+        pair.receiver.fetch(other, from: Data("a".utf8), now: t0)
+        pair.pump(pulls: 2)
+        for k in 1...6 { pair.receiver.tick(now: t0 + 3.5 * Double(k)) }
+        guard case .failure(let stalled)? = pair.receiver.takeCompleted().first?.1 else { Issue.record("not given up"); return }
+        #expect("\(stalled)".hasPrefix("the sender sent nothing for "), "\(stalled)")
+        #expect((try? Data(contentsOf: URL(fileURLWithPath: pair.receiver.store.partialPath(sha256: other.sha256))))?.count == 8)
+    }
+
+    /// What was kept is checked with the rest: a kept part that is not the file's start (its disk
+    /// or its sender changed it) costs one transfer of the whole file, not a failure.
+    @Test func aKeptPartThatIsWrongIsFetchedAgainWhole() throws {
+        let dir = temporaryDirectory("transfer-bad-part")
+        let pair = try Pair(dir)
+        let bytes = Data((0..<30).map { UInt8($0 * 3) })
+        let ref = try Self.held(pair, dir, bytes)
+        try Data(repeating: 7, count: 16).write(to: URL(fileURLWithPath: pair.receiver.store.partialPath(sha256: ref.sha256)))
+        #expect(pair.receiver.fetch(ref, from: Data("a".utf8)) == 16)
+        pair.pump()
+        #expect(Self.arrived(pair) == bytes)
+        // One longer than the file is not used at all.
+        let other = try Self.held(pair, dir, Data("short".utf8))
+        try Data(repeating: 1, count: 9).write(to: URL(fileURLWithPath: pair.receiver.store.partialPath(sha256: other.sha256)))
+        #expect(pair.receiver.fetch(other, from: Data("a".utf8)) == 0)
+        pair.pump()
+        #expect(Self.arrived(pair) == Data("short".utf8))
+    }
+
+    /// A second peer offering a file on its way (the same submit made again after the first was
+    /// interrupted) takes the transfer over when the first stalls, from where it stood; the first
+    /// is reported, so its submission does not start a second run.
+    @Test func anotherPeerTakesOverAStalledTransfer() throws {
+        let dir = temporaryDirectory("transfer-handover")
+        let pair = try Pair(dir)
+        let bytes = Data((0..<64).map { UInt8($0 ^ 0x5a) })
+        let ref = try Self.held(pair, dir, bytes)
+        let t0 = Date().timeIntervalSince1970   // chunks are timed by the clock as they come
+        pair.receiver.fetch(ref, from: Data("a".utf8), now: t0)
+        pair.pump(pulls: 3)     // 12 bytes came from a, then a went quiet
+        pair.receiver.fetch(ref, from: Data("b".utf8), now: t0)
+        #expect(pair.toSender.isEmpty, "b was asked before a stalled")
+        pair.receiver.tick(now: t0 + 2)
+        #expect(pair.receiver.takeHandovers().isEmpty)
+        pair.receiver.tick(now: t0 + 4)
+        let handed = pair.receiver.takeHandovers()
+        #expect(handed.map(\.sha256) == [ref.sha256] && handed.map { String(decoding: $0.from, as: UTF8.self) } == ["a"])
+        #expect(!pair.pulled.isEmpty && pair.pulled.allSatisfy { $0.peer == "b" } && pair.pulled.map(\.offset).min() == 12, "\(pair.pulled)")
+        pair.pump()
+        #expect(Self.arrived(pair) == bytes)
+        // A peer that goes while another offered the file hands it over at once.
+        let other = try Self.held(pair, dir, Data((0..<20).map { UInt8($0) }))
+        pair.receiver.fetch(other, from: Data("a".utf8))
+        pair.receiver.fetch(other, from: Data("b".utf8))
+        pair.toSender = []
+        pair.receiver.peerLost(Data("a".utf8))
+        #expect(pair.receiver.takeHandovers().map(\.sha256) == [other.sha256])
+        #expect(!pair.pulled.isEmpty && pair.pulled.allSatisfy { $0.peer == "b" })
+        pair.pump()
+        #expect(Self.arrived(pair) == Data((0..<20).map { UInt8($0) }))
     }
 
     @Test func anArtifactArrivesWholeInChunks() throws {
@@ -58,14 +166,15 @@ import TestSupport
         }
         let present = { refs.indices.filter { store.isPresent(refs[$0]) } }
         // Half-written files: one a killed writer left two hours ago, one being written now.
-        for (name, age) in [("dead.part", 7200.0), ("live.part", 30)] {
+        // A transfer's kept part stays a day, untouched or not.
+        for (name, age) in [("dead.part", 7200.0), ("live.part", 30), ("\(String(repeating: "c", count: 64)).partial", 7200)] {
             try Data(count: 10).write(to: URL(fileURLWithPath: store.root + "/tmp/" + name))
             try FileManager.default.setAttributes([.modificationDate: now.addingTimeInterval(-age)], ofItemAtPath: store.root + "/tmp/" + name)
         }
         // Within the limit: no artifact goes, only the dead writer's leftover.
         #expect(store.trim(toBytes: 6000, keep: [], grace: 60, now: now) == ArtifactStore.TrimReport(bytes: 6000, temporaryRemoved: 1))
         #expect(present() == [0, 1, 2, 3, 4, 5])
-        #expect(try FileManager.default.contentsOfDirectory(atPath: store.root + "/tmp") == ["live.part"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.root + "/tmp").sorted() == ["\(String(repeating: "c", count: 64)).partial", "live.part"])
         // The oldest goes first, but not one in use (1); the newest (5) is within the grace period.
         store.touch(refs[0].path)   // used just now: the most recent
         let t = store.trim(toBytes: 3000, keep: [refs[1].sha256], grace: 60, now: now.addingTimeInterval(1))
@@ -84,6 +193,9 @@ import TestSupport
         let short = store.trim(toBytes: 6000, keep: [refs[1].sha256], grace: 3600, freeing: 1500, now: now.addingTimeInterval(2))
         #expect(short.removed == 2 && short.removedBytes == 2000 && present() == [1], "\(short)")
         #expect(store.trim(toBytes: 0, keep: [], grace: 0, now: now.addingTimeInterval(3)).bytes == 0 && present().isEmpty)
+        // A kept part goes once untouched for over a day (the live writer's file long before).
+        #expect(StaleTemporaries.remove(in: store.root + "/tmp", untouchedFor: 60, now: now.addingTimeInterval(60_000)).paths.map { ($0 as NSString).lastPathComponent } == ["live.part"])
+        #expect(StaleTemporaries.remove(in: store.root + "/tmp", untouchedFor: 60, now: now.addingTimeInterval(80_000)).removed == 1)
     }
 
     /// A store named by a relative path (`worker --store ./store`) hands out absolute paths: an

@@ -99,11 +99,11 @@ public final class NetworkNamespaces: @unchecked Sendable {
 
 /// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
 @discardableResult
-public func waitUntil(timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+public func waitUntil(timeout: Double, poll: Double = 0.05, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if try condition() { return true }
-        usleep(50_000)
+        usleep(useconds_t(poll * 1_000_000))
     }
     return try condition()
 }
