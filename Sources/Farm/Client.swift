@@ -199,15 +199,20 @@ public final class ClusterClient {
         }, resend: { for r in runs where ends[r] == nil { send(.watch(run: r)) } })
     }
 
-    /// Copies a finished movie from the coordinator to `path` (verified by sha256).
-    public func download(_ ref: ArtifactRef, to path: String) throws {
+    /// Copies a finished movie from the coordinator to `path` (verified by sha256). `progress` is
+    /// told the bytes here so far: at the start, then at most 4 times a second.
+    public func download(_ ref: ArtifactRef, to path: String, progress: (Int64) -> Void = { _ in }) throws {
         transfers.fetch(ref, from: Data())
+        var told = Date().timeIntervalSince1970
+        if let here = transfers.arrived(ref.sha256) { progress(here) }
         let outcome: Result<ArtifactRef, Transfers.TransferError>
         do {
             outcome = try pump(until: { _ in nil }, idle: {
                 for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 {
                     return outcome
                 }
+                let now = Date().timeIntervalSince1970
+                if now - told >= 0.25, let here = transfers.arrived(ref.sha256) { told = now; progress(here) }
                 return nil
             })
         } catch {

@@ -31,6 +31,8 @@ final class Transfers {
         var retries = 0
         /// Bytes kept from an earlier transfer of the file that was cut off (0: from the start).
         var resumedFrom: Int64 = 0
+        /// Bytes written by this transfer.
+        var received: Int64 = 0
         /// Bytes received from the start without a gap: what is kept if this one is cut off too.
         var contiguous: Int64 { outstanding.min() ?? nextOffset }
     }
@@ -62,6 +64,9 @@ final class Transfers {
     }
 
     func isInFlight(_ sha: String) -> Bool { incoming[sha] != nil }
+
+    /// Bytes of `sha` here so far (kept from before and received since), while it is on its way.
+    func arrived(_ sha: String) -> Int64? { incoming[sha].map { $0.resumedFrom + $0.received } }
 
     /// Starts pulling `ref` from `peer` unless it is already here or on its way (from another
     /// peer, `peer` is kept to take over if that one stalls). Returns the bytes a transfer of it
@@ -117,6 +122,7 @@ final class Transfers {
             try t.handle.write(contentsOf: payload)
         } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true); return }
         t.outstanding.remove(c.offset)
+        t.received += Int64(payload.count)
         t.lastProgress = now
         t.lastData = now
         t.retries = 0
@@ -136,7 +142,7 @@ final class Transfers {
                 // sender changed it, or the disk did): the whole file is asked for again, once.
                 if t.resumedFrom > 0, truncate(t.tmp, 0) == 0, let handle = FileHandle(forWritingAtPath: t.tmp) {
                     var again = t
-                    again.handle = handle; again.nextOffset = 0; again.resumedFrom = 0
+                    again.handle = handle; again.nextOffset = 0; again.resumedFrom = 0; again.received = 0
                     incoming[sha] = again
                     requestMore(sha)
                     return true

@@ -294,7 +294,11 @@ struct Submit: ParsableCommand {
             if end.state == "succeeded" {
                 if let movie = end.output {
                     let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
-                    do { try client.download(movie, to: path); rep.output = path; rep.bytes = movie.size } catch {
+                    defer { if !json && terminal { writeStandardError("\r\u{1B}[K") } }
+                    do {
+                        try client.download(movie, to: path, progress: downloadProgress("\(labels[k])'s movie", of: movie.size, shown: !json))
+                        rep.output = path; rep.bytes = movie.size
+                    } catch {
                         rep.state = "failed"; rep.error = "the movie could not be downloaded: \(error)"
                     }
                 } else {

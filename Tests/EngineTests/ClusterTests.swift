@@ -238,6 +238,17 @@ import ThreadlineCore
             // (before, it believed w1 held every artifact it had ever sent or made there).
             #expect(believed() == 0, "the coordinator believes w1 holds \(believed().map(String.init) ?? "?") artifacts")
         }
+        // On a terminal, `coord wait` shows the movie coming down (minutes for a long movie over
+        // Wi-Fi, which were silent).
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/script") {
+            // Its own download folder: the submit's already holds the movie.
+            try FileManager.default.createDirectory(atPath: dir + "/tmp", withIntermediateDirectories: true)
+            let command = ["TMPDIR=\(dir)/tmp", coordPath, "wait", "2", "--coordinator", ep, "--output", dir + "/again.mp4"].joined(separator: " ")
+            let w = try run("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], timeout: 60)
+            let size = (try FileManager.default.attributesOfItem(atPath: dir + "/again.mp4")[.size] as? NSNumber)?.int64Value ?? -1
+            #expect(w.status == 0 && w.out.contains("downloading the movie: ") && w.out.contains(" of \(ByteSize.text(size))")
+                    && w.out.contains("run 2 succeeded"), "\(w.out)")
+        }
         let log = (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? ""
         #expect(log.contains("store trimmed"), "\(log)")
         // A worker sharing the coordinator's state folder as its store leaves it whole, limit or not
