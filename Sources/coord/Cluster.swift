@@ -393,6 +393,12 @@ struct Wait: ParsableCommand {
         let context = MessagingContext()
         let client = try cluster.client(context)
         let display = ProgressDisplay(name: "run \(runID)", terminal: isatty(STDERR_FILENO) == 1 && !json)
+        // The run is the coordinator's: Ctrl-C stops following it (and its movie coming down).
+        let signals = onInterrupt { [runID, cluster] in
+            Submit.RemoteSubmitState(ids: [runID]).interruptedLines(projects: [], cluster: cluster).forEach(errorLine)
+            Foundation.exit(130)
+        }
+        defer { _ = signals }
         client.onSilence = { display.note($0.line) }
         let end = try cluster.following([runID], stop: display.finish) { try client.follow(runID) { display.update($0) } }
         display.finish()

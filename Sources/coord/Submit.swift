@@ -365,22 +365,6 @@ struct Submit: ParsableCommand {
             return lines
         }
     }
-
-    /// Runs `handler` (once) on SIGINT, SIGTERM or SIGHUP (the terminal closed, an SSH session
-    /// dropped) instead of dying silently.
-    func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> [DispatchSourceSignal] {
-        let once = Locked(false)
-        return [SIGINT, SIGTERM, SIGHUP].map { sig in
-            signal(sig, SIG_IGN)
-            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            s.setEventHandler {
-                guard !once.withLock({ let was = $0; $0 = true; return was }) else { return }
-                handler()
-            }
-            s.resume()
-            return s
-        }
-    }
 }
 
 /// How one project of a submit ended.
@@ -582,5 +566,21 @@ final class BatchDisplay: Sendable {
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""
         s.drawn = lines.count
         return up + "\u{1B}[J" + lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// Runs `handler` (once) on SIGINT, SIGTERM or SIGHUP (the terminal closed, an SSH session
+/// dropped) instead of dying silently.
+func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> [DispatchSourceSignal] {
+    let once = Locked(false)
+    return [SIGINT, SIGTERM, SIGHUP].map { sig in
+        signal(sig, SIG_IGN)
+        let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        s.setEventHandler {
+            guard !once.withLock({ let was = $0; $0 = true; return was }) else { return }
+            handler()
+        }
+        s.resume()
+        return s
     }
 }

@@ -196,6 +196,14 @@ import ThreadlineCore
         let sha = try SHA256Hasher.hex(fileAt: dir + "/big.mkv")
         #expect(try SHA256Hasher.hex(fileAt: dir + "/coord/artifacts/sha256/\(sha.prefix(2))/\(sha)") == sha)
         #expect(arriving() == 0, "\(String(describing: try? FileManager.default.contentsOfDirectory(atPath: coordTmp)))")
+        // Ctrl-C on `coord wait` says the run goes on and how to follow it again (it died silently).
+        let waiter = try procs.start("wait", coordPath, ["wait", "1", "--coordinator", ep])
+        let following = waitUntil(timeout: 30) { ((try? String(contentsOfFile: procs.log("wait"), encoding: .utf8)) ?? "").contains("waiting for a worker") }
+        kill(waiter.processIdentifier, SIGINT)
+        waiter.waitUntilExit()
+        let waitSaid = try String(contentsOfFile: procs.log("wait"), encoding: .utf8)
+        #expect(following && waiter.terminationStatus == 130 && waitSaid.contains("interrupted: run 1 goes on at the coordinator")
+                && waitSaid.contains("coord wait 1 --coordinator \(ep)"), "\(waitSaid)")
     }
 
     /// A worker with its own store keeps it within `--store-max`: here every artifact may go as
