@@ -17,6 +17,8 @@ public final class ClusterClient {
     let socket: Socket
     let transfers: Transfers
     let store: ArtifactStore
+    /// The sha256 of files sent before, by path (not read again while unchanged).
+    let hashes: FileHashes
     /// How long the coordinator may stay silent before a request fails.
     public var silenceTimeout: Double = 15
     /// Told, for standard error, when the coordinator keeps silent for a few seconds (a third of
@@ -66,6 +68,7 @@ public final class ClusterClient {
         if let curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(endpoint)
         store = try ArtifactStore(root: downloads)
+        hashes = FileHashes(path: store.root + "/file-hashes.json")
         let sock = socket
         transfers = Transfers(store: store) { _, m, payload in
             (try? sock.send(payload.map { [Envelope(m).encoded(), $0] } ?? [Envelope(m).encoded()])) == true
@@ -121,9 +124,15 @@ public final class ClusterClient {
 
     /// Every local file the pipeline's items and movie use (sources, fonts, stickers, watermark,
     /// soundtrack), hashed: found by their typed fields, never by what text happens to look like.
-    public static func files(of pipeline: Pipeline) throws -> [ArtifactRef] {
+    /// With `hashes`, a file hashed before and unchanged since is not read again.
+    static func files(of pipeline: Pipeline, hashes: FileHashes? = nil) throws -> [ArtifactRef] {
         let paths = Set(pipeline.files.map(\.path)).sorted()
+        defer { hashes?.save() }
         return try paths.map { p in
+            if let hashes {
+                let (sha, size) = try hashes.sha256(of: p)
+                return ArtifactRef(sha256: sha, path: p, size: size)
+            }
             let size = (try FileManager.default.attributesOfItem(atPath: p)[.size] as? NSNumber)?.int64Value ?? 0
             return ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: p), path: p, size: size)
         }
@@ -131,7 +140,7 @@ public final class ClusterClient {
 
     /// Hands a pipeline to the coordinator; returns its run id once the coordinator holds every file.
     public func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
-        let files = try Self.files(of: pipeline)
+        let files = try Self.files(of: pipeline, hashes: hashes)
         for f in files { transfers.exported[f.sha256] = f.path }
         let s = Submission(pipeline: pipeline, files: files, priority: priority,
                            submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)")

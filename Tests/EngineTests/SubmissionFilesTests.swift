@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ThreadlineCore
 import Engine
+@testable import Farm
 import TestSupport
 
 /// A remote submit uploads the files the items and the movie use, found by their typed fields —
@@ -54,4 +55,50 @@ import TestSupport
         #expect(try held(dir + "/c.mp4"), "the clip should have been uploaded")
         #expect(try !held(secret), "the file named only by the title's text was uploaded")
     }
+
+    /// A submitter reads a file to hash it once while it stays as it is: a submit made again (after
+    /// an interrupted upload, or a batch whose projects share clips) does not read gigabytes of
+    /// phone video before anything can go up. A changed file is read again, even one whose
+    /// modification time a tool put back; one still being written is not remembered.
+    @Test func aFileIsHashedOnceWhileItStaysAsItIs() throws {
+        let dir = temporaryDirectory("file-hashes")
+        let file = dir + "/clip.mov", memo = dir + "/file-hashes.json"
+        try Data("first take".utf8).write(to: URL(fileURLWithPath: file))
+        let old = Date().addingTimeInterval(-60)
+        try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: file)
+        var reads = 0
+        let counting = { (p: String) throws -> String in reads += 1; return try SHA256Hasher.hex(fileAt: p) }
+        let first = FileHashes(path: memo, hash: counting)
+        #expect(try first.sha256(of: file) == (SHA256Hasher.hex("first take"), 10))
+        #expect(try first.sha256(of: file).sha256 == SHA256Hasher.hex("first take") && reads == 1)
+        first.save()
+        // Another submit (another process) remembers it.
+        #expect(try FileHashes(path: memo, hash: counting).sha256(of: file).sha256 == SHA256Hasher.hex("first take") && reads == 1)
+        // The same size, the modification time put back: read again all the same (its change time moved).
+        usleep(20_000)
+        try Data("other take".utf8).write(to: URL(fileURLWithPath: file))
+        try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: file)
+        let second = FileHashes(path: memo, hash: counting)
+        #expect(try second.sha256(of: file).sha256 == SHA256Hasher.hex("other take") && reads == 2)
+        second.save()
+        // Modified just now: hashed, not remembered.
+        try Data("third take".utf8).write(to: URL(fileURLWithPath: file))
+        let third = FileHashes(path: memo, hash: counting)
+        #expect(try third.sha256(of: file).sha256 == SHA256Hasher.hex("third take") && reads == 3)
+        #expect(try third.sha256(of: file).sha256 == SHA256Hasher.hex("third take") && reads == 4)
+        // A missing file is an error, not an old answer.
+        try FileManager.default.removeItem(atPath: file)
+        #expect(throws: (any Error).self) { try third.sha256(of: file) }
+        // Beyond the limit the least recently used are forgotten.
+        let small = FileHashes(path: dir + "/small.json", limit: 2, hash: counting)
+        for k in 0..<3 {
+            try Data("clip \(k)".utf8).write(to: URL(fileURLWithPath: dir + "/c\(k)"))
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: dir + "/c\(k)")
+            _ = try small.sha256(of: dir + "/c\(k)", now: Date().timeIntervalSince1970 + Double(k) * 4000)
+        }
+        small.save()
+        let kept = try JSONDecoder().decode([String: FileHashes.Entry].self, from: Data(contentsOf: URL(fileURLWithPath: dir + "/small.json")))
+        #expect(Set(kept.keys) == [dir + "/c1", dir + "/c2"])
+    }
+
 }

@@ -1,0 +1,72 @@
+import Foundation
+import ThreadlineCore
+
+/// The sha256 of the files a submitter sends, remembered by what the file system says of each
+/// (size, modification and change times, inode: what git's index trusts), so a submit made again,
+/// or a batch whose projects share clips, reads each file once: a phone library's videos are
+/// gigabytes, read at disk speed before anything could go up.
+///
+/// A file changed since is hashed again: its change time moves whatever a tool does to its
+/// modification time. One modified in the last `settle` seconds is hashed but not remembered (it
+/// may still be being written, within the clock's grain). Kept as JSON beside the submitter's
+/// downloads; a file that cannot be read or written only costs the hashing.
+final class FileHashes {
+    struct Entry: Codable, Equatable {
+        var size: Int64
+        var modified: Double
+        var changed: Double
+        var inode: UInt64
+        var sha256: String
+        /// When a submit last used it: the least recently used go beyond `limit`.
+        var used: Double
+    }
+
+    let path: String
+    let limit: Int
+    let settle: Double
+    private let hash: (String) throws -> String
+    private var entries: [String: Entry]
+    private var dirty = false
+
+    init(path: String, limit: Int = 100_000, settle: Double = 2, hash: @escaping (String) throws -> String = { try SHA256Hasher.hex(fileAt: $0) }) {
+        self.path = path; self.limit = limit; self.settle = settle; self.hash = hash
+        entries = (try? JSONDecoder().decode([String: Entry].self, from: Data(contentsOf: URL(fileURLWithPath: path)))) ?? [:]
+    }
+
+    /// The file's sha256 and size, read only when it is not remembered as it stands.
+    func sha256(of file: String, now: Double = Date().timeIntervalSince1970) throws -> (sha256: String, size: Int64) {
+        guard let before = Self.status(file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
+        if var known = entries[file], known.size == before.size, known.modified == before.modified,
+           known.changed == before.changed, known.inode == before.inode {
+            // Its time of use is written out at most hourly: a submit that reads nothing writes nothing.
+            if now - known.used > 3600 { known.used = now; entries[file] = known; dirty = true }
+            return (known.sha256, known.size)
+        }
+        let sha = try hash(file)
+        // Remembered only when the file stood still while it was read and has settled.
+        if let after = Self.status(file), after == before, now - after.modified > settle {
+            entries[file] = Entry(size: after.size, modified: after.modified, changed: after.changed, inode: after.inode, sha256: sha, used: now)
+            dirty = true
+        }
+        return (sha, before.size)
+    }
+
+    /// Writes what changed (atomically: two submits at once leave one of their files whole).
+    func save() {
+        guard dirty else { return }
+        if entries.count > limit {
+            for (k, _) in entries.sorted(by: { $0.value.used < $1.value.used }).prefix(entries.count - limit) { entries[k] = nil }
+        }
+        guard let data = try? JSONEncoder().encode(entries) else { return }
+        if (try? data.write(to: URL(fileURLWithPath: path), options: .atomic)) != nil { dirty = false }
+    }
+
+    private struct Status: Equatable { var size: Int64, modified: Double, changed: Double, inode: UInt64 }
+
+    private static func status(_ file: String) -> Status? {
+        var st = stat()
+        guard stat(file, &st) == 0 else { return nil }
+        func seconds(_ t: timespec) -> Double { Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
+        return Status(size: Int64(st.st_size), modified: seconds(st.st_mtim), changed: seconds(st.st_ctim), inode: UInt64(st.st_ino))
+    }
+}
