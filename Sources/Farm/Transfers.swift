@@ -1,5 +1,6 @@
 import Foundation
 import ThreadlineCore
+import Lineage
 
 /// Moves artifacts between peers over the message socket, with no shared filesystem.
 ///
@@ -86,6 +87,7 @@ final class Transfers {
         }
         incoming[ref.sha256] = Incoming(expected: ref, peer: peer, tmp: tmp, handle: handle, nextOffset: kept, lastProgress: now, lastData: now,
                                         resumedFrom: kept)
+        FarmMetrics.transferKept(bytes: kept)
         if !finishIfComplete(ref.sha256) { requestMore(ref.sha256) }
         return kept
     }
@@ -123,6 +125,7 @@ final class Transfers {
         } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true); return }
         t.outstanding.remove(c.offset)
         t.received += Int64(payload.count)
+        FarmMetrics.transferred(bytes: payload.count, received: true)
         t.lastProgress = now
         t.lastData = now
         t.retries = 0
@@ -175,6 +178,7 @@ final class Transfers {
     private func handOver(_ sha: String, now: Double) {
         guard var t = incoming[sha], !t.alternates.isEmpty else { return }
         handedOver.append((sha, t.peer))
+        FarmMetrics.transferKept(bytes: t.contiguous)
         t.peer = t.alternates.removeFirst()
         t.retries = 0
         t.lastProgress = now
@@ -253,6 +257,7 @@ final class Transfers {
             try handle.seek(toOffset: UInt64(offset))
             let data = try handle.read(upToCount: length) ?? Data()
             _ = send(peer, .chunk(Chunk(sha256: sha, offset: offset, total: Int64(total), error: nil)), data)
+            FarmMetrics.transferred(bytes: data.count, received: false)
             return data.count
         } catch {
             return refuse("cannot read it here: \(FileChecks.reason(error))")

@@ -161,7 +161,7 @@ import ThreadlineCore
         try #require(made.status == 0, "\(made.err)")
         let size = try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
         try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: big.mkv"])
-        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0, serveArgs: ["--http", "127.0.0.1:0"])
         defer { procs.stopAll() }
         let coordTmp = dir + "/coord/tmp"
         let arriving = { () -> Int64 in
@@ -190,6 +190,11 @@ import ThreadlineCore
         let sentMiB = sentLine.split(separator: " ").dropFirst(2).first.flatMap { Double($0) } ?? .infinity
         #expect(sentLine.contains("MiB (1 file) to the coordinator in ") && sentLine.contains("it kept from an upload that was cut off")
                 && sentMiB * 1_048_576 < Double(size - received) + 8 * 1_048_576, "\(again.err)")
+        // An operator sees it in /metrics: bytes that did not go up again.
+        let metrics = try DashboardTests.get(try DashboardTests.dashboardURL(procs, "coord"), "/metrics").text
+        let kept = metrics.split(separator: "\n").first { $0.hasPrefix("threadline_transfer_kept_bytes_total ") }
+            .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0
+        #expect(kept >= Double(8 << 20) && kept <= Double(size), "\(metrics)")
         // One run, the file whole in the coordinator's store, nothing left half-written.
         Thread.sleep(forTimeInterval: 1)
         #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT count(*) AS n FROM run").first?["n"] == "1")

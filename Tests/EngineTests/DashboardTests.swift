@@ -306,6 +306,16 @@ import TestSupport
                        "threadline_lineage_write_seconds_bucket", "threadline_lineage_up 1"] {
             #expect(metrics.text.contains(family), "/metrics has \(family)")
         }
+        // The bytes the farm moved: the project's clips up from the submitter and out to the
+        // worker (its own store), the segments back, the movie down.
+        let clips = try (0..<12).reduce(Int64(0)) { sum, i in
+            sum + ((try FileManager.default.attributesOfItem(atPath: dir + "/c\(i).mp4")[.size] as? NSNumber)?.int64Value ?? 0)
+        }
+        for direction in ["received", "sent"] {
+            let line = metrics.text.split(separator: "\n").first { $0.hasPrefix("threadline_transfer_bytes_total{direction=\"\(direction)\"}") }
+            let bytes = line.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0
+            #expect(bytes >= Double(clips), "\(direction): \(line ?? "none") against \(clips) bytes of clips")
+        }
         try metrics.body.write(to: URL(fileURLWithPath: dir + "/metrics.txt"))
         let lint = try run("/bin/sh", ["-c", "promtool check metrics < '\(dir)/metrics.txt'"])
         #expect(lint.status == 0 && lint.out.isEmpty && lint.err.isEmpty, "promtool: \(lint.out) \(lint.err)")
