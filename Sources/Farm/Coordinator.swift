@@ -158,6 +158,11 @@ public final class Coordinator: Sendable {
         /// worker decides and the worker in the minority is quarantined. The sample is drawn at
         /// random when a result arrives, so a worker cannot tell which of its stages are checked.
         public var verifyFraction: Double = 0
+        /// The most stages one submitter key may have in unfinished runs (and submissions still
+        /// uploading) at once; 0: no limit. Admins and local submitters are not limited. One
+        /// person's script gone wrong cannot fill the coordinator's memory (about 1 KB a stage)
+        /// for everyone: its further submissions are refused, saying why, until some runs end.
+        public var maxStagesPerKey: Int = 100_000
         public init(bind: String) { self.bind = bind }
     }
 
@@ -967,6 +972,7 @@ final class CoordinatorCore {
         guard copying < Limits.pendingSubmissionsPerPeer else {
             send(.rejected(message: "\(copying) submissions of yours are still uploading; wait for them to be accepted"), to: identity); return
         }
+        if let problem = overQuota(s, from: peer) { send(.rejected(message: problem), to: identity); return }
         var pending = PendingSubmission(identity: identity, peer: peer, submission: s, waiting: [])
         var kept: Int64 = 0
         for f in s.files where !store.isPresent(store.local(f)) && !pending.waiting.contains(f.sha256) {
@@ -977,6 +983,21 @@ final class CoordinatorCore {
         if kept > 0 { said["resumed_bytes"] = "\(kept)" }
         log.info("submission received", metadata: said)
         if pending.waiting.isEmpty { startSubmission(pending) } else { pendingSubmissions.append(pending) }
+    }
+
+    /// Why a submitter's submission would take it past `maxStagesPerKey`, or nil. Counted before
+    /// anything is uploaded: the stages of the key's unfinished runs and of its submissions still
+    /// uploading, and this one's.
+    func overQuota(_ s: Submission, from peer: Peer) -> String? {
+        let limit = config.maxStagesPerKey
+        guard limit > 0, let key = peer.key, !peer.seesEveryRun else { return nil }
+        let stages = { (p: Pipeline) in Planner.stages(for: p).count }
+        let held = runs.values.reduce(0) { $0 + ($1.ownerKey == key && !$1.finished ? $1.stageIDs.count : 0) }
+            + pendingSubmissions.reduce(0) { $0 + ($1.peer.key == key ? stages($1.submission.pipeline) : 0) }
+        let wanted = stages(s.pipeline)
+        guard held + wanted > limit else { return nil }
+        return "this coordinator takes at most \(limit) stages of unfinished runs a submitter; yours hold \(held) and \(s.pipeline.name) "
+            + "needs \(wanted). Submit it once some of your runs have ended (`coord runs` lists them), or ask the operator (coord serve --max-stages-per-key)"
     }
 
     /// Why a remote submission is refused before anything is copied or planned, or nil. It may

@@ -164,6 +164,8 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A stage whose attempts lost this many workers (killed or silent) is poison: its run fails instead of taking down more workers.",
                                             valueName: "N")) var poisonAfter: Int = 3
     @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
+    @Option(name: .long, help: ArgumentHelp("The most stages a submitter key's unfinished runs may hold at once (about 1 KB of memory each); its further submissions are refused, saying why, until some end. Admins are not limited; 0: no limit.",
+                                            valueName: "N")) var maxStagesPerKey: Int = 100_000
     @Option(name: .long, help: ArgumentHelp("Remove, at start and every few hours, the artifacts no run of the last DAYS days refers to, as 'coord gc' does (never a live or interrupted run's); 0: never (run 'coord gc' yourself).",
                                             valueName: "days")) var gcKeepDays: Double = 14
     @Option(name: .long, help: ArgumentHelp("Hours between collections.", visibility: .hidden)) var gcEvery: Double = 6
@@ -195,6 +197,7 @@ struct Serve: AsyncParsableCommand {
         }
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
         guard gcKeepDays >= 0, gcKeepDays.isFinite, gcEvery > 0 else { throw ValidationError("--gc-keep-days must be 0 (never) or more days") }
+        guard maxStagesPerKey >= 0 else { throw ValidationError("--max-stages-per-key must be 0 (no limit) or more stages") }
         guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }
         guard (1...100).contains(poisonAfter) else { throw ValidationError("--poison-after must be 1…100") }
         if curveSecretKey == nil && !insecure && !Serve.isLoopback(bind) {
@@ -248,6 +251,7 @@ struct Serve: AsyncParsableCommand {
         config.maxAttempts = retryAttempts
         config.poisonAfterLostWorkers = poisonAfter
         config.drainTimeout = drainTimeout
+        config.maxStagesPerKey = maxStagesPerKey
         config.verifyFraction = try Self.verifyFraction(verify)
         if let curveSecretKey {
             do {

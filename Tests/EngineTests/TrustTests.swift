@@ -23,7 +23,10 @@ import TestSupport
 
         init(_ dir: String, _ lists: [(folder: String, names: [String])], serveArgs: [String] = []) throws {
             self.dir = dir; keys = dir + "/keys"
-            for name in ["coordinator"] + lists.flatMap(\.names) { #expect(try run(coordPath, ["keygen", name, "--dir", dir + "/keys"]).status == 0) }
+            var made: Set<String> = []   // a key may be in several lists (an operator who also submits)
+            for name in ["coordinator"] + lists.flatMap(\.names) where made.insert(name).inserted {
+                #expect(try run(coordPath, ["keygen", name, "--dir", dir + "/keys"]).status == 0)
+            }
             var allow: [String] = []
             for (folder, names) in lists {
                 try FileManager.default.createDirectory(atPath: "\(dir)/\(folder)", withIntermediateDirectories: true)
@@ -185,6 +188,31 @@ import TestSupport
         let (alice, bob) = (String(try Self.publicKey(keys + "/alice.pub").prefix(8)), String(try Self.publicKey(keys + "/bob.pub").prefix(8)))
         #expect(owners == [1: alice, 2: alice, 3: alice, 4: bob], "\(listed)")
         #expect(listed.allSatisfy { ($0["submitter"] as? String)?.contains("@") == true }, "\(listed)")
+    }
+
+    /// One submitter's flood (a script gone wrong submitting the same folder a thousand times)
+    /// cannot take the coordinator's memory from everyone: past `--max-stages-per-key` of stages in
+    /// unfinished runs its submissions are refused before anything is uploaded, saying why and what
+    /// to do; another person still submits, and once a run ends the first may submit again.
+    @Test func aSubmitterCannotQueueMoreThanItsShareOfStages() throws {
+        let dir = temporaryDirectory("stage-quota")
+        let farm = try KeyedFarm(dir, [("submitters", ["alice", "bob", "operator"]), ("admins", ["operator"])], serveArgs: ["--max-stages-per-key", "8"])
+        defer { farm.procs.stopAll() }
+        // One item: a fetch, a decode, a transform, an encode and the concat, 5 stages. No worker: runs stay unfinished.
+        let pipeline = try ClusterTests.project(dir, items: 1, seconds: 0.5, size: (160, 120), output: "320x180")
+        let submit = { (who: String) in try run(coordPath, ["submit", pipeline, "--detach"] + farm.as(who) + ["--timeout", "5"], timeout: 60) }
+        let first = try submit("alice")
+        #expect(first.status == 0, "\(first.err)")
+        let second = try submit("alice")
+        #expect(second.status == 1 && second.err.contains("this coordinator takes at most 8 stages of unfinished runs a submitter; yours hold 5 and test needs 5")
+                && !second.err.contains(": sent "), "\(second.out)\(second.err)")
+        #expect(try submit("bob").status == 0, "another submitter is not held back")
+        #expect(try submit("operator").status == 0 && submit("operator").status == 0, "an operator (admin) is not limited")
+        #expect(try ClusterTests.rows(farm.db, "SELECT count(*) AS n FROM run").first?["n"] == "4")
+        // Alice's run cancelled: she may submit again.
+        #expect(try run(coordPath, ["cancel", "1"] + farm.as("alice"), timeout: 30).status == 0)
+        let again = try submit("alice")
+        #expect(again.status == 0, "\(again.err)")
     }
 
     // MARK: hostile submissions over the wire
