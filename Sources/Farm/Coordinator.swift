@@ -160,7 +160,7 @@ public final class Coordinator: Sendable {
         public var verifyFraction: Double = 0
         /// The most stages one submitter key may have in unfinished runs (and submissions still
         /// uploading) at once; 0: no limit. Admins and local submitters are not limited. One
-        /// person's script gone wrong cannot fill the coordinator's memory (about 1 KB a stage)
+        /// person's script gone wrong cannot fill the coordinator's memory (about 1.5 KB a stage)
         /// for everyone: its further submissions are refused, saying why, until some runs end.
         public var maxStagesPerKey: Int = 100_000
         public init(bind: String) { self.bind = bind }

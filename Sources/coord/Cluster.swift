@@ -164,7 +164,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A stage whose attempts lost this many workers (killed or silent) is poison: its run fails instead of taking down more workers.",
                                             valueName: "N")) var poisonAfter: Int = 3
     @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
-    @Option(name: .long, help: ArgumentHelp("The most stages a submitter key's unfinished runs may hold at once (about 1 KB of memory each); its further submissions are refused, saying why, until some end. Admins are not limited; 0: no limit.",
+    @Option(name: .long, help: ArgumentHelp("The most stages a submitter key's unfinished runs may hold at once (about 1.5 KB of coordinator memory each); its further submissions are refused, saying why, until some end. Admins are not limited; 0: no limit.",
                                             valueName: "N")) var maxStagesPerKey: Int = 100_000
     @Option(name: .long, help: ArgumentHelp("Remove, at start and every few hours, the artifacts no run of the last DAYS days refers to, as 'coord gc' does (never a live or interrupted run's); 0: never (run 'coord gc' yourself).",
                                             valueName: "days")) var gcKeepDays: Double = 14
