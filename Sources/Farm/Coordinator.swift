@@ -924,7 +924,7 @@ final class CoordinatorCore {
     func rolesNow(_ peer: Peer, id: String, identity: Data, now: Double) -> Peer {
         guard let key = peer.key, let zap else { return peer }
         var left = peer
-        left.roles.formIntersection(zap.roles(of: key, now: now))
+        left.roles.formIntersection(zap.roles(of: key))
         guard left.roles != peer.roles else {
             if !rolesLost.isEmpty { rolesLost.remove(key) }   // (its key is back)
             return peer

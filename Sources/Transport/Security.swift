@@ -127,21 +127,33 @@ public struct Peer: Sendable, Hashable {
 public final class ZapHandler: Sendable {
     public let domain: String
     public let allow: [PeerRole: String]
+    /// How old a reading of the allow-lists may be: a key removed loses its roles within this.
+    public let maxAge: Double
+    /// How often a handshake with a key the last reading lacks may read the lists again (a key
+    /// just added works at once; a stranger's handshakes cannot keep the folders being read).
+    public let unknownKeyReread: Double
     let stopped = Mutex(false)
     let done = DispatchSemaphore(value: 0)
     let onRefuse: @Sendable (String) -> Void
-    /// The allow-lists as last read, and when (each handshake reads them; `roles(of:)` reuses a
-    /// recent reading).
+    /// The allow-lists as last read, and when. Read on the handler's own thread (at start, every
+    /// `maxAge`, and for a handshake with a key not in the reading), never on a caller's: a farm
+    /// with a thousand keys takes tens of milliseconds to read them, which every handshake and,
+    /// every 2 s, the coordinator's own thread used to spend.
     let lastRead = Mutex<(keys: [String: Set<PeerRole>], at: Double)?>(nil)
+    /// How many times the lists were read (for tests).
+    let readings = Mutex(0)
 
-    public init(context: MessagingContext, domain: String, allow: [PeerRole: String], onRefuse: @escaping @Sendable (String) -> Void = { _ in }) throws {
-        self.domain = domain; self.allow = allow; self.onRefuse = onRefuse
+    public init(context: MessagingContext, domain: String, allow: [PeerRole: String], maxAge: Double = 2, unknownKeyReread: Double = 0.2,
+                onRefuse: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        self.domain = domain; self.allow = allow; self.maxAge = maxAge; self.unknownKeyReread = unknownKeyReread; self.onRefuse = onRefuse
         let socket = try Socket(context, .rep)
         try socket.bind("inproc://zeromq.zap.01")
+        _ = allowedKeys()
         let box = UncheckedBox(socket)
         let thread = Thread { [self] in
             let socket = box.value
             while !stopped.withLock({ $0 }) {
+                if age() > maxAge { _ = allowedKeys() }
                 guard let frames = try? socket.receive(timeoutMs: 100) else { continue }
                 let reply = answer(frames)
                 _ = try? socket.send(reply, dontWait: false)
@@ -158,7 +170,7 @@ public final class ZapHandler: Sendable {
         done.wait()
     }
 
-    /// The public keys allowed now, with their roles.
+    /// Reads the allow-lists: the public keys allowed now, with their roles.
     public func allowedKeys() -> [String: Set<PeerRole>] {
         var keys: [String: Set<PeerRole>] = [:]
         for (role, directory) in allow {
@@ -168,15 +180,20 @@ public final class ZapHandler: Sendable {
             }
         }
         lastRead.withLock { $0 = (keys, Date().timeIntervalSince1970) }
+        readings.withLock { $0 += 1 }
         return keys
     }
 
-    /// The roles `key` has in the allow-lists now, as read at most `maxAge` seconds ago: a key
-    /// removed from them loses its roles on connections already open, not only at the next
-    /// handshake (the server asks on each message; the folders are read again at most that often).
-    public func roles(of key: String, maxAge: Double = 2, now: Double = Date().timeIntervalSince1970) -> Set<PeerRole> {
-        if let recent = lastRead.withLock({ r in r.flatMap { now - $0.at <= maxAge ? $0.keys[key] ?? [] : nil } }) { return recent }
-        return allowedKeys()[key] ?? []
+    /// Seconds since the lists were last read.
+    func age(now: Double = Date().timeIntervalSince1970) -> Double {
+        lastRead.withLock { r in r.map { now - $0.at } ?? .infinity }
+    }
+
+    /// The roles `key` has in the allow-lists, as the handler last read them (at most `maxAge`
+    /// seconds ago): a key removed from them loses its roles on connections already open, not
+    /// only at the next handshake. Reads nothing on the caller's thread.
+    public func roles(of key: String) -> Set<PeerRole> {
+        lastRead.withLock { $0?.keys[key] } ?? []
     }
 
     func answer(_ frames: [Data]) -> [Data] {
@@ -193,7 +210,11 @@ public final class ZapHandler: Sendable {
         guard mechanism == "CURVE", frames.count >= 7, let key = CurveKeyPair.encode(Array(frames[6])) else {
             return refuse(reply, "\(address) did not use CURVE")
         }
-        guard let roles = allowedKeys()[key], !roles.isEmpty else {
+        // The last reading serves a key it holds; one it lacks (just added, or a stranger) reads
+        // the lists again, at most every `unknownKeyReread` seconds.
+        var known = lastRead.withLock { $0?.keys[key] }
+        if known == nil && age() > unknownKeyReread { known = allowedKeys()[key] }
+        guard let roles = known, !roles.isEmpty else {
             return refuse(reply, "\(address) presented a public key in none of the allow-lists (\(allow.values.sorted().joined(separator: ", "))): \(key)")
         }
         return reply("200", "OK", user: Peer(key: key, roles: roles).userID)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import ThreadlineCore
-import Transport
+@testable import Transport
 import Lineage
 @testable import Engine
 @testable import Farm
@@ -213,6 +213,46 @@ import TestSupport
         #expect(try run(coordPath, ["cancel", "1"] + farm.as("alice"), timeout: 30).status == 0)
         let again = try submit("alice")
         #expect(again.status == 0, "\(again.err)")
+    }
+
+    /// The allow-lists are read on the ZAP handler's own thread, never on its callers': a farm of
+    /// a thousand keys takes tens of milliseconds to read them (30 ms measured), which every
+    /// handshake spent (a thousand workers reconnecting after a restart: 30 s, one after another)
+    /// and the coordinator's own thread every 2 s. Handshakes of known keys and the coordinator's
+    /// per-message check use the last reading; a removal still takes effect within `maxAge`, a
+    /// key just added at once, and a stranger's handshakes cannot keep the folders being read.
+    @Test func theAllowListsAreReadOnTheHandlersThreadNotPerHandshake() throws {
+        let dir = temporaryDirectory("zap-reading")
+        for name in ["a", "b", "stranger"] { #expect(try run(coordPath, ["keygen", name, "--dir", dir + "/keys"]).status == 0) }
+        try FileManager.default.createDirectory(atPath: dir + "/workers", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: dir + "/keys/a.pub", toPath: dir + "/workers/a.pub")
+        let (a, b, stranger) = (try Self.publicKey(dir + "/keys/a.pub"), try Self.publicKey(dir + "/keys/b.pub"), try Self.publicKey(dir + "/keys/stranger.pub"))
+        let context = MessagingContext()
+        let zap = try ZapHandler(context: context, domain: "threadline", allow: [.worker: dir + "/workers"], maxAge: 1, unknownKeyReread: 0.5)
+        defer { zap.stop() }
+        func handshake(_ key: String) -> String {
+            String(decoding: zap.answer([Data("1.0".utf8), Data("1".utf8), Data("threadline".utf8), Data("127.0.0.1".utf8), Data(),
+                                          Data("CURVE".utf8), Data(CurveKeyPair.decode(key)!)])[2], as: UTF8.self)
+        }
+        let read = { zap.readings.withLock { $0 } }
+        let start = read()
+        // Fifty handshakes and a thousand checks of a known key: no reading (one, at most, is the
+        // handler's own every second).
+        #expect((0..<50).allSatisfy { _ in handshake(a) == "200" })
+        #expect((0..<1000).allSatisfy { _ in zap.roles(of: a) == [.worker] })
+        #expect(read() - start <= 1, "read \(read() - start) times")
+        // Fifty handshakes of a stranger: refused, the lists read again once (and the handler's own).
+        let before = read()
+        #expect((0..<50).allSatisfy { _ in handshake(stranger) == "400" })
+        #expect(read() - before <= 2, "read \(read() - before) times")
+        // A key just added works at its handshake (once the last reading is half a second old).
+        try FileManager.default.copyItem(atPath: dir + "/keys/b.pub", toPath: dir + "/workers/b.pub")
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(handshake(b) == "200")
+        // A key removed loses its roles within maxAge: the handler's thread read the lists again.
+        try FileManager.default.removeItem(atPath: dir + "/workers/a.pub")
+        #expect(waitUntil(timeout: 3, poll: 0.05) { zap.roles(of: a).isEmpty }, "a kept its roles")
+        #expect(handshake(a) == "400")
     }
 
     // MARK: hostile submissions over the wire
