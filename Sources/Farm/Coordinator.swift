@@ -485,6 +485,8 @@ final class CoordinatorCore {
     var holdings = Holdings()
     /// Submitters following a run.
     var watchers: [Int64: Set<Data>] = [:]
+    /// The key each keyed watcher came with: one removed from the allow-lists stops being told.
+    var watcherKeys: [Data: String] = [:]
     /// Runs whose progress changed this turn: told at the end of it, so what a result made ready
     /// and sent is in the same word (a render sent just after a result was shown as not running
     /// until the next result), at most ~8 times a second each.
@@ -597,7 +599,11 @@ final class CoordinatorCore {
                 for (reply, result) in replies { reply(result) }
             }
             heartbeat(now)
-            if now - lastWatcherTick > 1 { lastWatcherTick = now; for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } } }
+            if now - lastWatcherTick > 1 {
+                lastWatcherTick = now
+                dropRevokedWatchers()
+                for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } }
+            }
             tellOwedProgress()
             if now - lastLivePublish > 0.2 { lastLivePublish = now; publishLive(now) }
         }
@@ -833,6 +839,7 @@ final class CoordinatorCore {
         case .submit(let s):
             receiveSubmission(s, from: identity, peer: peer)
         case .watch(let run):
+            if let key = peer.key { watcherKeys[identity] = key }
             watch(run, from: identity)
         case .cancelRun(let run):
             if cancel(run: run, reason: "cancelled by \(id.prefix(64))") {
@@ -944,6 +951,23 @@ final class CoordinatorCore {
     }
 
     static let keyRemoved = "this worker's key was removed from the coordinator's allow-list: it gets no work"
+
+    /// Followers whose key was removed from the allow-lists since they began (a laptop lost, a
+    /// person gone) stop being told their runs' progress: they are told why, once. (A watcher
+    /// sends nothing while it is told, so the per-message check never saw it.)
+    func dropRevokedWatchers() {
+        guard let zap, !watcherKeys.isEmpty else { return }
+        let watching = watchers.values.reduce(into: Set<Data>()) { $0.formUnion($1) }
+        for (identity, key) in watcherKeys {
+            guard watching.contains(identity) else { watcherKeys[identity] = nil; continue }
+            let roles = zap.roles(of: key)
+            guard !roles.contains(.submitter) && !roles.contains(.admin) else { continue }
+            watcherKeys[identity] = nil
+            for run in Array(watchers.keys) { watchers[run]?.remove(identity); if watchers[run]?.isEmpty == true { watchers[run] = nil } }
+            log.warning("a follower's key was removed from the allow-lists: it is told no more", metadata: ["key": "\(key.prefix(8))"])
+            send(.rejected(message: "this key was removed from the coordinator's allow-list: it may no longer follow runs"), to: identity)
+        }
+    }
 
     /// Logs dropped messages, at most once a second (a flood must not flood the log).
     func dropped(_ what: String, _ meta: Logger.Metadata) {

@@ -215,6 +215,25 @@ import TestSupport
         #expect(again.status == 0, "\(again.err)")
     }
 
+    /// A submitter whose key is removed while it follows a run (a laptop lost) stops being told
+    /// the run's progress within seconds and is told why; before, a follower sent nothing the
+    /// per-message check could refuse, and went on hearing its runs for as long as it liked.
+    @Test func aFollowerWhoseKeyIsRemovedIsToldNoMore() throws {
+        let dir = temporaryDirectory("revoked-follower")
+        let farm = try KeyedFarm(dir, [("submitters", ["alice"])])
+        defer { farm.procs.stopAll() }
+        let pipeline = try ClusterTests.project(dir, items: 1, seconds: 0.5, size: (160, 120), output: "320x180")
+        #expect(try run(coordPath, ["submit", pipeline, "--detach"] + farm.as("alice"), timeout: 60).status == 0)
+        let follower = try farm.procs.start("wait", coordPath, ["wait", "1"] + farm.as("alice"))
+        #expect(waitUntil(timeout: 20) { ((try? String(contentsOfFile: farm.procs.log("wait"), encoding: .utf8)) ?? "").contains("waiting for a worker") })
+        try FileManager.default.removeItem(atPath: dir + "/submitters/alice.pub")
+        let removed = Date()
+        #expect(waitUntil(timeout: 10) { !follower.isRunning }, "the follower was still told after 10 s")
+        let said = (try? String(contentsOfFile: farm.procs.log("wait"), encoding: .utf8)) ?? ""
+        #expect(follower.terminationStatus == 1 && said.contains("this key was removed from the coordinator's allow-list: it may no longer follow runs"), "\(said)")
+        #expect(Date().timeIntervalSince(removed) < 6)
+    }
+
     /// The allow-lists are read on the ZAP handler's own thread, never on its callers': a farm of
     /// a thousand keys takes tens of milliseconds to read them (30 ms measured), which every
     /// handshake spent (a thousand workers reconnecting after a restart: 30 s, one after another)
