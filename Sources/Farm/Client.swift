@@ -39,6 +39,16 @@ public final class ClusterClient {
             }
         }
     }
+    /// Told while a submission's files are read to hash them (only those not hashed before, and
+    /// only once that takes over half a second).
+    public var onReading: ((Reading) -> Void)?
+    public struct Reading: Sendable, Equatable {
+        /// Bytes read so far, and the size of all the submission's files.
+        public var bytes: Int64 = 0, total: Int64 = 0
+    }
+
+    static func size(_ path: String) -> Int64 { (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0 }
+
     /// Told while the coordinator copies a submission's files from here (it asks only for those
     /// it lacks): at most 4 times a second, and once more with `done` when it accepted the run.
     public var onUpload: ((Upload) -> Void)?
@@ -124,13 +134,14 @@ public final class ClusterClient {
 
     /// Every local file the pipeline's items and movie use (sources, fonts, stickers, watermark,
     /// soundtrack), hashed: found by their typed fields, never by what text happens to look like.
-    /// With `hashes`, a file hashed before and unchanged since is not read again.
-    static func files(of pipeline: Pipeline, hashes: FileHashes? = nil) throws -> [ArtifactRef] {
+    /// With `hashes`, a file hashed before and unchanged since is not read again; `read` is told
+    /// the bytes of each piece read.
+    static func files(of pipeline: Pipeline, hashes: FileHashes? = nil, read: (Int) -> Void = { _ in }) throws -> [ArtifactRef] {
         let paths = Set(pipeline.files.map(\.path)).sorted()
         defer { hashes?.save() }
         return try paths.map { p in
             if let hashes {
-                let (sha, size) = try hashes.sha256(of: p)
+                let (sha, size) = try hashes.sha256(of: p, read: read)
                 return ArtifactRef(sha256: sha, path: p, size: size)
             }
             let size = (try FileManager.default.attributesOfItem(atPath: p)[.size] as? NSNumber)?.int64Value ?? 0
@@ -140,7 +151,19 @@ public final class ClusterClient {
 
     /// Hands a pipeline to the coordinator; returns its run id once the coordinator holds every file.
     public func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
-        let files = try Self.files(of: pipeline, hashes: hashes)
+        // Reading files not hashed before takes seconds a gigabyte from a slow disk: told after
+        // half a second, at most 4 times a second.
+        let started = Date().timeIntervalSince1970
+        var reading = Reading(), toldAt = started + 0.25
+        let files = try Self.files(of: pipeline, hashes: hashes) { bytes in
+            reading.bytes += Int64(bytes)
+            let now = Date().timeIntervalSince1970
+            if now - toldAt >= 0.25, let onReading {
+                if reading.total == 0 { reading.total = pipeline.files.reduce(into: Set<String>()) { $0.insert($1.path) }.reduce(Int64(0)) { $0 + Self.size($1) } }
+                toldAt = now
+                onReading(reading)
+            }
+        }
         for f in files { transfers.exported[f.sha256] = f.path }
         let s = Submission(pipeline: pipeline, files: files, priority: priority,
                            submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)")

@@ -24,25 +24,29 @@ final class FileHashes {
     let path: String
     let limit: Int
     let settle: Double
-    private let hash: (String) throws -> String
+    /// Hashes a file, telling the closure each piece's length as it is read.
+    private let hash: (String, (Int) -> Void) throws -> String
     private var entries: [String: Entry]
     private var dirty = false
 
-    init(path: String, limit: Int = 100_000, settle: Double = 2, hash: @escaping (String) throws -> String = { try SHA256Hasher.hex(fileAt: $0) }) {
+    init(path: String, limit: Int = 100_000, settle: Double = 2,
+         hash: @escaping (String, (Int) -> Void) throws -> String = { try SHA256Hasher.hex(fileAt: $0, read: $1) }) {
         self.path = path; self.limit = limit; self.settle = settle; self.hash = hash
         entries = (try? JSONDecoder().decode([String: Entry].self, from: Data(contentsOf: URL(fileURLWithPath: path)))) ?? [:]
     }
 
-    /// The file's sha256 and size, read only when it is not remembered as it stands.
-    func sha256(of file: String, now: Double = Date().timeIntervalSince1970) throws -> (sha256: String, size: Int64) {
+    /// The file's sha256 and size, read only when it is not remembered as it stands (`read` is
+    /// told each piece's length as it is read, or the whole length at once when it is not read).
+    func sha256(of file: String, now: Double = Date().timeIntervalSince1970, read: (Int) -> Void = { _ in }) throws -> (sha256: String, size: Int64) {
         guard let before = Self.status(file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
         if var known = entries[file], known.size == before.size, known.modified == before.modified,
            known.changed == before.changed, known.inode == before.inode {
             // Its time of use is written out at most hourly: a submit that reads nothing writes nothing.
             if now - known.used > 3600 { known.used = now; entries[file] = known; dirty = true }
+            read(Int(clamping: known.size))
             return (known.sha256, known.size)
         }
-        let sha = try hash(file)
+        let sha = try hash(file, read)
         // Remembered only when the file stood still while it was read and has settled.
         if let after = Self.status(file), after == before, now - after.modified > settle {
             entries[file] = Entry(size: after.size, modified: after.modified, changed: after.changed, inode: after.inode, sha256: sha, used: now)

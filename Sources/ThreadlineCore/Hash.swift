@@ -22,14 +22,14 @@ public struct SHA256Hasher: ~Copyable {
     public static func hex(_ data: Data) -> String { var h = SHA256Hasher(); h.update(data); return h.finalize() }
     public static func hex(_ string: String) -> String { hex(Data(string.utf8)) }
 
-    /// Hashes a file in 1 MiB chunks.
-    public static func hex(fileAt path: String) throws -> String {
+    /// Hashes a file in 1 MiB chunks; `read` is told each chunk's length.
+    public static func hex(fileAt path: String, read: (Int) -> Void = { _ in }) throws -> String {
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
         }
         defer { try? handle.close() }
         var h = SHA256Hasher()
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk) }
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk); read(chunk.count) }
         return h.finalize()
     }
 }

@@ -264,8 +264,12 @@ struct Submit: ParsableCommand {
                         + (u.kept > 0 ? " (\(ByteSize.text(u.kept)) kept from an upload that was cut off)" : "")
                 if terminal { writeStandardError("\r\u{1B}[K" + line + (u.done ? "\n" : "")) } else if u.done { errorLine(line) }
             }
+            client.onReading = { r in
+                if terminal { writeStandardError("\r\u{1B}[K\(label): reading its files to see what the coordinator lacks: \(ByteSize.text(r.bytes)) of \(ByteSize.text(r.total))") }
+            }
             state.withLock { $0.sending = (label, ClusterClient.Upload()) }
             let id = try clusterCall { try client.submit(p, priority: priority) }
+            if terminal { writeStandardError("\r\u{1B}[K") }
             state.withLock { $0.ids.append(id); $0.sending = nil }
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }
         }

@@ -34,6 +34,15 @@ import TestSupport
         #expect(!files.contains { $0.path == secret }, "\(files)")
         let refs = try ClusterClient.files(of: p)
         #expect(Set(refs.map(\.path)) == Set(files.map(\.path)))
+        // What is read is told as it goes (a first remote submit of gigabytes reads at disk
+        // speed, and said nothing), and a file remembered counts as read at once.
+        let total = refs.reduce(Int64(0)) { $0 + $1.size }
+        let hashes = FileHashes(path: dir + "/hashes.json", settle: -1)
+        for round in 1...2 {
+            var told: [Int] = []
+            #expect(try ClusterClient.files(of: p, hashes: hashes) { told.append($0) } == refs)
+            #expect(Int64(told.reduce(0, +)) == total && (round == 1 || told.count == refs.count), "round \(round): \(told)")
+        }
     }
 
     /// End to end: after the render, the coordinator's store holds the clip but not the file the
@@ -67,7 +76,7 @@ import TestSupport
         let old = Date().addingTimeInterval(-60)
         try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: file)
         var reads = 0
-        let counting = { (p: String) throws -> String in reads += 1; return try SHA256Hasher.hex(fileAt: p) }
+        let counting = { (p: String, read: (Int) -> Void) throws -> String in reads += 1; return try SHA256Hasher.hex(fileAt: p, read: read) }
         let first = FileHashes(path: memo, hash: counting)
         #expect(try first.sha256(of: file) == (SHA256Hasher.hex("first take"), 10))
         #expect(try first.sha256(of: file).sha256 == SHA256Hasher.hex("first take") && reads == 1)
