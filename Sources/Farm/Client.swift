@@ -144,8 +144,7 @@ public final class ClusterClient {
                 let (sha, size) = try hashes.sha256(of: p, read: read)
                 return ArtifactRef(sha256: sha, path: p, size: size)
             }
-            let size = (try FileManager.default.attributesOfItem(atPath: p)[.size] as? NSNumber)?.int64Value ?? 0
-            return ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: p), path: p, size: size)
+            return ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: p, read: read), path: p, size: Self.size(p))
         }
     }
 
@@ -159,7 +158,7 @@ public final class ClusterClient {
             reading.bytes += Int64(bytes)
             let now = Date().timeIntervalSince1970
             if now - toldAt >= 0.25, let onReading {
-                if reading.total == 0 { reading.total = pipeline.files.reduce(into: Set<String>()) { $0.insert($1.path) }.reduce(Int64(0)) { $0 + Self.size($1) } }
+                if reading.total == 0 { reading.total = Set(pipeline.files.map(\.path)).reduce(0) { $0 + Self.size($1) } }
                 toldAt = now
                 onReading(reading)
             }

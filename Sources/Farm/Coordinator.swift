@@ -796,7 +796,7 @@ final class CoordinatorCore {
         let identity = frames[0]
         let payload = frames.count == 3 ? frames[2] : nil
         let now = Date().timeIntervalSince1970
-        let peer = rolesNow(peer, id: id, identity: identity, now: now)
+        let peer = rolesNow(peer, id: id, identity: identity)
         if let refusal = refusal(envelope.message, from: peer, id: id) {
             // (A key that lost its roles while connected was logged once; its heartbeats keep coming.)
             if !rolesLost.contains(peer.key ?? "") { dropped("message refused by role", ["peer": "\(peer.name)", "reason": "\(refusal)"]) }
@@ -928,7 +928,7 @@ final class CoordinatorCore {
     /// `peer` with only the roles its key still has in the allow-lists. ZeroMQ checks a key once,
     /// at the handshake; an operator who removes a key (a host retired, a laptop lost) means it
     /// to stop now: a worker so cut off is lost (its stages go to others) and told why.
-    func rolesNow(_ peer: Peer, id: String, identity: Data, now: Double) -> Peer {
+    func rolesNow(_ peer: Peer, id: String, identity: Data) -> Peer {
         guard let key = peer.key, let zap else { return peer }
         var left = peer
         left.roles.formIntersection(zap.roles(of: key))

@@ -11,11 +11,11 @@ import ThreadlineCore
 /// may still be being written, within the clock's grain). Kept as JSON beside the submitter's
 /// downloads; a file that cannot be read or written only costs the hashing.
 final class FileHashes {
+    /// What the file system says of a file: a remembered sha256 holds while all of it is the same.
+    struct Status: Codable, Equatable { var size: Int64, modified: Double, changed: Double, inode: UInt64 }
+
     struct Entry: Codable, Equatable {
-        var size: Int64
-        var modified: Double
-        var changed: Double
-        var inode: UInt64
+        var status: Status
         var sha256: String
         /// When a submit last used it: the least recently used go beyond `limit`.
         var used: Double
@@ -39,17 +39,16 @@ final class FileHashes {
     /// told each piece's length as it is read, or the whole length at once when it is not read).
     func sha256(of file: String, now: Double = Date().timeIntervalSince1970, read: (Int) -> Void = { _ in }) throws -> (sha256: String, size: Int64) {
         guard let before = Self.status(file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
-        if var known = entries[file], known.size == before.size, known.modified == before.modified,
-           known.changed == before.changed, known.inode == before.inode {
+        if var known = entries[file], known.status == before {
             // Its time of use is written out at most hourly: a submit that reads nothing writes nothing.
             if now - known.used > 3600 { known.used = now; entries[file] = known; dirty = true }
-            read(Int(clamping: known.size))
-            return (known.sha256, known.size)
+            read(Int(clamping: known.status.size))
+            return (known.sha256, known.status.size)
         }
         let sha = try hash(file, read)
         // Remembered only when the file stood still while it was read and has settled.
         if let after = Self.status(file), after == before, now - after.modified > settle {
-            entries[file] = Entry(size: after.size, modified: after.modified, changed: after.changed, inode: after.inode, sha256: sha, used: now)
+            entries[file] = Entry(status: after, sha256: sha, used: now)
             dirty = true
         }
         return (sha, before.size)
@@ -64,8 +63,6 @@ final class FileHashes {
         guard let data = try? JSONEncoder().encode(entries) else { return }
         if (try? data.write(to: URL(fileURLWithPath: path), options: .atomic)) != nil { dirty = false }
     }
-
-    private struct Status: Equatable { var size: Int64, modified: Double, changed: Double, inode: UInt64 }
 
     private static func status(_ file: String) -> Status? {
         var st = stat()

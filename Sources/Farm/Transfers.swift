@@ -182,11 +182,16 @@ final class Transfers {
         t.peer = t.alternates.removeFirst()
         t.retries = 0
         t.lastProgress = now
+        askAgain(sha, t)
+        incoming[sha] = t
+        requestMore(sha)
+    }
+
+    /// Asks the transfer's peer again for the chunks it was asked for and did not send.
+    private func askAgain(_ sha: String, _ t: Incoming) {
         for off in t.outstanding.sorted() {
             _ = send(t.peer, .pull(sha256: sha, offset: off, length: Int(min(Int64(chunkSize), t.expected.size - off))), nil)
         }
-        incoming[sha] = t
-        requestMore(sha)
     }
 
     /// Asks again for chunks of stalled transfers, or moves them to another peer that offered the
@@ -198,10 +203,7 @@ final class Transfers {
             var u = t
             u.retries += 1
             u.lastProgress = now
-            for off in u.outstanding {
-                let len = Int(min(Int64(chunkSize), u.expected.size - off))
-                _ = send(u.peer, .pull(sha256: sha, offset: off, length: len), nil)
-            }
+            askAgain(sha, u)
             incoming[sha] = u
         }
     }
@@ -210,12 +212,8 @@ final class Transfers {
     func peerLost(_ peer: Data, now: Double = Date().timeIntervalSince1970) {
         for (sha, t) in incoming {
             if t.peer == peer {
-                if t.alternates.contains(where: { $0 != peer }) {
-                    incoming[sha]!.alternates.removeAll { $0 == peer }
-                    handOver(sha, now: now)
-                } else {
-                    fail(sha, "the sender went away", keep: true)
-                }
+                // (A transfer's peer is never among its alternates.)
+                if t.alternates.isEmpty { fail(sha, "the sender went away", keep: true) } else { handOver(sha, now: now) }
             } else if t.alternates.contains(peer) {
                 incoming[sha]!.alternates.removeAll { $0 == peer }
             }

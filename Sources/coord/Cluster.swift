@@ -54,6 +54,12 @@ struct ClusterOptions: ParsableArguments {
           coordinatorKey.map { "--coordinator-key \($0)" }] as [String?]).compactMap { $0 }.joined(separator: " ")
     }
 
+    /// What Ctrl-C on a command following runs says: they go on, and how to follow them again.
+    func stoppedFollowing(_ ids: [Int64]) -> [String] {
+        let these = ids.count == 1 ? "run \(ids[0]) goes" : "runs \(ids.map(String.init).joined(separator: ", ")) go"
+        return ["\ninterrupted: \(these) on at the coordinator; this only stopped following \(ids.count == 1 ? "it" : "them")."] + followAgain(ids)
+    }
+
     /// How to pick up runs that go on at the coordinator after this command stopped following them.
     func followAgain(_ ids: [Int64]) -> [String] {
         ids.count == 1
@@ -399,7 +405,7 @@ struct Wait: ParsableCommand {
         let display = ProgressDisplay(name: "run \(runID)", terminal: isatty(STDERR_FILENO) == 1 && !json)
         // The run is the coordinator's: Ctrl-C stops following it (and its movie coming down).
         let signals = onInterrupt { [runID, cluster] in
-            Submit.RemoteSubmitState(ids: [runID]).interruptedLines(projects: [], cluster: cluster).forEach(errorLine)
+            cluster.stoppedFollowing([runID]).forEach(errorLine)
             Foundation.exit(130)
         }
         defer { _ = signals }

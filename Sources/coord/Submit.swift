@@ -355,10 +355,11 @@ struct Submit: ParsableCommand {
                     lines.append("\ninterrupted before the coordinator accepted \(label); it may still start it: `coord runs \(cluster.flags)` lists its runs.")
                 }
             }
-            if !ids.isEmpty {
-                let these = ids.count == 1 ? "run \(ids[0]) goes" : "runs \(ids.map(String.init).joined(separator: ", ")) go"
-                lines.append(sending == nil ? "\ninterrupted: \(these) on at the coordinator; this only stopped following \(ids.count == 1 ? "it" : "them")."
-                                            : "\(these) on at the coordinator (submitted before).")
+            if !ids.isEmpty && sending == nil {
+                lines += cluster.stoppedFollowing(ids)
+            } else if !ids.isEmpty {
+                lines.append(ids.count == 1 ? "run \(ids[0]) (submitted before) goes on at the coordinator."
+                                            : "runs \(ids.map(String.init).joined(separator: ", ")) (submitted before) go on at the coordinator.")
                 lines += cluster.followAgain(ids)
             }
             let unsent = labels.dropFirst(ids.count + (sending == nil ? 0 : 1))
