@@ -85,10 +85,11 @@ func clusterCall<T>(hint: [String] = [], _ body: () throws -> T) throws -> T {
     }
 }
 
-/// A movie coming down, on a terminal: a 4K movie over Wi-Fi takes minutes, which were silent.
+/// A movie coming down, drawn when `shown` (on a terminal): a 4K movie over Wi-Fi takes
+/// minutes, which were silent.
 func downloadProgress(_ what: String, of total: Int64, shown: Bool) -> (Int64) -> Void {
-    guard shown && isatty(STDERR_FILENO) == 1 else { return { _ in } }
-    return { here in writeStandardError("\r\u{1B}[Kdownloading \(what): \(ByteSize.text(here)) of \(ByteSize.text(total))") }
+    guard shown else { return { _ in } }
+    return { here in TerminalLine.draw("downloading \(what): \(ByteSize.text(here)) of \(ByteSize.text(total))") }
 }
 
 /// Prints how a run ended and downloads its movie; exit 1 unless it succeeded. `cluster` gives
@@ -101,8 +102,9 @@ func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bo
             throw ExitCode(1)
         }
         path = URL(fileURLWithPath: path).standardizedFileURL.path
-        try clusterCall { try client.download(movie, to: path, progress: downloadProgress("the movie", of: movie.size, shown: !json)) }
-        if !json && isatty(STDERR_FILENO) == 1 { writeStandardError("\r\u{1B}[K") }
+        let shown = !json && isatty(STDERR_FILENO) == 1
+        try clusterCall { try client.download(movie, to: path, progress: downloadProgress("the movie", of: movie.size, shown: shown)) }
+        if shown { TerminalLine.clear() }
     }
     if json {
         var obj: [String: Any] = ["run": end.run, "state": end.state, "seconds": end.seconds]

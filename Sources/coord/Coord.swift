@@ -125,6 +125,12 @@ func errorLine(_ s: String) { writeStandardError(s + "\n") }
 /// its runs as interrupted.
 func writeStandardError(_ s: String) { try? FileHandle.standardError.write(contentsOf: Data(s.utf8)) }
 
+/// The one line a command redraws in place on a terminal (files going up, a movie coming down).
+enum TerminalLine {
+    static func draw(_ text: String) { writeStandardError("\r\u{1B}[K" + text) }
+    static func clear() { draw("") }
+}
+
 /// A progress bar on a terminal; plain lines otherwise.
 final class ProgressDisplay: Sendable {
     let name: String
@@ -139,13 +145,13 @@ final class ProgressDisplay: Sendable {
 
     /// A line of its own (the coordinator gone silent, or answering again), above the bar on a terminal.
     func note(_ line: String) {
-        if terminal { writeStandardError("\r\u{1B}[K" + line + "\n" + bar.withLock { $0 }) } else { errorLine(line) }
+        if terminal { TerminalLine.draw(line + "\n" + bar.withLock { $0 }) } else { errorLine(line) }
     }
 
     func update(_ p: RunProgress) {
         // On a terminal a failure is printed as it comes, above the progress line: the run goes on
         // without it. A log gets the run's error once, at its end.
-        if terminal { for f in told.withLock({ $0.new(0, p) }) { writeStandardError("\r\u{1B}[K" + ToldFailures.line(f) + "\n") } }
+        if terminal { for f in told.withLock({ $0.new(0, p) }) { TerminalLine.draw(ToldFailures.line(f) + "\n") } }
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
         if !terminal {

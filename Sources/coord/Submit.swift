@@ -262,14 +262,14 @@ struct Submit: ParsableCommand {
                         + (u.kept > 0 ? ", after the \(ByteSize.text(u.kept)) it kept from an upload that was cut off" : "")
                     : "\(label): sending \(u.files) file\(u.files == 1 ? "" : "s") to the coordinator: \(ByteSize.text(u.sent)) of \(ByteSize.text(u.asked))"
                         + (u.kept > 0 ? " (\(ByteSize.text(u.kept)) kept from an upload that was cut off)" : "")
-                if terminal { writeStandardError("\r\u{1B}[K" + line + (u.done ? "\n" : "")) } else if u.done { errorLine(line) }
+                if terminal { TerminalLine.draw(line + (u.done ? "\n" : "")) } else if u.done { errorLine(line) }
             }
             client.onReading = { r in
-                if terminal { writeStandardError("\r\u{1B}[K\(label): reading its files to see what the coordinator lacks: \(ByteSize.text(r.bytes)) of \(ByteSize.text(r.total))") }
+                if terminal { TerminalLine.draw("\(label): reading its files to see what the coordinator lacks: \(ByteSize.text(r.bytes)) of \(ByteSize.text(r.total))") }
             }
             state.withLock { $0.sending = (label, ClusterClient.Upload()) }
             let id = try clusterCall { try client.submit(p, priority: priority) }
-            if terminal { writeStandardError("\r\u{1B}[K") }
+            if terminal { TerminalLine.clear() }
             state.withLock { $0.ids.append(id); $0.sending = nil }
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }
         }
@@ -298,9 +298,9 @@ struct Submit: ParsableCommand {
             if end.state == "succeeded" {
                 if let movie = end.output {
                     let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
-                    defer { if !json && terminal { writeStandardError("\r\u{1B}[K") } }
+                    defer { if !json && terminal { TerminalLine.clear() } }
                     do {
-                        try client.download(movie, to: path, progress: downloadProgress("\(labels[k])'s movie", of: movie.size, shown: !json))
+                        try client.download(movie, to: path, progress: downloadProgress("\(labels[k])'s movie", of: movie.size, shown: !json && terminal))
                         rep.output = path; rep.bytes = movie.size
                     } catch {
                         rep.state = "failed"; rep.error = "the movie could not be downloaded: \(error)"
