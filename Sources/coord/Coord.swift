@@ -126,8 +126,14 @@ func errorLine(_ s: String) { writeStandardError(s + "\n") }
 func writeStandardError(_ s: String) { try? FileHandle.standardError.write(contentsOf: Data(s.utf8)) }
 
 /// The one line a command redraws in place on a terminal (files going up, a movie coming down).
+/// Lines of `text` before its last are written once; the last is the one redrawn, cut to the
+/// terminal's width (`TerminalText.fit`).
 enum TerminalLine {
-    static func draw(_ text: String) { writeStandardError("\r\u{1B}[K" + text) }
+    static func draw(_ text: String) {
+        let rows = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let last = TerminalText.fit(String(rows.last ?? ""), columns: TerminalText.columns())
+        writeStandardError("\r\u{1B}[K" + rows.dropLast().map { $0 + "\n" }.joined() + last)
+    }
     static func clear() { draw("") }
 }
 
@@ -170,9 +176,9 @@ final class ProgressDisplay: Sendable {
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
             let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
-            let line = String(format: "\r%@ [%@] %d/%d items%@ · %d running · %@  ", name, bar, p.itemsDone, p.items, failed, p.running.count, eta)
+            let line = String(format: "%@ [%@] %d/%d items%@ · %d running · %@", name, bar, p.itemsDone, p.items, failed, p.running.count, eta)
             self.bar.withLock { $0 = line }
-            writeStandardError(line)
+            TerminalLine.draw(line)
         } else {
             errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,
                              p.stagesDone, p.stagesTotal, p.running.count, p.elapsed))

@@ -570,7 +570,9 @@ final class BatchDisplay: Sendable {
         if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""
         s.drawn = lines.count
-        return up + "\u{1B}[J" + lines.joined(separator: "\n") + "\n"
+        // Each line one row (the cursor goes back up a row per line drawn).
+        let columns = TerminalText.columns()
+        return up + "\u{1B}[J" + lines.map { TerminalText.fit($0, columns: columns) }.joined(separator: "\n") + "\n"
     }
 }
 

@@ -7,8 +7,6 @@ import TestSupport
 /// the runs are recorded as interrupted with their in-flight attempts lost, the resume command is
 /// printed, the exit status is 130, and submitting again resumes.
 @Suite struct InterruptTests {
-    static let tmux = ["/usr/bin/tmux", "/bin/tmux"].first { FileManager.default.isExecutableFile(atPath: $0) }
-
     /// Three small projects in `dir`; their pipeline files.
     static func projects(_ dir: String) throws -> [String] {
         var files: [String] = []
@@ -45,36 +43,17 @@ import TestSupport
     }
 
     @Test func ctrlCRecordsInterruptedRunsAndResubmitResumes() throws {
-        guard let tmux = Self.tmux else {
-            print("skipped: tmux is not installed (scripts/setup installs it)"); return
-        }
         let dir = temporaryDirectory("ctrl-c")
         let files = try Self.projects(dir)
-        let session = "tl-\(UUID().uuidString.prefix(8))"
-        // A tmux server of our own, started with no pipes to this process (a server holding them
-        // would make a captured run wait for the whole session).
-        let socket = ["-L", session]
         let command = ([coordPath, "submit"] + files + ["--state", dir + "/state", "--workers", "2"]).joined(separator: " ")
-        let start = Process()
-        start.executableURL = URL(fileURLWithPath: tmux)
-        start.arguments = socket + ["new-session", "-d", "-s", session, "-x", "160", "-y", "40", "\(command); echo EXIT=$?; sleep 60"]
-        start.standardInput = FileHandle.nullDevice
-        start.standardOutput = FileHandle.nullDevice
-        start.standardError = FileHandle.nullDevice
-        try start.run()
-        // Not waited for: Foundation's waitUntilExit also waits for the server tmux forks, which
-        // lives as long as the session.
-        #expect(waitUntil(timeout: 10) { (try? run(tmux, socket + ["has-session", "-t", session]).status) == 0 }, "tmux did not start")
-        defer { _ = try? run(tmux, socket + ["kill-server"]) }
+        guard let terminal = try TerminalSession(command) else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
         let db = dir + "/state/lineage.db"
         // Interrupt while a render is in flight.
         Self.waitForARender(db)
-        try run(tmux, socket + ["send-keys", "-t", session, "C-c"])
-        var pane = ""
-        let ended = waitUntil(timeout: 30) {
-            pane = (try? run(tmux, socket + ["capture-pane", "-p", "-t", session]).out) ?? ""
-            return pane.contains("EXIT=")
-        }
+        try terminal.sendKeys("C-c")
+        let (ended, pane) = terminal.waitForExit(timeout: 30)
         #expect(ended, "coord submit did not stop: \(pane)")
         #expect(pane.contains("EXIT=130"), "\(pane)")
         #expect(pane.contains("interrupted") && pane.contains("resume with: coord submit"), "\(pane)")

@@ -122,3 +122,49 @@ public enum SmallDisk {
     }()
     public static let note = "needs the right to mount a tmpfs (root outside a restricted container)"
 }
+
+/// A command in a real terminal: a tmux server of its own, one window of `columns` × `rows`, the
+/// command followed by `echo EXIT=$?` and a pause so that its last screen can be read.
+public final class TerminalSession: @unchecked Sendable {
+    public static let tmux = ["/usr/bin/tmux", "/bin/tmux"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    let tmux: String
+    let socket: [String]
+    let session = "tl-\(UUID().uuidString.prefix(8))"
+
+    /// nil when tmux is not installed (scripts/setup installs it).
+    public init?(_ command: String, columns: Int = 160, rows: Int = 40) throws {
+        guard let tmux = Self.tmux else { return nil }
+        self.tmux = tmux
+        socket = ["-L", session]
+        // Started with no pipes to this process (a server holding them would make a captured run
+        // wait for the whole session), and not waited for: Foundation's waitUntilExit also waits
+        // for the server tmux forks, which lives as long as the session.
+        let start = Process()
+        start.executableURL = URL(fileURLWithPath: tmux)
+        start.arguments = socket + ["new-session", "-d", "-s", session, "-x", "\(columns)", "-y", "\(rows)", "\(command); echo EXIT=$?; sleep 60"]
+        start.standardInput = FileHandle.nullDevice
+        start.standardOutput = FileHandle.nullDevice
+        start.standardError = FileHandle.nullDevice
+        try start.run()
+        guard waitUntil(timeout: 10, { (try? run(tmux, socket + ["has-session", "-t", session]).status) == 0 }) else {
+            throw GenerateError(message: "tmux did not start")
+        }
+    }
+
+    deinit { _ = try? run(tmux, socket + ["kill-server"]) }
+
+    /// What the window shows. (Not its history: tmux moves a whole screen cleared from its top
+    /// corner there, so a command started at the top of a fresh window leaves each redraw in it.)
+    public func screen() -> String {
+        (try? run(tmux, socket + ["capture-pane", "-p", "-t", session]).out) ?? ""
+    }
+
+    public func sendKeys(_ keys: String) throws { _ = try run(tmux, socket + ["send-keys", "-t", session, keys]) }
+
+    /// Waits for the command to end (its `EXIT=` line shown): whether it did, and the screen then.
+    public func waitForExit(timeout: Double) -> (ended: Bool, screen: String) {
+        var pane = ""
+        let ended = waitUntil(timeout: timeout, poll: 0.2) { pane = screen(); return pane.contains("EXIT=") }
+        return (ended, pane)
+    }
+}

@@ -32,4 +32,10 @@ void tl_die_with_parent(int sig);
 /// parent's blocked signal mask is inherited through exec, and would leave these signals pending.
 void tl_unblock_termination_signals(void);
 
+/// Columns a code point takes on a terminal (glibc's wcwidth with its UTF-8 table): 2 for wide
+/// characters, 0 for combining marks, -1 where it cannot tell.
+int tl_column_width(uint32_t code_point);
+/// Columns of the terminal `fd` is, or 0 when it is not one or does not say.
+int tl_terminal_columns(int fd);
+
 #endif

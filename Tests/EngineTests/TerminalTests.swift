@@ -1,0 +1,41 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// What `coord submit` draws on a real terminal (tmux), read back from the terminal's screen.
+@Suite struct TerminalTests {
+    /// Rows of `screen` holding `marker`.
+    static func rows(_ screen: String, _ marker: String) -> [Substring] {
+        screen.split(separator: "\n").filter { $0.contains(marker) }
+    }
+
+    /// On a terminal narrower than its progress lines (a split pane, an SSH session from a phone)
+    /// each line redrawn in place stays on one row, cut with "…": the local batch's total and
+    /// project lines, and a remote submit's bar. Before, every line wrapped, and each redraw left
+    /// its first row behind: a 50-column window filled with copies of the progress line.
+    @Test func progressStaysOnItsRowsOnANarrowTerminal() throws {
+        let dir = temporaryDirectory("narrow-terminal")
+        let files = try InterruptTests.projects(dir)
+        let local = ([coordPath, "submit"] + files + ["--state", dir + "/state", "--workers", "1"]).joined(separator: " ")
+        guard let terminal = try TerminalSession(local, columns: 50, rows: 30) else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
+        let (ended, screen) = terminal.waitForExit(timeout: 300)
+        #expect(ended && screen.contains("EXIT=0"), "\(screen)")
+        // Each redraw replaced the last: one total line is left, the final one.
+        #expect(Self.rows(screen, "projects done").count == 1, "\(screen)")
+        #expect(Self.rows(screen, "projects done").first?.hasPrefix("3/3 projects done") == true, "\(screen)")
+        #expect(!Self.rows(screen, "items ·").contains { $0.hasPrefix("  holiday-") }, "a project's line left behind:\n\(screen)")
+
+        // A remote submit's bar (the coordinator tells a follower at least once a second).
+        let remote = temporaryDirectory("narrow-terminal-remote")
+        let pipeline = try ClusterTests.project(remote, items: 3, seconds: 2)
+        let (procs, ep) = try ClusterTests.loopbackCluster(remote, workers: 1)
+        defer { procs.stopAll() }
+        guard let follower = try TerminalSession("\(coordPath) submit \(pipeline) --coordinator \(ep)", columns: 50, rows: 30) else { return }
+        let (followed, remoteScreen) = follower.waitForExit(timeout: 120)
+        #expect(followed && remoteScreen.contains("EXIT=0"), "\(remoteScreen)")
+        let bars = Self.rows(remoteScreen, " items")
+        #expect(bars.count == 1 && bars[0].hasSuffix("…"), "the bar drawn once and cut:\n\(remoteScreen)")
+    }
+}
