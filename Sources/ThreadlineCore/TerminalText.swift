@@ -28,6 +28,24 @@ public enum TerminalText {
         return kept + "…"
     }
 
+    /// `text` in exactly `columns` columns, for a table's column: padded with spaces, or cut in
+    /// the middle with "…" so that both its start and its end (a project's file) show.
+    public static func column(_ text: String, _ columns: Int) -> String {
+        let w = width(text)
+        guard w > columns else { return text + String(repeating: " ", count: columns - w) }
+        let tailRoom = (columns - 1) / 2
+        var head = "", tail = "", used = 0
+        for c in text {
+            guard used + width(of: c) <= columns - 1 - tailRoom else { break }
+            used += width(of: c); head.append(c)
+        }
+        for c in text.reversed() {
+            guard used + width(of: c) <= columns - 1 else { break }
+            used += width(of: c); tail.insert(c, at: tail.startIndex)
+        }
+        return head + "…" + tail + String(repeating: " ", count: columns - 1 - used)
+    }
+
     /// Columns of the terminal standard error is; nil when it is not one or does not say.
     public static func columns() -> Int? {
         let n = Int(tl_terminal_columns(2))

@@ -413,15 +413,11 @@ struct ProjectReport {
         }
     }
 
-    /// `s` in `n` characters: padded, or cut in the middle, so a label keeps its file.
-    static func fit(_ s: String, _ n: Int) -> String {
-        guard s.count > n else { return s.padding(toLength: n, withPad: " ", startingAt: 0) }
-        let tail = (n - 1) / 2
-        return String(s.prefix(n - 1 - tail)) + "…" + String(s.suffix(tail))
-    }
+    /// `s` in `n` columns: padded, or cut in the middle, so a label keeps its file.
+    static func fit(_ s: String, _ n: Int) -> String { TerminalText.column(s, n) }
 
     static func table(_ rows: [ProjectReport]) -> String {
-        let nameWidth = min(32, max(7, rows.map(\.label.count).max() ?? 0))
+        let nameWidth = min(32, max(7, rows.map { TerminalText.width($0.label) }.max() ?? 0))
         let pad = fit
         var lines = [pad("project", nameWidth) + "  " + pad("state", 11) + "  seconds  output or error"]
         for r in rows {

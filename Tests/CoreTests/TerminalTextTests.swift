@@ -26,4 +26,17 @@ import ThreadlineCore
         // No width known (not a terminal, or it does not say): as it is.
         #expect(TerminalText.fit(line, columns: nil) == line)
     }
+
+    /// A table's column (the batch summary, a project's live line) lines up whatever script the
+    /// names are in: padded and cut by columns.
+    @Test func aColumnIsPaddedOrCutInTheMiddleByColumns() {
+        #expect(TerminalText.column("holiday", 10) == "holiday   ")
+        #expect(TerminalText.column("東京", 6) == "東京  ")
+        #expect(TerminalText.column("Summer holiday with the grandparents", 24) == "Summer holid…randparents")
+        let cut = TerminalText.column("東京旅行の思い出ｰ夏休み", 11)
+        #expect(TerminalText.width(cut) == 11 && cut.hasPrefix("東京") && cut.contains("…"), "\(cut)")
+        for name in ["a", "東京旅行2026", "🎉🎉🎉 party", "plain-ascii-project-name-that-is-long"] {
+            for n in 2...30 { #expect(TerminalText.width(TerminalText.column(name, n)) == n, "\(name) in \(n)") }
+        }
+    }
 }
