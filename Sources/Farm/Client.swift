@@ -67,6 +67,8 @@ public final class ClusterClient {
     private var heardOnce = false
     /// Whether `onSilence` was told of the present silence.
     private var toldSilence = false
+    /// For a signal handler's thread: stops this client before the process exits.
+    public let exitRequest = ExitRequest()
 
     public init(endpoint: String, context: MessagingContext, curve: (keys: CurveKeyPair, serverPublicKey: String)? = nil,
                 downloads: String = NSTemporaryDirectory() + "threadline-client-\(getuid())") throws {
@@ -96,6 +98,12 @@ public final class ClusterClient {
         var lastHeard = Date().timeIntervalSince1970
         var lastResend = lastHeard
         while true {
+            if let stopped = exitRequest.requested.withLock({ $0 }) {
+                transfers.cutOff("this command was interrupted")
+                stopped.signal()
+                // The handler exits the process; this thread touches nothing more.
+                while true { Thread.sleep(forTimeInterval: 60) }
+            }
             if let frames = try socket.receive(timeoutMs: 20) {
                 lastHeard = Date().timeIntervalSince1970
                 if toldSilence { toldSilence = false; onSilence?(.answersAgain(endpoint: endpoint)) }
@@ -267,5 +275,21 @@ public final class ClusterClient {
     public func status(_ run: Int64?, limit: Int? = nil) throws -> StatusReply {
         send(.status(run: run, limit: limit))
         return try pump(until: { m in if case .statusReply(let r) = m { return r }; return nil })
+    }
+}
+
+/// Before the process exits on a signal (Ctrl-C, a closed terminal), from the handler's thread:
+/// the thread using the client keeps what has come of a download — the next download of that
+/// movie goes on from it instead of starting again — and stops there for good.
+public final class ExitRequest: Sendable {
+    /// Signalled once the client's thread has stopped.
+    let requested = Locked<DispatchSemaphore?>(nil)
+
+    /// Returns once the client's thread has stopped, or after `timeout` seconds (it may be busy
+    /// elsewhere, hashing files).
+    public func stop(timeout: Double = 1) {
+        let stopped = DispatchSemaphore(value: 0)
+        requested.withLock { $0 = stopped }
+        _ = stopped.wait(timeout: .now() + timeout)
     }
 }

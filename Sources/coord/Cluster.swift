@@ -406,7 +406,8 @@ struct Wait: ParsableCommand {
         let client = try cluster.client(context)
         let display = ProgressDisplay(name: "run \(runID)", terminal: isatty(STDERR_FILENO) == 1 && !json)
         // The run is the coordinator's: Ctrl-C stops following it (and its movie coming down).
-        let signals = onInterrupt { [runID, cluster] in
+        let signals = onInterrupt { [runID, cluster, exit = client.exitRequest] in
+            exit.stop()
             cluster.stoppedFollowing([runID]).forEach(errorLine)
             Foundation.exit(130)
         }

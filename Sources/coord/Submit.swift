@@ -246,7 +246,8 @@ struct Submit: ParsableCommand {
         let terminal = isatty(STDERR_FILENO) == 1
         // What Ctrl-C finds: the runs submitted so far, and the project whose files are going up.
         let state = Locked(RemoteSubmitState())
-        let signals = onInterrupt { [cluster] in
+        let signals = onInterrupt { [cluster, exit = client.exitRequest] in
+            exit.stop()
             let now = state.withLock { $0 }
             now.interruptedLines(projects: labels, cluster: cluster).forEach(errorLine)
             Foundation.exit(130)

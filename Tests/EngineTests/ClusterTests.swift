@@ -211,6 +211,58 @@ import ThreadlineCore
                 && waitSaid.contains("coord wait 1 --coordinator \(ep)"), "\(waitSaid)")
     }
 
+    /// Ctrl-C while a movie comes down keeps what came: `coord wait` again fetches only the rest.
+    /// (Before, the command died with its part in a temporary file no one would read, and the
+    /// next download of a long movie over Wi-Fi started again from its first byte.)
+    @Test func aDownloadInterruptedGoesOnFromWhereItStopped() throws {
+        let dir = temporaryDirectory("download-resume")
+        // Noise, losslessly encoded: a 640x360 movie of about 40 MB that cannot be squeezed.
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "nullsrc=s=640x360:r=30:d=4,geq=lum='random(1)*255':cb=128:cr=128",
+                                      "-c:v", "libx264", "-qp", "0", "-preset", "ultrafast", dir + "/noise.mp4"])
+        try #require(made.status == 0, "\(made.err)")
+        try "version: 1\nname: noisy\noutput: { path: out.mp4, size: 640x360, fps: 30, video: { crf: 0, preset: ultrafast } }\nclips:\n  - video: noise.mp4\n"
+            .write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1, serveArgs: ["--http", "127.0.0.1:0"])
+        defer { procs.stopAll() }
+        let submitted = try run(coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep, "--detach"], timeout: 120)
+        try #require(submitted.status == 0, "\(submitted.err)")
+        // The follower's downloads go to its temporary folder.
+        let clientTmp = dir + "/client/threadline-client-\(getuid())/tmp"
+        let sizes = { (suffix: String) -> [Int64] in
+            ((try? FileManager.default.contentsOfDirectory(atPath: clientTmp)) ?? []).filter { $0.hasSuffix(suffix) }.compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: clientTmp + "/" + $0)[.size] as? NSNumber)?.int64Value
+            }
+        }
+        let wait = ["TMPDIR=\(dir)/client", coordPath, "wait", "1", "--coordinator", ep]
+        let waiter = try procs.start("wait1", "/usr/bin/env", wait)
+        let midway = waitUntil(timeout: 120, poll: 0.0005) { (sizes(".part").max() ?? 0) >= 4 << 20 }
+        kill(waiter.processIdentifier, SIGSTOP)
+        try #require(midway, "the movie never began to come down")
+        kill(waiter.processIdentifier, SIGINT)
+        kill(waiter.processIdentifier, SIGCONT)
+        waiter.waitUntilExit()
+        let said = try String(contentsOfFile: procs.log("wait1"), encoding: .utf8)
+        #expect(waiter.terminationStatus == 130 && said.contains("interrupted: run 1 goes on at the coordinator"), "\(said)")
+        let kept = sizes(".partial").max() ?? 0
+        #expect(kept >= 4 << 20, "kept \(kept) bytes: \(String(describing: try? FileManager.default.contentsOfDirectory(atPath: clientTmp)))")
+
+        let dashboard = try DashboardTests.dashboardURL(procs, "coord")
+        let sent = { () throws -> Double in
+            try DashboardTests.get(dashboard, "/metrics").text.split(separator: "\n")
+                .first { $0.hasPrefix("threadline_transfer_bytes_total{direction=\"sent\"}") }
+                .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0
+        }
+        let before = try sent()
+        let again = try run("/usr/bin/env", wait, timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+        let movie = try #require((try FileManager.default.attributesOfItem(atPath: dir + "/out.mp4")[.size] as? NSNumber)?.int64Value)
+        let rest = try sent() - before
+        #expect(rest >= Double(movie - kept) && rest <= Double(movie - kept + (1 << 20)), "sent \(rest) of a \(movie)-byte movie, \(kept) kept")
+        let duration = try ffprobe(dir + "/out.mp4").videoDuration ?? 0
+        #expect(movie > 20_000_000 && duration > 3.9, "\(movie) bytes, \(duration) s")
+        #expect(sizes("").isEmpty, "left behind: \(String(describing: try? FileManager.default.contentsOfDirectory(atPath: clientTmp)))")
+    }
+
     /// A worker with its own store keeps it within `--store-max`: here every artifact may go as
     /// soon as nothing in flight reads it and its result is delivered, and each render still
     /// finds its inputs (no attempt fails). The store is empty once the run has ended, and the
