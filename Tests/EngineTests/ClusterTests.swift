@@ -211,6 +211,63 @@ import ThreadlineCore
                 && waitSaid.contains("coord wait 1 --coordinator \(ep)"), "\(waitSaid)")
     }
 
+    /// The coordinator stopping while a submitter's files go up: stopped gracefully (SIGTERM) it
+    /// tells the submitter, keeps what came and a submit when it is back sends only the rest;
+    /// killed outright, the submitter says after its --timeout that the project may not have been
+    /// accepted and how to find out, instead of "its runs go on".
+    @Test func aCoordinatorStoppingMidUploadTellsTheSubmitterAndKeepsWhatCame() throws {
+        let dir = temporaryDirectory("upload-coordinator-stops")
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=10", "-c:v", "rawvideo",
+                                      "-pix_fmt", "yuv420p", dir + "/big.mkv"])
+        try #require(made.status == 0, "\(made.err)")
+        let size = try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: big.mkv"])
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0, serveArgs: ["--drain-timeout", "1"])
+        defer { procs.stopAll() }
+        let port = ep.split(separator: ":").last!
+        let coordTmp = dir + "/coord/tmp"
+        let arriving = { () -> Int64 in
+            ((try? FileManager.default.contentsOfDirectory(atPath: coordTmp)) ?? []).compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: coordTmp + "/" + $0)[.size] as? NSNumber)?.int64Value
+            }.max() ?? 0
+        }
+        /// Starts a submit and holds it once `bytes` are at the coordinator.
+        func submitHeldAt(_ bytes: Int64, _ name: String, _ extra: [String] = []) throws -> Process {
+            let p = try procs.start(name, coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep] + extra)
+            let there = waitUntil(timeout: 60, poll: 0.001) { arriving() >= bytes }
+            kill(p.processIdentifier, SIGSTOP)
+            try #require(there && arriving() < size, "the upload was not caught half-way: \(arriving()) of \(size)")
+            return p
+        }
+        let said = { (name: String) in (try? String(contentsOfFile: procs.log(name), encoding: .utf8)) ?? "" }
+
+        // SIGTERM: the coordinator gives the upload its drain time, then tells the submitter.
+        let first = try submitHeldAt(8 << 20, "submit1")
+        procs.signal("coord", SIGTERM)
+        #expect(waitUntil(timeout: 30) { !(procs.process("coord")?.isRunning ?? false) }, "the coordinator did not stop")
+        kill(first.processIdentifier, SIGCONT)
+        first.waitUntilExit()
+        #expect(first.terminationStatus == 1 && said("submit1").contains(
+            "error: the coordinator refused: the coordinator stopped before all of test's files came; it keeps what came for a day, so submitting again when it is back sends only the rest"),
+                "\(said("submit1"))")
+        let kept = (try? FileManager.default.attributesOfItem(atPath: coordTmp + "/" + (FileManager.default.contentsOfDirectory(atPath: coordTmp).first { $0.hasSuffix(".partial") } ?? "-"))[.size] as? NSNumber)?.int64Value ?? 0
+        #expect(kept >= 8 << 20, "kept \(kept) bytes")
+
+        // Back: a submit sends only the rest. Held again, and the coordinator killed outright.
+        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord2")
+        let second = try submitHeldAt(kept + (8 << 20), "submit2", ["--timeout", "3"])
+        procs.signal("coord2", SIGKILL)
+        kill(second.processIdentifier, SIGCONT)
+        second.waitUntilExit()
+        #expect(second.terminationStatus == 1, "\(said("submit2"))")
+        // It went on from what the first kept.
+        #expect(said("coord2").contains("resumed_bytes=\(kept)"), "\(said("coord2"))")
+        #expect(said("submit2").contains("error: lost the coordinator at \(ep): no answer for 3 s (--timeout). test may not have been accepted: `coord runs` there lists its runs once it is back"),
+                "\(said("submit2"))")
+        #expect(!said("submit2").contains("Its runs go on"), "\(said("submit2"))")
+    }
+
     /// Ctrl-C while a movie comes down keeps what came: `coord wait` again fetches only the rest.
     /// (Before, the command died with its part in a temporary file no one would read, and the
     /// next download of a long movie over Wi-Fi started again from its first byte.)
