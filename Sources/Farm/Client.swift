@@ -79,6 +79,7 @@ public final class ClusterClient {
         try socket.setReconnect(initialMs: 100, maximumMs: 2000)
         if let curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(endpoint)
+        do { try FileChecks.makePrivateFolder(downloads) } catch { throw Failure(error.description) }
         store = try ArtifactStore(root: downloads)
         hashes = FileHashes(path: store.root + "/file-hashes.json")
         let sock = socket

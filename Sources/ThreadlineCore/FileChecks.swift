@@ -53,6 +53,30 @@ public enum FileChecks {
         }
     }
 
+    /// A folder only this user may enter (0700), made if missing: for what a submitter keeps in a
+    /// shared temporary folder — the movies it downloads, the hashes of its files. One already
+    /// there must be this user's own folder, not a link and not another user's (who could read
+    /// the movies, or plant hashes that make a submit send the wrong file); one of this user's
+    /// left open to others is closed.
+    public static func makePrivateFolder(_ path: String) throws(FolderError) {
+        try makeFolder((path as NSString).deletingLastPathComponent)
+        let fix = "remove it, or set TMPDIR to a folder of your own"
+        if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw FolderError(description: "cannot make the folder \(path): \(String(cString: strerror(errno)))")
+        }
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw FolderError(description: "cannot read \(path): \(String(cString: strerror(errno)))") }
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            throw FolderError(description: "\(path) is not a folder but a link or a file, which another user may have put there: \(fix)")
+        }
+        guard st.st_uid == getuid() else {
+            throw FolderError(description: "\(path) belongs to another user (uid \(st.st_uid)), who could read the movies downloaded there: \(fix)")
+        }
+        if st.st_mode & 0o077 != 0 && chmod(path, 0o700) != 0 {
+            throw FolderError(description: "cannot close \(path) to other users: \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// What to do about a source that `sourceProblem` refused, when there is something to say.
     public static func sourceHint(_ problem: String, base: String) -> String? {
         if problem.hasPrefix("file not found") { return "paths are relative to the pipeline file's folder (\(base))" }

@@ -42,7 +42,7 @@ struct ClusterOptions: ParsableArguments {
                 errorLine("error: \(e.message)"); throw ExitCode(2)
             }
         }
-        let client = try ClusterClient(endpoint: coordinator, context: context, curve: curve)
+        let client = try clusterCall { try ClusterClient(endpoint: coordinator, context: context, curve: curve) }
         client.silenceTimeout = timeout
         client.onSilence = { errorLine($0.line) }
         return client

@@ -536,4 +536,44 @@ import TestSupport
             #expect("\(error)".contains("cannot read the lineage database") && "\(error)".contains("v_stages"), "\(error)")
         }
     }
+
+    /// What a submitter keeps in the shared temporary folder (the movies it downloads, the
+    /// hashes of its files) is in a folder only its user may enter. Before, /tmp/threadline-client-UID
+    /// was made 0755, so any user of the host could watch the movies coming down; and one another
+    /// user made first (or a link they put there) was used as it was: they could read everything
+    /// and plant hashes that make a submit send the wrong file.
+    @Test func theSubmittersFolderIsItsUsersAlone() throws {
+        let dir = temporaryDirectory("private-folder")
+        let context = MessagingContext()
+        let mode = { (path: String) in ((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]) as? NSNumber)?.intValue }
+        // Made fresh: 0700.
+        _ = try ClusterClient(endpoint: "ipc://\(dir)/c", context: context, downloads: dir + "/fresh")
+        #expect(try mode(dir + "/fresh") == 0o700)
+        // One of this user's, left open (made before this change): closed.
+        try FileManager.default.createDirectory(atPath: dir + "/open", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        _ = try ClusterClient(endpoint: "ipc://\(dir)/c", context: context, downloads: dir + "/open")
+        #expect(try mode(dir + "/open") == 0o700)
+        // A link someone put there: refused, nothing written where it points.
+        try FileManager.default.createDirectory(atPath: dir + "/theirs", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
+        try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: dir + "/theirs")
+        #expect(throws: ClusterClient.Failure.self) { _ = try ClusterClient(endpoint: "ipc://\(dir)/c", context: context, downloads: dir + "/link") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/theirs").isEmpty)
+        // The command says what is wrong and what to do.
+        let tmp = dir + "/tmp"
+        try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: tmp + "/threadline-client-\(getuid())", withDestinationPath: dir + "/theirs")
+        let r = try run("/usr/bin/env", ["TMPDIR=\(tmp)", coordPath, "runs", "--coordinator", "tcp://127.0.0.1:9"], timeout: 30)
+        #expect(r.status == 1 && r.err.contains("error: \(tmp)/threadline-client-\(getuid()) is not a folder but a link or a file")
+                && r.err.contains("set TMPDIR to a folder of your own"), "\(r.err)")
+        // Another user's folder (needs root to make one).
+        guard getuid() == 0 else { print("skipped the other user's folder: needs root"); return }
+        try FileManager.default.createDirectory(atPath: dir + "/nobody", withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
+        #expect(chown(dir + "/nobody", 65534, 65534) == 0)
+        do {
+            _ = try ClusterClient(endpoint: "ipc://\(dir)/c", context: context, downloads: dir + "/nobody")
+            Issue.record("used another user's folder")
+        } catch {
+            #expect("\(error)".contains("belongs to another user (uid 65534)"), "\(error)")
+        }
+    }
 }
