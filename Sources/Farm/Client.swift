@@ -260,7 +260,11 @@ public final class ClusterClient {
             transfers.cutOff("the coordinator stopped answering")
             throw error
         }
-        let local = try outcome.mapError { Failure("download of the movie failed: \($0)") }.get()
+        let local = try outcome.mapError {
+            Failure($0.notHeld ? "the coordinator no longer holds the movie: `coord gc` (which `coord serve --gc-keep-days` runs) removes the files of old runs. "
+                        + "Submit the project again to render it; what the coordinator still holds of it is reused"
+                    : "download of the movie failed: \($0)")
+        }.get()
         do { try ArtifactStore.publish(local, to: path) } catch {
             throw Failure("could not write the movie to \(path): \(error) (it stays on the coordinator; submit again to fetch it, nothing is rendered again)")
         }

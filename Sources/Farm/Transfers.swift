@@ -56,7 +56,11 @@ final class Transfers {
         var description: String
         /// This side could not write what came (its disk), rather than the sender or the network failing.
         var here = false
+        /// The sender does not hold the file (removed since it was named: `coord gc`, or by hand).
+        var notHeld = false
     }
+    /// What a sender answers for a file it does not hold.
+    static let notHeldReason = "not held here"
 
     init(store: ArtifactStore, chunkSize: Int = 1 << 20, window: Int = 8, stallTimeout: Double = 3, maxRetries: Int = 5,
          send: @escaping (Data, WireMessage, Data?) -> Bool) {
@@ -116,7 +120,7 @@ final class Transfers {
     /// A chunk arrived.
     func received(_ c: Chunk, payload: Data?, now: Double = Date().timeIntervalSince1970) {
         guard var t = incoming[c.sha256] else { return }   // finished or abandoned: a duplicate
-        if let e = c.error { fail(c.sha256, "the sender cannot serve it: \(e)"); return }
+        if let e = c.error { fail(c.sha256, "the sender cannot serve it: \(e)", notHeld: e == Self.notHeldReason); return }
         guard let payload, t.outstanding.contains(c.offset), c.total == t.expected.size,
               c.offset + Int64(payload.count) <= t.expected.size else { return }
         do {
@@ -165,13 +169,13 @@ final class Transfers {
     /// Ends a transfer that failed. `keep`: it was cut off (its sender went silent or away, not
     /// a bad write or bad content), so what came from the start without a gap is kept for the
     /// next transfer of the file.
-    private func fail(_ sha: String, _ why: String, here: Bool = false, keep: Bool = false) {
+    private func fail(_ sha: String, _ why: String, here: Bool = false, keep: Bool = false, notHeld: Bool = false) {
         guard let t = incoming.removeValue(forKey: sha) else { return }
         try? t.handle.close()
         let kept = keep && t.contiguous > 0 && truncate(t.tmp, off_t(t.contiguous)) == 0
             && rename(t.tmp, store.partialPath(sha256: sha)) == 0
         if !kept { try? FileManager.default.removeItem(atPath: t.tmp) }
-        completed.append((sha, .failure(TransferError(description: why, here: here))))
+        completed.append((sha, .failure(TransferError(description: why, here: here, notHeld: notHeld))))
     }
 
     /// Moves a transfer to the next peer that offered the file, asking it for what is missing.
@@ -245,7 +249,7 @@ final class Transfers {
         guard sha.count == 64, sha.allSatisfy(\.isHexDigit), length >= 0, length <= chunkSize * 4, offset >= 0 else {
             return refuse("malformed request")
         }
-        guard let handle = FileHandle(forReadingAtPath: path) else { return refuse("not held here") }
+        guard let handle = FileHandle(forReadingAtPath: path) else { return refuse(Self.notHeldReason) }
         defer { try? handle.close() }
         // A read that fails is refused with its error: an empty chunk in its place would end,
         // after the whole transfer, as "content does not match its sha256".

@@ -268,6 +268,23 @@ import ThreadlineCore
         #expect(!said("submit2").contains("Its runs go on"), "\(said("submit2"))")
     }
 
+    /// `coord wait` for a run whose movie the coordinator no longer holds (`coord gc` removes the
+    /// files of old runs) says so and what to do; before: "download of the movie failed: the
+    /// sender cannot serve it: not held here".
+    @Test func aMovieTheCoordinatorNoLongerHoldsSaysWhyAndWhatToDo() throws {
+        let dir = temporaryDirectory("movie-gone")
+        let pipeline = try Self.project(dir, items: 1, seconds: 0.5)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let first = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
+        try #require(first.status == 0, "\(first.err)")
+        let sha = try SHA256Hasher.hex(fileAt: dir + "/out.mp4")
+        try FileManager.default.removeItem(atPath: dir + "/coord/artifacts/sha256/\(sha.prefix(2))/\(sha)")
+        let again = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 60)
+        #expect(again.status == 1 && again.err.contains("error: the coordinator no longer holds the movie: `coord gc`")
+                && again.err.contains("Submit the project again to render it"), "\(again.err)")
+    }
+
     /// Ctrl-C while a movie comes down keeps what came: `coord wait` again fetches only the rest.
     /// (Before, the command died with its part in a temporary file no one would read, and the
     /// next download of a long movie over Wi-Fi started again from its first byte.)
