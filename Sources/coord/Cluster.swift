@@ -56,7 +56,7 @@ struct ClusterOptions: ParsableArguments {
 
     /// What Ctrl-C on a command following runs says: they go on, and how to follow them again.
     func stoppedFollowing(_ ids: [Int64]) -> [String] {
-        let these = ids.count == 1 ? "run \(ids[0]) goes" : "runs \(ids.map(String.init).joined(separator: ", ")) go"
+        let these = ids.count == 1 ? "run \(ids[0]) goes" : "runs \(RunIDs.text(ids)) go"
         return ["\ninterrupted: \(these) on at the coordinator; this only stopped following \(ids.count == 1 ? "it" : "them")."] + followAgain(ids)
     }
 
@@ -64,7 +64,7 @@ struct ClusterOptions: ParsableArguments {
     func followAgain(_ ids: [Int64]) -> [String] {
         ids.count == 1
             ? ["follow it and download the movie: coord wait \(ids[0]) \(flags)", "stop it: coord cancel \(ids[0]) \(flags)"]
-            : ["follow one (runs \(ids.map(String.init).joined(separator: ", "))) and download its movie: coord wait RUN \(flags)",
+            : ["follow them and download their movies: coord wait \(RunIDs.text(ids, separator: " ")) \(flags)",
                "stop one: coord cancel RUN \(flags)"]
     }
 
@@ -395,27 +395,85 @@ struct CoordinatorService: Service {
 
 struct Wait: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Follow a run on a running coordinator to its end and download its movie.")
-    @Argument(help: "Run id (printed by 'coord submit --detach').") var runID: Int64
+        abstract: "Follow runs on a running coordinator to their ends and download their movies.",
+        discussion: """
+        Several runs (ids, or ranges such as 12-40, as an interrupted batch submit prints them) \
+        are followed together, each movie written to its pipeline's output path, then a summary \
+        table (or, with --json, one JSON object per run). Exit status: 0 when every movie was \
+        written, 1 when any run failed, 130 when interrupted (the runs go on).
+        """)
+    @Argument(help: "Run ids, or ranges of them (12-40), as 'coord submit' prints them.") var runs: [String]
     @OptionGroup var cluster: ClusterOptions
-    @Option(name: .long, help: "Where to write the movie (default: the pipeline's output path).") var output: String?
+    @Option(name: .long, help: "Where to write the movie, with one run (default: the pipeline's output path).") var output: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
 
+    func validate() throws {
+        let ids = try RunIDs.parse(runs)
+        if ids.count > 1 && output != nil {
+            throw ValidationError("--output names one movie; with several runs each goes to its pipeline's output path")
+        }
+    }
+
     func run() throws {
+        let ids = try RunIDs.parse(runs)
         let context = MessagingContext()
         let client = try cluster.client(context)
-        let display = ProgressDisplay(name: "run \(runID)", terminal: isatty(STDERR_FILENO) == 1 && !json)
-        // The run is the coordinator's: Ctrl-C stops following it (and its movie coming down).
-        let signals = onInterrupt { [runID, cluster, exit = client.exitRequest] in
+        // The runs are the coordinator's: Ctrl-C stops following them (and their movies coming down).
+        let signals = onInterrupt { [ids, cluster, exit = client.exitRequest] in
             exit.stop()
-            cluster.stoppedFollowing([runID]).forEach(errorLine)
+            cluster.stoppedFollowing(ids).forEach(errorLine)
             Foundation.exit(130)
         }
         defer { _ = signals }
-        client.onSilence = { display.note($0.line) }
-        let end = try cluster.following([runID], stop: display.finish) { try client.follow(runID) { display.update($0) } }
-        display.finish()
-        try finishRun(client, end, output: output, json: json, cluster: cluster)
+        guard ids.count > 1 else {
+            let display = ProgressDisplay(name: "run \(ids[0])", terminal: isatty(STDERR_FILENO) == 1 && !json)
+            client.onSilence = { display.note($0.line) }
+            let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
+            display.finish()
+            return try finishRun(client, end, output: output, json: json, cluster: cluster)
+        }
+        let started = Date().timeIntervalSince1970
+        let names = try ids.map { id in try clusterCall { try client.status(id).runs.first?["name"] ?? "run \(id)" } }
+        let labels = ProjectReport.labels(names: names, files: ids.map { "run \($0)" })
+        let reports = try followRuns(client, ids: ids, labels: labels, items: ids.map { _ in 0 }, json: json, cluster: cluster) { k in
+            ProjectReport(file: nil, name: names[k], label: labels[k])
+        }
+        let interrupted = reports.filter { $0.state == RunStatus.interrupted.rawValue }.compactMap(\.run)
+        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json,
+                           hint: interrupted.isEmpty ? [] : cluster.followAgain(interrupted))
+    }
+}
+
+/// Run ids as people read and type them: consecutive ones as a range, `3-200`.
+enum RunIDs {
+    /// "1-3, 7" for prose; with `separator: " "`, the words of a command.
+    static func text(_ ids: [Int64], separator: String = ", ") -> String {
+        var parts: [String] = []
+        var k = 0
+        let sorted = ids.sorted()
+        while k < sorted.count {
+            var j = k
+            while j + 1 < sorted.count && sorted[j + 1] == sorted[j] + 1 { j += 1 }
+            parts.append(j - k >= 2 ? "\(sorted[k])-\(sorted[j])" : (k...j).map { String(sorted[$0]) }.joined(separator: separator))
+            k = j + 1
+        }
+        return parts.joined(separator: separator)
+    }
+
+    /// Ids and ranges (`12`, `12-40`), in order, each once.
+    static func parse(_ words: [String]) throws -> [Int64] {
+        guard !words.isEmpty else { throw ValidationError("name a run (an id, or a range such as 12-40)") }
+        var ids: [Int64] = []
+        var seen = Set<Int64>()
+        for w in words {
+            let ends = w.split(separator: "-", omittingEmptySubsequences: false).map { Int64($0) }
+            guard (ends.count == 1 || ends.count == 2), let first = ends[0], let last = ends.last!, first >= 1, first <= last else {
+                throw ValidationError("'\(w)' is not a run id or a range of them (12, or 12-40)")
+            }
+            guard last - first < 100_000 else { throw ValidationError("'\(w)' names more than 100,000 runs") }
+            for id in first...last where seen.insert(id).inserted { ids.append(id) }
+        }
+        return ids
     }
 }
 

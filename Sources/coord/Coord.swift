@@ -28,7 +28,7 @@ struct Coord: AsyncParsableCommand {
           worker --connect tcp://HOST:7400 --pipelines 2 \\
               --curve-secret-key keys/w1.key --coordinator-key keys/coordinator.pub
           coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]
-          coord wait RUN; coord cancel RUN
+          coord wait RUN... (ids or ranges: 12-40); coord cancel RUN
         """,
         subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
                       Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self, DashboardCommand.self,

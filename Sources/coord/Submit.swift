@@ -22,8 +22,8 @@ struct Submit: ParsableCommand {
 
         With --coordinator, hands the pipelines (and the files their items use) to a running \
         'coord serve' and follows them, downloading each movie to its output path; with \
-        --detach it prints the run ids and returns (then 'coord wait RUN', 'coord status RUN'). \
-        There Ctrl-C only stops following: the runs go on at the coordinator ('coord wait RUN' \
+        --detach it prints the run ids and returns (then 'coord wait RUN...', 'coord status RUN'). \
+        There Ctrl-C only stops following: the runs go on at the coordinator ('coord wait RUN...' \
         picks them up again, 'coord cancel RUN' stops one).
 
         Exit status: 0 when every movie was written, 1 when any run failed, 2 when a pipeline \
@@ -209,7 +209,7 @@ struct Submit: ParsableCommand {
         }
         var reports: [ProjectReport] = []
         for (k, (p, r)) in zip(projects, results).enumerated() {
-            var rep = ProjectReport(file: p.file, name: p.name, label: labels[k], run: nil, state: "failed", seconds: 0, output: nil, bytes: 0, error: nil)
+            var rep = ProjectReport(file: p.file, name: p.name, label: labels[k])
             switch r {
             case .success((let run, .succeeded(let output, let seconds))):
                 rep.run = run; rep.state = "succeeded"; rep.seconds = seconds; rep.output = output
@@ -234,7 +234,7 @@ struct Submit: ParsableCommand {
             print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
             return
         }
-        try report(reports, seconds: Date().timeIntervalSince1970 - started)
+        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json)
     }
 
     // MARK: remote
@@ -284,60 +284,13 @@ struct Submit: ParsableCommand {
             return try finishRun(client, end, output: nil, json: json, cluster: cluster)
         }
         let started = Date().timeIntervalSince1970
-        let display = BatchDisplay(names: labels, items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
-        let index = Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, $0) })
-        client.onSilence = { display.note($0.line) }
-        let ends = try cluster.following(ids, stop: display.interrupted) {
-            try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
-                                 ended: { e in if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")") } })
-        }
-        display.finish()
-        var reports: [ProjectReport] = []
-        for (k, (p, id)) in zip(projects, ids).enumerated() {
-            let end = ends[id]!
-            var rep = ProjectReport(file: p.file, name: p.name, label: labels[k], run: id, state: end.state, seconds: end.seconds, output: nil, bytes: 0, error: end.message)
-            if end.state == "succeeded" {
-                if let movie = end.output {
-                    let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
-                    defer { if !json && terminal { TerminalLine.clear() } }
-                    do {
-                        try client.download(movie, to: path, progress: downloadProgress("\(labels[k])'s movie", of: movie.size, shown: !json && terminal))
-                        rep.output = path; rep.bytes = movie.size
-                    } catch {
-                        rep.state = "failed"; rep.error = "the movie could not be downloaded: \(error)"
-                    }
-                } else {
-                    rep.state = "failed"; rep.error = "the coordinator names no movie for it; see 'coord status \(id)'"
-                }
-            }
-            reports.append(rep)
+        let reports = try followRuns(client, ids: ids, labels: labels, items: projects.map(\.items.count), json: json, cluster: cluster) { k in
+            ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k])
         }
         // Runs the coordinator's stop interrupted resume when it is back: how to follow them then.
         let interrupted = reports.filter { $0.state == RunStatus.interrupted.rawValue }.compactMap(\.run)
-        try report(reports, seconds: Date().timeIntervalSince1970 - started, hint: interrupted.isEmpty ? [] : cluster.followAgain(interrupted))
-    }
-
-    // MARK: reporting
-
-    /// The summary: a table (or JSON lines); exit 1 when any project did not succeed.
-    func report(_ reports: [ProjectReport], seconds: Double, hint: [String] = []) throws {
-        if json {
-            for r in reports { print(String(decoding: try JSONSerialization.data(withJSONObject: r.object, options: [.sortedKeys]), as: UTF8.self)) }
-        } else if reports.count == 1, let r = reports.first {
-            if r.state == "succeeded" {
-                print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", r.run ?? 0, r.seconds, r.output ?? "", ByteSize.text(r.bytes)))
-            }
-        } else {
-            print(ProjectReport.table(reports))
-            let failed = reports.filter { $0.state != "succeeded" }.count
-            print(String(format: "%d projects in %.1f s: %d succeeded, %d failed", reports.count, seconds, reports.count - failed, failed))
-        }
-        let failures = reports.filter { $0.state != "succeeded" }
-        if reports.count == 1, let r = failures.first {
-            errorLine("error: run \(r.run.map(String.init) ?? "?") \(r.state): \(r.error ?? "")")
-        }
-        hint.forEach(errorLine)
-        if !failures.isEmpty { throw ExitCode(1) }
+        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json,
+                           hint: interrupted.isEmpty ? [] : cluster.followAgain(interrupted))
     }
 
     /// Where a remote submit stands, for what Ctrl-C says.
@@ -360,7 +313,7 @@ struct Submit: ParsableCommand {
                 lines += cluster.stoppedFollowing(ids)
             } else if !ids.isEmpty {
                 lines.append(ids.count == 1 ? "run \(ids[0]) (submitted before) goes on at the coordinator."
-                                            : "runs \(ids.map(String.init).joined(separator: ", ")) (submitted before) go on at the coordinator.")
+                                            : "runs \(RunIDs.text(ids)) (submitted before) go on at the coordinator.")
                 lines += cluster.followAgain(ids)
             }
             let unsent = labels.dropFirst(ids.count + (sending == nil ? 0 : 1))
@@ -373,21 +326,82 @@ struct Submit: ParsableCommand {
     }
 }
 
+/// The summary of several runs: a table (or JSON lines); exit 1 when any did not succeed.
+func reportProjects(_ reports: [ProjectReport], seconds: Double, json: Bool, hint: [String] = []) throws {
+    if json {
+        for r in reports { print(String(decoding: try JSONSerialization.data(withJSONObject: r.object, options: [.sortedKeys]), as: UTF8.self)) }
+    } else if reports.count == 1, let r = reports.first {
+        if r.state == "succeeded" {
+            print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", r.run ?? 0, r.seconds, r.output ?? "", ByteSize.text(r.bytes)))
+        }
+    } else {
+        print(ProjectReport.table(reports))
+        let failed = reports.filter { $0.state != "succeeded" }.count
+        print(String(format: "%d projects in %.1f s: %d succeeded, %d failed", reports.count, seconds, reports.count - failed, failed))
+    }
+    let failures = reports.filter { $0.state != "succeeded" }
+    if reports.count == 1, let r = failures.first {
+        errorLine("error: run \(r.run.map(String.init) ?? "?") \(r.state): \(r.error ?? "")")
+    }
+    hint.forEach(errorLine)
+    if !failures.isEmpty { throw ExitCode(1) }
+}
+
+/// Follows runs at a coordinator to their ends with one live display (`labels` name them;
+/// `items`: each one's items, 0 where its progress will tell), then downloads each succeeded
+/// run's movie to its output path. `report(k)`: the report of the `k`th run, filled in here.
+func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: [Int], json: Bool, cluster: ClusterOptions,
+                report: (Int) -> ProjectReport) throws -> [ProjectReport] {
+    let terminal = isatty(STDERR_FILENO) == 1
+    let display = BatchDisplay(names: labels, items: items, terminal: terminal && !json)
+    let index = Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, $0) })
+    client.onSilence = { display.note($0.line) }
+    let ends = try cluster.following(ids, stop: display.interrupted) {
+        try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
+                             ended: { e in if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")") } })
+    }
+    display.finish()
+    var reports: [ProjectReport] = []
+    for (k, id) in ids.enumerated() {
+        let end = ends[id]!
+        var rep = report(k)
+        rep.run = id; rep.state = end.state; rep.seconds = end.seconds; rep.error = end.message
+        if end.state == "succeeded" {
+            if let movie = end.output {
+                let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
+                defer { if !json && terminal { TerminalLine.clear() } }
+                do {
+                    try client.download(movie, to: path, progress: downloadProgress("\(labels[k])'s movie", of: movie.size, shown: !json && terminal))
+                    rep.output = path; rep.bytes = movie.size
+                } catch {
+                    rep.state = "failed"; rep.error = "the movie could not be downloaded: \(error)"
+                }
+            } else {
+                rep.state = "failed"; rep.error = "the coordinator names no movie for it; see 'coord status \(id)'"
+            }
+        }
+        reports.append(rep)
+    }
+    return reports
+}
+
 /// How one project of a submit ended.
 struct ProjectReport {
-    var file: String
+    /// Its pipeline file (nil for a run followed by `coord wait`).
+    var file: String?
     var name: String
     /// What the table and the live lines call it: `labels`.
     var label: String
-    var run: Int64?
-    var state: String
-    var seconds: Double
-    var output: String?
-    var bytes: Int64
-    var error: String?
+    var run: Int64? = nil
+    var state = "failed"
+    var seconds = 0.0
+    var output: String? = nil
+    var bytes: Int64 = 0
+    var error: String? = nil
 
     var object: [String: Any] {
-        var o: [String: Any] = ["file": file, "name": name, "state": state, "seconds": seconds]
+        var o: [String: Any] = ["name": name, "state": state, "seconds": seconds]
+        if let file { o["file"] = file }
         if let run { o["run"] = run }
         if let output { o["output"] = output; o["bytes"] = bytes }
         if let error { o["error"] = error }
@@ -448,7 +462,8 @@ final class BatchDisplay: Sendable {
         var stopped = false
     }
     let names: [String]
-    /// Each project's items, known before any progress comes (a project that fails at once sends none).
+    /// Each project's items, known before any progress comes (a project that fails at once sends
+    /// none); 0 where not known (a run followed by `coord wait`): its progress tells.
     let items: [Int]
     let terminal: Bool
     let started = Date().timeIntervalSince1970
@@ -537,7 +552,7 @@ final class BatchDisplay: Sendable {
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
             : Self.waitingForWorker(s) ? RunProgress.waitingText : batch.text(renderingFor: now - started)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
-                      failed > 0 ? " (\(failed) failed)" : "", batch.itemsDone, items.reduce(0, +), batch.running, eta)
+                      failed > 0 ? " (\(failed) failed)" : "", batch.itemsDone, names.indices.reduce(0) { $0 + max(items[$1], s.progress[$1]?.items ?? 0) }, batch.running, eta)
     }
 
     /// Every project still going waits for a worker, as last told.

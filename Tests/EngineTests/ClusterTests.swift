@@ -268,6 +268,47 @@ import ThreadlineCore
         #expect(!said("submit2").contains("Its runs go on"), "\(said("submit2"))")
     }
 
+    /// A batch whose follower stopped (Ctrl-C, a laptop lid) is picked up again by one command:
+    /// the interruption prints `coord wait 1-3 …`, and that follows the three runs together and
+    /// writes every movie. Before, it printed "follow one (runs 1, 2, 3) … coord wait RUN": one
+    /// command per run, 200 for a batch of 200.
+    @Test func oneWaitFollowsAWholeBatchAgain() throws {
+        let dir = temporaryDirectory("wait-batch")
+        let pipelines = try (1...3).map { k -> String in
+            try FileManager.default.createDirectory(atPath: dir + "/p\(k)", withIntermediateDirectories: true)
+            return try Self.project(dir + "/p\(k)", items: 2, seconds: 0.5)
+        }
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        let said = { (name: String) in (try? String(contentsOfFile: procs.log(name), encoding: .utf8)) ?? "" }
+        // No worker yet: the batch waits, and its follower is interrupted.
+        let submit = try procs.start("submit", coordPath, ["submit"] + pipelines + ["--coordinator", ep])
+        try #require(waitUntil(timeout: 30) { said("submit").contains("waiting for a worker") }, "\(said("submit"))")
+        kill(submit.processIdentifier, SIGINT)
+        submit.waitUntilExit()
+        #expect(submit.terminationStatus == 130 && said("submit").contains("interrupted: runs 1-3 go on at the coordinator")
+                && said("submit").contains("follow them and download their movies: coord wait 1-3 --coordinator \(ep)"), "\(said("submit"))")
+        // What it printed, run once a worker is there.
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        let again = try run(coordPath, ["wait", "1-3", "--coordinator", ep, "--json"], timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+        let objects = again.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(objects.count == 3 && objects.allSatisfy { $0["state"] as? String == "succeeded" && $0["name"] as? String == "test" }, "\(again.out)")
+        #expect(objects.compactMap { $0["run"] as? Int } == [1, 2, 3], "\(again.out)")
+        for k in 1...3 {
+            let duration = try ffprobe(dir + "/p\(k)/out.mp4").videoDuration ?? 0
+            #expect(abs(duration - 1) < 0.05, "p\(k): \(duration) s")
+        }
+        // The table names runs sharing a name by their ids.
+        let table = try run(coordPath, ["wait", "3", "1-2", "--coordinator", ep], timeout: 60)
+        #expect(table.status == 0 && table.out.contains("test (run 3)") && table.out.contains("3 projects in "), "\(table.out)\n\(table.err)")
+        // One movie path cannot name three, and a word that is no run is refused before anything.
+        let output = try run(coordPath, ["wait", "1-3", "--output", dir + "/x.mp4", "--coordinator", ep], timeout: 30)
+        #expect(output.status == 64 && output.err.contains("--output names one movie"), "\(output.err)")
+        let bad = try run(coordPath, ["wait", "3-1", "--coordinator", ep], timeout: 30)
+        #expect(bad.status == 64 && bad.err.contains("'3-1' is not a run id or a range of them"), "\(bad.err)")
+    }
+
     /// `coord wait` for a run whose movie the coordinator no longer holds (`coord gc` removes the
     /// files of old runs) says so and what to do; before: "download of the movie failed: the
     /// sender cannot serve it: not held here".
