@@ -65,7 +65,7 @@ struct ClusterOptions: ParsableArguments {
         ids.count == 1
             ? ["follow it and download the movie: coord wait \(ids[0]) \(flags)", "stop it: coord cancel \(ids[0]) \(flags)"]
             : ["follow them and download their movies: coord wait \(RunIDs.text(ids, separator: " ")) \(flags)",
-               "stop one: coord cancel RUN \(flags)"]
+               "stop them: coord cancel \(RunIDs.text(ids, separator: " ")) \(flags)"]
     }
 
     /// Follows runs with `body`; when the coordinator is lost meanwhile, `stop` ends the live
@@ -479,20 +479,28 @@ enum RunIDs {
 
 struct Cancel: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Stop a run on a running coordinator: its stages stop on every worker and free their slots.")
-    @Argument(help: "Run id.") var runID: Int64
+        abstract: "Stop runs on a running coordinator: their stages stop on every worker and free their slots.",
+        discussion: "Exit status 1 when any run named had already ended (the others are cancelled).")
+    @Argument(help: "Run ids, or ranges of them (12-40).") var runs: [String]
     @OptionGroup var cluster: ClusterOptions
 
+    func validate() throws { _ = try RunIDs.parse(runs) }
+
     func run() throws {
+        let ids = try RunIDs.parse(runs)
         let context = MessagingContext()
         let client = try cluster.client(context)
-        let end = try clusterCall { try client.cancel(runID) }
-        if end.state == "cancelled" {
-            print("run \(runID) cancelled")
-        } else {
-            errorLine("run \(runID) had already ended: \(end.state)")
-            throw ExitCode(1)
+        var ended: [String: [Int64]] = [:]
+        for id in ids {
+            let end = try clusterCall { try client.cancel(id) }
+            ended[end.state == "cancelled" ? "" : end.state, default: []].append(id)
         }
+        let cancelled = ended.removeValue(forKey: "") ?? []
+        if !cancelled.isEmpty { print("\(cancelled.count == 1 ? "run" : "runs") \(RunIDs.text(cancelled)) cancelled") }
+        for (state, runs) in ended.sorted(by: { $0.key < $1.key }) {
+            errorLine("\(runs.count == 1 ? "run" : "runs") \(RunIDs.text(runs)) had already ended: \(state)")
+        }
+        if !ended.isEmpty { throw ExitCode(1) }
     }
 }
 

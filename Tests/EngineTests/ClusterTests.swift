@@ -274,7 +274,7 @@ import ThreadlineCore
     /// command per run, 200 for a batch of 200.
     @Test func oneWaitFollowsAWholeBatchAgain() throws {
         let dir = temporaryDirectory("wait-batch")
-        let pipelines = try (1...3).map { k -> String in
+        let pipelines = try (1...5).map { k -> String in
             try FileManager.default.createDirectory(atPath: dir + "/p\(k)", withIntermediateDirectories: true)
             return try Self.project(dir + "/p\(k)", items: 2, seconds: 0.5)
         }
@@ -282,12 +282,18 @@ import ThreadlineCore
         defer { procs.stopAll() }
         let said = { (name: String) in (try? String(contentsOfFile: procs.log(name), encoding: .utf8)) ?? "" }
         // No worker yet: the batch waits, and its follower is interrupted.
-        let submit = try procs.start("submit", coordPath, ["submit"] + pipelines + ["--coordinator", ep])
+        let submit = try procs.start("submit", coordPath, ["submit"] + pipelines.prefix(3) + ["--coordinator", ep])
         try #require(waitUntil(timeout: 30) { said("submit").contains("waiting for a worker") }, "\(said("submit"))")
         kill(submit.processIdentifier, SIGINT)
         submit.waitUntilExit()
         #expect(submit.terminationStatus == 130 && said("submit").contains("interrupted: runs 1-3 go on at the coordinator")
-                && said("submit").contains("follow them and download their movies: coord wait 1-3 --coordinator \(ep)"), "\(said("submit"))")
+                && said("submit").contains("follow them and download their movies: coord wait 1-3 --coordinator \(ep)")
+                && said("submit").contains("stop them: coord cancel 1-3 --coordinator \(ep)"), "\(said("submit"))")
+        // Two more, waiting too, cancelled by one command.
+        let more = try run(coordPath, ["submit"] + pipelines.suffix(2) + ["--coordinator", ep, "--detach"], timeout: 60)
+        #expect(more.out == "4\n5\n", "\(more.out)\(more.err)")
+        let cancel = try run(coordPath, ["cancel", "4-5", "--coordinator", ep], timeout: 30)
+        #expect(cancel.status == 0 && cancel.out == "runs 4, 5 cancelled\n", "\(cancel.out)\(cancel.err)")
         // What it printed, run once a worker is there.
         try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
         let again = try run(coordPath, ["wait", "1-3", "--coordinator", ep, "--json"], timeout: 120)
@@ -307,6 +313,10 @@ import ThreadlineCore
         #expect(output.status == 64 && output.err.contains("--output names one movie"), "\(output.err)")
         let bad = try run(coordPath, ["wait", "3-1", "--coordinator", ep], timeout: 30)
         #expect(bad.status == 64 && bad.err.contains("'3-1' is not a run id or a range of them"), "\(bad.err)")
+        // Runs that ended are not cancelled; the command says which and exits 1.
+        let late = try run(coordPath, ["cancel", "1-3", "5", "--coordinator", ep], timeout: 30)
+        #expect(late.status == 1 && late.out == "run 5 cancelled\n" && late.err.contains("runs 1-3 had already ended: succeeded"), "\(late.out)\(late.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/p4/out.mp4") && !FileManager.default.fileExists(atPath: dir + "/p5/out.mp4"))
     }
 
     /// `coord wait` for a run whose movie the coordinator no longer holds (`coord gc` removes the
