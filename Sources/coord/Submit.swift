@@ -274,7 +274,11 @@ struct Submit: ParsableCommand {
             state.withLock { $0.ids.append(id); $0.sending = nil }
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }
         }
-        if detach { return }
+        if detach {
+            // Standard output keeps the ids alone, for scripts.
+            if !json { cluster.followAgain(state.withLock { $0.ids }).forEach(errorLine) }
+            return
+        }
         let ids = state.withLock { $0.ids }
         if projects.count == 1 {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
