@@ -212,6 +212,11 @@ public enum StateDoctor {
                                         fix: "coord doctor --repair (or coord gc) removes them"))
             }
         }
+        if found.partsKept > 0 {
+            findings.append(Finding(level: .ok, subject: "kept uploads",
+                                    message: "\(found.partsKept) part\(found.partsKept == 1 ? "" : "s") of uploads that were cut off (\(ByteSize.text(found.partsKeptBytes))), "
+                                        + "kept for a submit to go on from; each goes a day after it stopped"))
+        }
         return findings
     }
 }

@@ -8,6 +8,9 @@ public struct CollectionReport: Sendable, Codable {
     public var removed: Int = 0
     public var removedBytes: Int64 = 0
     public var temporaryRemoved: Int = 0
+    /// Parts of uploads that were cut off, kept (a day) for a submit to go on from.
+    public var partsKept: Int = 0
+    public var partsKeptBytes: Int64 = 0
     /// Files that should have gone but could not be removed (a read-only store, say), and why
     /// the first one could not.
     public var notRemoved: Int = 0
@@ -44,6 +47,8 @@ extension LineageStore {
         }
         let stale = StaleTemporaries.remove(in: storeRoot + "/tmp", untouchedFor: grace, now: now, dryRun: dryRun)
         report.temporaryRemoved = stale.removed
+        report.partsKept = stale.partsKept
+        report.partsKeptBytes = stale.partsKeptBytes
         report.notRemoved += stale.notRemoved
         if report.firstFailure == nil { report.firstFailure = stale.firstFailure }
         return report

@@ -234,6 +234,9 @@ public enum StaleTemporaries {
         public var bytes: Int64 = 0
         public var notRemoved = 0
         public var firstFailure: String?
+        /// Parts of cut-off transfers still within their day (left for a submit to go on from).
+        public var partsKept = 0
+        public var partsKeptBytes: Int64 = 0
     }
 
     public static func remove(in folder: String, untouchedFor grace: Double, now: Date = Date(), dryRun: Bool = false) -> Report {
@@ -242,8 +245,11 @@ public enum StaleTemporaries {
         for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
             let path = folder + "/" + name
             let attrs = try? fm.attributesOfItem(atPath: path)
-            let limit = name.hasSuffix(partialSuffix) ? max(grace, partialKeep) : grace
-            guard now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now) > limit else { continue }
+            let partial = name.hasSuffix(partialSuffix)
+            guard now.timeIntervalSince((attrs?[.modificationDate] as? Date) ?? now) > (partial ? max(grace, partialKeep) : grace) else {
+                if partial { report.partsKept += 1; report.partsKeptBytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0 }
+                continue
+            }
             report.paths.append(path)
             report.bytes += (attrs?[.size] as? NSNumber)?.int64Value ?? 0
             if let failure = dryRun ? nil : FileChecks.remove(path) {

@@ -95,10 +95,18 @@ import TestSupport
         try bytes.write(to: URL(fileURLWithPath: victim))
         FileManager.default.createFile(atPath: state + "/tmp/left-behind", contents: Data(count: 1000))
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: state + "/tmp/left-behind")
+        // An upload cut off two hours ago: kept (a day) for a submit to go on from, and said so
+        // (it was disk no command accounted for).
+        let kept = state + "/tmp/" + String(repeating: "d", count: 64) + ".partial"
+        FileManager.default.createFile(atPath: kept, contents: Data(count: 3 << 20))
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: kept)
 
         let quick = try doctor()
         #expect(quick.status == 1 && quick.out.contains("runs 1 are recorded running but their coordinator is gone"), "\(quick.out)")
         #expect(quick.out.contains("1 temporary files untouched"), "\(quick.out)")
+        #expect(quick.out.contains("kept uploads: 1 part of uploads that were cut off (3.0 MiB), kept for a submit to go on from"), "\(quick.out)")
+        let gc = try run(coordPath, ["gc", "--state", state, "--dry-run"], timeout: 60)
+        #expect(gc.out.contains("1 part of uploads that were cut off (3.0 MiB) kept"), "\(gc.out)")
         let full = try doctor(["--full", "--json"])
         let findings = (try JSONSerialization.jsonObject(with: Data(full.out.utf8)) as? [[String: Any]]) ?? []
         #expect(findings.contains { $0["subject"] as? String == "store" && $0["level"] as? String == "problem" }, "\(full.out)")
@@ -109,6 +117,7 @@ import TestSupport
         #expect(repaired.out.contains("recorded interrupted") && repaired.out.contains("1 damaged artifact files removed")
                 && repaired.out.contains("stale temporary files removed"), "\(repaired.out)")
         #expect(!FileManager.default.fileExists(atPath: victim) && !FileManager.default.fileExists(atPath: state + "/tmp/left-behind"))
+        #expect(FileManager.default.fileExists(atPath: kept), "a kept part stays its day")
         let runState = try run("sqlite3", [state + "/lineage.db", "SELECT state FROM run WHERE id = 1"], timeout: 10).out
         #expect(runState.trimmingCharacters(in: .whitespacesAndNewlines) == "interrupted")
         #expect(try doctor(["--full"]).status == 0)
