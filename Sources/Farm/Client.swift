@@ -1,6 +1,7 @@
 import Foundation
 import ThreadlineCore
 import Transport
+import Lineage
 
 /// A submitter's connection to a running coordinator (`coord serve`): submits projects (serving
 /// the coordinator the files they name), follows runs, downloads movies, cancels and queries.
@@ -30,9 +31,12 @@ public final class ClusterClient {
         case noAnswerYet(endpoint: String, timeout: Int)
         case silent(endpoint: String, seconds: Int, timeout: Int)
         case answersAgain(endpoint: String)
+        /// It said it is stopping, its runs to resume when it starts again: a restart or an upgrade.
+        case stopping(endpoint: String, timeout: Int)
 
         public var line: String {
             switch self {
+            case .stopping(let e, let t): "the coordinator at \(e) is stopping (a restart or an upgrade); waiting up to \(t) s for it to come back, its runs resume then"
             case .noAnswerYet(let e, let t): "no answer yet from the coordinator at \(e); waiting up to \(t) s (--timeout)"
             case .silent(let e, let s, let t): "the coordinator at \(e) has not answered for \(s) s; waiting up to \(t) s (--timeout)"
             case .answersAgain(let e): "the coordinator at \(e) answers again"
@@ -67,6 +71,9 @@ public final class ClusterClient {
     private var heardOnce = false
     /// Whether `onSilence` was told of the present silence.
     private var toldSilence = false
+    /// The coordinator said it is stopping: followers wait for it to come back, at least a minute.
+    private var stopping = false
+    static let restartPatience = 60.0
     /// For a signal handler's thread: stops this client before the process exits.
     public let exitRequest = ExitRequest()
 
@@ -107,7 +114,7 @@ public final class ClusterClient {
             }
             if let frames = try socket.receive(timeoutMs: 20) {
                 lastHeard = Date().timeIntervalSince1970
-                if toldSilence { toldSilence = false; onSilence?(.answersAgain(endpoint: endpoint)) }
+                if toldSilence { toldSilence = false; stopping = false; onSilence?(.answersAgain(endpoint: endpoint)) }
                 heardOnce = true
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
                 switch e.message {
@@ -132,9 +139,10 @@ public final class ClusterClient {
                 onSilence?(heardOnce ? .silent(endpoint: endpoint, seconds: Int(patience.rounded()), timeout: timeout)
                                      : .noAnswerYet(endpoint: endpoint, timeout: timeout))
             }
-            if now - lastHeard > silenceTimeout {
+            let limit = stopping ? max(silenceTimeout, Self.restartPatience) : silenceTimeout
+            if now - lastHeard > limit {
                 throw heardOnce
-                    ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(silenceTimeout)) s (--timeout). "
+                    ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(limit)) s\(stopping ? " since it said it was stopping" : " (--timeout)"). "
                               + (whenLost ?? "Its runs go on once it is back (started again on its state folder, it resumes them)"))
                     : Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s — is `coord serve` running there, and do its keys match yours?")
             }
@@ -214,7 +222,9 @@ public final class ClusterClient {
         return try pump(until: { m in
             switch m {
             case .progress(let p) where p.runID == run: progress(p); return nil
-            case .ended(let e) where e.run == run: return e
+            case .ended(let e) where e.run == run:
+                if e.state == RunStatus.interrupted.rawValue { coordinatorStopping(); return nil }
+                return e
             default: return nil
             }
         }, resend: { send(.watch(run: run)) })
@@ -230,6 +240,7 @@ public final class ClusterClient {
             switch m {
             case .progress(let p) where wanted.contains(p.runID) && ends[p.runID] == nil: progress(p)
             case .ended(let e) where wanted.contains(e.run) && ends[e.run] == nil:
+                if e.state == RunStatus.interrupted.rawValue { coordinatorStopping(); break }
                 ends[e.run] = e
                 ended(e)
                 if ends.count == wanted.count { return ends }
@@ -237,6 +248,16 @@ public final class ClusterClient {
             }
             return nil
         }, resend: { for r in runs where ends[r] == nil { send(.watch(run: r)) } })
+    }
+
+    /// A follower told its run was interrupted by the coordinator stopping waits for it to come
+    /// back (as for one gone silent, with at least `restartPatience`) and follows the run on:
+    /// a restart or an upgrade of `coord serve` is not the end of anyone's run.
+    private func coordinatorStopping() {
+        guard !stopping else { return }
+        stopping = true
+        toldSilence = true
+        onSilence?(.stopping(endpoint: endpoint, timeout: Int(max(silenceTimeout, Self.restartPatience))))
     }
 
     /// Copies a finished movie from the coordinator to `path` (verified by sha256). `progress` is
