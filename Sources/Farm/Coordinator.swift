@@ -809,6 +809,12 @@ final class CoordinatorCore {
         }
         switch envelope.message {
         case .hello(let h):
+            // A new process under a known id (restarted by systemd or Kubernetes within the
+            // liveness timeout): what the old one ran is lost, not held for ever. Before, its
+            // leases kept its slots busy and the stages stayed `running` with no one running them.
+            if let old = workers[id], Self.isRestart(of: old.hello, h) {
+                lose(worker: id, reason: "a new process joined under its id (it was restarted)")
+            }
             let known = workers[id]
             let shared = config.store == nil || h.storeID == nil || h.storeID == config.store?.id
             workers[id] = WorkerInfo(identity: identity, key: peer.key, hello: h, lastSeen: now, shared: shared)
@@ -1194,6 +1200,14 @@ final class CoordinatorCore {
     func forget(worker id: String, _ w: WorkerInfo) {
         transfers?.peerLost(w.identity)
         holdings.forget(id)
+    }
+
+    /// Whether a hello under a known worker id comes from another process than the one known
+    /// (rather than that one reconnecting): its incarnation, or for a worker older than that
+    /// field, its pid and host.
+    static func isRestart(of old: Hello, _ new: Hello) -> Bool {
+        if let a = old.incarnation, let b = new.incarnation { return a != b }
+        return old.pid != new.pid || old.host != new.host
     }
 
     func lose(worker id: String, reason: String) {

@@ -116,6 +116,9 @@ public struct Hello: Codable, Sendable {
     public var draining: Bool? = nil
     /// `Planner.engineID` of the worker's build (nil from a worker older than the field).
     public var engine: String? = nil
+    /// Made once per worker process (nil from a worker older than the field): another one under
+    /// a known id is a new process, not the same one reconnecting.
+    public var incarnation: String? = nil
 }
 
 /// One attempt of one unit of work. The lease token fences it: a result whose lease is no
@@ -274,6 +277,8 @@ extension WireMessage {
             .hello(Hello(worker: "w2", host: "h", pid: 2, slots: 1, version: "0.4.0", storeID: nil, running: [], draining: true, engine: "e+1")),
             .dropped(sha256: [ref.sha256, String(repeating: "b", count: 64)]),
             .notice(message: "this worker gets no work for 30 s"),
+            .hello(Hello(worker: "w3", host: "h", pid: 1, slots: 4, version: "0.5.0", storeID: "S", running: ["L9"], engine: "e+2",
+                         incarnation: "8D5C1E0A-4F3B-4C55-9E0F-7A1D2B3C4D5E")),
         ]
     }
 }

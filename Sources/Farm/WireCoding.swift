@@ -112,12 +112,13 @@ extension Hello {
             $0.running = running ?? []
             $0.draining = draining == true
             if let engine { $0.engine = engine }
+            if let incarnation { $0.incarnation = incarnation }
         }
     }
     init(_ w: Threadline_Wire_Hello) {
         self.init(worker: w.worker, host: w.host, pid: Int(w.pid), slots: Int(w.slots), version: w.version,
                   storeID: w.hasStoreID ? w.storeID : nil, running: w.running, draining: w.draining ? true : nil,
-                  engine: w.hasEngine ? w.engine : nil)
+                  engine: w.hasEngine ? w.engine : nil, incarnation: w.hasIncarnation ? w.incarnation : nil)
     }
 }
 

@@ -81,6 +81,9 @@ public final class WorkerRuntime: Sendable {
     /// When a drain was asked for: the deadline for in-flight attempts.
     private let drainDeadline = Mutex<Double?>(nil)
 
+    /// This process among others under the same id (`Hello.incarnation`).
+    let incarnation = UUID().uuidString
+
     /// Graceful stop (SIGTERM): take no more work, let in-flight attempts finish within `timeout`
     /// seconds and deliver their results, hand back the rest, then return from `run`.
     public func drain(timeout: Double) {
@@ -117,6 +120,7 @@ public final class WorkerRuntime: Sendable {
                           version: Self.version, storeID: config.store?.id, running: Array(running))
             if draining { h.draining = true }
             h.engine = Planner.engineID
+            h.incarnation = incarnation
             return h
         }
         @discardableResult

@@ -588,12 +588,25 @@ public nonisolated struct Threadline_Wire_Hello: Sendable {
   /// Clears the value of `engine`. Subsequent reads from it will return its default value.
   public mutating func clearEngine() {self._engine = nil}
 
+  /// Random, made once per worker process: a hello under a known id with another incarnation is
+  /// a new process (restarted by systemd or Kubernetes under the same id, in a container where
+  /// every process is pid 1), and what the old one ran is lost.
+  public var incarnation: String {
+    get {_incarnation ?? String()}
+    set {_incarnation = newValue}
+  }
+  /// Returns true if `incarnation` has been explicitly set.
+  public var hasIncarnation: Bool {self._incarnation != nil}
+  /// Clears the value of `incarnation`. Subsequent reads from it will return its default value.
+  public mutating func clearIncarnation() {self._incarnation = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storeID: String? = nil
   fileprivate var _engine: String? = nil
+  fileprivate var _incarnation: String? = nil
 }
 
 public nonisolated struct Threadline_Wire_Assignment: Sendable {
@@ -2119,7 +2132,7 @@ nonisolated extension Threadline_Wire_Document: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}worker\0\u{1}host\0\u{1}pid\0\u{1}slots\0\u{1}version\0\u{3}store_id\0\u{1}running\0\u{1}draining\0\u{1}engine\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}worker\0\u{1}host\0\u{1}pid\0\u{1}slots\0\u{1}version\0\u{3}store_id\0\u{1}running\0\u{1}draining\0\u{1}engine\0\u{1}incarnation\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2136,6 +2149,7 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
       case 7: try { try decoder.decodeRepeatedStringField(value: &self.running) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.draining) }()
       case 9: try { try decoder.decodeSingularStringField(value: &self._engine) }()
+      case 10: try { try decoder.decodeSingularStringField(value: &self._incarnation) }()
       default: break
       }
     }
@@ -2173,6 +2187,9 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
     try { if let v = self._engine {
       try visitor.visitSingularStringField(value: v, fieldNumber: 9)
     } }()
+    try { if let v = self._incarnation {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 10)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2186,6 +2203,7 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
     if lhs.running != rhs.running {return false}
     if lhs.draining != rhs.draining {return false}
     if lhs._engine != rhs._engine {return false}
+    if lhs._incarnation != rhs._incarnation {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -388,6 +388,34 @@ import ThreadlineCore
         #expect(sizes("").isEmpty, "left behind: \(String(describing: try? FileManager.default.contentsOfDirectory(atPath: clientTmp)))")
     }
 
+    /// A worker killed mid-render and started again at once under the same id (systemd's
+    /// Restart=, a container restarted in its pod, where every process is pid 1) joins as a new
+    /// process: what the old one ran is recorded lost and runs again. Before, the coordinator took
+    /// the new hello for a reconnect, kept the old leases on its books and the worker's slot busy,
+    /// and the run waited for ever (a chaos soak left 3 of 20 runs `running` with every worker idle).
+    @Test func aWorkerRestartedUnderItsIdLosesWhatItRanAndTheRunGoesOn() throws {
+        let dir = temporaryDirectory("worker-restarted")
+        let pipeline = try Self.project(dir, items: 3, seconds: 3, size: (640, 360), output: "640x360", preset: "medium")
+        // Liveness far longer than the test: only the restart can free the slot.
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1, serveArgs: ["--liveness", "600"])
+        defer { procs.stopAll() }
+        let db = dir + "/coord/lineage.db"
+        let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep])
+        let rendering = try waitUntil(timeout: 60, poll: 0.02) {
+            try Self.rows(db, "SELECT count(*) AS n FROM v_attempts WHERE state = 'running' AND stage LIKE 'decode/%'").first?["n"] == "1"
+        }
+        try #require(rendering, "no render was seen in flight")
+        procs.signal("w1", SIGKILL)
+        procs.process("w1")?.waitUntilExit()
+        try procs.start("w1again", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        #expect(waitUntil(timeout: 90) { !submit.isRunning }, "the run never finished: \((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "")")
+        #expect(submit.terminationStatus == 0, "\((try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "")")
+        try Self.expectOneSuccessPerStage(db, run: 1)
+        #expect(try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'").first?["n"] != "0")
+        let coordSaid = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(coordSaid.contains("a new process joined under its id (it was restarted)"), "\(coordSaid)")
+    }
+
     /// A worker with its own store keeps it within `--store-max`: here every artifact may go as
     /// soon as nothing in flight reads it and its result is delivered, and each render still
     /// finds its inputs (no attempt fails). The store is empty once the run has ended, and the
