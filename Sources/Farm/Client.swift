@@ -114,9 +114,13 @@ public final class ClusterClient {
             }
             if let frames = try socket.receive(timeoutMs: 20) {
                 lastHeard = Date().timeIntervalSince1970
-                if toldSilence { toldSilence = false; stopping = false; onSilence?(.answersAgain(endpoint: endpoint)) }
                 heardOnce = true
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
+                // (A stopping coordinator tells each run's followers in turn: that is not it back.)
+                if toldSilence && !(stopping && Self.isStopNotice(e.message)) {
+                    toldSilence = false; stopping = false
+                    onSilence?(.answersAgain(endpoint: endpoint))
+                }
                 switch e.message {
                 case .pull(let sha, let offset, let length):
                     sent(sha, offset: offset, bytes: transfers.serve(sha256: sha, offset: offset, length: length, to: Data()))
@@ -223,7 +227,7 @@ public final class ClusterClient {
             switch m {
             case .progress(let p) where p.runID == run: progress(p); return nil
             case .ended(let e) where e.run == run:
-                if e.state == RunStatus.interrupted.rawValue { coordinatorStopping(); return nil }
+                if Self.isStopNotice(m) { coordinatorStopping(); return nil }
                 return e
             default: return nil
             }
@@ -240,7 +244,7 @@ public final class ClusterClient {
             switch m {
             case .progress(let p) where wanted.contains(p.runID) && ends[p.runID] == nil: progress(p)
             case .ended(let e) where wanted.contains(e.run) && ends[e.run] == nil:
-                if e.state == RunStatus.interrupted.rawValue { coordinatorStopping(); break }
+                if Self.isStopNotice(m) { coordinatorStopping(); break }
                 ends[e.run] = e
                 ended(e)
                 if ends.count == wanted.count { return ends }
@@ -253,6 +257,11 @@ public final class ClusterClient {
     /// A follower told its run was interrupted by the coordinator stopping waits for it to come
     /// back (as for one gone silent, with at least `restartPatience`) and follows the run on:
     /// a restart or an upgrade of `coord serve` is not the end of anyone's run.
+    static func isStopNotice(_ m: WireMessage) -> Bool {
+        if case .ended(let e) = m { return e.state == RunStatus.interrupted.rawValue }
+        return false
+    }
+
     private func coordinatorStopping() {
         guard !stopping else { return }
         stopping = true

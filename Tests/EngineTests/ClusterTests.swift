@@ -294,10 +294,19 @@ import ThreadlineCore
         #expect(more.out == "4\n5\n", "\(more.out)\(more.err)")
         let cancel = try run(coordPath, ["cancel", "4-5", "--coordinator", ep], timeout: 30)
         #expect(cancel.status == 0 && cancel.out == "runs 4, 5 cancelled\n", "\(cancel.out)\(cancel.err)")
-        // What it printed, run once a worker is there.
+        // What it printed, followed through a restart of the coordinator (each run's followers
+        // are told it is stopping: said once, as its coming back), then a worker.
+        let waiter = try procs.start("wait", coordPath, ["wait", "1-3", "--coordinator", ep, "--json"])
+        try #require(waitUntil(timeout: 30) { said("wait").contains("waiting for a worker") }, "\(said("wait"))")
+        procs.signal("coord", SIGTERM)
+        #expect(waitUntil(timeout: 30) { !(procs.process("coord")?.isRunning ?? false) }, "the coordinator did not stop")
+        try procs.start("coord2", coordPath, ["serve", "--bind", ep, "--state", dir + "/coord"])
         try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
-        let again = try run(coordPath, ["wait", "1-3", "--coordinator", ep, "--json"], timeout: 120)
+        #expect(waitUntil(timeout: 120) { !waiter.isRunning }, "\(said("wait"))")
+        let again = (status: waiter.terminationStatus, out: (try? String(contentsOfFile: procs.out("wait"), encoding: .utf8)) ?? "", err: said("wait"))
         #expect(again.status == 0, "\(again.err)")
+        #expect(again.err.components(separatedBy: "is stopping (a restart or an upgrade)").count == 2
+                && again.err.components(separatedBy: "answers again").count == 2, "\(again.err)")
         let objects = again.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(objects.count == 3 && objects.allSatisfy { $0["state"] as? String == "succeeded" && $0["name"] as? String == "test" }, "\(again.out)")
         #expect(objects.compactMap { $0["run"] as? Int } == [1, 2, 3], "\(again.out)")
