@@ -254,14 +254,16 @@ public final class ClusterClient {
         }, resend: { for r in runs where ends[r] == nil { send(.watch(run: r)) } })
     }
 
-    /// A follower told its run was interrupted by the coordinator stopping waits for it to come
-    /// back (as for one gone silent, with at least `restartPatience`) and follows the run on:
-    /// a restart or an upgrade of `coord serve` is not the end of anyone's run.
+    /// How a stopping coordinator tells a follower of each run it holds (it resumes them when it
+    /// starts again on its state folder).
     static func isStopNotice(_ m: WireMessage) -> Bool {
         if case .ended(let e) = m { return e.state == RunStatus.interrupted.rawValue }
         return false
     }
 
+    /// A follower told its run was interrupted by the coordinator stopping waits for it to come
+    /// back (as for one gone silent, with at least `restartPatience`) and follows the run on:
+    /// a restart or an upgrade of `coord serve` is not the end of anyone's run.
     private func coordinatorStopping() {
         guard !stopping else { return }
         stopping = true

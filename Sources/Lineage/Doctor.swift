@@ -213,9 +213,7 @@ public enum StateDoctor {
             }
         }
         if found.partsKept > 0 {
-            findings.append(Finding(level: .ok, subject: "kept uploads",
-                                    message: "\(found.partsKept) part\(found.partsKept == 1 ? "" : "s") of uploads that were cut off (\(ByteSize.text(found.partsKeptBytes))), "
-                                        + "kept for a submit to go on from; each goes a day after it stopped"))
+            findings.append(Finding(level: .ok, subject: "kept uploads", message: StaleTemporaries.partsKeptText(found.partsKept, bytes: found.partsKeptBytes)))
         }
         return findings
     }

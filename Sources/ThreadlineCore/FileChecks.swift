@@ -239,6 +239,11 @@ public enum StaleTemporaries {
         public var partsKeptBytes: Int64 = 0
     }
 
+    /// What `coord doctor` and `coord gc` say of the parts they leave.
+    public static func partsKeptText(_ count: Int, bytes: Int64) -> String {
+        "\(count) part\(count == 1 ? "" : "s") of uploads that were cut off (\(ByteSize.text(bytes))), kept for a submit to go on from; each goes a day after it stopped"
+    }
+
     public static func remove(in folder: String, untouchedFor grace: Double, now: Date = Date(), dryRun: Bool = false) -> Report {
         let fm = FileManager.default
         var report = Report()

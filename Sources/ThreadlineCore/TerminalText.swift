@@ -17,15 +17,7 @@ public enum TerminalText {
         guard let columns, columns > 1 else { return line }
         let room = columns - 1
         guard width(line) > room else { return line }
-        var kept = ""
-        var used = 0
-        for c in line {
-            let w = width(of: c)
-            if used + w > room - 1 { break }
-            used += w
-            kept.append(c)
-        }
-        return kept + "…"
+        return prefix(line, within: room - 1).text + "…"
     }
 
     /// `text` in exactly `columns` columns, for a table's column: padded with spaces, or cut in
@@ -33,17 +25,21 @@ public enum TerminalText {
     public static func column(_ text: String, _ columns: Int) -> String {
         let w = width(text)
         guard w > columns else { return text + String(repeating: " ", count: columns - w) }
-        let tailRoom = (columns - 1) / 2
-        var head = "", tail = "", used = 0
+        let head = prefix(text, within: columns - 1 - (columns - 1) / 2)
+        let tail = prefix(String(text.reversed()), within: columns - 1 - head.columns)
+        return head.text + "…" + String(tail.text.reversed()) + String(repeating: " ", count: columns - 1 - head.columns - tail.columns)
+    }
+
+    /// The longest start of `text` that takes at most `room` columns, and the columns it takes.
+    private static func prefix(_ text: String, within room: Int) -> (text: String, columns: Int) {
+        var kept = "", used = 0
         for c in text {
-            guard used + width(of: c) <= columns - 1 - tailRoom else { break }
-            used += width(of: c); head.append(c)
+            let w = width(of: c)
+            if used + w > room { break }
+            used += w
+            kept.append(c)
         }
-        for c in text.reversed() {
-            guard used + width(of: c) <= columns - 1 else { break }
-            used += width(of: c); tail.insert(c, at: tail.startIndex)
-        }
-        return head + "…" + tail + String(repeating: " ", count: columns - 1 - used)
+        return (kept, used)
     }
 
     /// Columns of the terminal standard error is; nil when it is not one or does not say.

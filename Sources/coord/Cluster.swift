@@ -115,10 +115,6 @@ func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bo
     switch end.state {
     case "succeeded":
         if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", end.run, end.seconds, path, ByteSize.text(end.output?.size ?? 0))) }
-    case "interrupted":
-        errorLine("run \(end.run): \(end.message ?? "interrupted")")
-        cluster.followAgain([end.run]).forEach(errorLine)
-        throw ExitCode(1)
     default:
         errorLine("error: run \(end.run) \(end.state): \(end.message ?? "")")
         throw ExitCode(1)
@@ -438,9 +434,7 @@ struct Wait: ParsableCommand {
         let reports = try followRuns(client, ids: ids, labels: labels, items: ids.map { _ in 0 }, json: json, cluster: cluster) { k in
             ProjectReport(file: nil, name: names[k], label: labels[k])
         }
-        let interrupted = reports.filter { $0.state == RunStatus.interrupted.rawValue }.compactMap(\.run)
-        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json,
-                           hint: interrupted.isEmpty ? [] : cluster.followAgain(interrupted))
+        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json)
     }
 }
 

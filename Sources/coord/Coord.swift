@@ -399,7 +399,7 @@ struct GC: ParsableCommand {
         print(String(format: "%@%d artifacts removed (%@), %d kept, %d stale temporary files removed",
                      dryRun ? "dry run: would have " : "", r.removed, ByteSize.text(r.removedBytes), r.kept, r.temporaryRemoved))
         if r.partsKept > 0 {
-            print("\(r.partsKept) part\(r.partsKept == 1 ? "" : "s") of uploads that were cut off (\(ByteSize.text(r.partsKeptBytes))) kept for a submit to go on from; each goes a day after it stopped")
+            print(StaleTemporaries.partsKeptText(r.partsKept, bytes: r.partsKeptBytes))
         }
         if r.notRemoved > 0 {
             errorLine("error: \(r.notRemoved) files could not be removed; the first: \(r.firstFailure ?? "?"). Run gc as the user that owns \(stateOptions.directory).")

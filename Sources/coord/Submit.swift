@@ -291,10 +291,7 @@ struct Submit: ParsableCommand {
         let reports = try followRuns(client, ids: ids, labels: labels, items: projects.map(\.items.count), json: json, cluster: cluster) { k in
             ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k])
         }
-        // Runs the coordinator's stop interrupted resume when it is back: how to follow them then.
-        let interrupted = reports.filter { $0.state == RunStatus.interrupted.rawValue }.compactMap(\.run)
-        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json,
-                           hint: interrupted.isEmpty ? [] : cluster.followAgain(interrupted))
+        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json)
     }
 
     /// Where a remote submit stands, for what Ctrl-C says.
@@ -331,7 +328,7 @@ struct Submit: ParsableCommand {
 }
 
 /// The summary of several runs: a table (or JSON lines); exit 1 when any did not succeed.
-func reportProjects(_ reports: [ProjectReport], seconds: Double, json: Bool, hint: [String] = []) throws {
+func reportProjects(_ reports: [ProjectReport], seconds: Double, json: Bool) throws {
     if json {
         for r in reports { print(String(decoding: try JSONSerialization.data(withJSONObject: r.object, options: [.sortedKeys]), as: UTF8.self)) }
     } else if reports.count == 1, let r = reports.first {
@@ -347,7 +344,6 @@ func reportProjects(_ reports: [ProjectReport], seconds: Double, json: Bool, hin
     if reports.count == 1, let r = failures.first {
         errorLine("error: run \(r.run.map(String.init) ?? "?") \(r.state): \(r.error ?? "")")
     }
-    hint.forEach(errorLine)
     if !failures.isEmpty { throw ExitCode(1) }
 }
 

@@ -148,6 +148,23 @@ import ThreadlineCore
         return (procs, ep)
     }
 
+    /// A project of 104 MB of uncompressed video (`dir/p.yaml`): about a second to go up on
+    /// loopback, long enough to catch an upload half-way. Returns the file's size.
+    static func bigUpload(_ dir: String) throws -> Int64 {
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=10", "-c:v", "rawvideo",
+                                      "-pix_fmt", "yuv420p", dir + "/big.mkv"])
+        try #require(made.status == 0, "\(made.err)")
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: big.mkv"])
+        return try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
+    }
+
+    /// The size of the largest file in a store's `tmp` (a transfer arriving), 0 when none.
+    static func largestTemporary(_ folder: String) -> Int64 {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+            (try? FileManager.default.attributesOfItem(atPath: folder + "/" + $0)[.size] as? NSNumber)?.int64Value
+        }.max() ?? 0
+    }
+
     /// A remote submit cut off while its files go up (Ctrl-C, a laptop lid, Wi-Fi gone) says how
     /// much went and that a new submit sends only the rest; made again at once, it takes over the
     /// upload from where it stood (sending less than the file), and the coordinator starts one run,
@@ -155,20 +172,11 @@ import ThreadlineCore
     /// upload, waited for it to stall for 18 s, and was refused; a submit after that sent it all.)
     @Test func anUploadCutOffGoesOnWhenSubmittedAgain() throws {
         let dir = temporaryDirectory("upload-resume")
-        // 104 MB of uncompressed video: about a second to go up on loopback.
-        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=10", "-c:v", "rawvideo",
-                                      "-pix_fmt", "yuv420p", dir + "/big.mkv"])
-        try #require(made.status == 0, "\(made.err)")
-        let size = try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
-        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: big.mkv"])
+        let size = try Self.bigUpload(dir)
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 0, serveArgs: ["--http", "127.0.0.1:0"])
         defer { procs.stopAll() }
         let coordTmp = dir + "/coord/tmp"
-        let arriving = { () -> Int64 in
-            ((try? FileManager.default.contentsOfDirectory(atPath: coordTmp)) ?? []).compactMap {
-                (try? FileManager.default.attributesOfItem(atPath: coordTmp + "/" + $0)[.size] as? NSNumber)?.int64Value
-            }.max() ?? 0
-        }
+        let arriving = { Self.largestTemporary(coordTmp) }
         // Stopped once 8 MiB are there, then interrupted.
         let first = try procs.start("submit1", coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep])
         let stopped = waitUntil(timeout: 60, poll: 0.001) { arriving() >= 8 << 20 }
@@ -217,20 +225,12 @@ import ThreadlineCore
     /// accepted and how to find out, instead of "its runs go on".
     @Test func aCoordinatorStoppingMidUploadTellsTheSubmitterAndKeepsWhatCame() throws {
         let dir = temporaryDirectory("upload-coordinator-stops")
-        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=10", "-c:v", "rawvideo",
-                                      "-pix_fmt", "yuv420p", dir + "/big.mkv"])
-        try #require(made.status == 0, "\(made.err)")
-        let size = try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
-        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: big.mkv"])
+        let size = try Self.bigUpload(dir)
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 0, serveArgs: ["--drain-timeout", "1"])
         defer { procs.stopAll() }
         let port = ep.split(separator: ":").last!
         let coordTmp = dir + "/coord/tmp"
-        let arriving = { () -> Int64 in
-            ((try? FileManager.default.contentsOfDirectory(atPath: coordTmp)) ?? []).compactMap {
-                (try? FileManager.default.attributesOfItem(atPath: coordTmp + "/" + $0)[.size] as? NSNumber)?.int64Value
-            }.max() ?? 0
-        }
+        let arriving = { Self.largestTemporary(coordTmp) }
         /// Starts a submit and holds it once `bytes` are at the coordinator.
         func submitHeldAt(_ bytes: Int64, _ name: String, _ extra: [String] = []) throws -> Process {
             let p = try procs.start(name, coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep] + extra)

@@ -106,7 +106,7 @@ import TestSupport
         #expect(quick.out.contains("1 temporary files untouched"), "\(quick.out)")
         #expect(quick.out.contains("kept uploads: 1 part of uploads that were cut off (3.0 MiB), kept for a submit to go on from"), "\(quick.out)")
         let gc = try run(coordPath, ["gc", "--state", state, "--dry-run"], timeout: 60)
-        #expect(gc.out.contains("1 part of uploads that were cut off (3.0 MiB) kept"), "\(gc.out)")
+        #expect(gc.out.contains("1 part of uploads that were cut off (3.0 MiB), kept for a submit to go on from"), "\(gc.out)")
         let full = try doctor(["--full", "--json"])
         let findings = (try JSONSerialization.jsonObject(with: Data(full.out.utf8)) as? [[String: Any]]) ?? []
         #expect(findings.contains { $0["subject"] as? String == "store" && $0["level"] as? String == "problem" }, "\(full.out)")
