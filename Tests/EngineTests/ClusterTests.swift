@@ -158,11 +158,17 @@ import ThreadlineCore
         return try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
     }
 
-    /// The size of the largest file in a store's `tmp` (a transfer arriving), 0 when none.
-    static func largestTemporary(_ folder: String) -> Int64 {
-        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap {
+    /// The sizes of the files in a store's `tmp` whose names end in `suffix` (transfers arriving,
+    /// `.part`, or parts kept, `.partial`).
+    static func temporarySizes(_ folder: String, ending suffix: String = "") -> [Int64] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(suffix) }.compactMap {
             (try? FileManager.default.attributesOfItem(atPath: folder + "/" + $0)[.size] as? NSNumber)?.int64Value
-        }.max() ?? 0
+        }
+    }
+
+    /// The largest of those, 0 when none.
+    static func largestTemporary(_ folder: String, ending suffix: String = "") -> Int64 {
+        temporarySizes(folder, ending: suffix).max() ?? 0
     }
 
     /// A remote submit cut off while its files go up (Ctrl-C, a laptop lid, Wi-Fi gone) says how
@@ -250,7 +256,7 @@ import ThreadlineCore
         #expect(first.terminationStatus == 1 && said("submit1").contains(
             "error: the coordinator refused: the coordinator stopped before all of test's files came; it keeps what came for a day, so submitting again when it is back sends only the rest"),
                 "\(said("submit1"))")
-        let kept = (try? FileManager.default.attributesOfItem(atPath: coordTmp + "/" + (FileManager.default.contentsOfDirectory(atPath: coordTmp).first { $0.hasSuffix(".partial") } ?? "-"))[.size] as? NSNumber)?.int64Value ?? 0
+        let kept = Self.largestTemporary(coordTmp, ending: ".partial")
         #expect(kept >= 8 << 20, "kept \(kept) bytes")
 
         // Back: a submit sends only the rest. Held again, and the coordinator killed outright.
@@ -362,11 +368,7 @@ import ThreadlineCore
         try #require(submitted.status == 0, "\(submitted.err)")
         // The follower's downloads go to its temporary folder.
         let clientTmp = dir + "/client/threadline-client-\(getuid())/tmp"
-        let sizes = { (suffix: String) -> [Int64] in
-            ((try? FileManager.default.contentsOfDirectory(atPath: clientTmp)) ?? []).filter { $0.hasSuffix(suffix) }.compactMap {
-                (try? FileManager.default.attributesOfItem(atPath: clientTmp + "/" + $0)[.size] as? NSNumber)?.int64Value
-            }
-        }
+        let sizes = { (suffix: String) in Self.temporarySizes(clientTmp, ending: suffix) }
         let wait = ["TMPDIR=\(dir)/client", coordPath, "wait", "1", "--coordinator", ep]
         let waiter = try procs.start("wait1", "/usr/bin/env", wait)
         let midway = waitUntil(timeout: 120, poll: 0.0005) { (sizes(".part").max() ?? 0) >= 4 << 20 }
