@@ -103,7 +103,7 @@ public final class ClusterClient {
     /// `resend` is called each time the coordinator has been silent for `silenceTimeout / 3`.
     /// `whenLost`: what to do when the coordinator stays silent, if not to follow the runs again.
     func pump<T>(until: (WireMessage) throws -> T?, resend: () -> Void = {}, idle: () -> T? = { nil }, whenLost: String? = nil) throws -> T {
-        var lastHeard = Date().timeIntervalSince1970
+        var lastHeard = Clocks.steady
         var lastResend = lastHeard
         while true {
             if let stopped = exitRequest.requested.withLock({ $0 }) {
@@ -113,7 +113,7 @@ public final class ClusterClient {
                 while true { Thread.sleep(forTimeInterval: 60) }
             }
             if let frames = try socket.receive(timeoutMs: 20) {
-                lastHeard = Date().timeIntervalSince1970
+                lastHeard = Clocks.steady
                 heardOnce = true
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
                 // (A stopping coordinator tells each run's followers in turn: that is not it back.)
@@ -134,7 +134,7 @@ public final class ClusterClient {
             }
             transfers.tick()
             if let v = idle() { return v }
-            let now = Date().timeIntervalSince1970
+            let now = Clocks.steady
             if now - lastResend > silenceTimeout / 3 && now - lastHeard > silenceTimeout / 3 { resend(); lastResend = now }
             let patience = min(3, silenceTimeout / 3)
             if !toldSilence, now - lastHeard > patience {
@@ -173,11 +173,11 @@ public final class ClusterClient {
     public func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
         // Reading files not hashed before takes seconds a gigabyte from a slow disk: told after
         // half a second, at most 4 times a second.
-        let started = Date().timeIntervalSince1970
+        let started = Clocks.steady
         var reading = Reading(), toldAt = started + 0.25
         let files = try Self.files(of: pipeline, hashes: hashes) { bytes in
             reading.bytes += Int64(bytes)
-            let now = Date().timeIntervalSince1970
+            let now = Clocks.steady
             if now - toldAt >= 0.25, let onReading {
                 if reading.total == 0 { reading.total = Set(pipeline.files.map(\.path)).reduce(0) { $0 + Self.size($1) } }
                 toldAt = now
@@ -187,7 +187,7 @@ public final class ClusterClient {
         for f in files { transfers.exported[f.sha256] = f.path }
         let s = Submission(pipeline: pipeline, files: files, priority: priority,
                            submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)")
-        let now = Date().timeIntervalSince1970
+        let now = Clocks.steady
         sending = (Dictionary(files.map { ($0.sha256, $0.size) }, uniquingKeysWith: { a, _ in a }), [], now, 0, Upload())
         defer { sending = nil }
         send(.submit(s))
@@ -196,7 +196,7 @@ public final class ClusterClient {
                                + "submitting it again sends only what the coordinator lacks (it keeps an upload that was cut off for a day)")
         if var u = sending?.upload, u.files > 0 {
             u.done = true
-            u.seconds = Date().timeIntervalSince1970 - sending!.started
+            u.seconds = Clocks.steady - sending!.started
             onUpload?(u)
         }
         return run
@@ -211,7 +211,7 @@ public final class ClusterClient {
             s.upload.asked += size - kept; s.upload.kept += kept; s.upload.files = s.asked.count
         }
         s.upload.sent += Int64(bytes)
-        let now = Date().timeIntervalSince1970
+        let now = Clocks.steady
         if now - s.toldAt >= 0.25 {
             s.toldAt = now
             s.upload.seconds = now - s.started
@@ -275,7 +275,7 @@ public final class ClusterClient {
     /// told the bytes here so far: at the start, then at most 4 times a second.
     public func download(_ ref: ArtifactRef, to path: String, progress: (Int64) -> Void = { _ in }) throws {
         transfers.fetch(ref, from: Data())
-        var told = Date().timeIntervalSince1970
+        var told = Clocks.steady
         if let here = transfers.arrived(ref.sha256) { progress(here) }
         let outcome: Result<ArtifactRef, Transfers.TransferError>
         do {
@@ -283,7 +283,7 @@ public final class ClusterClient {
                 for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 {
                     return outcome
                 }
-                let now = Date().timeIntervalSince1970
+                let now = Clocks.steady
                 if now - told >= 0.25, let here = transfers.arrived(ref.sha256) { told = now; progress(here) }
                 return nil
             })

@@ -318,9 +318,12 @@ final class Unit {
     /// and has not yet: written with the dispatch when the unit goes out in the same feed, else
     /// as a row of its own when the feed ends (`CoordinatorCore.recordReady`).
     var unrecordedReady: LineageStore.StageParameters?
-    /// When its current attempt's stage became ready (for the ready→started figure).
+    /// When its current attempt's stage became ready, on the wall clock: the ready→started figure
+    /// compares it with the worker's start stamp.
     var readyAt = 0.0
-    /// When its current attempt was sent.
+    /// How long the coordinator held its current attempt ready before sending it.
+    var held = 0.0
+    /// When its current attempt was sent (`Clocks.steady`).
     var sentAt = 0.0
     var attemptIDs: [Int64] = []
     var task: TaskSpec?
@@ -370,7 +373,8 @@ final class RunState {
     /// Which units wait for which (from the plan).
     let dependencies: [[Int]]
     var lastProgress = 0.0
-    let startedAt = Date().timeIntervalSince1970
+    /// When this coordinator took the run on (`Clocks.steady`: for durations only).
+    let startedAt = Clocks.steady
 
     init(id: Int64, pipeline: Pipeline, stageIDs: [String: Int64], priority: Int = 0, files: [String: ArtifactRef] = [:]) {
         self.id = id; self.pipeline = pipeline; self.stageIDs = stageIDs; self.priority = priority; self.files = files
@@ -538,7 +542,7 @@ final class CoordinatorCore {
             var waiting = false
             // A command just taken (a submit) may have made work ready: dispatch it this turn, not after the timeout.
             do { waiting = try socket.wait(timeoutMs: commands.isEmpty ? 5 : 0, wakeup: owner.commandWakeup) } catch { log.error("poll failed: \(error)") }
-            let now = Date().timeIntervalSince1970
+            let now = Clocks.steady
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
             // Submitters hear their run's id once its rows are committed.
             var replies: [(@Sendable (Result<Int64, Error>) -> Void, Result<Int64, Error>)] = []
@@ -558,7 +562,7 @@ final class CoordinatorCore {
                         if graceful && (!draining || within != nil) {
                             draining = true
                             feed(.stopDispatching)
-                            drainDeadline = Date().timeIntervalSince1970 + (within ?? config.drainTimeout)
+                            drainDeadline = Clocks.steady + (within ?? config.drainTimeout)
                             log.info("stopping: no new work; waiting for in-flight stages", metadata: ["in_flight": "\(scheduler.liveLeaseCount)"])
                         } else {
                             stopping = true
@@ -674,7 +678,7 @@ final class CoordinatorCore {
             record("interruptRun") { try lineage.interruptRun(run.id, reason: "coordinator stopped; the run resumes when a coordinator starts on this state folder") }
             for w in watchers[run.id] ?? [] {
                 send(.ended(RunEnd(run: run.id, state: RunStatus.interrupted.rawValue, message: "the coordinator stopped; the run resumes when it starts again",
-                                   output: nil, outputPath: run.pipeline.output.path, seconds: Date().timeIntervalSince1970 - run.startedAt)), to: w)
+                                   output: nil, outputPath: run.pipeline.output.path, seconds: Clocks.steady - run.startedAt)), to: w)
             }
         }
         // Submissions whose files were still coming: what came is kept for their next submit.
@@ -763,7 +767,7 @@ final class CoordinatorCore {
             titles.append(fi)
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
             try lineage.stageUpdate(ids["fetch/\(i)"]!, state: .succeeded, params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
-                                    finished: Date().timeIntervalSince1970, seconds: 0)
+                                    finished: Clocks.wall, seconds: 0)
         }
         try updateTimeline(run)
         feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
@@ -795,7 +799,7 @@ final class CoordinatorCore {
         }
         let identity = frames[0]
         let payload = frames.count == 3 ? frames[2] : nil
-        let now = Date().timeIntervalSince1970
+        let now = Clocks.steady
         let peer = rolesNow(peer, id: id, identity: identity)
         if let refusal = refusal(envelope.message, from: peer, id: id) {
             // (A key that lost its roles while connected was logged once; its heartbeats keep coming.)
@@ -977,7 +981,7 @@ final class CoordinatorCore {
 
     /// Logs dropped messages, at most once a second (a flood must not flood the log).
     func dropped(_ what: String, _ meta: Logger.Metadata) {
-        let now = Date().timeIntervalSince1970
+        let now = Clocks.steady
         if now - droppedLogged > 1 { droppedLogged = now; log.warning("dropped a \(what)", metadata: meta) }
     }
 
@@ -1087,7 +1091,7 @@ final class CoordinatorCore {
 
     func ended(_ run: RunState, state: RunStatus, message: String?, output: ArtifactRef?) {
         let end = RunEnd(run: run.id, state: state.rawValue, message: message, output: output, outputPath: run.pipeline.output.path,
-                         seconds: Date().timeIntervalSince1970 - run.startedAt)
+                         seconds: Clocks.steady - run.startedAt)
         for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
     }
 
@@ -1223,7 +1227,7 @@ final class CoordinatorCore {
 
     /// Hands the scheduler an event and carries out what it decides. Events raised while
     /// effects are carried out (an assignment that cannot be delivered) wait their turn.
-    func feed(_ event: FarmScheduler.Event, now: Double = Date().timeIntervalSince1970) {
+    func feed(_ event: FarmScheduler.Event, now: Double = Clocks.steady) {
         events.append(event)
         guard !feeding else { return }
         feeding = true
@@ -1251,7 +1255,7 @@ final class CoordinatorCore {
         case .cancel(let lease, let s, let wid):
             if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
             if let s, let run = runs[s.run] {
-                for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: now) } }
+                for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: Clocks.wall) } }
             }
         case .lost(_, let s, let wid, let checkOnly):
             guard let run = runs[s.run] else { return }
@@ -1268,7 +1272,7 @@ final class CoordinatorCore {
             guard let run = runs[s.run] else { return }
             let u = run.units[s.node]
             for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: .handedBack, started: nil, finished: now, errorMessage: "handed back by worker \(wid) (draining)") }
+                record("attemptFinished") { try lineage.attemptFinished(a, state: .handedBack, started: nil, finished: Clocks.wall, errorMessage: "handed back by worker \(wid) (draining)") }
             }
             log.info("attempt handed back", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)"])
             progress(run)
@@ -1291,7 +1295,7 @@ final class CoordinatorCore {
                 send(.notice(message: "this worker gets no work for \(seconds) s: \(failures) stages that failed here succeeded on other workers (the last error here: \(why)). Check this host's disk and this log."), to: w.identity)
             }
         case .stageFailed(let outcome):
-            stageFailed(outcome, now: now)
+            stageFailed(outcome)
         case .runEnded(let id, let outcome):
             guard let run = runs[id] else { return }
             runEnded(run, outcome, now: now)
@@ -1300,7 +1304,7 @@ final class CoordinatorCore {
 
     /// A stage failed for good while its run goes on: its rows say so now (the dashboard and
     /// `coord status` show it failed, not running, while the rest of the run renders).
-    func stageFailed(_ outcome: FarmScheduler.Outcome, now: Double) {
+    func stageFailed(_ outcome: FarmScheduler.Outcome) {
         let s: StageRef, lostWorkers: Int?
         switch outcome {
         case .failed(let failed, _, _): (s, lostWorkers) = (failed, nil)
@@ -1314,7 +1318,7 @@ final class CoordinatorCore {
         for (st, id) in zip(u.stages, u.stageRows) {
             // A unit of one stage failed there, whichever step of it the error names.
             let failed = u.stages.count == 1 || (u.failure?.stage.map { st.hasPrefix($0.rawValue) } ?? true)
-            record("stageUpdate") { try lineage.stageUpdate(id, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: now) }
+            record("stageUpdate") { try lineage.stageUpdate(id, state: failed ? .failed : .cancelled, error: failed ? message : nil, finished: Clocks.wall) }
         }
         log.warning("stage failed; the run goes on with what does not need it", metadata: ["run.id": "\(s.run)", "stage.id": "\(u.name)", "error": "\(message)"])
     }
@@ -1416,13 +1420,14 @@ final class CoordinatorCore {
             u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid,
                                                              slot: scheduler.slot(of: lease, on: wid), lease: lease, ready: ready) } ?? []
         }
-        u.readyAt = readySince
-        u.sentAt = Date().timeIntervalSince1970
+        u.sentAt = Clocks.steady
+        u.held = max(0, u.sentAt - readySince)
+        u.readyAt = Clocks.wall - u.held
         guard (try? socket.send([worker.identity, Envelope(.assign(assignment)).encoded()])) == true else {
             // Never delivered (the worker's connection is gone): not this stage's fault, so it
             // does not count towards poison; it goes straight back to the queue.
             for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: now, errorClass: "retryable",
+                record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
                                              errorMessage: "not delivered: worker \(wid) is unreachable") }
             }
             feed(.notDelivered(lease: lease))
@@ -1590,8 +1595,7 @@ final class CoordinatorCore {
             }
         } else {
             let wait = r.startedAt - u.readyAt
-            let held = u.sentAt - u.readyAt
-            owner.stats.withLock { if $0.readyToStarted.count < 2_000_000 { $0.readyToStarted.append(wait); $0.readyToSent.append(held) } }
+            owner.stats.withLock { if $0.readyToStarted.count < 2_000_000 { $0.readyToStarted.append(wait); $0.readyToSent.append(u.held) } }
         }
         if let e = r.error {
             for (k, a) in u.attemptIDs.enumerated() {
@@ -1706,7 +1710,7 @@ final class CoordinatorCore {
         let cached = r.cached == true && u.reuseID != nil
         func first(_ k: Int) -> (kind: String, cached: Bool) { (String(u.stages[k].prefix { $0 != "/" }), cached) }
         let encoder = JSONEncoder(); encoder.outputFormatting = [.sortedKeys]
-        let done = Date().timeIntervalSince1970
+        let done = Clocks.wall
         if u.kind == .fetch, let i = u.item, let art = r.artifact,
            let facts = try r.facts ?? u.reuseID.flatMap({ try lineage.artifactFacts($0) }) {
             let factsJSON = String(decoding: try encoder.encode(facts), as: UTF8.self)
@@ -1728,7 +1732,7 @@ final class CoordinatorCore {
                 try lineage.stageUpdate(u.stageRows[k], state: .succeeded, finished: done, seconds: seconds[k], first: first(k))
             }
             run.segments[i] = (art, aid)
-            if !cached { run.renderedItems.insert(i); run.renderSeconds += max(0, done - u.sentAt) }
+            if !cached { run.renderedItems.insert(i); run.renderSeconds += max(0, Clocks.steady - u.sentAt) }
         } else if u.kind == .transition, let b = u.item, let art = r.artifact {
             let inputs = [run.segments[b]?.1, run.segments[b + 1]?.1].compactMap { $0 }
             let aid = try recordOutput(run, u, r, kind: "transition", facts: nil, inputs: inputs)
@@ -1847,7 +1851,7 @@ final class CoordinatorCore {
     /// later turn).
     func tellOwedProgress() {
         guard !progressOwed.isEmpty else { return }
-        let now = Date().timeIntervalSince1970
+        let now = Clocks.steady
         for id in progressOwed {
             guard let r = runs[id], !r.finished else { progressOwed.remove(id); continue }
             if now - r.lastProgress > 0.125 { progress(r, force: true) }
@@ -1858,7 +1862,7 @@ final class CoordinatorCore {
     /// end of the turn (`tellOwedProgress`).
     func progress(_ run: RunState, force: Bool = false) {
         guard force else { progressOwed.insert(run.id); return }
-        let now = Date().timeIntervalSince1970
+        let now = Clocks.steady
         progressOwed.remove(run.id)
         run.lastProgress = now
         let items = run.pipeline.items.count

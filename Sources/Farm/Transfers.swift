@@ -77,7 +77,7 @@ final class Transfers {
     /// peer, `peer` is kept to take over if that one stalls). Returns the bytes a transfer of it
     /// that was cut off had received and this one goes on from.
     @discardableResult
-    func fetch(_ ref: ArtifactRef, from peer: Data, now: Double = Date().timeIntervalSince1970) -> Int64 {
+    func fetch(_ ref: ArtifactRef, from peer: Data, now: Double = Clocks.steady) -> Int64 {
         let local = store.local(ref)
         if store.isPresent(local) { completed.append((ref.sha256, .success(local))); return 0 }
         if var t = incoming[ref.sha256] {
@@ -118,7 +118,7 @@ final class Transfers {
     }
 
     /// A chunk arrived.
-    func received(_ c: Chunk, payload: Data?, now: Double = Date().timeIntervalSince1970) {
+    func received(_ c: Chunk, payload: Data?, now: Double = Clocks.steady) {
         guard var t = incoming[c.sha256] else { return }   // finished or abandoned: a duplicate
         if let e = c.error { fail(c.sha256, "the sender cannot serve it: \(e)", notHeld: e == Self.notHeldReason); return }
         guard let payload, t.outstanding.contains(c.offset), c.total == t.expected.size,
@@ -200,7 +200,7 @@ final class Transfers {
 
     /// Asks again for chunks of stalled transfers, or moves them to another peer that offered the
     /// file; gives up after `maxRetries` stalls in a row.
-    func tick(now: Double = Date().timeIntervalSince1970) {
+    func tick(now: Double = Clocks.steady) {
         for (sha, t) in incoming where now - t.lastProgress > stallTimeout {
             if !t.alternates.isEmpty { handOver(sha, now: now); continue }
             if t.retries >= maxRetries { fail(sha, "the sender sent nothing for \(Int(now - t.lastData)) s", keep: true); continue }
@@ -213,7 +213,7 @@ final class Transfers {
     }
 
     /// Abandons every transfer from a peer that is gone, or moves it to another that offered it.
-    func peerLost(_ peer: Data, now: Double = Date().timeIntervalSince1970) {
+    func peerLost(_ peer: Data, now: Double = Clocks.steady) {
         for (sha, t) in incoming {
             if t.peer == peer {
                 // (A transfer's peer is never among its alternates.)

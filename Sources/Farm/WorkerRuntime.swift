@@ -87,7 +87,7 @@ public final class WorkerRuntime: Sendable {
     /// Graceful stop (SIGTERM): take no more work, let in-flight attempts finish within `timeout`
     /// seconds and deliver their results, hand back the rest, then return from `run`.
     public func drain(timeout: Double) {
-        drainDeadline.withLock { if $0 == nil { $0 = Date().timeIntervalSince1970 + max(0, timeout) } }
+        drainDeadline.withLock { if $0 == nil { $0 = Clocks.steady + max(0, timeout) } }
         wakeup.signal()
     }
 
@@ -133,7 +133,7 @@ public final class WorkerRuntime: Sendable {
             for r in unacked.values { send(.result(r)) }
         }
         send(.hello(hello()))
-        var lastSent = Date().timeIntervalSince1970
+        var lastSent = Clocks.steady
         var lastHeard = lastSent
         var coordinatorLost = false
         /// Whether the coordinator ever answered: one that never did is not "lost" but unreachable,
@@ -152,7 +152,7 @@ public final class WorkerRuntime: Sendable {
             cancelled.withLock { _ = $0.remove(r.lease) }
             unacked[r.lease] = r
             send(.result(r))
-            lastSent = Date().timeIntervalSince1970
+            lastSent = Clocks.steady
         }
         func launch(_ a: Assignment) {
             if a.checkOnly == true {
@@ -164,7 +164,7 @@ public final class WorkerRuntime: Sendable {
             }
         }
         func failed(_ a: Assignment, _ why: String) -> TaskResult {
-            let now = Date().timeIntervalSince1970
+            let now = Clocks.wall
             var r = TaskResult(lease: a.lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: now, finishedAt: now,
                                cpuSeconds: 0, maxRSS: 0)
             if a.checkOnly == true { r.cached = false } else {
@@ -221,7 +221,7 @@ public final class WorkerRuntime: Sendable {
         var leavingSince: Double?
         while !stopped.withLock({ $0 }) {
             if let deadline = drainDeadline.withLock({ $0 }) {
-                let now = Date().timeIntervalSince1970
+                let now = Clocks.steady
                 if !draining {
                     draining = true
                     logger.info("draining: taking no more work", metadata: ["in_flight": "\(running.count)", "deadline_s": "\(Int(deadline - now))"])
@@ -255,7 +255,7 @@ public final class WorkerRuntime: Sendable {
             }
             let waiting = try socket.wait(timeoutMs: 50, wakeup: wakeup)
             if waiting, let frames = try socket.receive() {
-                lastHeard = Date().timeIntervalSince1970
+                lastHeard = Clocks.steady
                 if coordinatorLost {
                     coordinatorLost = false
                     if refused == nil { logger.info(heardFromCoordinator ? "coordinator is back" : "the coordinator answered") }
@@ -279,7 +279,7 @@ public final class WorkerRuntime: Sendable {
                         continue
                     }
                     running.insert(a.lease)
-                    acceptedAt[a.lease] = Date().timeIntervalSince1970
+                    acceptedAt[a.lease] = Clocks.wall
                     accept(a)
                 case .cancel(let lease):
                     if let p = preparing.removeValue(forKey: lease) {
@@ -302,7 +302,7 @@ public final class WorkerRuntime: Sendable {
                 case .notice(let message):
                     logger.warning("the coordinator: \(message)")
                 case .rejected(let why):
-                    let now = Date().timeIntervalSince1970
+                    let now = Clocks.steady
                     if refused?.why != why || now - refused!.loggedAt > 600 {
                         logger.error("the coordinator refused this worker: \(why)")
                         refused = (why, now)
@@ -327,7 +327,7 @@ public final class WorkerRuntime: Sendable {
                 }
             }
             for r in finished.withLock({ let r = $0; $0 = []; return r }) { report(r) }
-            let now = Date().timeIntervalSince1970
+            let now = Clocks.steady
             if let limit = config.storeLimit, let store = config.store, now - lastTrim >= limit.interval, !store.isStateFolder {
                 lastTrim = now
                 // Other files may fill the disk whether work comes or not: its free space is looked at each time.

@@ -428,13 +428,13 @@ struct Wait: ParsableCommand {
             display.finish()
             return try finishRun(client, end, output: output, json: json, cluster: cluster)
         }
-        let started = Date().timeIntervalSince1970
+        let started = Clocks.steady
         let names = try ids.map { id in try clusterCall { try client.status(id).runs.first?["name"] ?? "run \(id)" } }
         let labels = ProjectReport.labels(names: names, files: ids.map { "run \($0)" })
         let reports = try followRuns(client, ids: ids, labels: labels, items: ids.map { _ in 0 }, json: json, cluster: cluster) { k in
             ProjectReport(file: nil, name: names[k], label: labels[k])
         }
-        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json)
+        try reportProjects(reports, seconds: Clocks.steady - started, json: json)
     }
 }
 

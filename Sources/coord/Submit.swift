@@ -188,7 +188,7 @@ struct Submit: ParsableCommand {
             Foundation.exit(130)
         }
         defer { _ = signals }
-        let started = Date().timeIntervalSince1970
+        let started = Clocks.steady
         let results = cluster.renderBatch(projects, progress: { display.update($0, $1) }, ended: { k, run, outcome in
             switch outcome {
             case .succeeded(let output, let seconds): display.ended(k, String(format: "succeeded in %.1f s → %@", seconds, output))
@@ -234,7 +234,7 @@ struct Submit: ParsableCommand {
             print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
             return
         }
-        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json)
+        try reportProjects(reports, seconds: Clocks.steady - started, json: json)
     }
 
     // MARK: remote
@@ -287,11 +287,11 @@ struct Submit: ParsableCommand {
             display.finish()
             return try finishRun(client, end, output: nil, json: json, cluster: cluster)
         }
-        let started = Date().timeIntervalSince1970
+        let started = Clocks.steady
         let reports = try followRuns(client, ids: ids, labels: labels, items: projects.map(\.items.count), json: json, cluster: cluster) { k in
             ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k])
         }
-        try reportProjects(reports, seconds: Date().timeIntervalSince1970 - started, json: json)
+        try reportProjects(reports, seconds: Clocks.steady - started, json: json)
     }
 
     /// Where a remote submit stands, for what Ctrl-C says.
@@ -466,7 +466,7 @@ final class BatchDisplay: Sendable {
     /// none); 0 where not known (a run followed by `coord wait`): its progress tells.
     let items: [Int]
     let terminal: Bool
-    let started = Date().timeIntervalSince1970
+    let started = Clocks.steady
     let state = Locked(State())
     static let activeLines = 8
 
@@ -496,7 +496,7 @@ final class BatchDisplay: Sendable {
         let text = state.withLock { s -> String? in
             guard !s.stopped else { return nil }
             s.progress[k] = p
-            s.received[k] = Date().timeIntervalSince1970
+            s.received[k] = Clocks.steady
             // On a terminal a failure is printed as it comes, above the live lines (drawn again below
             // it): the run goes on. A log gets the run's error once, at its end.
             if !terminal {
@@ -562,7 +562,7 @@ final class BatchDisplay: Sendable {
     }
 
     private func draw(_ s: inout State, force: Bool) -> String? {
-        let now = Date().timeIntervalSince1970
+        let now = Clocks.steady
         guard terminal, force || now - s.lastDraw >= 0.1 else { return nil }
         s.lastDraw = now
         var lines = [totalLine(s, now: now)]

@@ -9,14 +9,17 @@ import TestSupport
 @Suite(.serialized) struct DrainTests {
     /// Starts a project on a two-worker cluster and waits until worker w1 is rendering.
     /// Returns the processes, the submit, and the lineage attempt ids w1 was running.
-    static func renderUntilW1IsBusy(_ dir: String, w1Args: [String]) throws -> (ServiceProcesses, Process, [String]) {
+    /// `environment`: added to the coordinator's and w1's (a host both run on).
+    static func renderUntilW1IsBusy(_ dir: String, w1Args: [String] = [],
+                                    environment: [String: String] = [:]) throws -> (ServiceProcesses, Process, [String]) {
         let pipeline = try ClusterTests.project(dir, items: 6, seconds: 2, output: "640x360", preset: "medium")
         let procs = ServiceProcesses(directory: dir)
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"], environment: environment)
         let ep = try procs.endpoint(of: "coord")
-        try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"] + w1Args)
+        try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"] + w1Args,
+                        environment: environment)
         try procs.start("w2", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w2", "--id", "w2"])
-        let submit = try startQuietly(coordPath, ["submit", pipeline, "--coordinator", ep, "--json"])
+        let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep, "--json"])
         let db = dir + "/coord/lineage.db"
         var busy: [String] = []
         _ = waitUntil(timeout: 120) {

@@ -76,7 +76,7 @@ import ThreadlineCore
         #expect(!FileManager.default.fileExists(atPath: partial))
         // A transfer that stalls until it gives up keeps its part too, and says how long it heard nothing.
         let other = try Self.held(pair, dir, Data((0..<40).map { UInt8(255 - $0) }))
-        let t0 = Date().timeIntervalSince1970   // chunks are timed by the clock as they come
+        let t0 = Clocks.steady   // chunks are timed by the clock as they come (the steady one)
         pair.receiver.fetch(other, from: Data("a".utf8), now: t0)
         pair.pump(pulls: 2)
         for k in 1...6 { pair.receiver.tick(now: t0 + 3.5 * Double(k)) }
@@ -112,7 +112,7 @@ import ThreadlineCore
         let pair = try Pair(dir)
         let bytes = Data((0..<64).map { UInt8($0 ^ 0x5a) })
         let ref = try Self.held(pair, dir, bytes)
-        let t0 = Date().timeIntervalSince1970   // chunks are timed by the clock as they come
+        let t0 = Clocks.steady   // chunks are timed by the clock as they come (the steady one)
         pair.receiver.fetch(ref, from: Data("a".utf8), now: t0)
         pair.pump(pulls: 3)     // 12 bytes came from a, then a went quiet
         pair.receiver.fetch(ref, from: Data("b".utf8), now: t0)

@@ -17,19 +17,28 @@ public final class ServiceProcesses: @unchecked Sendable {
     public init(directory: String) { self.directory = directory }
 
     /// Starts `program args` (in network namespace `namespace` when given; as user and group
-    /// `uid` when given, which needs root) as `name`.
+    /// `uid` when given, which needs root; with `environment` added to this process's) as `name`.
     @discardableResult
-    public func start(_ name: String, _ program: String, _ args: [String], namespace: String? = nil, uid: UInt32? = nil) throws -> Process {
+    public func start(_ name: String, _ program: String, _ args: [String], namespace: String? = nil, uid: UInt32? = nil,
+                      environment: [String: String] = [:]) throws -> Process {
         let p = Process()
+        var command = [program] + args
+        if !environment.isEmpty {
+            p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            // Started by env(1), which then runs the program: a library preloaded through the
+            // environment that sets a variable as it loads (libfaketime does) does so in env, a
+            // C program; loaded first into a Swift program, that hid the program's arguments from it.
+            command = ["/usr/bin/env"] + command
+        }
         if let uid {
             p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            p.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", program] + args
+            p.arguments = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--"] + command
         } else if let namespace {
             p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            p.arguments = ["ip", "netns", "exec", namespace, program] + args
+            p.arguments = ["ip", "netns", "exec", namespace] + command
         } else {
-            p.executableURL = URL(fileURLWithPath: program)
-            p.arguments = args
+            p.executableURL = URL(fileURLWithPath: command[0])
+            p.arguments = Array(command.dropFirst())
         }
         FileManager.default.createFile(atPath: log(name), contents: nil)
         FileManager.default.createFile(atPath: out(name), contents: nil)

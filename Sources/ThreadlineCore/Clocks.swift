@@ -1,0 +1,19 @@
+import Dispatch
+import Foundation
+
+/// The two clocks the farm reads, in seconds.
+///
+/// `wall` is the calendar's: lineage's timestamps, files' modification times, anything a person
+/// reads or another host compares. It can jump: NTP stepping it at boot on a machine without a
+/// clock, an operator's `date -s`, a virtual machine resumed after hours.
+///
+/// `steady` only goes forward, one second a second, whatever the wall clock is set to (Linux's
+/// `CLOCK_MONOTONIC`; it stands still while the machine sleeps). Every timeout, deadline, backoff,
+/// liveness check and duration is measured on it: on the wall clock a one-hour step forward
+/// declared every worker lost and threw away their stages in flight, and a step back held
+/// retries and lost-worker detection up by as long. Its values mean nothing across processes or
+/// hosts and are never stored.
+public enum Clocks {
+    public static var wall: Double { Date().timeIntervalSince1970 }
+    public static var steady: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+import Lineage
+import TestSupport
+
+/// The coordinator and workers time liveness, leases, backoffs, drains and durations on a clock
+/// that only goes forward, not the wall clock, which NTP steps at boot on a machine without a
+/// clock, an operator sets with `date -s`, and a resumed virtual machine finds hours behind.
+/// libfaketime steps the wall clock of the coordinator and one worker (one host) mid-render while
+/// leaving their monotonic clock alone, as such a step does.
+@Suite(.serialized) struct ClockStepTests {
+    static let library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+    static let available = FileManager.default.fileExists(atPath: library)
+    static func have() -> Bool {
+        if !available && DashboardTests.required { Issue.record("libfaketime is missing: scripts/test-tools should have installed it") }
+        return available
+    }
+    static let note: Comment = "needs libfaketime (Debian's libfaketime): run scripts/test-tools"
+
+    /// A render on `coord serve` with two workers, w1 busy on a stage, on a host whose wall clock
+    /// follows the offset in `offsetFile` (read at every look at the clock).
+    static func start(_ dir: String) throws -> (procs: ServiceProcesses, submit: Process, busy: [String], offsetFile: String) {
+        let offsetFile = dir + "-clock"
+        try "+0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        let (procs, submit, busy) = try DrainTests.renderUntilW1IsBusy(dir, environment: [
+            "LD_PRELOAD": library, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        ])
+        return (procs, submit, busy, offsetFile)
+    }
+
+    /// Stops the processes and removes the shared memory libfaketime made for each (named by its pid).
+    static func stop(_ procs: ServiceProcesses) {
+        let pids = ["coord", "w1"].compactMap { procs.process($0)?.processIdentifier }
+        procs.stopAll()
+        for pid in pids { unlink("/dev/shm/faketime_shm_\(pid)"); unlink("/dev/shm/sem.faketime_sem_\(pid)") }
+    }
+
+    static func count(_ db: String, _ sql: String) throws -> Int {
+        Int(try LineageStore.readRows(path: db, sql).first?["n"] ?? "") ?? -1
+    }
+
+    @Test(.enabled(if: have(), note))
+    func aWallClockStepForwardLosesNoWorkerAndNoWork() throws {
+        let dir = temporaryDirectory("clock-forward")
+        let (procs, submit, busy, offsetFile) = try Self.start(dir)
+        defer { Self.stop(procs) }
+        #expect(!busy.isEmpty, "w1 never started a render")
+        let db = dir + "/coord/lineage.db"
+        let t0 = Date()
+        try "+1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        #expect(waitUntil(timeout: 180) { !submit.isRunning }, "the run did not end")
+        let seconds = Date().timeIntervalSince(t0)
+        #expect(submit.terminationStatus == 0)
+        // Before: "worker lost, silent for 3600.7 s", its stages in flight thrown away and redone.
+        #expect(try Self.count(db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'") == 0)
+        try ClusterTests.expectOneSuccessPerStage(db, run: 1)
+        let serve = try String(contentsOfFile: procs.log("coord"), encoding: .utf8)
+        #expect(!serve.contains("worker lost"), "\(serve.suffix(2000))")
+        let w1 = try String(contentsOfFile: procs.log("w1"), encoding: .utf8)
+        #expect(!w1.contains("lost the coordinator"), "\(w1.suffix(2000))")
+        // The submitter is told how long the run took, not the step (3,600 s more, before).
+        let report = try String(contentsOfFile: procs.out("submit"), encoding: .utf8)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(report.utf8)) as? [String: Any], "\(report)")
+        let told = try #require(json["seconds"] as? Double, "\(report)")
+        #expect(told < seconds + 60, "the run took \(told) s by the coordinator's account, \(seconds) s from here")
+        // Lineage keeps the wall clock's times: the run ended after the step, by the calendar.
+        let run = try #require(try LineageStore.readRows(path: db, "SELECT submitted_at, finished_at FROM run WHERE id = 1").first)
+        let recorded = Double(run["finished_at"] ?? "")! - Double(run["submitted_at"] ?? "")!
+        #expect(recorded > 3600, "lineage's times are the wall clock's: \(run)")
+    }
+
+    @Test(.enabled(if: have(), note))
+    func aWallClockStepBackStillFindsAKilledWorkerLost() throws {
+        let dir = temporaryDirectory("clock-back")
+        let (procs, submit, busy, offsetFile) = try Self.start(dir)
+        defer { Self.stop(procs) }
+        #expect(!busy.isEmpty, "w1 never started a render")
+        let db = dir + "/coord/lineage.db"
+        try "-1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        usleep(300_000)
+        procs.signal("w1", SIGKILL)
+        // Before: w1 was last heard "an hour from now" and counted as alive for that hour, its
+        // stage never given to w2 (liveness is 5 s).
+        #expect(waitUntil(timeout: 120) { !submit.isRunning }, "the run did not end: a killed worker was not found lost")
+        #expect(submit.terminationStatus == 0)
+        for id in busy {
+            let row = try LineageStore.readRows(path: db, "SELECT state FROM attempt WHERE id = ?", [Int64(id)!])
+            #expect(row.first?["state"] == "lost", "attempt \(id) on the killed w1: \(row)")
+        }
+        try ClusterTests.expectOneSuccessPerStage(db, run: 1)
+    }
+}
