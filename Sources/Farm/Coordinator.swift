@@ -444,6 +444,8 @@ struct WorkerInfo {
     var shared: Bool
     /// Its last retryable failure, for the word when it is sidelined.
     var lastFailure: String?
+    /// How far its wall clock is off the coordinator's.
+    var clock = WorkerClock()
 }
 
 /// Caps on what one peer's messages may make the coordinator do.
@@ -821,7 +823,11 @@ final class CoordinatorCore {
             }
             let known = workers[id]
             let shared = config.store == nil || h.storeID == nil || h.storeID == config.store?.id
-            workers[id] = WorkerInfo(identity: identity, key: peer.key, hello: h, lastSeen: now, shared: shared)
+            var info = WorkerInfo(identity: identity, key: peer.key, hello: h, lastSeen: now, shared: shared)
+            // The same process again (a reconnect) keeps what its clock was found to be.
+            if let known { info.clock = known.clock }
+            if let sent = h.clock { info.clock.observe(sent: sent, received: Clocks.wall) }
+            workers[id] = info
             // What it still runs holds its slots until it reports them; leases nobody knows are cancelled.
             feed(.workerJoined(id, slots: h.slots, running: h.running ?? []), now: now)
             if h.draining == true { feed(.workerDraining(id), now: now) }
@@ -831,12 +837,19 @@ final class CoordinatorCore {
                 log.info("worker joined", metadata: ["worker.id": "\(id)", "worker.slots": "\(h.slots)", "worker.host": "\(h.host)",
                                                      "worker.store": "\(shared ? "shared" : "own")"])
             }
-        case .heartbeat(let running):
+        case .heartbeat(let running, let sent):
             guard workers[id] != nil else { send(.reannounce, to: identity); return }   // declared lost, or we restarted
             workers[id]!.lastSeen = now
+            if let sent { observeClock(of: id, sent: sent) }
             for lease in running where !scheduler.isLive(lease) { send(.cancel(lease: lease), to: identity) }
-        case .result(let r):
-            if workers[id] != nil { workers[id]!.lastSeen = now }
+        case .result(var r):
+            if workers[id] != nil {
+                workers[id]!.lastSeen = now
+                // Its times as the coordinator's clock has them (see `WorkerClock`).
+                observeClock(of: id, sent: r.finishedAt)
+                r.startedAt = workers[id]!.clock.onCoordinatorsClock(r.startedAt)
+                r.finishedAt = workers[id]!.clock.onCoordinatorsClock(r.finishedAt)
+            }
             // The slot is free now; the result counts once its artifact is here.
             feed(.released(lease: r.lease, worker: id), now: now)
             if !received(r, from: id, identity: identity) { send(.ack(lease: r.lease), to: identity) }
@@ -976,6 +989,18 @@ final class CoordinatorCore {
             for run in Array(watchers.keys) { watchers[run]?.remove(identity); if watchers[run]?.isEmpty == true { watchers[run] = nil } }
             log.warning("a follower's key was removed from the allow-lists: it is told no more", metadata: ["key": "\(key.prefix(8))"])
             send(.rejected(message: "this key was removed from the coordinator's allow-list: it may no longer follow runs"), to: identity)
+        }
+    }
+
+    /// Takes a worker's message stamped `sent` by its clock as a measure of how far that clock is
+    /// off; says so in the log once when it is off by more than a little.
+    func observeClock(of id: String, sent: Double) {
+        workers[id]!.clock.observe(sent: sent, received: Clocks.wall)
+        if let offset = workers[id]!.clock.shouldTell() {
+            log.warning("""
+                this worker's clock is \(String(format: "%.1f", abs(offset))) s \(offset > 0 ? "behind" : "ahead of") the coordinator's: \
+                its attempts' times are recorded on the coordinator's clock. Keep the hosts' clocks in sync (NTP, chrony or systemd-timesyncd).
+                """, metadata: ["worker.id": "\(id)", "worker.host": "\(workers[id]!.hello.host)"])
         }
     }
 

@@ -9,8 +9,9 @@ import Wire
 public enum WireMessage: Sendable {
     /// Worker → coordinator, first message and after every reconnect.
     case hello(Hello)
-    /// Both ways, about once a second; any message also counts as one.
-    case heartbeat(running: [String])
+    /// Both ways, about once a second; any message also counts as one. A worker's carries its wall
+    /// clock as it sent it (`clock`), by which the coordinator finds how far that clock is off.
+    case heartbeat(running: [String], clock: Double? = nil)
     /// Coordinator → worker: run this task in a free slot.
     case assign(Assignment)
     /// Worker → coordinator: how an attempt ended.
@@ -119,6 +120,8 @@ public struct Hello: Codable, Sendable {
     /// Made once per worker process (nil from a worker older than the field): another one under
     /// a known id is a new process, not the same one reconnecting.
     public var incarnation: String? = nil
+    /// The worker's wall clock as it sent this (nil from a worker older than the field).
+    public var clock: Double? = nil
 }
 
 /// One attempt of one unit of work. The lease token fences it: a result whose lease is no
@@ -279,6 +282,9 @@ extension WireMessage {
             .notice(message: "this worker gets no work for 30 s"),
             .hello(Hello(worker: "w3", host: "h", pid: 1, slots: 4, version: "0.5.0", storeID: "S", running: ["L9"], engine: "e+2",
                          incarnation: "8D5C1E0A-4F3B-4C55-9E0F-7A1D2B3C4D5E")),
+            .hello(Hello(worker: "w4", host: "h", pid: 1, slots: 1, version: "0.6.0", storeID: nil, running: [], engine: "e+3",
+                         incarnation: "0F1E2D3C-4B5A-4968-8776-655443322110", clock: 1_795_720_841.25)),
+            .heartbeat(running: ["L4"], clock: 1_795_720_842.5),
         ]
     }
 }

@@ -56,7 +56,7 @@ extension WireMessage {
     var wire: Threadline_Wire_Envelope.OneOf_Message {
         switch self {
         case .hello(let h): return .hello(h.wire)
-        case .heartbeat(let running): return .heartbeat(.with { $0.leases = running })
+        case .heartbeat(let running, let clock): return .heartbeat(.with { $0.leases = running; if let clock { $0.clock = clock } })
         case .assign(let a): return .assign(a.wire)
         case .result(let r): return .result(r.wire)
         case .cancel(let lease): return .cancel(.with { $0.lease = lease })
@@ -113,12 +113,14 @@ extension Hello {
             $0.draining = draining == true
             if let engine { $0.engine = engine }
             if let incarnation { $0.incarnation = incarnation }
+            if let clock { $0.clock = clock }
         }
     }
     init(_ w: Threadline_Wire_Hello) {
         self.init(worker: w.worker, host: w.host, pid: Int(w.pid), slots: Int(w.slots), version: w.version,
                   storeID: w.hasStoreID ? w.storeID : nil, running: w.running, draining: w.draining ? true : nil,
-                  engine: w.hasEngine ? w.engine : nil, incarnation: w.hasIncarnation ? w.incarnation : nil)
+                  engine: w.hasEngine ? w.engine : nil, incarnation: w.hasIncarnation ? w.incarnation : nil,
+                  clock: w.hasClock ? w.clock : nil)
     }
 }
 
@@ -317,7 +319,7 @@ extension WireMessage {
     init(_ m: Threadline_Wire_Envelope.OneOf_Message) throws {
         switch m {
         case .hello(let h): self = .hello(Hello(h))
-        case .heartbeat(let l): self = .heartbeat(running: l.leases)
+        case .heartbeat(let l): self = .heartbeat(running: l.leases, clock: l.hasClock ? l.clock : nil)
         case .assign(let a): self = .assign(try Assignment(a))
         case .result(let r): self = .result(try TaskResult(r))
         case .cancel(let l): self = .cancel(lease: l.lease)

@@ -121,6 +121,7 @@ public final class WorkerRuntime: Sendable {
             if draining { h.draining = true }
             h.engine = Planner.engineID
             h.incarnation = incarnation
+            h.clock = Clocks.wall
             return h
         }
         @discardableResult
@@ -370,7 +371,7 @@ public final class WorkerRuntime: Sendable {
                     logger.error("the parent process is gone; stopping")
                     stop()
                 }
-                send(.heartbeat(running: Array(running)))
+                send(.heartbeat(running: Array(running), clock: Clocks.wall))
                 lastSent = now
             }
         }

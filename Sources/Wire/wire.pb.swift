@@ -439,9 +439,23 @@ public nonisolated struct Threadline_Wire_Leases: Sendable {
 
   public var leases: [String] = []
 
+  /// The sender's wall clock (seconds since 1970) as it sent this. A worker's heartbeats and hellos
+  /// carry it: the coordinator finds how far the worker's clock is off its own and records the
+  /// times of that worker's attempts on its own clock.
+  public var clock: Double {
+    get {_clock ?? 0}
+    set {_clock = newValue}
+  }
+  /// Returns true if `clock` has been explicitly set.
+  public var hasClock: Bool {self._clock != nil}
+  /// Clears the value of `clock`. Subsequent reads from it will return its default value.
+  public mutating func clearClock() {self._clock = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _clock: Double? = nil
 }
 
 public nonisolated struct Threadline_Wire_RunRef: Sendable {
@@ -600,6 +614,16 @@ public nonisolated struct Threadline_Wire_Hello: Sendable {
   /// Clears the value of `incarnation`. Subsequent reads from it will return its default value.
   public mutating func clearIncarnation() {self._incarnation = nil}
 
+  /// The worker's wall clock (seconds since 1970) as it sent this; see Leases.clock.
+  public var clock: Double {
+    get {_clock ?? 0}
+    set {_clock = newValue}
+  }
+  /// Returns true if `clock` has been explicitly set.
+  public var hasClock: Bool {self._clock != nil}
+  /// Clears the value of `clock`. Subsequent reads from it will return its default value.
+  public mutating func clearClock() {self._clock = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -607,6 +631,7 @@ public nonisolated struct Threadline_Wire_Hello: Sendable {
   fileprivate var _storeID: String? = nil
   fileprivate var _engine: String? = nil
   fileprivate var _incarnation: String? = nil
+  fileprivate var _clock: Double? = nil
 }
 
 public nonisolated struct Threadline_Wire_Assignment: Sendable {
@@ -1898,7 +1923,7 @@ nonisolated extension Threadline_Wire_Lease: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Threadline_Wire_Leases: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Leases"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}leases\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}leases\0\u{1}clock\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1907,20 +1932,29 @@ nonisolated extension Threadline_Wire_Leases: SwiftProtobuf.Message, SwiftProtob
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedStringField(value: &self.leases) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self._clock) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.leases.isEmpty {
       try visitor.visitRepeatedStringField(value: self.leases, fieldNumber: 1)
     }
+    try { if let v = self._clock {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 2)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Threadline_Wire_Leases, rhs: Threadline_Wire_Leases) -> Bool {
     if lhs.leases != rhs.leases {return false}
+    if lhs._clock != rhs._clock {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2132,7 +2166,7 @@ nonisolated extension Threadline_Wire_Document: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}worker\0\u{1}host\0\u{1}pid\0\u{1}slots\0\u{1}version\0\u{3}store_id\0\u{1}running\0\u{1}draining\0\u{1}engine\0\u{1}incarnation\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}worker\0\u{1}host\0\u{1}pid\0\u{1}slots\0\u{1}version\0\u{3}store_id\0\u{1}running\0\u{1}draining\0\u{1}engine\0\u{1}incarnation\0\u{1}clock\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2150,6 +2184,7 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
       case 8: try { try decoder.decodeSingularBoolField(value: &self.draining) }()
       case 9: try { try decoder.decodeSingularStringField(value: &self._engine) }()
       case 10: try { try decoder.decodeSingularStringField(value: &self._incarnation) }()
+      case 11: try { try decoder.decodeSingularDoubleField(value: &self._clock) }()
       default: break
       }
     }
@@ -2190,6 +2225,9 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
     try { if let v = self._incarnation {
       try visitor.visitSingularStringField(value: v, fieldNumber: 10)
     } }()
+    try { if let v = self._clock {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 11)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2204,6 +2242,7 @@ nonisolated extension Threadline_Wire_Hello: SwiftProtobuf.Message, SwiftProtobu
     if lhs.draining != rhs.draining {return false}
     if lhs._engine != rhs._engine {return false}
     if lhs._incarnation != rhs._incarnation {return false}
+    if lhs._clock != rhs._clock {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

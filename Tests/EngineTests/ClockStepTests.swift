@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Lineage
 import TestSupport
+@testable import Farm
 
 /// The coordinator and workers time liveness, leases, backoffs, drains and durations on a clock
 /// that only goes forward, not the wall clock, which NTP steps at boot on a machine without a
@@ -89,5 +90,67 @@ import TestSupport
             #expect(row.first?["state"] == "lost", "attempt \(id) on the killed w1: \(row)")
         }
         try ClusterTests.expectOneSuccessPerStage(db, run: 1)
+    }
+}
+
+/// A worker whose clock is minutes off the coordinator's (a host without NTP): its attempts are
+/// recorded on the coordinator's clock. Before, they started before they were sent and ended
+/// before their run began, and the run page's chart of attempts was empty.
+@Suite(.serialized) struct WorkerClockSkewTests {
+    @Test(.enabled(if: ClockStepTests.have(), ClockStepTests.note), arguments: ["-5m", "+5m"])
+    func aWorkersAttemptsAreRecordedOnTheCoordinatorsClock(skew: String) throws {
+        let dir = temporaryDirectory("clock-skew")
+        let pipeline = try ClusterTests.project(dir, items: 3, seconds: 1)
+        let offsetFile = dir + "-clock"
+        try "\(skew)\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        let procs = ServiceProcesses(directory: dir)
+        defer { ClockStepTests.stop(procs) }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        let ep = try procs.endpoint(of: "coord")
+        try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"], environment: [
+            "LD_PRELOAD": ClockStepTests.library, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        ])
+        let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 180)
+        #expect(r.status == 0, "\(r.err)")
+        let db = dir + "/coord/lineage.db"
+        let run = try #require(try LineageStore.readRows(path: db, "SELECT submitted_at, finished_at FROM run WHERE id = 1").first)
+        let (submitted, ended) = (Double(run["submitted_at"] ?? "")!, Double(run["finished_at"] ?? "")!)
+        let attempts = try LineageStore.readRows(path: db, """
+            SELECT s.name, a.dispatched_at, a.started_at, a.finished_at FROM attempt a JOIN stage s ON s.id = a.stage_id
+            WHERE a.worker_id = 'w1'
+            """)
+        #expect(attempts.count >= 7, "\(attempts)")
+        for a in attempts {
+            let (sent, started, finished) = (Double(a["dispatched_at"] ?? "")!, Double(a["started_at"] ?? "")!, Double(a["finished_at"] ?? "")!)
+            // Within the run, after it was sent, in order (to the quickest trip over loopback).
+            #expect(started >= sent - 0.05 && finished >= started && finished <= ended + 0.05 && started >= submitted - 0.05,
+                    "\(a["name"]!): sent \(sent), started \(started), finished \(finished); run \(submitted)–\(ended)")
+        }
+        // The coordinator's log says how far off, which way, and what to do.
+        let log = try String(contentsOfFile: procs.log("coord"), encoding: .utf8)
+        let side = skew.hasPrefix("-") ? "behind" : "ahead of"
+        let said = try #require(log.split(separator: "\n").first { $0.contains("clock is") }, "\(log.suffix(2000))")
+        #expect(said.contains("s \(side) the coordinator's") && said.contains("NTP") && said.contains("worker.id=w1"), "\(said)")
+        let seconds = Double(said.components(separatedBy: "clock is ")[1].prefix { $0 != " " }) ?? 0
+        #expect(abs(seconds - 300) < 1, "\(said)")
+    }
+
+    /// The least of `received − sent` is the offset to within the quickest trip; late and re-sent
+    /// messages do not move it; small offsets (a synchronised farm) leave times as measured.
+    @Test func theOffsetIsTheQuickestTripsAndFollowsAStep() {
+        var c = WorkerClock()
+        #expect(c.offset == nil && c.onCoordinatorsClock(100) == 100)
+        // 300 s behind; trips of 1–40 ms; one message re-sent 20 s late.
+        for (k, trip) in [0.004, 0.001, 0.040, 20.0, 0.002].enumerated() { c.observe(sent: 1000 + Double(k), received: 1300 + Double(k) + trip) }
+        #expect(abs(c.offset! - 300.001) < 1e-9)
+        #expect(abs(c.onCoordinatorsClock(1010) - 1310.001) < 1e-9)
+        #expect(c.shouldTell() != nil && c.shouldTell() == nil, "said once")
+        // Its clock then steps back 300 s (NTP found it): after a window of messages, in sync.
+        for k in 0..<WorkerClock.window { c.observe(sent: 1400 + Double(k), received: 1400 + Double(k) + 0.001) }
+        #expect(abs(c.offset! - 0.001) < 1e-9)
+        #expect(c.onCoordinatorsClock(1500) == 1500, "a millisecond is a synchronised farm's: times as measured")
+        // Nonsense stamps are not measures.
+        c.observe(sent: .nan, received: 1); c.observe(sent: 0, received: 1)
+        #expect(abs(c.offset! - 0.001) < 1e-9)
     }
 }
