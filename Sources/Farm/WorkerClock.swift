@@ -10,8 +10,9 @@ import DequeModule
 /// five minutes behind had its attempts start before they were sent and end before their run
 /// began, and the run page's chart of attempts was empty.
 struct WorkerClock {
-    /// Messages looked at: a minute of heartbeats, so a step of the worker's clock is followed.
-    static let window = 60
+    /// Messages looked at: twenty seconds of heartbeats at most, so a step of the worker's clock
+    /// is followed within that.
+    static let window = 20
     /// Offsets smaller than this are a synchronised farm's (NTP keeps hosts within milliseconds):
     /// its workers' times are recorded as they measured them.
     static let tolerance = 0.1

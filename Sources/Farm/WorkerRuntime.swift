@@ -150,8 +150,11 @@ public final class WorkerRuntime: Sendable {
             running.remove(r.lease)
             reading[r.lease] = nil
             acceptedAt[r.lease] = nil
-            cancelled.withLock { _ = $0.remove(r.lease) }
-            unacked[r.lease] = r
+            // An attempt the coordinator cancelled (or that was handed back) is not wanted: its
+            // result goes once and is not kept for an acknowledgement. A draining worker whose
+            // coordinator stopped (and cancelled what it ran) waited its whole --drain-timeout for one.
+            let unwanted = cancelled.withLock { $0.remove(r.lease) != nil }
+            if !unwanted { unacked[r.lease] = r }
             send(.result(r))
             lastSent = Clocks.steady
         }
@@ -283,11 +286,9 @@ public final class WorkerRuntime: Sendable {
                     acceptedAt[a.lease] = Clocks.wall
                     accept(a)
                 case .cancel(let lease):
-                    if let p = preparing.removeValue(forKey: lease) {
-                        report(failed(p.assignment, "cancelled"))
-                    } else {
-                        cancelled.withLock { _ = $0.insert(lease) }
-                    }
+                    guard running.contains(lease) || preparing[lease] != nil else { break }   // (ended here already, or never here)
+                    cancelled.withLock { _ = $0.insert(lease) }
+                    if let p = preparing.removeValue(forKey: lease) { report(failed(p.assignment, "cancelled")) }
                 case .ack(let lease):
                     unacked[lease] = nil
                     trimWanted = true

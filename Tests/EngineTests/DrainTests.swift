@@ -10,11 +10,12 @@ import TestSupport
     /// Starts a project on a two-worker cluster and waits until worker w1 is rendering.
     /// Returns the processes, the submit, and the lineage attempt ids w1 was running.
     /// `environment`: added to the coordinator's and w1's (a host both run on).
-    static func renderUntilW1IsBusy(_ dir: String, w1Args: [String] = [],
+    static func renderUntilW1IsBusy(_ dir: String, w1Args: [String] = [], serveArgs: [String] = [],
                                     environment: [String: String] = [:]) throws -> (ServiceProcesses, Process, [String]) {
         let pipeline = try ClusterTests.project(dir, items: 6, seconds: 2, output: "640x360", preset: "medium")
         let procs = ServiceProcesses(directory: dir)
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"], environment: environment)
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"] + serveArgs,
+                        environment: environment)
         let ep = try procs.endpoint(of: "coord")
         try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"] + w1Args,
                         environment: environment)
@@ -91,5 +92,30 @@ import TestSupport
         let lost = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'")
         #expect(lost.first?["n"] == "0")
         try ClusterTests.expectOneSuccessPerStage(db, run: 1)
+    }
+
+    /// The whole farm stopped at once (`docker compose down`, a host shutting down): the
+    /// coordinator hands back what runs and cancels it on the workers; a draining worker then has
+    /// nothing to deliver and leaves with it. Before, it waited its whole --drain-timeout (60 s)
+    /// for the acknowledgement of a cancelled attempt's result, and the stop took a minute.
+    @Test func aWorkerStoppedWithItsCoordinatorLeavesWithIt() throws {
+        let dir = temporaryDirectory("drain-together")
+        let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, serveArgs: ["--drain-timeout", "0"])
+        defer { procs.stopAll() }
+        #expect(!busy.isEmpty, "w1 never started a render")
+        let coord = try #require(procs.process("coord")), w1 = try #require(procs.process("w1"))
+        let t0 = Date()
+        kill(coord.processIdentifier, SIGTERM)
+        kill(w1.processIdentifier, SIGTERM)
+        coord.waitUntilExit()
+        #expect(waitUntil(timeout: 30) { !w1.isRunning }, "w1 still waits for a coordinator that stopped")
+        let seconds = Date().timeIntervalSince(t0)
+        print("stopped together: the coordinator and w1 gone \(String(format: "%.1f", seconds)) s after SIGTERM")
+        #expect(seconds < 10, "w1 took \(seconds) s to leave (its drain timeout is 60 s)")
+        #expect(w1.terminationReason == .exit && w1.terminationStatus == 0)
+        // The run is interrupted, not failed: it resumes when a coordinator starts on the folder again.
+        let run = try LineageStore.readRows(path: dir + "/coord/lineage.db", "SELECT state FROM run WHERE id = 1")
+        #expect(run.first?["state"] == "interrupted", "\(run)")
+        _ = submit
     }
 }
