@@ -9,7 +9,11 @@ import Lineage
 public final class ClusterClient {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
-        init(_ d: String) { description = d }
+        /// The coordinator's own answer, when that is what failed (it refused: no such run; it no
+        /// longer holds the movie): following the runs again gets the same one.
+        public var answer: String?
+        public var answered: Bool { answer != nil }
+        init(_ d: String, answer: String? = nil) { description = d; self.answer = answer }
     }
 
     let endpoint: String
@@ -127,7 +131,7 @@ public final class ClusterClient {
                 case .chunk(let c):
                     transfers.received(c, payload: frames.count > 1 ? frames[1] : nil)
                 case .rejected(let why):
-                    throw Failure("the coordinator refused: \(why)")
+                    throw Failure("the coordinator refused: \(why)", answer: why)
                 default:
                     if let v = try until(e.message) { return v }
                 }
@@ -293,9 +297,9 @@ public final class ClusterClient {
             throw error
         }
         let local = try outcome.mapError {
-            Failure($0.notHeld ? "the coordinator no longer holds the movie: `coord gc` (which `coord serve --gc-keep-days` runs) removes the files of old runs. "
-                        + "Submit the project again to render it; what the coordinator still holds of it is reused"
-                    : "download of the movie failed: \($0)")
+            $0.notHeld ? Failure("the coordinator no longer holds the movie: `coord gc` (which `coord serve --gc-keep-days` runs) removes the files of old runs. "
+                        + "Submit the project again to render it; what the coordinator still holds of it is reused", answer: Transfers.notHeldReason)
+                    : Failure("download of the movie failed: \($0)")
         }.get()
         do { try ArtifactStore.publish(local, to: path) } catch {
             throw Failure("could not write the movie to \(path): \(error) (it stays on the coordinator; submit again to fetch it, nothing is rendered again)")

@@ -68,19 +68,23 @@ struct ClusterOptions: ParsableArguments {
                "stop them: coord cancel \(RunIDs.text(ids, separator: " ")) \(flags)"]
     }
 
-    /// Follows runs with `body`; when the coordinator is lost meanwhile, `stop` ends the live
-    /// display, and the error comes with how to follow the runs again.
+    /// Follows runs with `body`; when that stops (the coordinator lost, a download cut off),
+    /// `stop` ends the live display, and the error comes with how to follow the runs again, unless
+    /// it is the coordinator's own answer (no such run), which following again would only repeat.
     func following<T>(_ ids: [Int64], stop: () -> Void, _ body: () throws -> T) throws -> T {
         do { return try body() } catch {
             stop()
-            return try clusterCall(hint: followAgain(ids)) { throw error }
+            let answered = (error as? ClusterClient.Failure)?.answered == true
+            return try clusterCall(hint: answered ? [] : followAgain(ids)) { throw error }
         }
     }
 }
 
-/// Runs a cluster command, turning its failures into one clear line (and the `hint` lines) and exit 1.
-func clusterCall<T>(hint: [String] = [], _ body: () throws -> T) throws -> T {
+/// Runs a cluster command, turning its failures into one clear line (and the `hint` lines) and
+/// exit 1; the coordinator's own answers (`Failure.answered`) are thrown on when `rethrowingAnswers`.
+func clusterCall<T>(hint: [String] = [], rethrowingAnswers: Bool = false, _ body: () throws -> T) throws -> T {
     do { return try body() } catch where error is ClusterClient.Failure || error is TransportError {
+        if rethrowingAnswers, (error as? ClusterClient.Failure)?.answered == true { throw error }
         errorLine("error: \(error)"); hint.forEach(errorLine); throw ExitCode(1)
     }
 }
@@ -429,7 +433,18 @@ struct Wait: ParsableCommand {
             return try finishRun(client, end, output: output, json: json, cluster: cluster)
         }
         let started = Clocks.steady
-        let names = try ids.map { id in try clusterCall { try client.status(id).runs.first?["name"] ?? "run \(id)" } }
+        // Every run first: a typo in a range (or another's run) is said before anything is followed.
+        var names: [String] = [], unknown: [Int64] = []
+        for id in ids {
+            do {
+                if let name = try clusterCall(rethrowingAnswers: true, { try client.status(id).runs.first?["name"] }) { names.append(name) } else { unknown.append(id) }
+            } catch let e as ClusterClient.Failure where e.answered { unknown.append(id) }
+        }
+        guard unknown.isEmpty else {
+            errorLine("error: no \(unknown.count == 1 ? "run" : "runs") \(RunIDs.text(unknown)) of yours on \(cluster.coordinator ?? "the coordinator"); nothing was followed")
+            errorLine("  hint: coord runs \(cluster.flags) lists the runs there")
+            throw ExitCode(1)
+        }
         let labels = ProjectReport.labels(names: names, files: ids.map { "run \($0)" })
         let reports = try followRuns(client, ids: ids, labels: labels, items: ids.map { _ in 0 }, json: json, cluster: cluster) { k in
             ProjectReport(file: nil, name: names[k], label: labels[k])
@@ -485,16 +500,26 @@ struct Cancel: ParsableCommand {
         let context = MessagingContext()
         let client = try cluster.client(context)
         var ended: [String: [Int64]] = [:]
+        // A run the coordinator refuses (none such, another's) does not stop the others being cancelled.
+        var refused: [(id: Int64, why: String)] = []
         for id in ids {
-            let end = try clusterCall { try client.cancel(id) }
-            ended[end.state == "cancelled" ? "" : end.state, default: []].append(id)
+            do {
+                let end = try clusterCall(rethrowingAnswers: true) { try client.cancel(id) }
+                ended[end.state == "cancelled" ? "" : end.state, default: []].append(id)
+            } catch let e as ClusterClient.Failure where e.answered { refused.append((id, e.answer!)) }
         }
         let cancelled = ended.removeValue(forKey: "") ?? []
         if !cancelled.isEmpty { print("\(cancelled.count == 1 ? "run" : "runs") \(RunIDs.text(cancelled)) cancelled") }
         for (state, runs) in ended.sorted(by: { $0.key < $1.key }) {
             errorLine("\(runs.count == 1 ? "run" : "runs") \(RunIDs.text(runs)) had already ended: \(state)")
         }
-        if !ended.isEmpty { throw ExitCode(1) }
+        if refused.count > 3 {
+            errorLine("error: the coordinator refused runs \(RunIDs.text(refused.map(\.id))) (of the first it said: \(refused[0].why))")
+        } else {
+            for r in refused { errorLine("error: the coordinator refused: \(r.why)") }
+        }
+        if !refused.isEmpty { errorLine("  hint: coord runs \(cluster.flags) lists the runs there") }
+        if !ended.isEmpty || !refused.isEmpty { throw ExitCode(1) }
     }
 }
 

@@ -349,6 +349,37 @@ import ThreadlineCore
         let again = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 60)
         #expect(again.status == 1 && again.err.contains("error: the coordinator no longer holds the movie: `coord gc`")
                 && again.err.contains("Submit the project again to render it"), "\(again.err)")
+        // Following it again would get the same answer: no command to do that is offered.
+        #expect(!again.err.contains("coord wait 1"), "\(again.err)")
+    }
+
+    /// Run ids the coordinator does not have (a typo in a range, another's runs) are said as such,
+    /// and do not stop the others: before, `coord cancel 2 7` cancelled run 2 and then only said
+    /// that run 7 was refused (not that 2 was cancelled, and nothing of the ids after 7), and a
+    /// `coord wait` of a run that does not exist offered `coord wait` of it again.
+    @Test func waitAndCancelSayWhichRunsTheCoordinatorDoesNotHave() throws {
+        let dir = temporaryDirectory("unknown-runs")
+        let small = try Self.project(dir, items: 1, seconds: 0.5)
+        try FileManager.default.createDirectory(atPath: dir + "/long", withIntermediateDirectories: true)
+        let long = try Self.project(dir + "/long", items: 6, seconds: 2, output: "640x360", preset: "medium")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        try #require(try run(coordPath, ["submit", small, "--coordinator", ep], timeout: 120).status == 0)
+        let one = try run(coordPath, ["wait", "9", "--coordinator", ep], timeout: 60)
+        #expect(one.status == 1 && one.err.contains("no run 9 on this coordinator") && !one.err.contains("coord wait 9"), "\(one.err)")
+        let some = try run(coordPath, ["wait", "1", "8-10", "--coordinator", ep], timeout: 60)
+        #expect(some.status == 1 && some.err.contains("error: no runs 8-10 of yours on \(ep); nothing was followed")
+                && some.err.contains("coord runs --coordinator \(ep)"), "\(some.err)")
+        let detached = try run(coordPath, ["submit", long, "--coordinator", ep, "--detach"], timeout: 120)
+        try #require(detached.status == 0 && detached.out.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "\(detached.out) \(detached.err)")
+        let cancel = try run(coordPath, ["cancel", "7", "2", "--coordinator", ep], timeout: 60)
+        #expect(cancel.status == 1 && cancel.out.contains("run 2 cancelled") && cancel.err.contains("no run 7 on this coordinator"),
+                "\(cancel.out) \(cancel.err)")
+        let many = try run(coordPath, ["cancel", "3-9", "--coordinator", ep], timeout: 60)
+        #expect(many.status == 1 && many.err.contains("error: the coordinator refused runs 3-9 (of the first it said: no run 3 on this coordinator)"),
+                "\(many.err)")
+        let status = try run(coordPath, ["status", "2", "--coordinator", ep], timeout: 60)
+        #expect(status.out.contains("cancelled"), "\(status.out)")
     }
 
     /// Ctrl-C while a movie comes down keeps what came: `coord wait` again fetches only the rest.
