@@ -253,7 +253,7 @@ struct Submit: ParsableCommand {
             Foundation.exit(130)
         }
         defer { _ = signals }
-        for (p, label) in zip(projects, labels) {
+        for (k, (p, label)) in zip(projects, labels).enumerated() {
             // Its files go to the coordinator first (those it lacks): minutes for phone videos
             // over Wi-Fi, which were silent.
             client.onUpload = { u in
@@ -269,17 +269,35 @@ struct Submit: ParsableCommand {
                 if terminal { TerminalLine.draw("\(label): reading its files to see what the coordinator lacks: \(ByteSize.text(r.bytes)) of \(ByteSize.text(r.total))") }
             }
             state.withLock { $0.sending = (label, ClusterClient.Upload()) }
-            let id = try clusterCall { try client.submit(p, priority: priority) }
+            let id: Int64
+            do {
+                id = try client.submit(p, priority: priority)
+            } catch let e as ClusterClient.Failure where e.answered && projects.count > 1 {
+                // One project of a batch refused (its submitter's stage limit reached, …): the
+                // others still go, and the summary says why this one did not.
+                if terminal { TerminalLine.clear() }
+                errorLine("\(label): the coordinator refused it: \(e.answer!)")
+                state.withLock { $0.refused[k] = e.answer!; $0.sending = nil }
+                continue
+            } catch where error is ClusterClient.Failure || error is TransportError {
+                // The coordinator lost: what was submitted goes on there, and is said.
+                if terminal { TerminalLine.clear() }
+                errorLine("error: \(error)")
+                // (What it was sending is neither submitted nor unsent: the error says it may have been accepted.)
+                state.withLock { $0.goOnLines(projects: labels, cluster: cluster) }.forEach(errorLine)
+                throw ExitCode(1)
+            }
             if terminal { TerminalLine.clear() }
-            state.withLock { $0.ids.append(id); $0.sending = nil }
+            state.withLock { $0.ids.append(id); $0.accepted.append(k); $0.sending = nil }
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }
         }
+        let (ids, accepted, refused) = state.withLock { ($0.ids, $0.accepted, $0.refused) }
         if detach {
             // Standard output keeps the ids alone, for scripts.
-            if !json { cluster.followAgain(state.withLock { $0.ids }).forEach(errorLine) }
+            if !json && !ids.isEmpty { cluster.followAgain(ids).forEach(errorLine) }
+            if !refused.isEmpty { throw ExitCode(1) }
             return
         }
-        let ids = state.withLock { $0.ids }
         if projects.count == 1 {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
@@ -288,8 +306,13 @@ struct Submit: ParsableCommand {
             return try finishRun(client, end, output: nil, json: json, cluster: cluster)
         }
         let started = Clocks.steady
-        let reports = try followRuns(client, ids: ids, labels: labels, items: projects.map(\.items.count), json: json, cluster: cluster) { k in
-            ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k])
+        let followed = ids.isEmpty ? [] : try followRuns(client, ids: ids, labels: accepted.map { labels[$0] },
+                                                         items: accepted.map { projects[$0].items.count }, json: json, cluster: cluster) { j in
+            ProjectReport(file: projects[accepted[j]].file, name: projects[accepted[j]].name, label: labels[accepted[j]])
+        }
+        let reports = projects.indices.map { k in
+            refused[k].map { ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k], state: "refused", error: $0) }
+                ?? followed[accepted.firstIndex(of: k)!]
         }
         try reportProjects(reports, seconds: Clocks.steady - started, json: json)
     }
@@ -297,6 +320,9 @@ struct Submit: ParsableCommand {
     /// Where a remote submit stands, for what Ctrl-C says.
     struct RemoteSubmitState {
         var ids: [Int64] = []
+        /// The projects those runs are (indices into the batch), and those refused, with why.
+        var accepted: [Int] = []
+        var refused: [Int: String] = [:]
         /// The project being submitted and its upload so far.
         var sending: (label: String, upload: ClusterClient.Upload)?
 
@@ -310,14 +336,22 @@ struct Submit: ParsableCommand {
                     lines.append("\ninterrupted before the coordinator accepted \(label); it may still start it: `coord runs \(cluster.flags)` lists its runs.")
                 }
             }
-            if !ids.isEmpty && sending == nil {
-                lines += cluster.stoppedFollowing(ids)
-            } else if !ids.isEmpty {
+            if !ids.isEmpty && sending == nil && accepted.count + refused.count == labels.count {
+                return lines + cluster.stoppedFollowing(ids)
+            }
+            return lines + goOnLines(projects: labels, cluster: cluster)
+        }
+
+        /// The runs submitted before the submit stopped go on at the coordinator (how to follow
+        /// them), and the projects never submitted.
+        func goOnLines(projects labels: [String], cluster: ClusterOptions) -> [String] {
+            var lines: [String] = []
+            if !ids.isEmpty {
                 lines.append(ids.count == 1 ? "run \(ids[0]) (submitted before) goes on at the coordinator."
                                             : "runs \(RunIDs.text(ids)) (submitted before) go on at the coordinator.")
                 lines += cluster.followAgain(ids)
             }
-            let unsent = labels.dropFirst(ids.count + (sending == nil ? 0 : 1))
+            let unsent = labels.dropFirst(accepted.count + refused.count + (sending == nil ? 0 : 1))
             if !unsent.isEmpty {
                 let named = unsent.prefix(5).joined(separator: ", ") + (unsent.count > 5 ? " and \(unsent.count - 5) more" : "")
                 lines.append("not submitted: \(named).")

@@ -50,7 +50,7 @@ import TestSupport
         let db = dir + "/coord/lineage.db"
         let t0 = Date()
         try "+1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-        #expect(waitUntil(timeout: 180) { !submit.isRunning }, "the run did not end")
+        try #require(waitUntil(timeout: 180) { !submit.isRunning }, "the run did not end")
         let seconds = Date().timeIntervalSince(t0)
         #expect(submit.terminationStatus == 0)
         // Before: "worker lost, silent for 3600.7 s", its stages in flight thrown away and redone.
@@ -83,7 +83,7 @@ import TestSupport
         procs.signal("w1", SIGKILL)
         // Before: w1 was last heard "an hour from now" and counted as alive for that hour, its
         // stage never given to w2 (liveness is 5 s).
-        #expect(waitUntil(timeout: 120) { !submit.isRunning }, "the run did not end: a killed worker was not found lost")
+        try #require(waitUntil(timeout: 120) { !submit.isRunning }, "the run did not end: a killed worker was not found lost")
         #expect(submit.terminationStatus == 0)
         for id in busy {
             let row = try LineageStore.readRows(path: db, "SELECT state FROM attempt WHERE id = ?", [Int64(id)!])

@@ -308,7 +308,7 @@ import ThreadlineCore
         #expect(waitUntil(timeout: 30) { !(procs.process("coord")?.isRunning ?? false) }, "the coordinator did not stop")
         try procs.start("coord2", coordPath, ["serve", "--bind", ep, "--state", dir + "/coord"])
         try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
-        #expect(waitUntil(timeout: 120) { !waiter.isRunning }, "\(said("wait"))")
+        try #require(waitUntil(timeout: 120) { !waiter.isRunning }, "\(said("wait"))")
         let again = (status: waiter.terminationStatus, out: (try? String(contentsOfFile: procs.out("wait"), encoding: .utf8)) ?? "", err: said("wait"))
         #expect(again.status == 0, "\(again.err)")
         #expect(again.err.components(separatedBy: "is stopping (a restart or an upgrade)").count == 2
@@ -450,7 +450,7 @@ import ThreadlineCore
         procs.signal("w1", SIGKILL)
         procs.process("w1")?.waitUntilExit()
         try procs.start("w1again", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
-        #expect(waitUntil(timeout: 90) { !submit.isRunning }, "the run never finished: \((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "")")
+        try #require(waitUntil(timeout: 90) { !submit.isRunning }, "the run never finished: \((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "")")
         #expect(submit.terminationStatus == 0, "\((try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "")")
         try Self.expectOneSuccessPerStage(db, run: 1)
         #expect(try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'").first?["n"] != "0")
@@ -576,7 +576,7 @@ import ThreadlineCore
         try serve("coord2")
         #expect(waitUntil(timeout: 10) { said().contains("the coordinator at \(ep) answers again") }, "\(said())")
         procs.signal("coord2", SIGKILL)
-        #expect(waitUntil(timeout: 20) { !submit.isRunning }, "the submit gave up")
+        try #require(waitUntil(timeout: 20) { !submit.isRunning }, "the submit gave up")
         #expect(submit.terminationStatus == 1, "\(said())")
         #expect(said().contains("error: lost the coordinator at \(ep): no answer for 4 s (--timeout)"), "\(said())")
         #expect(said().contains("follow it and download the movie: coord wait 1 --coordinator \(ep)"), "\(said())")
@@ -595,7 +595,7 @@ import ThreadlineCore
         #expect(follower.isRunning, "\(followed())")
         try serve("coord4")
         try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
-        #expect(waitUntil(timeout: 120) { !follower.isRunning }, "\(followed())")
+        try #require(waitUntil(timeout: 120) { !follower.isRunning }, "\(followed())")
         #expect(follower.terminationStatus == 0 && followed().contains("the coordinator at \(ep) answers again"), "\(followed())")
         #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
     }
@@ -884,7 +884,7 @@ import ThreadlineCore
         let (procs, _) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
         procs.signal("coord", SIGHUP)
-        #expect(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) }, "coord serve did not exit after SIGHUP")
+        try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) }, "coord serve did not exit after SIGHUP")
         let p = try #require(procs.process("coord"))
         #expect(p.terminationReason == .exit && p.terminationStatus == 0, "ended by \(p.terminationReason == .exit ? "exit" : "signal") \(p.terminationStatus)")
     }

@@ -215,6 +215,35 @@ import TestSupport
         #expect(again.status == 0, "\(again.err)")
     }
 
+    /// A batch whose submitter reaches its share part-way goes on with the rest: the refused
+    /// projects are in the summary with why, the others are followed and their movies written.
+    /// Before, the refusal ended the command: the runs already accepted went on at the coordinator
+    /// unfollowed and unmentioned, and the projects after it were never submitted.
+    @Test func aBatchGoesOnPastAProjectRefusedForItsShare() throws {
+        let dir = temporaryDirectory("quota-batch")
+        let farm = try KeyedFarm(dir, [("workers", ["worker"]), ("submitters", ["alice"])], serveArgs: ["--max-stages-per-key", "12"])
+        defer { farm.procs.stopAll() }
+        // Three projects of one item, 5 stages each: the third would make 15.
+        var files: [String] = []
+        for name in ["a", "b", "c"] {
+            try FileManager.default.createDirectory(atPath: dir + "/" + name, withIntermediateDirectories: true)
+            files.append(try ClusterTests.project(dir + "/" + name, items: 1, seconds: 0.5, size: (160, 120), output: "320x180"))
+        }
+        let submit = try farm.procs.start("submit", coordPath, ["submit"] + files + farm.as("alice") + ["--json"])
+        let said = { (try? String(contentsOfFile: farm.procs.log("submit"), encoding: .utf8)) ?? "" }
+        // No worker until the batch is in: nothing ends before the third is asked for.
+        try #require(waitUntil(timeout: 60) { said().contains("the coordinator refused it") || !submit.isRunning }, "\(said())")
+        try farm.procs.start("worker", workerPath, farm.worker("worker"))
+        try #require(waitUntil(timeout: 120) { !submit.isRunning }, "\(said())")
+        #expect(submit.terminationStatus == 1, "\(said())")
+        #expect(said().contains("test (c/p.yaml): the coordinator refused it: this coordinator takes at most 12 stages"), "\(said())")
+        let lines = try String(contentsOfFile: farm.procs.out("submit"), encoding: .utf8).split(separator: "\n")
+        let objects = try lines.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        #expect(objects.map { $0["state"] as? String } == ["succeeded", "succeeded", "refused"], "\(lines)")
+        #expect((objects.last?["error"] as? String)?.contains("at most 12 stages") == true, "\(lines)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/a/out.mp4") && FileManager.default.fileExists(atPath: dir + "/b/out.mp4"))
+    }
+
     /// A submitter whose key is removed while it follows a run (a laptop lost) stops being told
     /// the run's progress within seconds and is told why; before, a follower sent nothing the
     /// per-message check could refuse, and went on hearing its runs for as long as it liked.
@@ -228,7 +257,7 @@ import TestSupport
         #expect(waitUntil(timeout: 20) { ((try? String(contentsOfFile: farm.procs.log("wait"), encoding: .utf8)) ?? "").contains("waiting for a worker") })
         try FileManager.default.removeItem(atPath: dir + "/submitters/alice.pub")
         let removed = Date()
-        #expect(waitUntil(timeout: 10) { !follower.isRunning }, "the follower was still told after 10 s")
+        try #require(waitUntil(timeout: 10) { !follower.isRunning }, "the follower was still told after 10 s")
         let said = (try? String(contentsOfFile: farm.procs.log("wait"), encoding: .utf8)) ?? ""
         #expect(follower.terminationStatus == 1 && said.contains("this key was removed from the coordinator's allow-list: it may no longer follow runs"), "\(said)")
         #expect(Date().timeIntervalSince(removed) < 6)
