@@ -866,7 +866,7 @@ final class CoordinatorCore {
             watch(run, from: identity)
         case .cancelRun(let run):
             if cancel(run: run, reason: "cancelled by \(id.prefix(64))") {
-                send(.ended(RunEnd(run: run, state: RunStatus.cancelled.rawValue, message: "cancelled", output: nil, outputPath: "", seconds: 0)), to: identity)
+                send(.ended(RunEnd(run: run, state: RunStatus.cancelled.rawValue, message: RunEnd.cancelledNow, output: nil, outputPath: "", seconds: 0)), to: identity)
             } else {
                 watch(run, from: identity, once: true)
             }
@@ -1842,7 +1842,7 @@ final class CoordinatorCore {
             ended(run, state: .succeeded, message: nil, output: art)
             owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: now - run.startedAt))
         case .cancelled:
-            let reason = run.cancelReason ?? "cancelled"
+            let reason = run.cancelReason ?? "cancelled by the coordinator"
             record("runFinished") { try lineage.runFinished(run.id, state: .cancelled, error: reason) }
             log.info("run cancelled", metadata: ["run.id": "\(run.id)"])
             ended(run, state: .cancelled, message: reason, output: nil)

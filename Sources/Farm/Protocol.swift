@@ -85,6 +85,12 @@ public struct RunEnd: Codable, Sendable {
     public var output: ArtifactRef?    // the movie in the coordinator's store
     public var outputPath: String      // where the submitter asked for it
     public var seconds: Double
+
+    /// The message of the answer to a cancel that stopped the run (one that had ended before is
+    /// answered with how it ended, whose message is never this).
+    public static let cancelledNow = "cancelled"
+    /// Whether this answers a cancel by stopping the run then.
+    public var cancelledNow: Bool { state == "cancelled" && message == Self.cancelledNow }
 }
 
 public struct StatusReply: Codable, Sendable {

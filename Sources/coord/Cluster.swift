@@ -489,7 +489,7 @@ enum RunIDs {
 struct Cancel: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stop runs on a running coordinator: their stages stop on every worker and free their slots.",
-        discussion: "Exit status 1 when any run named had already ended (the others are cancelled).")
+        discussion: "Exit status 1 when any run named had already ended (cancelled before too) or is not yours or not there; the others are cancelled.")
     @Argument(help: "Run ids, or ranges of them (12-40).") var runs: [String]
     @OptionGroup var cluster: ClusterOptions
 
@@ -505,7 +505,7 @@ struct Cancel: ParsableCommand {
         for id in ids {
             do {
                 let end = try clusterCall(rethrowingAnswers: true) { try client.cancel(id) }
-                ended[end.state == "cancelled" ? "" : end.state, default: []].append(id)
+                ended[end.cancelledNow ? "" : end.state, default: []].append(id)
             } catch let e as ClusterClient.Failure where e.answered { refused.append((id, e.answer!)) }
         }
         let cancelled = ended.removeValue(forKey: "") ?? []

@@ -380,6 +380,9 @@ import ThreadlineCore
                 "\(many.err)")
         let status = try run(coordPath, ["status", "2", "--coordinator", ep], timeout: 60)
         #expect(status.out.contains("cancelled"), "\(status.out)")
+        // Cancelled before: said so, not "cancelled" again.
+        let again = try run(coordPath, ["cancel", "2", "--coordinator", ep], timeout: 60)
+        #expect(again.status == 1 && again.out.isEmpty && again.err.contains("run 2 had already ended: cancelled"), "\(again.out) \(again.err)")
     }
 
     /// Ctrl-C while a movie comes down keeps what came: `coord wait` again fetches only the rest.
