@@ -288,10 +288,11 @@ struct Submit: ParsableCommand {
                 throw ExitCode(1)
             }
             if terminal { TerminalLine.clear() }
-            state.withLock { $0.ids.append(id); $0.accepted.append(k); $0.sending = nil }
+            state.withLock { $0.submitted.append((k, id)); $0.sending = nil }
             if detach { print(json ? "{\"run\":\(id)}" : "\(id)") } else if projects.count == 1 || !json { errorLine("submitted \(label) as run \(id)") }
         }
-        let (ids, accepted, refused) = state.withLock { ($0.ids, $0.accepted, $0.refused) }
+        let (submitted, refused) = state.withLock { ($0.submitted, $0.refused) }
+        let ids = submitted.map(\.run)
         if detach {
             // Standard output keeps the ids alone, for scripts.
             if !json && !ids.isEmpty { cluster.followAgain(ids).forEach(errorLine) }
@@ -306,23 +307,23 @@ struct Submit: ParsableCommand {
             return try finishRun(client, end, output: nil, json: json, cluster: cluster)
         }
         let started = Clocks.steady
+        let accepted = submitted.map(\.project)
         let followed = ids.isEmpty ? [] : try followRuns(client, ids: ids, labels: accepted.map { labels[$0] },
                                                          items: accepted.map { projects[$0].items.count }, json: json, cluster: cluster) { j in
             ProjectReport(file: projects[accepted[j]].file, name: projects[accepted[j]].name, label: labels[accepted[j]])
         }
-        let reports = projects.indices.map { k in
-            refused[k].map { ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k], state: "refused", error: $0) }
-                ?? followed[accepted.firstIndex(of: k)!]
-        }
-        try reportProjects(reports, seconds: Clocks.steady - started, json: json)
+        // In the batch's order, the refused ones among them.
+        var reports = Dictionary(uniqueKeysWithValues: zip(accepted, followed))
+        for (k, why) in refused { reports[k] = ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k], state: "refused", error: why) }
+        try reportProjects(projects.indices.map { reports[$0]! }, seconds: Clocks.steady - started, json: json)
     }
 
     /// Where a remote submit stands, for what Ctrl-C says.
     struct RemoteSubmitState {
-        var ids: [Int64] = []
-        /// The projects those runs are (indices into the batch), and those refused, with why.
-        var accepted: [Int] = []
+        /// The projects submitted (indices into the batch) and their runs; those refused, with why.
+        var submitted: [(project: Int, run: Int64)] = []
         var refused: [Int: String] = [:]
+        var ids: [Int64] { submitted.map(\.run) }
         /// The project being submitted and its upload so far.
         var sending: (label: String, upload: ClusterClient.Upload)?
 
@@ -336,7 +337,7 @@ struct Submit: ParsableCommand {
                     lines.append("\ninterrupted before the coordinator accepted \(label); it may still start it: `coord runs \(cluster.flags)` lists its runs.")
                 }
             }
-            if !ids.isEmpty && sending == nil && accepted.count + refused.count == labels.count {
+            if !ids.isEmpty && sending == nil && submitted.count + refused.count == labels.count {
                 return lines + cluster.stoppedFollowing(ids)
             }
             return lines + goOnLines(projects: labels, cluster: cluster)
@@ -351,7 +352,7 @@ struct Submit: ParsableCommand {
                                             : "runs \(RunIDs.text(ids)) (submitted before) go on at the coordinator.")
                 lines += cluster.followAgain(ids)
             }
-            let unsent = labels.dropFirst(accepted.count + refused.count + (sending == nil ? 0 : 1))
+            let unsent = labels.dropFirst(submitted.count + refused.count + (sending == nil ? 0 : 1))
             if !unsent.isEmpty {
                 let named = unsent.prefix(5).joined(separator: ", ") + (unsent.count > 5 ? " and \(unsent.count - 5) more" : "")
                 lines.append("not submitted: \(named).")

@@ -13,21 +13,22 @@ import TestSupport
     static let library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
     static let available = FileManager.default.fileExists(atPath: library)
     static func have() -> Bool {
-        if !available && DashboardTests.required { Issue.record("libfaketime is missing: scripts/test-tools should have installed it") }
+        if !available && clientsRequired { Issue.record("libfaketime is missing: scripts/test-tools should have installed it") }
         return available
     }
     static let note: Comment = "needs libfaketime (Debian's libfaketime): run scripts/test-tools"
 
     /// A render on `coord serve` with two workers, w1 busy on a stage, on a host whose wall clock
-    /// follows the offset in `offsetFile` (read at every look at the clock).
-    static func start(_ dir: String) throws -> (procs: ServiceProcesses, submit: Process, busy: [String], offsetFile: String) {
+    /// follows the offset in `offsetFile` (read at every look at the clock). `db`: its lineage.
+    static func start(_ dir: String) throws -> (procs: ServiceProcesses, submit: Process, busy: [String], offsetFile: String, db: String) {
         let offsetFile = dir + "-clock"
         try "+0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         let (procs, submit, busy) = try DrainTests.renderUntilW1IsBusy(dir, environment: [
             "LD_PRELOAD": library, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         ])
-        return (procs, submit, busy, offsetFile)
+        #expect(!busy.isEmpty, "w1 never started a render")
+        return (procs, submit, busy, offsetFile, dir + "/coord/lineage.db")
     }
 
     /// Stops the processes and removes the shared memory libfaketime made for each (named by its pid).
@@ -43,11 +44,8 @@ import TestSupport
 
     @Test(.enabled(if: have(), note))
     func aWallClockStepForwardLosesNoWorkerAndNoWork() throws {
-        let dir = temporaryDirectory("clock-forward")
-        let (procs, submit, busy, offsetFile) = try Self.start(dir)
+        let (procs, submit, _, offsetFile, db) = try Self.start(temporaryDirectory("clock-forward"))
         defer { Self.stop(procs) }
-        #expect(!busy.isEmpty, "w1 never started a render")
-        let db = dir + "/coord/lineage.db"
         let t0 = Date()
         try "+1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         try #require(waitUntil(timeout: 180) { !submit.isRunning }, "the run did not end")
@@ -73,11 +71,8 @@ import TestSupport
 
     @Test(.enabled(if: have(), note))
     func aWallClockStepBackStillFindsAKilledWorkerLost() throws {
-        let dir = temporaryDirectory("clock-back")
-        let (procs, submit, busy, offsetFile) = try Self.start(dir)
+        let (procs, submit, busy, offsetFile, db) = try Self.start(temporaryDirectory("clock-back"))
         defer { Self.stop(procs) }
-        #expect(!busy.isEmpty, "w1 never started a render")
-        let db = dir + "/coord/lineage.db"
         try "-1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         usleep(300_000)
         procs.signal("w1", SIGKILL)

@@ -10,7 +10,7 @@ import TestSupport
 /// under `scripts/test` a missing client fails the test instead of skipping it.
 @Suite(.serialized) struct DashboardTests {
     static let venvPython = repositoryRoot + "/.build/test-venv/bin/python"
-    static let required = ProcessInfo.processInfo.environment["THREADLINE_REQUIRE_CLIENTS"] == "1"
+    static let required = clientsRequired
     static let haveChromium = FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") && FileManager.default.isExecutableFile(atPath: venvPython)
     static let havePrometheus = FileManager.default.isExecutableFile(atPath: "/usr/bin/prometheus") && FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool")
     static let haveDatasette = FileManager.default.isExecutableFile(atPath: repositoryRoot + "/.build/test-venv/bin/datasette")

@@ -37,6 +37,11 @@ final class LockedData: @unchecked Sendable {
 /// A fresh temporary folder.
 /// Starts `program` in the background with its output thrown away (a `coord submit` a test
 /// watches through lineage, kills, or interrupts); the caller waits for it.
+/// Under `scripts/test` (THREADLINE_REQUIRE_CLIENTS=1) a tool a test drives that is missing
+/// (Chromium, Prometheus, libfaketime: `scripts/test-tools` installs them) fails the test;
+/// elsewhere the test is skipped.
+public let clientsRequired = ProcessInfo.processInfo.environment["THREADLINE_REQUIRE_CLIENTS"] == "1"
+
 public func startQuietly(_ program: String, _ args: [String]) throws -> Process {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: program)
