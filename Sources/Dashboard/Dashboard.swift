@@ -394,6 +394,8 @@ final class PosterCache: Sendable {
 /// Secret update does the same), no restart. A file that becomes unreadable or too short keeps
 /// the previous token and is logged: it never opens the dashboard.
 final class BearerToken: Sendable {
+    /// `checkedAt`: when the file was last looked at, on the monotonic clock (on the wall clock a
+    /// step back of an hour kept a replaced token working for that hour).
     struct State { var token: String; var checkedAt: Double; var seen: [FileAttributeKey: AnyHashable] }
     let file: String?
     let logger: Logger
@@ -401,7 +403,7 @@ final class BearerToken: Sendable {
 
     init(_ token: String, file: String?, logger: Logger) {
         self.file = file; self.logger = logger
-        state = Mutex(State(token: token, checkedAt: Date().timeIntervalSince1970, seen: file.map(Self.identity) ?? [:]))
+        state = Mutex(State(token: token, checkedAt: Clocks.steady, seen: file.map(Self.identity) ?? [:]))
     }
 
     /// What tells a changed file: its inode (a rename over it), size and time, of the file its
@@ -414,7 +416,7 @@ final class BearerToken: Sendable {
         return id
     }
 
-    func current(now: Double = Date().timeIntervalSince1970) -> String {
+    func current(now: Double = Clocks.steady) -> String {
         state.withLock { s in
             guard let file, now - s.checkedAt >= 2 else { return s.token }
             s.checkedAt = now

@@ -139,7 +139,9 @@ public final class ZapHandler: Sendable {
     /// `maxAge`, and for a handshake with a key not in the reading), never on a caller's: a farm
     /// with a thousand keys takes tens of milliseconds to read them, which every handshake and,
     /// every 2 s, the coordinator's own thread used to spend.
-    let lastRead = Mutex<(keys: [String: Set<PeerRole>], at: Double)?>(nil)
+    /// (When: on the monotonic clock. On the wall clock a step back of an hour kept a removed
+    /// key's roles for that hour.)
+    let lastRead = Mutex<(keys: [String: Set<PeerRole>], at: ContinuousClock.Instant)?>(nil)
     /// How many times the lists were read (for tests).
     let readings = Mutex(0)
 
@@ -179,14 +181,14 @@ public final class ZapHandler: Sendable {
                 if let k = try? CurveKeyPair.load("\(directory)/\(f)") { keys[k.publicKey, default: []].insert(role) }
             }
         }
-        lastRead.withLock { $0 = (keys, Date().timeIntervalSince1970) }
+        lastRead.withLock { $0 = (keys, .now) }
         readings.withLock { $0 += 1 }
         return keys
     }
 
     /// Seconds since the lists were last read.
-    func age(now: Double = Date().timeIntervalSince1970) -> Double {
-        lastRead.withLock { r in r.map { now - $0.at } ?? .infinity }
+    func age() -> Double {
+        lastRead.withLock { r in r.map { Double(($0.at.duration(to: .now)) / .milliseconds(1)) / 1000 } ?? .infinity }
     }
 
     /// The roles `key` has in the allow-lists, as the handler last read them (at most `maxAge`

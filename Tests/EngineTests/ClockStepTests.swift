@@ -23,19 +23,54 @@ import TestSupport
     static func start(_ dir: String) throws -> (procs: ServiceProcesses, submit: Process, busy: [String], offsetFile: String, db: String) {
         let offsetFile = dir + "-clock"
         try "+0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-        let (procs, submit, busy) = try DrainTests.renderUntilW1IsBusy(dir, environment: [
-            "LD_PRELOAD": library, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        ])
+        let (procs, submit, busy) = try DrainTests.renderUntilW1IsBusy(dir, environment: steppable(offsetFile))
         #expect(!busy.isEmpty, "w1 never started a render")
         return (procs, submit, busy, offsetFile, dir + "/coord/lineage.db")
     }
 
-    /// Stops the processes and removes the shared memory libfaketime made for each (named by its pid).
-    static func stop(_ procs: ServiceProcesses) {
-        let pids = ["coord", "w1"].compactMap { procs.process($0)?.processIdentifier }
-        procs.stopAll()
-        for pid in pids { unlink("/dev/shm/faketime_shm_\(pid)"); unlink("/dev/shm/sem.faketime_sem_\(pid)") }
+    /// libfaketime for a process, its wall clock at the offset in `offsetFile`, read each time.
+    static func steppable(_ offsetFile: String) -> [String: String] {
+        ["LD_PRELOAD": library, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"]
+    }
+
+    /// A key removed from the allow-lists loses its roles within seconds after the coordinator's
+    /// clock stepped back an hour; before, the lists were read again once their last reading was
+    /// 2 s old by the wall clock, which then took an hour (and a dashboard token replaced in its
+    /// file went on working as long, for the same reason).
+    @Test(.enabled(if: have(), note))
+    func aWallClockStepBackKeepsNoRemovedKeysRoles() throws {
+        let dir = temporaryDirectory("clock-revoked")
+        let offsetFile = dir + "-clock"
+        try "+0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        try TrustTests.removedKeyStopsItsFollower(dir, environment: Self.steppable(offsetFile)) {
+            try "-1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+            usleep(300_000)
+        }
+    }
+
+    /// A dashboard token replaced in its file stops working within seconds after the clock
+    /// stepped back an hour (the file is looked at every 2 s, which the wall clock made an hour).
+    @Test(.enabled(if: have(), note))
+    func aWallClockStepBackKeepsNoReplacedDashboardToken() throws {
+        let dir = temporaryDirectory("clock-token")
+        let state = dir + "/state"
+        try #require(try DashboardTests.embeddedRender(try ClusterTests.project(dir, items: 1), state: state).status == 0)
+        let offsetFile = dir + "-clock"
+        try "+0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        let (old, new) = ("s3cret-" + UUID().uuidString, "r0tated-" + UUID().uuidString)
+        try old.write(toFile: dir + "/token", atomically: true, encoding: .utf8)
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("dashboard", coordPath, ["dashboard", "--state", state, "--http", "0.0.0.0:0", "--token-file", dir + "/token"],
+                        environment: Self.steppable(offsetFile))
+        let base = try DashboardTests.dashboardURL(procs, "dashboard").replacingOccurrences(of: "0.0.0.0", with: "127.0.0.1")
+        let status = { (token: String) in (try? DashboardTests.get(base, "/api/runs", headers: ["Authorization: Bearer \(token)"]).status) ?? 0 }
+        #expect(status(old) == 200)
+        try "-1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        usleep(300_000)
+        try new.write(toFile: dir + "/token", atomically: true, encoding: .utf8)
+        #expect(waitUntil(timeout: 8) { status(new) == 200 }, "the new token does not work")
+        #expect(status(old) == 401, "the replaced token still works")
     }
 
     static func count(_ db: String, _ sql: String) throws -> Int {
@@ -45,7 +80,7 @@ import TestSupport
     @Test(.enabled(if: have(), note))
     func aWallClockStepForwardLosesNoWorkerAndNoWork() throws {
         let (procs, submit, _, offsetFile, db) = try Self.start(temporaryDirectory("clock-forward"))
-        defer { Self.stop(procs) }
+        defer { procs.stopAll() }
         let t0 = Date()
         try "+1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         try #require(waitUntil(timeout: 180) { !submit.isRunning }, "the run did not end")
@@ -72,7 +107,7 @@ import TestSupport
     @Test(.enabled(if: have(), note))
     func aWallClockStepBackStillFindsAKilledWorkerLost() throws {
         let (procs, submit, busy, offsetFile, db) = try Self.start(temporaryDirectory("clock-back"))
-        defer { Self.stop(procs) }
+        defer { procs.stopAll() }
         try "-1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         usleep(300_000)
         procs.signal("w1", SIGKILL)
@@ -99,12 +134,11 @@ import TestSupport
         let offsetFile = dir + "-clock"
         try "\(skew)\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         let procs = ServiceProcesses(directory: dir)
-        defer { ClockStepTests.stop(procs) }
+        defer { procs.stopAll() }
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
         let ep = try procs.endpoint(of: "coord")
-        try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"], environment: [
-            "LD_PRELOAD": ClockStepTests.library, "FAKETIME_TIMESTAMP_FILE": offsetFile, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        ])
+        try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"],
+                        environment: ClockStepTests.steppable(offsetFile))
         let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 180)
         #expect(r.status == 0, "\(r.err)")
         let db = dir + "/coord/lineage.db"

@@ -21,7 +21,7 @@ import TestSupport
         let dir: String, keys: String, procs: ServiceProcesses, ep: String
         var db: String { dir + "/coord/lineage.db" }
 
-        init(_ dir: String, _ lists: [(folder: String, names: [String])], serveArgs: [String] = []) throws {
+        init(_ dir: String, _ lists: [(folder: String, names: [String])], serveArgs: [String] = [], environment: [String: String] = [:]) throws {
             self.dir = dir; keys = dir + "/keys"
             var made: Set<String> = []   // a key may be in several lists (an operator who also submits)
             for name in ["coordinator"] + lists.flatMap(\.names) where made.insert(name).inserted {
@@ -35,7 +35,8 @@ import TestSupport
             }
             procs = ServiceProcesses(directory: dir)
             try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord",
-                                                 "--curve-secret-key", dir + "/keys/coordinator.key"] + allow + serveArgs)
+                                                 "--curve-secret-key", dir + "/keys/coordinator.key"] + allow + serveArgs,
+                             environment: environment)
             ep = try procs.endpoint(of: "coord")
         }
 
@@ -248,13 +249,19 @@ import TestSupport
     /// the run's progress within seconds and is told why; before, a follower sent nothing the
     /// per-message check could refuse, and went on hearing its runs for as long as it liked.
     @Test func aFollowerWhoseKeyIsRemovedIsToldNoMore() throws {
-        let dir = temporaryDirectory("revoked-follower")
-        let farm = try KeyedFarm(dir, [("submitters", ["alice"])])
+        try Self.removedKeyStopsItsFollower(temporaryDirectory("revoked-follower"))
+    }
+
+    /// The test above on a coordinator given `environment`; `beforeRemoving` runs just before the
+    /// key is removed.
+    static func removedKeyStopsItsFollower(_ dir: String, environment: [String: String] = [:], beforeRemoving: () throws -> Void = {}) throws {
+        let farm = try KeyedFarm(dir, [("submitters", ["alice"])], environment: environment)
         defer { farm.procs.stopAll() }
         let pipeline = try ClusterTests.project(dir, items: 1, seconds: 0.5, size: (160, 120), output: "320x180")
         #expect(try run(coordPath, ["submit", pipeline, "--detach"] + farm.as("alice"), timeout: 60).status == 0)
         let follower = try farm.procs.start("wait", coordPath, ["wait", "1"] + farm.as("alice"))
         #expect(waitUntil(timeout: 20) { ((try? String(contentsOfFile: farm.procs.log("wait"), encoding: .utf8)) ?? "").contains("waiting for a worker") })
+        try beforeRemoving()
         try FileManager.default.removeItem(atPath: dir + "/submitters/alice.pub")
         let removed = Date()
         try #require(waitUntil(timeout: 10) { !follower.isRunning }, "the follower was still told after 10 s")

@@ -13,6 +13,8 @@ public final class ServiceProcesses: @unchecked Sendable {
     public let directory: String
     private let lock = NSLock()
     private var processes: [String: Process] = [:]
+    /// Processes started with libfaketime preloaded: it leaves shared memory named by their pid.
+    private var faked: Set<Int32> = []
 
     public init(directory: String) { self.directory = directory }
 
@@ -46,7 +48,9 @@ public final class ServiceProcesses: @unchecked Sendable {
         p.standardError = FileHandle(forWritingAtPath: log(name))
         p.standardInput = FileHandle.nullDevice
         try p.run()
-        lock.lock(); processes[name] = p; lock.unlock()
+        lock.lock(); processes[name] = p
+        if environment["LD_PRELOAD"]?.contains("faketime") == true { faked.insert(p.processIdentifier) }
+        lock.unlock()
         return p
     }
 
@@ -78,9 +82,10 @@ public final class ServiceProcesses: @unchecked Sendable {
     }
 
     public func stopAll() {
-        lock.lock(); let all = processes; processes = [:]; lock.unlock()
+        lock.lock(); let all = processes; processes = [:]; let pids = faked; faked = []; lock.unlock()
         for p in all.values where p.isRunning { kill(p.processIdentifier, SIGKILL) }
         for p in all.values { p.waitUntilExit() }
+        for pid in pids { unlink("/dev/shm/faketime_shm_\(pid)"); unlink("/dev/shm/sem.faketime_sem_\(pid)") }
     }
 
     deinit { stopAll() }
