@@ -188,7 +188,7 @@ public final class ZapHandler: Sendable {
 
     /// Seconds since the lists were last read.
     func age() -> Double {
-        lastRead.withLock { r in r.map { Double(($0.at.duration(to: .now)) / .milliseconds(1)) / 1000 } ?? .infinity }
+        lastRead.withLock { r in r.map { $0.at.duration(to: .now) / .seconds(1) } ?? .infinity }
     }
 
     /// The roles `key` has in the allow-lists, as the handler last read them (at most `maxAge`
