@@ -150,9 +150,15 @@ enum Assets {
     // ---- run page ----
     let zoom = null;          // [from, to] in seconds since the run's first attempt
     let lastAttempts = [];
+    // How far the coordinator's clock is ahead of this browser's: a running attempt's bar ends at
+    // the coordinator's now. A browser minutes behind drew no running bar, one ahead squeezed the
+    // chart into its first pixels. A running run's start plus its duration is the coordinator's now.
+    let serverAhead = 0;
+    function serverNow() { return Date.now() / 1000 + (Math.abs(serverAhead) > 2 ? serverAhead : 0); }
     async function drawRun(id) {
       const [d, attempts, farm] = await Promise.all([api('/api/runs/' + id), api(`/api/runs/${id}/attempts`), api('/api/farm')]);
       const r = d.run;
+      if (r.state === 'running' && r.duration_s != null) serverAhead = r.started + r.duration_s - Date.now() / 1000;
       document.title = r.name + ' · Threadline';
       document.getElementById('status').textContent = `run #${r.id} · ${r.state}`;
       let h = `<h1>${esc(r.name)} <span id="run-state" data-state="${esc(r.state)}">${state(r.state)}</span></h1>`;
@@ -218,7 +224,7 @@ enum Assets {
         svg.dataset.bars = 0;
         return;
       }
-      const now = Date.now() / 1000;
+      const now = serverNow();
       const start = attempts.length ? Math.min(...attempts.map(a => a.dispatched)) : now;
       const end = attempts.length ? Math.max(...attempts.map(a => a.finished || now)) : now;
       const [from, to] = zoom || [0, Math.max(0.001, end - start)];

@@ -6,6 +6,8 @@ Used by the dashboard tests: each scenario prints one JSON object of what the br
     python cdp.py farm BASE OUT_DIR                  the farm page once
     python cdp.py failed-run BASE RUN_ID OUT_DIR     a failed run's page: its error text
     python cdp.py gantt-time BASE RUN_ID OUT_DIR     seconds from navigation until the Gantt holds every attempt
+    python cdp.py running-bars BASE RUN_ID OUT_DIR OFFSET_S
+                                                     a running run's page in a browser whose clock is OFFSET_S off
 """
 import base64
 import json
@@ -185,6 +187,33 @@ def gantt_time(b, base, run, out):
     return {"seconds": seconds, "bars": bars or 0}
 
 
+def running_bars(b, base, run, out, offset):
+    """Watches a running run's chart in a browser whose clock is `offset` seconds off the machine's."""
+    b.send("Page.addScriptToEvaluateOnNewDocument",
+           source=f"(() => {{ const real = Date.now; window.__realNow = () => real() / 1000; Date.now = () => real() + {offset * 1000}; }})()")
+    b.navigate(f"{base}/runs/{run}")
+    b.wait("!!document.getElementById('run-state')", 60)
+    samples, missing, axis_over = 0, 0, 0.0
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        s = b.eval("""(() => { const st = document.getElementById('run-state');
+            const running = lastAttempts.filter(a => !a.finished).length;
+            const bars = document.querySelectorAll('#gantt rect.bar.running').length;
+            const start = lastAttempts.length ? Math.min(...lastAttempts.map(a => a.dispatched)) : null;
+            const to = parseFloat(document.getElementById('zoom-to').value);
+            return { state: st && st.dataset.state, running, bars, over: start == null || isNaN(to) ? 0 : to - (window.__realNow() - start) }; })()""")
+        if s["state"] != "running":
+            break
+        if s["running"] > 0:
+            samples += 1
+            missing += s["bars"] == 0
+            axis_over = max(axis_over, s["over"])
+            if samples == 10:
+                b.screenshot(os.path.join(out, f"running-bars{offset:+d}.png"))
+        time.sleep(0.1)
+    return {"samples": samples, "missing": missing, "axis_over": axis_over}
+
+
 def main():
     what = sys.argv[1]
     b = Browser()
@@ -195,6 +224,8 @@ def main():
             r = farm(b, sys.argv[2], sys.argv[3])
         elif what == "failed-run":
             r = failed_run(b, sys.argv[2], sys.argv[3], sys.argv[4])
+        elif what == "running-bars":
+            r = running_bars(b, sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         elif what == "gantt-time":
             r = gantt_time(b, sys.argv[2], sys.argv[3], sys.argv[4])
         else:

@@ -202,6 +202,33 @@ import TestSupport
 
     // MARK: a real render, watched
 
+    /// A viewer whose clock is minutes off the coordinator's (a laptop without NTP) sees the
+    /// running attempts' bars where they are, on the coordinator's clock. Before, a browser five
+    /// minutes behind drew no running bar, and one ahead stretched the chart five minutes past now,
+    /// squeezing every bar into its first pixels.
+    @Test(.enabled(if: clients(haveChromium), clientsNote), arguments: [-300, 300])
+    func runningBarsAreDrawnOnTheCoordinatorsClock(offset: Int) throws {
+        let dir = temporaryDirectory("skewed-viewer")
+        let pipeline = try ClusterTests.project(dir, items: 6, seconds: 2, output: "640x360", preset: "medium")
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:0", "--state", dir + "/state", "--http", "127.0.0.1:0"])
+        let endpoint = try procs.endpoint(of: "coord")
+        let base = try Self.dashboardURL(procs, "coord")
+        try #require(try run(coordPath, ["submit", pipeline, "--coordinator", endpoint, "--detach"], timeout: 60).status == 0)
+        // The page opens on the waiting run; the worker comes once the browser is up.
+        let page = try procs.start("browser", Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "running-bars", base, "1", dir, "\(offset)"])
+        usleep(2_000_000)
+        try procs.start("w1", workerPath, ["--connect", endpoint, "--pipelines", "1", "--store", dir + "/w1"])
+        try #require(waitUntil(timeout: 150) { !page.isRunning }, "the browser did not finish")
+        let out = try String(contentsOfFile: procs.out("browser"), encoding: .utf8)
+        let seen = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], "\(out) \((try? String(contentsOfFile: procs.log("browser"), encoding: .utf8)) ?? "")")
+        let samples = seen["samples"] as? Int ?? 0, missing = seen["missing"] as? Int ?? -1, over = seen["axis_over"] as? Double ?? .infinity
+        #expect(samples >= 5, "the browser saw too little of the render: \(out)")
+        #expect(missing == 0, "running attempts without a bar: \(out)")
+        #expect(over < 3, "the chart ran \(over) s past now: \(out)")
+    }
+
     /// `coord serve --http` + a worker (joining once the page says the run waits for one) render a
     /// 12-item project while Chromium watches the run page
     /// and Prometheus scrapes /metrics every second; then a broken project fails on the page.
