@@ -26,6 +26,7 @@ enum Assets {
     header { display: flex; gap: 1em; align-items: baseline; padding: .7em 1.2em; background: var(--panel); border-bottom: 1px solid var(--line); position: sticky; top: 0; z-index: 2; }
     header a { color: var(--text); font-weight: 700; text-decoration: none; font-size: 1.1em; }
     .status { color: var(--muted); }
+    .clock-off { color: var(--lost); font-size: .9em; }
     .live { color: var(--cancelled); font-size: .8em; margin-left: auto; }
     .live.on { color: var(--succeeded); }
     main { padding: 1em 1.2em 3em; }
@@ -100,9 +101,12 @@ enum Assets {
     function fmtDur(s) {
       if (s == null || !isFinite(s)) return '';
       s = Math.max(0, s);
-      if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
+      if (s < 9.95) return s.toFixed(1) + ' s';
+      // Whole seconds before minutes are taken: 299.6 s is "5 min 0 s", not "4 min 60 s".
+      s = Math.round(s);
+      if (s < 60) return s + ' s';
       const m = Math.floor(s / 60), h = Math.floor(m / 60);
-      return h ? `${h} h ${m % 60} min` : `${m} min ${Math.round(s % 60)} s`;
+      return h ? `${h} h ${m % 60} min` : `${m} min ${s % 60} s`;
     }
     const STAGE_STATES = ['succeeded', 'cached', 'running', 'ready', 'pending', 'failed', 'cancelled'];
     function stageBar(c) {
@@ -135,7 +139,7 @@ enum Assets {
       h += '<h2>Workers</h2><table class="workers" id="workers"><thead><tr><th>Worker</th><th>Host</th><th>State</th><th class="num">Slots busy</th><th class="num">Heartbeat</th><th class="num" title="Artifacts in its store, as far as the coordinator knows: work goes where its inputs are">Holds</th><th>Running</th></tr></thead><tbody>';
       for (const w of workers) {
         h += `<tr><td>${esc(w.id)}</td><td>${esc(w.host)}</td><td>${state(w.state)}</td><td class="num">${w.busy}/${w.slots}</td>` +
-          `<td class="num">${fmtDur(w.heartbeat_age_s)} ago</td><td class="num">${w.holds == null ? '—' : w.holds}</td><td class="slots">${w.running.map(s => `run ${s.run}: ${esc(s.stage)}`).join('<br>')}</td></tr>`;
+          `<td class="num">${fmtDur(w.heartbeat_age_s)} ago${w.clock_offset_s == null ? '' : `<br><span class="clock-off" title="Its attempts' times are recorded on the coordinator's clock; keep the hosts in sync with NTP">clock ${fmtDur(Math.abs(w.clock_offset_s))} ${w.clock_offset_s > 0 ? 'behind' : 'ahead'}</span>`}</td><td class="num">${w.holds == null ? '—' : w.holds}</td><td class="slots">${w.running.map(s => `run ${s.run}: ${esc(s.stage)}`).join('<br>')}</td></tr>`;
       }
       if (!workers.length) h += '<tr><td colspan="7" class="muted">No workers seen in the last hour.</td></tr>';
       h += '</tbody></table><h2>Recent failures</h2>';

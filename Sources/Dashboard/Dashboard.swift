@@ -22,10 +22,12 @@ public struct LiveFigures: Codable, Sendable, Equatable {
         public var sidelinedS: Double?
         /// Artifacts its store holds as far as the coordinator knows.
         public var holds: Int
+        /// How far its clock is behind the coordinator's in seconds (negative: ahead), when by more than a little.
+        public var clockOffsetS: Double?
         public init(id: String, host: String, slots: Int, busy: Int, heartbeatAgeS: Double, draining: Bool, running: [String],
-                    sidelinedS: Double? = nil, holds: Int = 0) {
+                    sidelinedS: Double? = nil, holds: Int = 0, clockOffsetS: Double? = nil) {
             self.id = id; self.host = host; self.slots = slots; self.busy = busy; self.heartbeatAgeS = heartbeatAgeS
-            self.draining = draining; self.running = running; self.sidelinedS = sidelinedS; self.holds = holds
+            self.draining = draining; self.running = running; self.sidelinedS = sidelinedS; self.holds = holds; self.clockOffsetS = clockOffsetS
         }
     }
     /// Units of work ready and waiting for a slot (a render's decode+transform+encode is one).
@@ -244,6 +246,7 @@ public struct Dashboard: Sendable {
                 list[k].slots = w.slots
                 list[k].busy = w.busy
                 list[k].holds = w.holds
+                list[k].clockOffsetS = w.clockOffsetS
                 if w.draining { list[k].state = "draining" } else if w.sidelinedS != nil { list[k].state = "sidelined" }
             } else if list[k].state == "up" {
                 list[k].state = "gone"

@@ -377,6 +377,9 @@ public struct FarmReader: Sendable {
         public var running: [Slot]
         /// Artifacts in its store as far as a live coordinator knows (nil: no live coordinator).
         public var holds: Int? = nil
+        /// How far its clock is behind the coordinator's in seconds (negative: ahead), as a live
+        /// coordinator finds it; nil within 2 s (or no live coordinator).
+        public var clockOffsetS: Double? = nil
     }
 
     /// Workers seen in the last `withinSeconds` (or still up), with what their slots run.

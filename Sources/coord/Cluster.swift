@@ -307,7 +307,8 @@ extension Serve {
     static func figures(_ l: Coordinator.Live) -> LiveFigures {
         LiveFigures(queueDepth: l.queueDepth, slotsBusy: l.slotsBusy, slotsTotal: l.slotsTotal,
                     workers: l.workers.map { .init(id: $0.id, host: $0.host, slots: $0.slots, busy: $0.busy, heartbeatAgeS: $0.heartbeatAgeS,
-                                                   draining: $0.draining, running: $0.running, sidelinedS: $0.sidelinedS, holds: $0.holds) })
+                                                   draining: $0.draining, running: $0.running, sidelinedS: $0.sidelinedS, holds: $0.holds,
+                                                   clockOffsetS: $0.clockOffsetS) })
     }
 
     /// /readyz: the socket is bound and the loop runs, lineage is writable, and it is not draining.

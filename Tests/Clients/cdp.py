@@ -166,6 +166,7 @@ def farm(b, base, out):
         runs: [...document.querySelectorAll('#runs tbody tr')].map(r => ({ id: +r.dataset.run, state: r.dataset.state,
               items: r.querySelector('.items-done').textContent, bars: r.querySelectorAll('.stage-bar span').length })),
         workers: document.querySelectorAll('#workers tbody tr').length,
+        clocks: [...document.querySelectorAll('#workers .clock-off')].map(c => c.textContent),
         failures: document.querySelectorAll('#failures tbody tr').length }))()""")
 
 

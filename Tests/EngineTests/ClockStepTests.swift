@@ -135,15 +135,16 @@ import TestSupport
         try "\(skew)\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         let procs = ServiceProcesses(directory: dir)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"])
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord", "--http", "127.0.0.1:0"])
         let ep = try procs.endpoint(of: "coord")
+        let base = try DashboardTests.dashboardURL(procs, "coord")
         try procs.start("w1", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w1", "--id", "w1"],
                         environment: ClockStepTests.steppable(offsetFile))
         let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 180)
         #expect(r.status == 0, "\(r.err)")
         let db = dir + "/coord/lineage.db"
-        let run = try #require(try LineageStore.readRows(path: db, "SELECT submitted_at, finished_at FROM run WHERE id = 1").first)
-        let (submitted, ended) = (Double(run["submitted_at"] ?? "")!, Double(run["finished_at"] ?? "")!)
+        let row = try #require(try LineageStore.readRows(path: db, "SELECT submitted_at, finished_at FROM run WHERE id = 1").first)
+        let (submitted, ended) = (Double(row["submitted_at"] ?? "")!, Double(row["finished_at"] ?? "")!)
         let attempts = try LineageStore.readRows(path: db, """
             SELECT s.name, a.dispatched_at, a.started_at, a.finished_at FROM attempt a JOIN stage s ON s.id = a.stage_id
             WHERE a.worker_id = 'w1'
@@ -162,6 +163,15 @@ import TestSupport
         #expect(said.contains("s \(side) the coordinator's") && said.contains("NTP") && said.contains("worker.id=w1"), "\(said)")
         let seconds = Double(said.components(separatedBy: "clock is ")[1].prefix { $0 != " " }) ?? 0
         #expect(abs(seconds - 300) < 1, "\(said)")
+        // The farm's API and page say it too, where an operator looks.
+        let workers = try JSONSerialization.jsonObject(with: DashboardTests.get(base, "/api/workers").body) as? [[String: Any]]
+        let w1 = workers?.first { $0["id"] as? String == "w1" }
+        let offset = try #require(w1?["clock_offset_s"] as? Double, "\(String(describing: workers))")
+        #expect(abs(offset - (skew.hasPrefix("-") ? 300 : -300)) < 1, "\(offset)")
+        if DashboardTests.haveChromium {
+            let page = try run(DashboardTests.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "farm", base, dir], timeout: 120)
+            #expect(page.out.contains("clock 5 min 0 s \(skew.hasPrefix("-") ? "behind" : "ahead")"), "\(page.out) \(page.err)")
+        }
     }
 
     /// The least of `received − sent` is the offset to within the quickest trip; late and re-sent
