@@ -184,7 +184,7 @@ public final class Coordinator: Sendable {
             /// Artifacts its store holds as far as the coordinator knows (what placement counts).
             public var holds = 0
             /// How far its clock is behind the coordinator's in seconds (negative: ahead); nil
-            /// within `WorkerClock.worthSaying`.
+            /// within `WorkerClock.worthSaying` (`WorkerClock.farOff`).
             public var clockOffsetS: Double? = nil
         }
         /// Units ready and waiting for a slot (a render's decode+transform+encode is one unit).
@@ -634,7 +634,7 @@ final class CoordinatorCore {
             let draining = scheduler.isDraining(id)
             l.workers.append(.init(id: id, host: w.hello.host, slots: w.hello.slots, busy: leases.count, heartbeatAgeS: max(0, now - w.lastSeen),
                                    draining: draining, running: running, sidelinedS: scheduler.sidelined(id, now: now),
-                                   holds: holdings.count(id), clockOffsetS: w.clock.offset.flatMap { abs($0) > WorkerClock.worthSaying ? $0 : nil }))
+                                   holds: holdings.count(id), clockOffsetS: w.clock.farOff))
             // A worker not taking work (draining, sidelined) counts in neither, as on the farm page.
             if !draining && l.workers.last!.sidelinedS == nil { l.slotsTotal += w.hello.slots; l.slotsBusy += leases.count }
         }

@@ -34,9 +34,12 @@ struct WorkerClock {
         offset = min(offset ?? sample, sample)
     }
 
+    /// The offset when it is worth saying (the log, the farm page), else nil.
+    var farOff: Double? { offset.flatMap { abs($0) > Self.worthSaying ? $0 : nil } }
+
     /// Whether the log should say now how far off the clock is (once, when settled and far off).
     mutating func shouldTell() -> Double? {
-        guard !told, samples.count >= Self.settled, let o = offset, abs(o) > Self.worthSaying else { return nil }
+        guard !told, samples.count >= Self.settled, let o = farOff else { return nil }
         told = true
         return o
     }
