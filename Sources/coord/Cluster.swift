@@ -500,16 +500,15 @@ struct Cancel: ParsableCommand {
         let ids = try RunIDs.parse(runs)
         let context = MessagingContext()
         let client = try cluster.client(context)
-        var ended: [String: [Int64]] = [:]
+        var cancelled: [Int64] = [], ended: [String: [Int64]] = [:]
         // A run the coordinator refuses (none such, another's) does not stop the others being cancelled.
         var refused: [(id: Int64, why: String)] = []
         for id in ids {
             do {
                 let end = try clusterCall(rethrowingAnswers: true) { try client.cancel(id) }
-                ended[end.cancelledNow ? "" : end.state, default: []].append(id)
+                if end.cancelledNow { cancelled.append(id) } else { ended[end.state, default: []].append(id) }
             } catch let e as ClusterClient.Failure where e.answered { refused.append((id, e.answer!)) }
         }
-        let cancelled = ended.removeValue(forKey: "") ?? []
         if !cancelled.isEmpty { print("\(cancelled.count == 1 ? "run" : "runs") \(RunIDs.text(cancelled)) cancelled") }
         for (state, runs) in ended.sorted(by: { $0.key < $1.key }) {
             errorLine("\(runs.count == 1 ? "run" : "runs") \(RunIDs.text(runs)) had already ended: \(state)")

@@ -209,7 +209,7 @@ struct Submit: ParsableCommand {
         }
         var reports: [ProjectReport] = []
         for (k, (p, r)) in zip(projects, results).enumerated() {
-            var rep = ProjectReport(file: p.file, name: p.name, label: labels[k])
+            var rep = ProjectReport(p, label: labels[k])
             switch r {
             case .success((let run, .succeeded(let output, let seconds))):
                 rep.run = run; rep.state = "succeeded"; rep.seconds = seconds; rep.output = output
@@ -310,11 +310,15 @@ struct Submit: ParsableCommand {
         let accepted = submitted.map(\.project)
         let followed = ids.isEmpty ? [] : try followRuns(client, ids: ids, labels: accepted.map { labels[$0] },
                                                          items: accepted.map { projects[$0].items.count }, json: json, cluster: cluster) { j in
-            ProjectReport(file: projects[accepted[j]].file, name: projects[accepted[j]].name, label: labels[accepted[j]])
+            ProjectReport(projects[accepted[j]], label: labels[accepted[j]])
         }
         // In the batch's order, the refused ones among them.
         var reports = Dictionary(uniqueKeysWithValues: zip(accepted, followed))
-        for (k, why) in refused { reports[k] = ProjectReport(file: projects[k].file, name: projects[k].name, label: labels[k], state: "refused", error: why) }
+        for (k, why) in refused {
+            var rep = ProjectReport(projects[k], label: labels[k])
+            rep.state = "refused"; rep.error = why
+            reports[k] = rep
+        }
         try reportProjects(projects.indices.map { reports[$0]! }, seconds: Clocks.steady - started, json: json)
     }
 
@@ -433,6 +437,10 @@ struct ProjectReport {
     var output: String? = nil
     var bytes: Int64 = 0
     var error: String? = nil
+
+    /// A project of a batch, not yet followed.
+    init(file: String?, name: String, label: String) { self.file = file; self.name = name; self.label = label }
+    init(_ project: Pipeline, label: String) { self.init(file: project.file, name: project.name, label: label) }
 
     var object: [String: Any] {
         var o: [String: Any] = ["name": name, "state": state, "seconds": seconds]
