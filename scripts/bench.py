@@ -25,7 +25,7 @@ suggest = the `coord suggest` library scan: 10,000 files (8,000 JPEGs dated in E
   scan (`coord suggest list` on a new state folder, no contact sheets), a rescan with nothing
   changed, and exiftool reading the same dates from the same files (`exiftool -fast2 -r`).
 """
-import argparse, datetime, json, os, platform, shlex, statistics, subprocess, sys, time
+import argparse, datetime, json, os, platform, shlex, shutil, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, ".bench")
@@ -502,7 +502,7 @@ def suggest_library():
     """10,000 files in 100 folders; folder f holds one capture day (recent days and earlier Junes)."""
     root = os.path.join(BENCH, "media", "suggest")
     lib = os.path.join(root, "library")
-    done = os.path.join(root, "complete")
+    done = os.path.join(root, "complete-copies")
     if os.path.exists(done):
         return lib
     subprocess.run(["rm", "-rf", root], check=True)
@@ -529,7 +529,8 @@ def suggest_library():
         os.makedirs(d)
         for k in range(per):
             ext = "mov" if k % 5 == 0 else "jpg"
-            os.link(os.path.join(templates, f"{f}.{ext}"), os.path.join(d, f"IMG_{f * per + k:05d}.{ext}"))
+            # Copies, not hard links: the scan lists a file reached by two paths once (as the same photo).
+            shutil.copyfile(os.path.join(templates, f"{f}.{ext}"), os.path.join(d, f"IMG_{f * per + k:05d}.{ext}"))
     open(done, "w").write("ok\n")
     return lib
 

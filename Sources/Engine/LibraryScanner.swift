@@ -4,6 +4,7 @@ import ThreadlineCore
 import Media
 import Lineage
 import Suggestions
+import CSupport
 
 /// Walks a photo library, reads capture facts of new or changed files (metadata only; no pixels)
 /// into the index, and turns the index into suggestion items (Live Photos paired by Apple's
@@ -28,21 +29,12 @@ public enum LibraryScanner {
         let known = try index.known(library: library)
         var seen = Set<String>()
         var todo: [(path: String, size: Int64, mtime: Double)] = []
-        let fm = FileManager.default
-        guard let walker = fm.enumerator(at: URL(fileURLWithPath: library),
-                                         includingPropertiesForKeys: [.isRegularFileKey, .fileSizeKey, .contentModificationDateKey],
-                                         options: [.skipsHiddenFiles, .skipsPackageDescendants]) else {
-            throw MediaError(.fetch, .permanent, file: library, "cannot read the folder")
-        }
-        for case let url as URL in walker {
-            guard extensions.contains(url.pathExtension.lowercased()) else { continue }
-            guard let v = try? url.resourceValues(forKeys: [.isRegularFileKey, .fileSizeKey, .contentModificationDateKey]), v.isRegularFile == true else { continue }
-            let path = url.path
-            let size = Int64(v.fileSize ?? 0), mtime = v.contentModificationDate?.timeIntervalSince1970 ?? 0
-            seen.insert(path)
+        let walked = try walk(library)
+        for f in walked.files {
+            seen.insert(f.path)
             report.files += 1
-            if let k = known[path], k.size == size, k.mtime == mtime { continue }
-            todo.append((path, size, mtime))
+            if let k = known[f.path], k.size == f.size, k.mtime == f.mtime { continue }
+            todo.append(f)
         }
         // Metadata reads, in parallel (each opens its own libavformat/libheif/libexif context).
         let work = todo
@@ -72,9 +64,59 @@ public enum LibraryScanner {
         report.read = upserts.count
         report.removed = gone.count
         // Every unreadable file is reported on every scan, not only when first read.
-        report.unreadable = try index.entries(library: library).filter { $0.error != nil }.map { ($0.path, $0.error!) }
+        report.unreadable = try index.entries(library: library).filter { $0.error != nil }.map { ($0.path, $0.error!) } + walked.problems
         report.seconds = Date().timeIntervalSince(t0)
         return report
+    }
+
+    /// Every file under `library` with one of the scanned extensions, in name order. Symbolic
+    /// links are followed, to files and to folders (a library often links in a folder from another
+    /// disk), yet each folder and each file is visited once: fts(3) reports a link back to a folder
+    /// above it as a cycle, and a file reached by two paths is listed by the first. Hidden files and
+    /// folders are skipped. A folder that cannot be read, or a link to nothing, is a problem to
+    /// report, not a reason to stop.
+    static func walk(_ library: String) throws -> (files: [(path: String, size: Int64, mtime: Double)], problems: [(path: String, why: String)]) {
+        var root: [UnsafeMutablePointer<CChar>?] = [strdup(library), nil]
+        defer { free(root[0]) }
+        let byName: @convention(c) (UnsafeMutablePointer<UnsafePointer<FTSENT>?>?, UnsafeMutablePointer<UnsafePointer<FTSENT>?>?) -> Int32 = { a, b in
+            strcmp(a!.pointee!.pointee.fts_path, b!.pointee!.pointee.fts_path)
+        }
+        guard let fts = fts_open(&root, FTS_LOGICAL | FTS_NOCHDIR, byName) else {
+            throw MediaError(.fetch, .permanent, file: library, "cannot read the folder: \(String(cString: strerror(errno)))")
+        }
+        defer { fts_close(fts) }
+        var files: [(path: String, size: Int64, mtime: Double)] = []
+        var problems: [(path: String, why: String)] = []
+        var visited = Set<[UInt64]>()
+        func why(_ code: Int32) -> String { String(cString: strerror(code)) }
+        while let entry = fts_read(fts) {
+            let e = entry.pointee
+            let path = String(cString: e.fts_path)
+            let hidden = e.fts_level > 0 && e.fts_name == CChar(UInt8(ascii: "."))
+            switch Int32(e.fts_info) {
+            case Int32(FTS_D):
+                if hidden { fts_set(fts, entry, FTS_SKIP) }
+            case Int32(FTS_F):
+                let url = URL(fileURLWithPath: path)
+                guard !hidden, extensions.contains(url.pathExtension.lowercased()), let st = e.fts_statp?.pointee else { continue }
+                guard visited.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else { continue }
+                files.append((path, Int64(st.st_size), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
+            case Int32(FTS_DNR):
+                if e.fts_level == 0 { throw MediaError(.fetch, .permanent, file: library, "cannot read the folder: \(why(e.fts_errno))") }
+                problems.append((path, "cannot read the folder: \(why(e.fts_errno)) (skipped with everything in it)"))
+            case Int32(FTS_SLNONE):
+                if !hidden && extensions.contains(URL(fileURLWithPath: path).pathExtension.lowercased()) {
+                    let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)).map { " (\($0))" } ?? ""
+                    problems.append((path, "a link to a file that is not there\(target)"))
+                }
+            case Int32(FTS_ERR), Int32(FTS_NS):
+                if e.fts_level == 0 { throw MediaError(.fetch, .permanent, file: library, "cannot read the folder: \(why(e.fts_errno))") }
+                if !hidden { problems.append((path, why(e.fts_errno))) }
+            default:
+                break   // FTS_DP (a folder again, after its contents), FTS_DC (a link back to a folder above), others
+            }
+        }
+        return (files, problems)
     }
 
     /// The library's dated items. A still and a movie in one folder with the same Apple content

@@ -207,6 +207,39 @@ import TestSupport
         #expect(try Self.list(lib, ["--no-contact-sheets"]).raw.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
     }
 
+    /// A library that links in a folder from another disk and a file from elsewhere, as people do
+    /// with a phone's folder on a NAS: both are scanned; a file reached by two paths is one item; a
+    /// link back to the library is not walked for ever; a link to nothing is reported by name.
+    @Test func linkedFoldersAndFilesAreScannedOnce() throws {
+        let dir = temporaryDirectory("suggest-links")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fm = FileManager.default
+        let root = dir + "/Pictures", disk = dir + "/other-disk"
+        for f in [root + "/own", disk + "/2026", dir + "/hidden-elsewhere"] { try fm.createDirectory(atPath: f, withIntermediateDirectories: true) }
+        func movie(_ path: String, _ date: String) throws {
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=30", "-t", "0.2", "-c:v", "libx264",
+                                       "-movflags", "use_metadata_tags", "-metadata", "com.apple.quicktime.creationdate=\(date)", path])
+            #expect(r.status == 0, "\(r.err)")
+        }
+        try movie(root + "/own/m2.mov", "2026-06-15T10:00:00+0200")
+        try movie(disk + "/2026/m1.mov", "2026-06-14T10:00:00+0200")
+        try movie(dir + "/hidden-elsewhere/h.mov", "2026-06-14T11:00:00+0200")
+        try fm.createSymbolicLink(atPath: root + "/phone", withDestinationPath: disk)                         // a folder on another disk
+        try fm.createSymbolicLink(atPath: root + "/own/m1-again.mov", withDestinationPath: disk + "/2026/m1.mov")   // the same file twice
+        try fm.createSymbolicLink(atPath: root + "/own/loop", withDestinationPath: root)                      // back to the library
+        try fm.createSymbolicLink(atPath: root + "/own/gone.mov", withDestinationPath: dir + "/unplugged/g.mov")   // to nothing
+        try fm.createSymbolicLink(atPath: root + "/.hidden", withDestinationPath: dir + "/hidden-elsewhere")    // hidden: skipped
+        let index = try LibraryIndex(path: dir + "/library-index.db")
+        let first = try LibraryScanner.scan(library: root, index: index)
+        #expect(first.files == 2 && first.read == 2, "files \(first.files), read \(first.read)")
+        #expect(first.unreadable.map(\.path) == [root + "/own/gone.mov"])
+        #expect(first.unreadable.first?.why.contains("a link to a file that is not there (\(dir)/unplugged/g.mov)") == true, "\(first.unreadable)")
+        let items = LibraryScanner.items(try index.entries(library: root))
+        #expect(items.map(\.path) == [root + "/own/m1-again.mov", root + "/own/m2.mov"], "one item per file, by its first path")
+        let again = try LibraryScanner.scan(library: root, index: index)
+        #expect(again.files == 2 && again.read == 0, "a rescan with nothing changed reads nothing (read \(again.read))")
+    }
+
     /// 10,000 files (dated JPEGs and MOVs in 100 folders): the first scan reads metadata only;
     /// a rescan with nothing changed reads nothing.
     @Test func tenThousandFilesScanOnceAndRescanQuickly() throws {

@@ -2,6 +2,10 @@
 #define THREADLINE_CSUPPORT_H
 #include <stddef.h>
 #include <stdint.h>
+/* fts(3): walking a photo library, following its symbolic links without looping (Engine.LibraryScanner). */
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <fts.h>
 
 /// Peak resident set size of this process, in bytes (getrusage).
 int64_t tl_peak_rss_self(void);
