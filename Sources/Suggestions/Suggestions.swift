@@ -92,40 +92,79 @@ public enum Suggestions {
 
     /// The suggestions for `items` (dated ones; undated are never passed in) on `today`.
     public static func suggest(_ items: [Item], today: Day, memories: Bool, blocks: [Block]) -> [Suggestion] {
-        let eligible = items.filter { i in i.day != nil && !blocks.contains { $0.hides(i) } }
-            .sorted { ($0.local, $0.path) < ($1.local, $1.path) }
+        let eligible = eligible(items, blocks: blocks)
         let minimum = minimumItems(eligible: eligible.count)
         var out: [Suggestion] = []
-
-        // Recent: the 30 days up to today, by local day, consecutive days merged.
-        let first = today.adding(days: -(recentDays - 1))
-        let recent = eligible.filter { i in let d = i.day!; return first <= d && d <= today }
-        var groups: [[Item]] = []
-        for item in recent {
-            if let last = groups.last?.last, item.day!.ordinal - last.day!.ordinal <= 1 { groups[groups.count - 1].append(item) }
-            else { groups.append([item]) }
-        }
-        for g in groups.reversed() where g.count >= minimum {
+        for g in recentGroups(eligible, today: today).reversed() where g.count >= minimum {
             out.append(make(.recent, g))
         }
-
-        // On this day: earlier years only, ±3 days of today's month-day, one per year.
         if memories {
-            var byYear: [Int: [Item]] = [:]
-            for item in eligible {
-                let d = item.day!
-                // The anniversary nearest the item: this year's, or (around New Year) a neighbour's.
-                for year in [d.year - 1, d.year, d.year + 1] where year < today.year {
-                    let anchor = anniversary(of: today, in: year)
-                    if abs(d.ordinal - anchor.ordinal) <= memoryWindow { byYear[year, default: []].append(item); break }
-                }
-            }
-            for year in byYear.keys.sorted(by: >) {
-                let g = byYear[year]!
-                if g.count >= minimum { out.append(make(.onThisDay, g)) }
+            for (_, g) in memoryGroups(eligible, today: today) where g.count >= minimum {
+                out.append(make(.onThisDay, g))
             }
         }
         return out
+    }
+
+    /// Why `suggest` made nothing of `items` on `today`: sentences for the person who asked (what
+    /// is dated, what each window holds, how big a group must be).
+    public static func whyNone(_ items: [Item], today: Day, memories: Bool, blocks: [Block]) -> [String] {
+        let dated = items.filter { $0.day != nil }
+        guard !dated.isEmpty else { return ["no photo or video in it has a capture date in its metadata (file times are never used)"] }
+        let eligible = eligible(dated, blocks: blocks)
+        guard !eligible.isEmpty else { return ["all \(count(dated.count, "dated item")) are hidden by blocks"] }
+        let minimum = minimumItems(eligible: eligible.count)
+        let hidden = dated.count - eligible.count
+        var out = ["\(count(eligible.count, "dated item"))\(hidden > 0 ? " (and \(hidden) hidden by blocks)" : ""); a suggestion needs at least \(minimum) together (on days in a row lately, or around this date in one earlier year)"]
+        let first = today.adding(days: -(recentDays - 1))
+        let recent = recentGroups(eligible, today: today)
+        if recent.isEmpty {
+            let before = eligible.filter { $0.day! < first }.last?.day
+            out.append("none is from the last \(recentDays) days (since \(first))" + (before.map { "; the newest before then is from \($0)" } ?? ""))
+        } else {
+            let total = recent.reduce(0) { $0 + $1.count }
+            out.append("the last \(recentDays) days hold \(count(total, "item")), at most \(recent.map(\.count).max()!) on consecutive days")
+        }
+        if memories {
+            let years = memoryGroups(eligible, today: today)
+            let near = "within \(memoryWindow) days of \(today.day) \(months[today.month - 1])"
+            out.append(years.isEmpty ? "no item from an earlier year is \(near)"
+                                     : "earlier years \(near): " + years.map { "\($0.group.count) from \($0.year)" }.joined(separator: ", "))
+        }
+        return out
+    }
+
+    static func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
+
+    /// Dated items no block hides, in capture order.
+    static func eligible(_ items: [Item], blocks: [Block]) -> [Item] {
+        items.filter { i in i.day != nil && !blocks.contains { $0.hides(i) } }
+            .sorted { ($0.local, $0.path) < ($1.local, $1.path) }
+    }
+
+    /// Recent: the 30 days up to today, by local day, consecutive days merged; oldest first.
+    static func recentGroups(_ eligible: [Item], today: Day) -> [[Item]] {
+        let first = today.adding(days: -(recentDays - 1))
+        var groups: [[Item]] = []
+        for item in eligible where first <= item.day! && item.day! <= today {
+            if let last = groups.last?.last, item.day!.ordinal - last.day!.ordinal <= 1 { groups[groups.count - 1].append(item) }
+            else { groups.append([item]) }
+        }
+        return groups
+    }
+
+    /// On this day: earlier years only, ±3 days of today's month-day, one group per year, newest first.
+    static func memoryGroups(_ eligible: [Item], today: Day) -> [(year: Int, group: [Item])] {
+        var byYear: [Int: [Item]] = [:]
+        for item in eligible {
+            let d = item.day!
+            // The anniversary nearest the item: this year's, or (around New Year) a neighbour's.
+            for year in [d.year - 1, d.year, d.year + 1] where year < today.year {
+                let anchor = anniversary(of: today, in: year)
+                if abs(d.ordinal - anchor.ordinal) <= memoryWindow { byYear[year, default: []].append(item); break }
+            }
+        }
+        return byYear.keys.sorted(by: >).map { ($0, byYear[$0]!) }
     }
 
     /// Today's month and day in `year` (29 February becomes the 28th in other years).

@@ -116,7 +116,13 @@ struct SuggestList: ParsableCommand {
             let blocks = try stores.settings.blocks(library: library).compactMap(Self.block)
             let dismissed = try stores.settings.dismissals()
             let tag = String(SHA256Hasher.hex(library).prefix(6))
-            for var s in Suggestions.suggest(items, today: day, memories: settings.memories, blocks: blocks) {
+            let made = Suggestions.suggest(items, today: day, memories: settings.memories, blocks: blocks)
+            if made.isEmpty {
+                let why = Suggestions.whyNone(items, today: day, memories: settings.memories, blocks: blocks)
+                    + (settings.memories ? [] : ["memories from earlier years are off (to add them: coord suggest enable \(given) --memories)"])
+                errorLine("\(library): no suggestion for \(day):\n" + why.map { "  " + $0 }.joined(separator: "\n"))
+            }
+            for var s in made {
                 s.id += "-" + tag
                 let hash = try LibraryScanner.itemsHash(s.items, cached: byPath, index: stores.index)
                 listed.append((s.id, hash, library))

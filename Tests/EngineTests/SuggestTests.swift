@@ -118,6 +118,14 @@ import TestSupport
         #expect(png.prefix(8) == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]), "a contact sheet PNG")
         #expect(try Self.list(lib).raw == recent.raw, "deterministic")
 
+        // A day with nothing to suggest says why, in the library's own figures.
+        let later = try Self.coord(["list", lib.root, "--today", "2027-03-01", "--out", lib.out, "--json"], lib)
+        #expect(later.status == 0 && later.out.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+        #expect(later.err.contains("\(lib.root): no suggestion for 2027-03-01:"), "\(later.err)")
+        #expect(later.err.contains("none is from the last 30 days (since 2027-01-31); the newest before then is from 2026-06-15"), "\(later.err)")
+        #expect(later.err.contains("memories from earlier years are off (to add them: coord suggest enable \(lib.root) --memories)"), "\(later.err)")
+        #expect(!recent.err.contains("no suggestion for"), "said only when there is none: \(recent.err)")
+
         // Memories, only once asked for.
         #expect(!recent.raw.contains("on_this_day"))
         #expect(try Self.coord(["enable", lib.root, "--memories"], lib).status == 0)

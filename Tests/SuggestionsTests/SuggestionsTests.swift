@@ -49,6 +49,25 @@ import Suggestions
         #expect(s[1].items.count == 4, "one suggestion for 2019, without the 24th")
     }
 
+    @Test func whenThereIsNoneItSaysWhy() {
+        #expect(Suggestions.whyNone([], today: Self.today, memories: true, blocks: []) ==
+                ["no photo or video in it has a capture date in its metadata (file times are never used)"])
+        let old = Self.photos("2019-06-17", 1) + Self.photos("2021-06-22", 2) + Self.photos("2025-12-24", 3)
+        #expect(Suggestions.whyNone(old, today: Self.today, memories: true, blocks: [.folder("/lib")]) == ["all 6 dated items are hidden by blocks"])
+        let tooFew = old + Self.photos("2026-06-12", 1) + Self.photos("2026-06-18", 1) + Self.photos("2026-06-19", 1, folder: "/other")
+        #expect(Suggestions.suggest(tooFew, today: Self.today, memories: true, blocks: []).isEmpty)
+        #expect(Suggestions.whyNone(tooFew, today: Self.today, memories: true, blocks: []) == [
+            "9 dated items; a suggestion needs at least 4 together (on days in a row lately, or around this date in one earlier year)",
+            "the last 30 days hold 3 items, at most 2 on consecutive days",
+            "earlier years within 3 days of 20 June: 2 from 2021, 1 from 2019"])
+        #expect(Suggestions.whyNone(old, today: Self.today, memories: false, blocks: [.folder("/other")]) == [
+            "6 dated items; a suggestion needs at least 3 together (on days in a row lately, or around this date in one earlier year)",
+            "none is from the last 30 days (since 2026-05-22); the newest before then is from 2025-12-24"])
+        let hidden = Suggestions.whyNone(tooFew, today: Self.today, memories: false, blocks: [.folder("/other")])
+        #expect(hidden.first == "8 dated items (and 1 hidden by blocks); a suggestion needs at least 4 together (on days in a row lately, or around this date in one earlier year)")
+        #expect(hidden.last == "the last 30 days hold 2 items, at most 1 on consecutive days")
+    }
+
     @Test func memoriesAroundNewYearBelongToTheNearestAnniversary() {
         let today = Day(year: 2026, month: 1, day: 1)
         let items = Self.photos("2024-12-30", 2) + Self.photos("2025-01-02", 2)
