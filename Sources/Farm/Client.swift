@@ -32,7 +32,8 @@ public final class ClusterClient {
     /// stopped or a network that broke, while the runs it holds go on once it is back.
     public var onSilence: ((Silence) -> Void)?
     public enum Silence: Sendable, Equatable {
-        case noAnswerYet(endpoint: String, timeout: Int)
+        /// `finding`: why, where the system can tell (a name that does not resolve, nothing listening).
+        case noAnswerYet(endpoint: String, timeout: Int, finding: String?)
         case silent(endpoint: String, seconds: Int, timeout: Int)
         case answersAgain(endpoint: String)
         /// It said it is stopping, its runs to resume when it starts again: a restart or an upgrade.
@@ -41,7 +42,7 @@ public final class ClusterClient {
         public var line: String {
             switch self {
             case .stopping(let e, let t): "the coordinator at \(e) is stopping (a restart or an upgrade); waiting up to \(t) s for it to come back, its runs resume then"
-            case .noAnswerYet(let e, let t): "no answer yet from the coordinator at \(e); waiting up to \(t) s (--timeout)"
+            case .noAnswerYet(let e, let t, let finding): "no answer yet from the coordinator at \(e); waiting up to \(t) s (--timeout)\(finding.map { ". " + $0 } ?? "")"
             case .silent(let e, let s, let t): "the coordinator at \(e) has not answered for \(s) s; waiting up to \(t) s (--timeout)"
             case .answersAgain(let e): "the coordinator at \(e) answers again"
             }
@@ -73,6 +74,8 @@ public final class ClusterClient {
     /// The submission being sent: each file's size by sha256, which were asked for, since when.
     private var sending: (sizes: [String: Int64], asked: Set<String>, started: Double, toldAt: Double, upload: Upload)?
     private var heardOnce = false
+    /// What probing the coordinator's address found, when it had never answered.
+    private var reachability: Reachability?
     /// Whether `onSilence` was told of the present silence.
     private var toldSilence = false
     /// The coordinator said it is stopping: followers wait for it to come back, at least a minute.
@@ -144,15 +147,18 @@ public final class ClusterClient {
             if !toldSilence, now - lastHeard > patience {
                 toldSilence = true
                 let timeout = Int(silenceTimeout)
+                if !heardOnce { reachability = Reachability.probe(endpoint) }
                 onSilence?(heardOnce ? .silent(endpoint: endpoint, seconds: Int(patience.rounded()), timeout: timeout)
-                                     : .noAnswerYet(endpoint: endpoint, timeout: timeout))
+                                     : .noAnswerYet(endpoint: endpoint, timeout: timeout, finding: reachability.flatMap(\.unlessListening)))
             }
             let limit = stopping ? max(silenceTimeout, Self.restartPatience) : silenceTimeout
             if now - lastHeard > limit {
                 throw heardOnce
                     ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(limit)) s\(stopping ? " since it said it was stopping" : " (--timeout)"). "
                               + (whenLost ?? "Its runs go on once it is back (started again on its state folder, it resumes them)"))
-                    : Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s — is `coord serve` running there, and do its keys match yours?")
+                    : Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s. "
+                              + (reachability?.unlessListening ?? (reachability.map { $0.finding + " Is it `coord serve`, and do its keys match yours?" }
+                                                                   ?? "Is `coord serve` running there, and do its keys match yours?")))
             }
         }
     }

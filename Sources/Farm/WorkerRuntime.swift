@@ -354,6 +354,8 @@ public final class WorkerRuntime: Sendable {
                 if coordinatorLost || refused != nil {
                 } else if heardFromCoordinator {
                     logger.warning("lost the coordinator; reconnecting")
+                } else if let finding = Reachability.probe(config.endpoint)?.unlessListening {
+                    logger.warning("no answer from the coordinator at \(config.endpoint) for \(Int(config.coordinatorTimeout)) s; still trying. \(finding)")
                 } else {
                     logger.warning("""
                         no answer from the coordinator at \(config.endpoint) for \(Int(config.coordinatorTimeout)) s; still trying. \

@@ -969,6 +969,49 @@ import ThreadlineCore
         #expect(!said("bad").contains("lost the coordinator") && !said("good").contains("no answer"), "\(said("bad"))\(said("good"))")
     }
 
+    /// The two mistakes of a first farm: a host name typed wrong, and a coordinator not started
+    /// (or on another port). ZeroMQ retries both without a word, so they read as wrong keys;
+    /// the submitter and the worker now say which it is.
+    @Test func aCoordinatorAddressWithNothingThereSaysWhy() throws {
+        let dir = temporaryDirectory("nothing-there")
+        let pipeline = try Self.project(dir, items: 1, seconds: 0.5, size: (160, 120), output: "320x180")
+        // A port where nothing listens: bound by the kernel's choice, then closed.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var sa = sockaddr_in(); sa.sin_family = sa_family_t(AF_INET); sa.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        close(fd)
+        let closed = "tcp://127.0.0.1:\(UInt16(bigEndian: sa.sin_port))"
+        let refused = try run(coordPath, ["submit", pipeline, "--coordinator", closed, "--timeout", "3"], timeout: 30)
+        #expect(refused.status == 1, "\(refused.err)")
+        #expect(refused.err.contains("no answer yet from the coordinator at \(closed); waiting up to 3 s (--timeout). Nothing listens at 127.0.0.1:\(UInt16(bigEndian: sa.sin_port)) (connection refused). Is `coord serve` running there"), "\(refused.err)")
+        #expect(refused.err.contains("error: no answer from the coordinator at \(closed) for 3 s. Nothing listens at"), "\(refused.err)")
+        #expect(!refused.err.contains("keys match"), "not a question of keys: \(refused.err)")
+        let typo = try run(coordPath, ["submit", pipeline, "--coordinator", "tcp://render-1.invalid:7400", "--timeout", "3"], timeout: 30)
+        #expect(typo.status == 1, "\(typo.err)")
+        #expect(typo.err.contains("for 3 s. The host name 'render-1.invalid' does not resolve ("), "\(typo.err)")
+        #expect(typo.err.contains("Is it spelled right, and known to DNS or /etc/hosts on this machine?"), "\(typo.err)")
+        // The worker says it in its log, once, and goes on trying.
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("w", workerPath, ["--connect", closed, "--store", dir + "/w"])
+        let said = { (try? String(contentsOfFile: procs.log("w"), encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 20) { said().contains("still trying") }, "\(said())")
+        #expect(said().contains("still trying. Nothing listens at 127.0.0.1:\(UInt16(bigEndian: sa.sin_port)) (connection refused)"), "\(said())")
+        #expect(!said().contains("CURVE"), "not a question of keys: \(said())")
+        #expect(procs.process("w")?.isRunning == true)
+    }
+
+    @Test func endpointsAreParsedForTheProbe() {
+        #expect(Reachability.probe("ipc:///tmp/x") == nil && Reachability.probe("tcp://*:7400") == nil && Reachability.probe("tcp://host") == nil)
+        switch Reachability.probe("tcp://[::1]:1") {
+        case .refused(let a)?, .unreachable(let a, _)?: #expect(a == "[::1]:1")   // unreachable where IPv6 is off
+        case let other: Issue.record("tcp://[::1]:1: \(String(describing: other))")
+        }
+        #expect(Reachability.probe("tcp://eth0;127.0.0.1:1") == .refused(address: "127.0.0.1:1"))
+    }
+
     @Test func withoutKeysANonLoopbackBindNeedsInsecure() throws {
         let r = try run(coordPath, ["serve", "--bind", "tcp://0.0.0.0:7499", "--state", temporaryDirectory("insecure")], timeout: 20)
         #expect(r.status != 0)
