@@ -78,6 +78,7 @@ let package = Package(
         .target(name: "Dashboard",
                 dependencies: ["Lineage", "Media", "ThreadlineCore",
                                .product(name: "Hummingbird", package: "hummingbird"),
+                               .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "GRDB", package: "GRDB.swift")]),

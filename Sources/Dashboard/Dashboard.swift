@@ -4,6 +4,7 @@ import Lineage
 import Logging
 import Media
 import NIOCore
+import NIOPosix
 import Synchronization
 import ThreadlineCore
 
@@ -73,6 +74,38 @@ public struct DashboardConfiguration: Sendable {
                 """)
         }
         return DashboardConfiguration(host: host, port: port, token: token, tokenFile: tokenFile)
+    }
+
+    /// Binds this address and lets it go at once, as the server will bind it, so that a port in
+    /// use is told, in the system's words, before anything else starts (a coordinator would
+    /// otherwise take workers and resume runs, then stop when its dashboard could not listen).
+    public func checkCanListen() async throws {
+        do {
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port).get()
+            try await channel.close()
+        } catch {
+            throw DashboardError(Self.cannotListen(on: "\(host):\(port)", error))
+        }
+    }
+
+    /// "cannot serve the dashboard on ADDRESS: why", NIO's errors in the system's words.
+    public static func cannotListen(on address: String, _ error: any Error) -> String {
+        listenFailure(on: address, error) ?? "cannot serve the dashboard on \(address): \(error)"
+    }
+
+    /// `cannotListen`'s sentence when `error` is a system call's failure (binding, listening), else nil.
+    public static func listenFailure(on address: String, _ error: any Error) -> String? {
+        guard let io = error as? IOError else { return nil }
+        let why = String(cString: strerror(io.errnoCode))
+        let hint = switch io.errnoCode {
+        case EADDRINUSE: " (another coordinator or dashboard, or another program, listens there: stop it or choose another --http port)"
+        case EADDRNOTAVAIL: " (no interface of this machine has that address)"
+        case EACCES: " (ports below 1024 need privileges: choose a higher --http port)"
+        default: ""
+        }
+        return "cannot serve the dashboard on \(address): \(why)\(hint)"
     }
 
     /// The token in `file`: its content, trimmed, at least 16 characters.

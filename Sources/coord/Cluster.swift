@@ -275,6 +275,8 @@ struct Serve: AsyncParsableCommand {
                 config.curve = .init(keys: keys, allow: allowLists)
             } catch let e as TransportError { errorLine("error: \(e.message)"); throw ExitCode(2) }
         }
+        let httpConfig = try http.map { try DashboardConfiguration.parse($0, tokenFile: tokenFile) }
+        do { try await httpConfig?.checkCanListen() } catch { errorLine("error: \(error)"); throw ExitCode(1) }
         let coordinator = Coordinator(config, lineage: lineage, logger: logger)
         let context = MessagingContext()
         let endpoint: String
@@ -284,8 +286,7 @@ struct Serve: AsyncParsableCommand {
         logger.info("coordinator listening", metadata: ["endpoint": "\(endpoint)", "state": "\(dir)", "curve": "\(config.curve != nil)"])
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: CoordinatorService(coordinator: coordinator, announce: "listening on \(endpoint)\n"), successTerminationBehavior: .gracefullyShutdownGroup)]
-        if let http, let exporter {
-            let httpConfig = try DashboardConfiguration.parse(http, tokenFile: tokenFile)
+        if let httpConfig, let exporter {
             let lineagePath = lineage.path
             let dashboard = try Dashboard(stateDirectory: dir, configuration: httpConfig, live: { coordinator.live.map(Self.figures) },
                                           ready: { Self.notReady(coordinator, lineagePath: lineagePath) }, exporter: exporter, logger: logger)
@@ -298,7 +299,11 @@ struct Serve: AsyncParsableCommand {
         }
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
-        try await ServiceGroup(configuration: group).run()
+        do { try await ServiceGroup(configuration: group).run() } catch {
+            // The address taken since the check.
+            guard let http, let line = DashboardConfiguration.listenFailure(on: http, error) else { throw error }
+            errorLine("error: " + line); throw ExitCode(1)
+        }
         if let failure = coordinator.failure.withLock({ $0 }) { errorLine("error: \(failure)"); throw ExitCode(1) }
     }
 }
@@ -705,7 +710,7 @@ struct DashboardCommand: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data("dashboard on \(config.url(port: port))\n".utf8))
         })
         do { try await app.runService() } catch {
-            errorLine("error: cannot serve the dashboard on \(http): \(error)"); throw ExitCode(1)
+            errorLine("error: " + DashboardConfiguration.cannotListen(on: http, error)); throw ExitCode(1)
         }
     }
 }

@@ -976,16 +976,12 @@ import ThreadlineCore
         let dir = temporaryDirectory("nothing-there")
         let pipeline = try Self.project(dir, items: 1, seconds: 0.5, size: (160, 120), output: "320x180")
         // A port where nothing listens: bound by the kernel's choice, then closed.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var sa = sockaddr_in(); sa.sin_family = sa_family_t(AF_INET); sa.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let (fd, port) = Self.loopbackPort(listening: false)
         close(fd)
-        let closed = "tcp://127.0.0.1:\(UInt16(bigEndian: sa.sin_port))"
+        let closed = "tcp://127.0.0.1:\(port)"
         let refused = try run(coordPath, ["submit", pipeline, "--coordinator", closed, "--timeout", "3"], timeout: 30)
         #expect(refused.status == 1, "\(refused.err)")
-        #expect(refused.err.contains("no answer yet from the coordinator at \(closed); waiting up to 3 s (--timeout). Nothing listens at 127.0.0.1:\(UInt16(bigEndian: sa.sin_port)) (connection refused). Is `coord serve` running there"), "\(refused.err)")
+        #expect(refused.err.contains("no answer yet from the coordinator at \(closed); waiting up to 3 s (--timeout). Nothing listens at 127.0.0.1:\(port) (connection refused). Is `coord serve` running there"), "\(refused.err)")
         #expect(refused.err.contains("error: no answer from the coordinator at \(closed) for 3 s. Nothing listens at"), "\(refused.err)")
         #expect(!refused.err.contains("keys match"), "not a question of keys: \(refused.err)")
         let typo = try run(coordPath, ["submit", pipeline, "--coordinator", "tcp://render-1.invalid:7400", "--timeout", "3"], timeout: 30)
@@ -998,9 +994,35 @@ import ThreadlineCore
         try procs.start("w", workerPath, ["--connect", closed, "--store", dir + "/w"])
         let said = { (try? String(contentsOfFile: procs.log("w"), encoding: .utf8)) ?? "" }
         #expect(waitUntil(timeout: 20) { said().contains("still trying") }, "\(said())")
-        #expect(said().contains("still trying. Nothing listens at 127.0.0.1:\(UInt16(bigEndian: sa.sin_port)) (connection refused)"), "\(said())")
+        #expect(said().contains("still trying. Nothing listens at 127.0.0.1:\(port) (connection refused)"), "\(said())")
         #expect(!said().contains("CURVE"), "not a question of keys: \(said())")
         #expect(procs.process("w")?.isRunning == true)
+    }
+
+    /// A loopback TCP socket on a port the kernel chose, listening or only bound.
+    static func loopbackPort(listening: Bool) -> (fd: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var sa = sockaddr_in(); sa.sin_family = sa_family_t(AF_INET); sa.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        if listening { _ = listen(fd, 4) }
+        return (fd, UInt16(bigEndian: sa.sin_port))
+    }
+
+    /// `--http` on a port another program holds: said in the system's words before the coordinator
+    /// starts (before, it took workers and resumed runs, then stopped with NIO's
+    /// "bind(descriptor:ptr:bytes:): Address already in use) (errno: 98)").
+    @Test func anHTTPPortInUseIsToldBeforeTheCoordinatorStarts() throws {
+        let dir = temporaryDirectory("http-in-use")
+        let (fd, port) = Self.loopbackPort(listening: true)
+        defer { close(fd) }
+        let serve = try run(coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/state", "--http", "127.0.0.1:\(port)"], timeout: 30)
+        #expect(serve.status == 1, "\(serve.err)")
+        #expect(serve.err.contains("error: cannot serve the dashboard on 127.0.0.1:\(port): Address already in use (another coordinator or dashboard, or another program, listens there: stop it or choose another --http port)"), "\(serve.err)")
+        #expect(!serve.out.contains("listening on") && !serve.err.contains("coordinator listening"), "the coordinator never started: \(serve.out)\(serve.err)")
+        let dashboard = try run(coordPath, ["dashboard", "--state", dir + "/state", "--http", "127.0.0.1:\(port)"], timeout: 30)
+        #expect(dashboard.status == 1 && dashboard.err.contains("cannot serve the dashboard on 127.0.0.1:\(port): Address already in use ("), "\(dashboard.err)")
     }
 
     @Test func endpointsAreParsedForTheProbe() {
