@@ -79,6 +79,7 @@ let package = Package(
                 dependencies: ["Lineage", "Media", "ThreadlineCore",
                                .product(name: "Hummingbird", package: "hummingbird"),
                                .product(name: "NIOPosix", package: "swift-nio"),
+                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "GRDB", package: "GRDB.swift")]),

@@ -5,6 +5,7 @@ import Logging
 import Media
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
 import Synchronization
 import ThreadlineCore
 
@@ -289,7 +290,9 @@ public struct Dashboard: Sendable {
     }
 
     /// Server-Sent Events: "change" whenever lineage or the live figures moved (checked 5 times a
-    /// second), a comment every 10 s so a closed connection is noticed.
+    /// second), a comment every 10 s so a closed connection is noticed. The stream ends when the
+    /// server shuts down gracefully: an open page would otherwise hold the server's shutdown (and
+    /// the coordinator's behind it) until the connection timed out. The page reconnects by itself.
     func events() -> Response {
         let reader = self.reader, live = self.live
         var headers = HTTPFields()
@@ -300,7 +303,7 @@ public struct Dashboard: Sendable {
             var lastLive: LiveFigures?
             var quiet = 0
             try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
-            while !Task.isCancelled {
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 let version = (try? reader.dataVersion()) ?? lastVersion
                 // Heartbeat ages in whole seconds: the farm page ticks once a second, not five times.
                 let figures = live?().map { l -> LiveFigures in

@@ -284,8 +284,12 @@ struct Serve: AsyncParsableCommand {
             errorLine("error: cannot listen on \(bind): \(error)"); throw ExitCode(1)
         }
         logger.info("coordinator listening", metadata: ["endpoint": "\(endpoint)", "state": "\(dir)", "curve": "\(config.curve != nil)"])
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: CoordinatorService(coordinator: coordinator, announce: "listening on \(endpoint)\n"), successTerminationBehavior: .gracefullyShutdownGroup)]
+        // A group stops its services last first: the coordinator drains first, while the
+        // dashboard still answers (/readyz says draining), then the dashboard, then the collector.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if gcKeepDays > 0 {
+            services.append(.init(service: GarbageService(stateDirectory: dir, keepDays: gcKeepDays, every: gcEvery * 3600, logger: logger)))
+        }
         if let httpConfig, let exporter {
             let lineagePath = lineage.path
             let dashboard = try Dashboard(stateDirectory: dir, configuration: httpConfig, live: { coordinator.live.map(Self.figures) },
@@ -294,9 +298,8 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("dashboard on \(httpConfig.url(port: port))\n".utf8))
             })))
         }
-        if gcKeepDays > 0 {
-            services.append(.init(service: GarbageService(stateDirectory: dir, keepDays: gcKeepDays, every: gcEvery * 3600, logger: logger)))
-        }
+        services.append(.init(service: CoordinatorService(coordinator: coordinator, announce: "listening on \(endpoint)\n"),
+                              successTerminationBehavior: .gracefullyShutdownGroup))
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger)
         group.maximumGracefulShutdownDuration = .seconds(drainTimeout + 15)
         do { try await ServiceGroup(configuration: group).run() } catch {

@@ -94,6 +94,36 @@ import TestSupport
         try ClusterTests.expectOneSuccessPerStage(db, run: 1)
     }
 
+    /// A coordinator stopped while a dashboard page is open (its live event stream) drains at once,
+    /// the dashboard answering /readyz 503 meanwhile, and the stream ends when it leaves. Before,
+    /// the open stream held the service group's stop: the coordinator began its drain 25 s after
+    /// SIGTERM, dispatching work and saying ready all that time.
+    @Test func anOpenDashboardDoesNotHoldTheCoordinatorsStop() throws {
+        let dir = temporaryDirectory("drain-dashboard")
+        let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, serveArgs: ["--http", "127.0.0.1:0"])
+        defer { procs.stopAll() }
+        #expect(!busy.isEmpty, "w1 never started a render")
+        let base = try DashboardTests.dashboardURL(procs, "coord")
+        let events = try procs.start("events", "/usr/bin/curl", ["-s", "-N", base + "/api/events"])
+        let streamed = { (try? String(contentsOfFile: procs.out("events"), encoding: .utf8)) ?? "" }
+        try #require(waitUntil(timeout: 10) { streamed().contains("event: change") }, "the event stream never opened: \(streamed())")
+        let coord = try #require(procs.process("coord"))
+        let said = { (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "" }
+        let t0 = Date()
+        kill(coord.processIdentifier, SIGTERM)
+        let began = waitUntil(timeout: 3) { said().contains("stopping: no new work") }
+        #expect(began, "the drain did not begin within 3 s: \(said())")
+        if began { print("coordinator drain began \(String(format: "%.2f", Date().timeIntervalSince(t0))) s after SIGTERM, a dashboard stream open") }
+        var ready: DashboardTests.Answer?
+        #expect(waitUntil(timeout: 3) { ready = try? DashboardTests.get(base, "/readyz"); return ready?.status == 503 },
+                "while draining: \(ready?.status ?? 0) \(ready.map { String(decoding: $0.body, as: UTF8.self) } ?? "")")
+        #expect(ready.map { String(decoding: $0.body, as: UTF8.self) }?.contains("draining") == true)
+        try #require(waitUntil(timeout: 90) { !coord.isRunning }, "the coordinator did not stop")
+        #expect(coord.terminationStatus == 0, "\(said())")
+        #expect(waitUntil(timeout: 5) { !events.isRunning }, "the event stream outlived the server")
+        _ = submit
+    }
+
     /// The whole farm stopped at once (`docker compose down`, a host shutting down): the
     /// coordinator hands back what runs and cancels it on the workers; a draining worker then has
     /// nothing to deliver and leaves with it. Before, it waited its whole --drain-timeout (60 s)
