@@ -307,7 +307,12 @@ enum Assets {
       if (drawing) { again = true; return; }
       drawing = true;
       try { runMatch ? await drawRun(runMatch[1]) : await drawFarm(); }
-      catch (e) { document.getElementById('status').textContent = String(e.message || e); }
+      catch (e) {
+        // A fetch that got no answer at all rejects with a TypeError ("Failed to fetch"): the
+        // server is stopped or restarting, and the event stream reconnects by itself.
+        document.getElementById('status').textContent = e instanceof TypeError
+          ? `no answer from ${location.host}: the coordinator is stopped or restarting; trying again every second` : String(e.message || e);
+      }
       drawing = false;
       if (again) { again = false; setTimeout(refresh, 100); }
     }

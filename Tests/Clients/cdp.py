@@ -6,6 +6,7 @@ Used by the dashboard tests: each scenario prints one JSON object of what the br
     python cdp.py farm BASE OUT_DIR                  the farm page once
     python cdp.py failed-run BASE RUN_ID OUT_DIR     a failed run's page: its error text
     python cdp.py gantt-time BASE RUN_ID OUT_DIR     seconds from navigation until the Gantt holds every attempt
+    python cdp.py restart BASE OUT_DIR               the farm page while its server stops and starts again
     python cdp.py running-bars BASE RUN_ID OUT_DIR OFFSET_S
                                                      a running run's page in a browser whose clock is OFFSET_S off
 """
@@ -170,6 +171,34 @@ def farm(b, base, out):
         failures: document.querySelectorAll('#failures tbody tr').length }))()""")
 
 
+def restart(b, base, out):
+    """Keeps the farm page open (no reload) while the test stops its server ("page-open" said
+    when it may) and starts it again ("outage" said once the page showed the outage)."""
+    b.navigate(f"{base}/")
+    b.wait("!!document.querySelector('#runs tbody tr')", 30)
+    b.eval("window.__threadlineMarker = 42")
+    open(os.path.join(out, "page-open"), "w").close()
+    seen, outage, back = [], None, None
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        s = b.eval("""({ status: document.getElementById('status').textContent, live: document.getElementById('live').classList.contains('on'),
+                         runs: document.querySelectorAll('#runs tbody tr').length, marker: window.__threadlineMarker })""")
+        if s["marker"] != 42:
+            return {"error": "the page reloaded"}
+        if not seen or seen[-1] != [s["status"], s["live"]]:
+            seen.append([s["status"], s["live"]])
+        if outage is None and not s["live"] and "no answer" in s["status"]:
+            outage = s
+            b.screenshot(os.path.join(out, "outage.png"))
+            open(os.path.join(out, "outage"), "w").close()
+        if outage is not None and s["live"] and "no answer" not in s["status"]:
+            back = s
+            b.screenshot(os.path.join(out, "back.png"))
+            break
+        time.sleep(0.1)
+    return {"seen": seen[:20], "outage": outage, "back": back}
+
+
 def failed_run(b, base, run, out):
     b.navigate(f"{base}/runs/{run}")
     text = b.wait("(document.getElementById('run-error') || {}).textContent", 30)
@@ -225,6 +254,8 @@ def main():
             r = farm(b, sys.argv[2], sys.argv[3])
         elif what == "failed-run":
             r = failed_run(b, sys.argv[2], sys.argv[3], sys.argv[4])
+        elif what == "restart":
+            r = restart(b, sys.argv[2], sys.argv[3])
         elif what == "running-bars":
             r = running_bars(b, sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         elif what == "gantt-time":

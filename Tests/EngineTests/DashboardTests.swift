@@ -229,6 +229,36 @@ import TestSupport
         #expect(over < 3, "the chart ran \(over) s past now: \(out)")
     }
 
+    /// A farm page left open while its coordinator restarts (an upgrade, a reboot): it says in words
+    /// that the coordinator does not answer (before: the browser's "Failed to fetch"), and comes
+    /// back by itself, without a reload, once the coordinator is up again.
+    @Test(.enabled(if: clients(haveChromium), clientsNote))
+    func theFarmPageRidesOutACoordinatorRestart() throws {
+        let dir = temporaryDirectory("page-restart")
+        let pipeline = try ClusterTests.project(dir, items: 2, seconds: 0.5, size: (160, 120), output: "320x180")
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        let (fd, port) = ClusterTests.loopbackPort(listening: false)
+        close(fd)
+        let serve = ["serve", "--bind", "tcp://127.0.0.1:0", "--state", dir + "/state", "--http", "127.0.0.1:\(port)"]
+        let first = try procs.start("coord", coordPath, serve)
+        let base = try Self.dashboardURL(procs, "coord")
+        try #require(try run(coordPath, ["submit", pipeline, "--coordinator", try procs.endpoint(of: "coord"), "--detach"], timeout: 60).status == 0)
+        let page = try procs.start("browser", Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "restart", base, dir])
+        try #require(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: dir + "/page-open") }, "the page did not open")
+        kill(first.processIdentifier, SIGTERM)
+        try #require(waitUntil(timeout: 30) { !first.isRunning }, "the coordinator did not stop")
+        #expect(waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: dir + "/outage") }, "the page never showed the outage")
+        try procs.start("coord-again", coordPath, serve)
+        try #require(waitUntil(timeout: 60) { !page.isRunning }, "the browser did not finish")
+        let out = try String(contentsOfFile: procs.out("browser"), encoding: .utf8)
+        let seen = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], "\(out) \((try? String(contentsOfFile: procs.log("browser"), encoding: .utf8)) ?? "")")
+        let outage = seen["outage"] as? [String: Any], back = seen["back"] as? [String: Any]
+        #expect((outage?["status"] as? String)?.hasPrefix("no answer from 127.0.0.1:\(port): the coordinator is stopped or restarting") == true, "\(out)")
+        #expect(back != nil && (back?["runs"] as? Int ?? 0) >= 1, "the page did not come back by itself: \(out)")
+        #expect((back?["status"] as? String)?.contains("1 running run") == true, "\(out)")
+    }
+
     /// `coord serve --http` + a worker (joining once the page says the run waits for one) render a
     /// 12-item project while Chromium watches the run page
     /// and Prometheus scrapes /metrics every second; then a broken project fails on the page.
