@@ -68,6 +68,7 @@ public struct EditChain: Sendable {
         return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: []))
             + (chain.scalesFirst ? scaledFirstMark : "")
             + (spec.kenBurns != nil ? " (Ken Burns over a 4:2:0 base)" : "")
+            + (spec.still == true ? " (still: transparency over the background)" : "")
     }
 
     /// Whether the picture depends on the output slot (a windowed text or sticker): renderers

@@ -167,14 +167,16 @@ public enum Planner {
     public static let engineVersion = "threadline-engine-3"
 
     /// What a worker's renders depend on that stage keys name: the engine version and the filter
-    /// chains of the three fits. Workers and coordinator built from different code tell apart by
+    /// chains of the three fits, for clips and for stills. Workers and coordinator built from different code tell apart by
     /// it, even when nobody bumped `engineVersion` (as `StageKey.segment`'s renderer fingerprint).
     public static let engineID: String = {
-        let chains = OutputProfile.Fit.allCases.map { fit -> String in
+        let chains = OutputProfile.Fit.allCases.flatMap { fit -> [String] in
             var profile = OutputProfile(path: "")
             profile.fit = fit
-            return EditChain.fingerprint(SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0,
-                                                     edits: Edits(), profile: profile))
+            var spec = SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0, edits: Edits(), profile: profile)
+            let clip = EditChain.fingerprint(spec)
+            spec.still = true
+            return [clip, EditChain.fingerprint(spec)]
         }
         return engineVersion + "+" + SHA256Hasher.hex(chains.joined(separator: "\n")).prefix(12)
     }()

@@ -146,3 +146,56 @@ struct HeicTests {
         #expect(wrong.container != "heif" && wrong.videoCodec == "mjpeg")
     }
 }
+
+/// Photos with transparency and palettes, generated here (no shared media needed).
+struct TransparentPhotoTests {
+    /// Renders one photo item (1 s) into a movie over `background`.
+    static func movie(of src: String, background: String, in dir: String) throws -> String {
+        var profile = OutputProfile(path: "", width: 320, height: 240, fps: Rational(30, 1))
+        profile.background = background
+        let pipeline = Pipeline(name: "p", output: profile, items: [Item(kind: .photo(source: SourceRef(src), duration: 1, kenBurns: nil))])
+        let t = try Planner.timeline(for: pipeline, facts: [src: try Probe.facts(path: src)])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: t[0].frameCount)
+        let segment = dir + "/" + (src as NSString).lastPathComponent + ".mov", out = segment + ".mp4"
+        _ = try SegmentRenderer.render(spec, to: segment)
+        _ = try Concat.run([ConcatInput(path: segment, frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "p")], profile: profile, to: out)
+        return out
+    }
+
+    /// A logo or sticker: its transparent half is the movie's background colour, its half-transparent
+    /// half is red blended over it. Before, transparency was dropped: the colour hidden under the
+    /// transparent pixels (white here, as many editors leave it) showed, and the red was solid.
+    @Test func transparencyShowsTheMoviesBackground() throws {
+        let dir = temporaryDirectory("alpha-photo")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let png = dir + "/logo.png"
+        let g = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=s=320x240,format=rgba",
+                                   "-vf", "geq=r='255':g='255*lt(X,160)':b='255*lt(X,160)':a='if(lt(X,160),0,128)'", "-frames:v", "1", png], timeout: 60)
+        try #require(g.status == 0, "\(g.err)")
+        let out = try Self.movie(of: png, background: "#203040", in: dir)
+        let clear = try frameRGBMeans(out, frame: 15, x0: 0.1, x1: 0.4, y0: 0.2, y1: 0.8)
+        let half = try frameRGBMeans(out, frame: 15, x0: 0.6, x1: 0.9, y0: 0.2, y1: 0.8)
+        print(String(format: "transparent: %.0f %.0f %.0f (background 32 48 64); half-transparent red: %.0f %.0f %.0f (expected 144 24 32)",
+                     clear.r, clear.g, clear.b, half.r, half.g, half.b))
+        #expect(abs(clear.r - 32) < 4 && abs(clear.g - 48) < 4 && abs(clear.b - 64) < 4, "\(clear)")
+        #expect(abs(half.r - 144) < 5 && abs(half.g - 24) < 5 && abs(half.b - 32) < 5, "\(half)")
+    }
+
+    /// A palette PNG (GIF-like, 256 colours) keeps its colours. Before, its pure red came out
+    /// 255,23,0 and its pure green 0,204,0.
+    @Test func aPalettePNGKeepsItsColours() throws {
+        let dir = temporaryDirectory("palette-photo")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let png = dir + "/palette.png"
+        let g = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=red:s=160x240:d=0.1", "-f", "lavfi", "-i", "color=c=0x00FF00:s=160x240:d=0.1",
+                                   "-filter_complex", "[0][1]hstack,split[a][b];[a]palettegen[p];[b][p]paletteuse", "-frames:v", "1", png], timeout: 60)
+        try #require(g.status == 0, "\(g.err)")
+        #expect(try colourTags(png).pixelFormat == "pal8")
+        let out = try Self.movie(of: png, background: "#000000", in: dir)
+        let red = try frameRGBMeans(out, frame: 15, x0: 0.1, x1: 0.4, y0: 0.2, y1: 0.8)
+        let green = try frameRGBMeans(out, frame: 15, x0: 0.6, x1: 0.9, y0: 0.2, y1: 0.8)
+        print(String(format: "palette PNG: red %.0f %.0f %.0f, green %.0f %.0f %.0f", red.r, red.g, red.b, green.r, green.g, green.b))
+        #expect(red.r > 245 && red.g < 8 && red.b < 8, "\(red)")
+        #expect(green.r < 8 && green.g > 245 && green.b < 8, "\(green)")
+    }
+}
