@@ -271,7 +271,9 @@ public final class WorkerRuntime: Sendable {
                                                                             "reason": "\(frames.first.flatMap(Envelope.refusal).map(String.init(describing:)) ?? "empty")"])
                     continue
                 }
-                if case .rejected = envelope.message {} else { refused = nil }
+                // Accepted once the coordinator answers with anything but a refusal or a request
+                // to say hello again (what it answers a refused worker's heartbeats with).
+                switch envelope.message { case .rejected, .reannounce: break; default: refused = nil }
                 switch envelope.message {
                 case .assign(let a) where draining:
                     send(.handBack(lease: a.lease))

@@ -480,3 +480,45 @@ final class Harness {
         #expect(tries.first?["n"] == "3")
     }
 }
+
+/// Log messages, kept for a test to read.
+struct RecordingLogHandler: LogHandler {
+    let messages: Locked<[String]>
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? { get { metadata[key] } set { metadata[key] = newValue } }
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
+        messages.withLock { $0.append("\(level): \(message)") }
+    }
+}
+
+@Suite struct WorkerRefusalTests {
+    /// A worker the coordinator refuses (another engine, a removed key) says so once, then keeps
+    /// trying quietly: the coordinator answers its heartbeats with "say hello again", and each such
+    /// answer made it log the refusal anew, once a second for as long as it ran.
+    @Test func aRefusedWorkerSaysSoOnce() throws {
+        let context = MessagingContext()
+        let router = try Socket(context, .router)
+        let endpoint = try router.bind("tcp://127.0.0.1:*")
+        let messages = Locked<[String]>([])
+        let logger = Logger(label: "refused") { _ in RecordingLogHandler(messages: messages) }
+        let worker = WorkerRuntime(.init(endpoint: endpoint, slots: 1, id: "refused-1", heartbeatInterval: 0.2), runner: FakeRunner(), logger: logger)
+        Thread { try? worker.run(context: context) }.start()
+        // As the coordinator does: a hello is refused, a heartbeat of a worker it does not hold is asked to say hello again.
+        var hellos = 0, heartbeats = 0
+        let deadline = Date().addingTimeInterval(3)
+        while Date() < deadline {
+            guard let frames = try router.receive(timeoutMs: 50), frames.count >= 2, let e = Envelope.decode(frames[1]) else { continue }
+            switch e.message {
+            case .hello: hellos += 1; _ = try router.send([frames[0], Envelope(.rejected(message: "this worker renders differently (a test)")).encoded()])
+            case .heartbeat: heartbeats += 1; _ = try router.send([frames[0], Envelope(.reannounce).encoded()])
+            default: break
+            }
+        }
+        worker.stop()
+        let said = messages.value.filter { $0.contains("the coordinator refused this worker") }
+        #expect(hellos >= 3 && heartbeats >= 3, "hellos \(hellos), heartbeats \(heartbeats)")
+        #expect(said.count == 1, "\(said.count) times: \(messages.value)")
+        router.close()
+    }
+}
