@@ -87,8 +87,10 @@ public enum LibraryScanner {
         defer { fts_close(fts) }
         var files: [(path: String, size: Int64, mtime: Double)] = []
         var problems: [(path: String, why: String)] = []
-        var visited = Set<[UInt64]>()
+        struct FileID: Hashable { var device: UInt64, inode: UInt64 }
+        var visited = Set<FileID>()
         func why(_ code: Int32) -> String { String(cString: strerror(code)) }
+        func scanned(_ path: String) -> Bool { extensions.contains(URL(fileURLWithPath: path).pathExtension.lowercased()) }
         while let entry = fts_read(fts) {
             let e = entry.pointee
             let path = String(cString: e.fts_path)
@@ -97,15 +99,14 @@ public enum LibraryScanner {
             case Int32(FTS_D):
                 if hidden { fts_set(fts, entry, FTS_SKIP) }
             case Int32(FTS_F):
-                let url = URL(fileURLWithPath: path)
-                guard !hidden, extensions.contains(url.pathExtension.lowercased()), let st = e.fts_statp?.pointee else { continue }
-                guard visited.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted else { continue }
+                guard !hidden, scanned(path), let st = e.fts_statp?.pointee else { continue }
+                guard visited.insert(FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))).inserted else { continue }
                 files.append((path, Int64(st.st_size), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
             case Int32(FTS_DNR):
                 if e.fts_level == 0 { throw MediaError(.fetch, .permanent, file: library, "cannot read the folder: \(why(e.fts_errno))") }
                 problems.append((path, "cannot read the folder: \(why(e.fts_errno)) (skipped with everything in it)"))
             case Int32(FTS_SLNONE):
-                if !hidden && extensions.contains(URL(fileURLWithPath: path).pathExtension.lowercased()) {
+                if !hidden && scanned(path) {
                     let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)).map { " (\($0))" } ?? ""
                     problems.append((path, "a link to a file that is not there\(target)"))
                 }

@@ -167,8 +167,9 @@ public enum Planner {
     public static let engineVersion = "threadline-engine-3"
 
     /// What a worker's renders depend on that stage keys name: the engine version and the filter
-    /// chains of the three fits, for clips and for stills. Workers and coordinator built from different code tell apart by
-    /// it, even when nobody bumped `engineVersion` (as `StageKey.segment`'s renderer fingerprint).
+    /// chains of the three fits, for clips and for stills. Workers and coordinator built from
+    /// different code tell apart by it, even when nobody bumped `engineVersion` (as
+    /// `StageKey.segment`'s renderer fingerprint).
     public static let engineID: String = {
         let chains = OutputProfile.Fit.allCases.flatMap { fit -> [String] in
             var profile = OutputProfile(path: "")
