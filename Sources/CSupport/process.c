@@ -33,6 +33,8 @@ void tl_unblock_termination_signals(void) {
 int tl_malloc_keep(int mmap_threshold, int trim_threshold) {
     return mallopt(M_MMAP_THRESHOLD, mmap_threshold) && mallopt(M_TRIM_THRESHOLD, trim_threshold);
 }
+int tl_malloc_trim(void) { return malloc_trim(0); }
 #else
 int tl_malloc_keep(int mmap_threshold, int trim_threshold) { (void)mmap_threshold; (void)trim_threshold; return 0; }
+int tl_malloc_trim(void) { return 0; }
 #endif

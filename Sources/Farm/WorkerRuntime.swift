@@ -3,6 +3,7 @@ import Synchronization
 import Logging
 import ThreadlineCore
 import Transport
+import CSupport
 
 /// A worker: connects a DEALER to the coordinator, announces its slots, runs at most that many
 /// tasks at once (each on its own thread), and reports results with their lease tokens.
@@ -77,6 +78,8 @@ public final class WorkerRuntime: Sendable {
     }
 
     public func stop() { stopped.withLock { $0 = true } }
+    /// Seconds without work after which the heap's free memory is given back.
+    static let idleTrimAfter = 10.0
 
     /// When a drain was asked for: the deadline for in-flight attempts.
     private let drainDeadline = Mutex<Double?>(nil)
@@ -144,6 +147,7 @@ public final class WorkerRuntime: Sendable {
         /// logged. Its hellos go on (the key may be allowed again) but are said once in 10 minutes,
         /// not as a lost and found coordinator every few seconds.
         var refused: (why: String, loggedAt: Double)?
+        var idleSince: Double?, trimmedWhileIdle = false
         logger.info("worker started", metadata: ["worker.id": "\(config.id)", "worker.slots": "\(config.slots)", "endpoint": "\(config.endpoint)"])
 
         func report(_ r: TaskResult) {
@@ -378,6 +382,14 @@ public final class WorkerRuntime: Sendable {
                 }
                 send(.heartbeat(running: Array(running), clock: Clocks.wall))
                 lastSent = now
+            }
+            // Idle for a while: the memory renders left in the heap (kept while working, for
+            // speed: `tl_malloc_keep`) goes back to the system, once per idle spell.
+            if running.isEmpty && preparing.isEmpty {
+                if idleSince == nil { idleSince = now }
+                if !trimmedWhileIdle, now - idleSince! >= Self.idleTrimAfter { _ = tl_malloc_trim(); trimmedWhileIdle = true }
+            } else {
+                idleSince = nil; trimmedWhileIdle = false
             }
         }
         // Let the last messages (results, leaving) go out before the socket closes.

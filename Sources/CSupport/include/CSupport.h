@@ -16,6 +16,8 @@ double tl_cpu_seconds_self(void);
 /// mallopt: allocations below `mmap_threshold` bytes come from the heap, and up to `trim_threshold`
 /// bytes of freed heap are kept (glibc; elsewhere nothing). 1 when both were set.
 int tl_malloc_keep(int mmap_threshold, int trim_threshold);
+/// malloc_trim(0): gives the heap's free memory back to the system (glibc; elsewhere nothing). 1 when some was.
+int tl_malloc_trim(void);
 
 struct sockaddr;
 /// Whether an address is loopback, link-local, private, shared (CGNAT), multicast, unspecified or
