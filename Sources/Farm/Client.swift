@@ -157,8 +157,7 @@ public final class ClusterClient {
                     ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(limit)) s\(stopping ? " since it said it was stopping" : " (--timeout)"). "
                               + (whenLost ?? "Its runs go on once it is back (started again on its state folder, it resumes them)"))
                     : Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s. "
-                              + (reachability?.unlessListening ?? (reachability.map { $0.finding + " Is it `coord serve`, and do its keys match yours?" }
-                                                                   ?? "Is `coord serve` running there, and do its keys match yours?")))
+                              + (reachability?.finding ?? "Is `coord serve` running there, and do its keys match yours?"))
             }
         }
     }

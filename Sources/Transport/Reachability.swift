@@ -24,7 +24,7 @@ public enum Reachability: Sendable, Equatable {
         case .unreachable(let address, let why):
             "\(address) cannot be reached (\(why)). Is the address right, and does a firewall let this machine through?"
         case .listening(let address):
-            "Something listens at \(address) but does not answer."
+            "Something listens at \(address) but does not answer. Is it `coord serve`, and do its keys match yours?"
         }
     }
 
