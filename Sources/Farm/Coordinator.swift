@@ -1112,7 +1112,7 @@ final class CoordinatorCore {
         guard let rec = record else {
             send(.rejected(message: "no run \(runID) on this coordinator"), to: identity); return
         }
-        let output = rec.movie.map { ArtifactRef(sha256: $0.sha256, path: $0.uri, size: $0.size) }
+        let output = rec.movie.map { stored(ArtifactRef(sha256: $0.sha256, path: $0.uri, size: $0.size)) }
         send(.ended(RunEnd(run: runID, state: rec.state, message: rec.error, output: output, outputPath: rec.outputPath, seconds: rec.seconds)),
              to: identity)
     }
@@ -1372,7 +1372,7 @@ final class CoordinatorCore {
         var check = false
         if let key, let candidate = try? lineage.cachedArtifact(key: key) {
             u.reuseID = candidate.id
-            u.reuse = ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size)
+            u.reuse = stored(ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size))
             check = true
         }
         guard task != nil else {
@@ -1382,6 +1382,12 @@ final class CoordinatorCore {
         }
         feed(.prepared(s, cacheCheck: check, cost: cost, key: key))
     }
+
+    /// A store artifact recorded in lineage, at its path in this coordinator's store: lineage
+    /// records the path the store had then, and a state folder moved to another disk since (a
+    /// full one, say) holds the same content under its new root. Reading the old path found
+    /// nothing there, so every stage rendered again.
+    func stored(_ recorded: ArtifactRef) -> ArtifactRef { config.store?.local(recorded) ?? recorded }
 
     /// Units prepared whose ready rows are not written yet (see `Unit.unrecordedReady`), by run.
     var unrecordedReady: [(run: Int64, unit: Unit)] = []

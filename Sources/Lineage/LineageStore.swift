@@ -749,12 +749,16 @@ public struct CachedArtifact: Sendable {
 
 extension LineageStore {
     /// The newest artifact recorded under `key`, if any (its file is verified by whoever reuses it).
+    /// Every kind the artifact store holds — a source copy, a segment, a transition, a movie — but
+    /// not an `output` row (the user's copy, which may have been moved or edited since). Its
+    /// `path` is where the store held it when recorded: a state folder moved since holds it
+    /// elsewhere (see `ArtifactStore.local`).
     public func cachedArtifact(key: String) throws -> CachedArtifact? {
         try read { db in
             // A statement kept prepared with the connection: preparing it for each render took
             // ~50 µs, a sixth of the coordinator's work per render (coord bench-scheduler).
             try Row.fetchOne(db.cachedStatement(sql: """
-                SELECT id, sha256, uri, size FROM artifact WHERE key = ? AND kind IN ('source', 'segment', 'movie')
+                SELECT id, sha256, uri, size FROM artifact WHERE key = ? AND kind IN ('source', 'segment', 'transition', 'movie')
                 ORDER BY id DESC LIMIT 1
                 """), arguments: [key]).map { CachedArtifact(id: $0["id"], sha256: $0["sha256"], path: $0["uri"], size: $0["size"]) }
         }

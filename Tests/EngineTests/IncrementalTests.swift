@@ -141,3 +141,39 @@ extension IncrementalTests {
         #expect(try ffprobe(dir + "/out.mp4", countFrames: true).frames == 45)
     }
 }
+
+extension IncrementalTests {
+    /// A transition is reused like a segment when its key is unchanged, and a state folder moved
+    /// to another place (a bigger disk) keeps its cache: the keys find their artifacts under the
+    /// store's new root, not at the paths lineage recorded. Before, a resubmit rendered every
+    /// transition again, and after a move every stage.
+    @Test func transitionsAndAMovedStateFolderAreReusedNotRenderedAgain() throws {
+        let dir = temporaryDirectory("moved-state")
+        for i in 0..<3 { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 1.5, tone: 300 + Double(i) * 100) }
+        var y = "version: 1\nname: moved\noutput:\n  path: \(dir)/out.mp4\n  size: 320x240\n  video: { preset: ultrafast }\n"
+        y += "transition: { type: dissolve, duration: 0.5 }\nclips:\n"
+        for i in 0..<3 { y += "  - video: c\(i).mp4\n" }
+        try y.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        /// The run's stages that were not reused, and the movie's hash.
+        func submit(state: String) throws -> (rendered: [String], stages: Int, movie: String) {
+            let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", state, "--json"], timeout: 300)
+            #expect(r.status == 0, "\(r.err)")
+            let json = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any]
+            let runID = (json?["run"] as? NSNumber)?.int64Value ?? -1
+            let rows = try LineageStore(path: state + "/lineage.db").rows("SELECT name, cached FROM stage WHERE run_id = ? ORDER BY id", [runID])
+            return (rows.filter { $0["cached"] != "1" }.map { $0["name"]! }, rows.count, try SHA256Hasher.hex(fileAt: dir + "/out.mp4"))
+        }
+        let first = try submit(state: dir + "/state")
+        #expect(first.rendered.filter { $0.hasPrefix("transition/") } == ["transition/0", "transition/1"])
+        #expect(first.rendered.count == first.stages)
+
+        let again = try submit(state: dir + "/state")
+        #expect(again.rendered == [], "rendered again: \(again.rendered)")
+
+        try FileManager.default.moveItem(atPath: dir + "/state", toPath: dir + "/moved")
+        let moved = try submit(state: dir + "/moved")
+        #expect(moved.rendered == [], "rendered again after the move: \(moved.rendered)")
+        #expect(moved.stages == first.stages)
+        #expect(moved.movie == first.movie && again.movie == first.movie)
+    }
+}
