@@ -88,6 +88,8 @@ public struct ArtifactStore: Sendable {
     /// Foundation's error dump.
     public struct PublishError: Error, CustomStringConvertible {
         public let description: String
+        /// The disk holding the output's folder has less free space than the movie needs.
+        public var noSpace = false
     }
 
     /// Writes a copy of `ref` at the user's `path` (its folders made as needed): the copy goes to
@@ -98,6 +100,12 @@ public struct ArtifactStore: Sendable {
         let tmp = temporaryName(beside: path)
         do { try FileManager.default.copyItem(atPath: ref.path, toPath: tmp) } catch {
             unlink(tmp)
+            var fs = statvfs()
+            let free = statvfs((tmp as NSString).deletingLastPathComponent, &fs) == 0 ? Int64(fs.f_bavail) * Int64(fs.f_frsize) : nil
+            if let free, free < ref.size {
+                throw PublishError(description: "cannot write \(tmp): \(FileChecks.reason(error)) (the movie is \(ByteSize.text(ref.size)), "
+                                   + "the disk has \(ByteSize.text(free)) free)", noSpace: true)
+            }
             throw PublishError(description: "cannot write \(tmp): \(FileChecks.reason(error))")
         }
         guard rename(tmp, path) == 0 else {

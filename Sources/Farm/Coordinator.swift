@@ -1784,8 +1784,9 @@ final class CoordinatorCore {
             if config.publishOutputs {
                 do { try ArtifactStore.publish(art, to: out) } catch {
                     // The movie is made and kept (its artifact is recorded above): a resubmit finds it cached.
+                    let mend = error.noSpace ? "free space on that disk" : "make the folder writable"
                     let e = PipelineError("could not write the movie to \(out): \(error)", at: p.outputLocation,
-                                          hint: "it is kept in the artifact store (\(art.path)); make the folder writable or choose another output.path and submit again: nothing is rendered again")
+                                          hint: "it is kept in the artifact store (\(art.path)); \(mend) or choose another output.path and submit again: nothing is rendered again")
                     try lineage.attemptFinished(u.attemptIDs[0], state: .failed, started: r.startedAt, finished: r.finishedAt,
                                                 errorClass: "permanent", errorMessage: e.description, cpu: r.cpuSeconds, maxRSS: r.maxRSS)
                     throw e

@@ -677,6 +677,35 @@ import ThreadlineCore
         #expect(again.status == 0, "\(again.err)")
     }
 
+    /// The output's disk full: the movie is made and kept, and the error says the disk is short
+    /// (how big the movie is, how much is free) and to free space, not to make the folder
+    /// writable; once there is room the same submit writes it without rendering anything again.
+    /// Needs root for a tmpfs; skipped without.
+    @Test(.enabled(if: SmallDisk.available, Comment(rawValue: SmallDisk.note)))
+    func aFullOutputDiskSaysSoAndTheNextSubmitRendersNothing() throws {
+        let dir = temporaryDirectory("full-output")
+        let small = dir + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=16k", "tmpfs", small]).status == 0)
+        defer { _ = try? run("/bin/umount", ["-l", small]) }
+        for i in 0..<2 { try Generate.clip(dir + "/c\(i).mp4", seconds: 1, tone: 300 + Double(i) * 100) }
+        try writePipeline(dir + "/p.yaml", output: small + "/out.mp4", clips: ["video: c0.mp4", "video: c1.mp4"])
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 120)
+        #expect(r.status == 1)
+        #expect(r.err.contains("could not write the movie to \(small)/out.mp4") && r.err.contains("No space left on device")
+                && r.err.contains("free)") && r.err.contains("free space on that disk or choose another output.path"), "\(r.err)")
+        #expect(!r.err.contains("make the folder writable"), "\(r.err)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: small) == [], "no half-written movie is left")
+
+        try #require(try run("/bin/mount", ["-o", "remount,size=8m", small]).status == 0)
+        let again = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--json"], timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+        let runID = ((try JSONSerialization.jsonObject(with: Data(again.out.utf8)) as? [String: Any])?["run"] as? NSNumber)?.int64Value ?? -1
+        let rendered = try Self.rows(dir + "/state/lineage.db", "SELECT name FROM stage WHERE run_id = \(runID) AND cached = 0")
+        #expect(rendered.isEmpty, "rendered again: \(rendered)")
+        #expect(try ffprobe(small + "/out.mp4", countFrames: true).frames == 60)
+    }
+
     /// A second worker started with an id already connected is ignored by ZeroMQ (a ROUTER drops
     /// a second connection under one routing id), so it never hears the coordinator. It used to
     /// ask only about the address and keys; now it names the id too.
