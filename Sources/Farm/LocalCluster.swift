@@ -244,7 +244,11 @@ public final class LocalCluster: Sendable {
         stopping.withLock { $0 = true }
         coordinator.stop()
         let procs = processes.withLock { $0 }
-        // The workers leave when the coordinator says so; woken by their exits, not by polling.
+        // A worker still starting (it never joined) holds no work and hears nothing from the
+        // stopped coordinator: stopped at once. A cached run can end before the second worker
+        // has loaded its libraries, and waiting for it held the exit 3 s more.
+        for (pid, p) in procs where p.isRunning && !coordinator.hasJoined(pid: pid) { p.terminate() }
+        // The others leave when the coordinator says so; woken by their exits, not by polling.
         _ = running.wait(timeout: .now() + 3)
         for p in procs.values where p.isRunning { p.terminate() }
         for p in procs.values { p.waitUntilExit() }

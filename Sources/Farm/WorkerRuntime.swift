@@ -392,8 +392,10 @@ public final class WorkerRuntime: Sendable {
                 idleSince = nil; trimmedWhileIdle = false
             }
         }
-        // Let the last messages (results, leaving) go out before the socket closes.
-        socket.close(lingerMs: 1000)
+        // Let the last messages (results, leaving) go out before the socket closes — when a
+        // coordinator is there to take them: with none (never heard from, or gone silent), the
+        // wait only held the exit for the whole second.
+        socket.close(lingerMs: heardFromCoordinator && !coordinatorLost ? 1000 : 0)
     }
 
     /// The assignment with every input path replaced by where this worker holds that input: the
