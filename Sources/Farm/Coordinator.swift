@@ -537,6 +537,8 @@ final class CoordinatorCore {
         }
         let interrupted = try owner.lineage.recoverInterrupted()
         if interrupted > 0 { owner.logger.warning("found runs interrupted by a stopped coordinator", metadata: ["runs": "\(interrupted)"]) }
+        let gone = try owner.lineage.recoverWorkers()
+        if gone > 0 { owner.logger.info("recorded workers of a stopped coordinator gone: their processes have ended", metadata: ["workers": "\(gone)"]) }
         if owner.config.resumeInterrupted { resumeInterrupted() }
     }
 
@@ -617,6 +619,9 @@ final class CoordinatorCore {
             if now - lastLivePublish > 0.2 { lastLivePublish = now; publishLive(now) }
         }
         owner.refuseQueued()
+        // The workers it knew are not its any more: recorded as gone, or every `coord submit`
+        // left its workers up in lineage for ever (the state folder's dashboard listed them all).
+        if lineageFailure == nil && !workers.isEmpty { record("workersGone") { try lineage.workersGone(workers.keys.sorted()) } }
         if config.shutdownWorkersOnStop { for (_, w) in workers { send(.shutdown, to: w.identity) } }
         zap?.stop()
         socket.close()

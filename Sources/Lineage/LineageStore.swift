@@ -364,9 +364,32 @@ public final class LineageStore: Sendable {
         let parts = owner?.split(separator: ":") ?? []
         guard parts.count == 2, let pid = Int32(parts[1]) else { return false }
         guard String(parts[0]) == ProcessInfo.processInfo.hostName else { return nil }
+        return processAlive(pid, since: since)
+    }
+
+    /// Whether process `pid` on this host runs and is the one that was there at `since` (not a
+    /// later process under a reused pid).
+    static func processAlive(_ pid: Int32, since: Double?) -> Bool {
         guard kill(pid, 0) == 0 || errno == EPERM else { return false }
         if let since, let started = processStart(pid), started > since + 2 { return false }
         return true
+    }
+
+    /// Workers recorded up or draining on this host whose process is gone — left so by a
+    /// coordinator that was killed before it could record them gone — recorded gone. Workers on
+    /// other hosts are left as they are (they say hello again when they reconnect). Returns how many.
+    @discardableResult
+    public func recoverWorkers() throws -> Int {
+        let host = ProcessInfo.processInfo.hostName
+        let rows = try read { db in
+            try Row.fetchAll(db, sql: "SELECT id, pid, first_seen FROM worker WHERE state IN ('up', 'draining') AND host = ?", arguments: [host])
+        }
+        let gone = rows.filter { row in
+            guard let pid: Int32 = row["pid"] else { return false }
+            return !Self.processAlive(pid, since: row["first_seen"])
+        }.map { $0["id"] as String }
+        if !gone.isEmpty { try workersGone(gone) }
+        return gone.count
     }
 
     /// When process `pid` started (epoch seconds), from /proc: its start in clock ticks after boot
@@ -650,6 +673,17 @@ public final class LineageStore: Sendable {
                 INSERT INTO worker (id, host, pid, slots, version, first_seen, last_seen, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET last_seen = excluded.last_seen, state = excluded.state, slots = excluded.slots
                 """).execute(arguments: [id, host, pid, slots, version, t, t, state.rawValue])
+        }
+    }
+
+    /// A stopping coordinator's workers, up or draining, recorded as gone: they are no longer its
+    /// (and say hello again to the next coordinator, which records them up).
+    public func workersGone(_ ids: [String]) throws {
+        try write { db in
+            for id in ids {
+                try db.cachedStatement(sql: "UPDATE worker SET state = 'gone', last_seen = ? WHERE id = ? AND state IN ('up', 'draining')")
+                    .execute(arguments: [now(), id])
+            }
         }
     }
 

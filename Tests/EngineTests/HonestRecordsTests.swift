@@ -137,4 +137,33 @@ import TestSupport
         #expect(again.status == 0, "\(again.err)")
         #expect(try doctor(["--full"]).status == 0)
     }
+
+    /// A finished `coord submit` leaves no worker recorded up: its coordinator records the workers
+    /// it knew as gone when it stops. Before, every submit's workers stayed up in lineage for
+    /// ever, and the state folder's dashboard listed them all as idle workers of the farm.
+    @Test func aStoppedClustersWorkersAreNotRecordedUp() throws {
+        let dir = try rendered("workers-gone")
+        let again = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
+        #expect(again.status == 0, "\(again.err)")
+        let rows = try run("sqlite3", [dir + "/st/lineage.db", "SELECT state FROM worker"], timeout: 10).out
+            .split(separator: "\n").map(String.init)
+        // Two submits of two workers each (a worker still starting when a cached run ends never joins).
+        #expect((2...4).contains(rows.count) && rows.allSatisfy { $0 == "gone" }, "\(rows)")
+
+        // A coordinator killed before it could say so left its workers up: the next one records
+        // those of this host whose process has ended as gone, and leaves a live one (this test's
+        // process, standing in for a worker of another coordinator on the same folder) up.
+        let db = dir + "/st/lineage.db"
+        let host = ProcessInfo.processInfo.hostName
+        _ = try run("sqlite3", [db, """
+            UPDATE worker SET state = 'up';
+            INSERT INTO worker (id, host, pid, slots, version, first_seen, last_seen, state)
+                VALUES ('live', '\(host)', \(getpid()), 1, 'x', \(Date().timeIntervalSince1970), 0, 'up'),
+                       ('elsewhere', 'another-host', 1, 1, 'x', 0, 0, 'up');
+            """], timeout: 10)
+        let third = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
+        #expect(third.status == 0, "\(third.err)")
+        let after = try run("sqlite3", [db, "SELECT id, state FROM worker WHERE state != 'gone' ORDER BY id"], timeout: 10).out
+        #expect(after == "elsewhere|up\nlive|up\n", "\(after)")
+    }
 }
