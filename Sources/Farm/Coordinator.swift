@@ -1529,8 +1529,7 @@ final class CoordinatorCore {
             return .fetch(uri: src.uri, name: src.displayName)
         }
         if u.kind == .render, let i = u.item, let n = run.frameCounts[i], run.sources[i] != nil || p.items[i].sources.isEmpty {
-            let spec = Planner.segmentSpec(p, index: i, sourcePath: run.sources[i]?.0.path ?? "", frameCount: n)
-            return .segment(spec)
+            return .segment(Planner.segmentSpec(p, index: i, sourcePath: run.sources[i]?.0.path ?? "", frameCount: n, facts: run.facts[i]))
         }
         if u.kind == .transition, let b = u.item, let timeline = run.timeline,
            let from = run.segments[b], let to = run.segments[b + 1], let spec = Planner.transitionSpec(p, after: b, timeline: timeline) {

@@ -220,6 +220,7 @@ extension MediaFacts {
             if let a = audioStream { $0.audioStream = Int32(clamping: a) }
             $0.isStill = isStill
             if let u = undecodableAudio { $0.undecodableAudio = u }
+            $0.transparent = transparent == true
         }
     }
     init(_ w: Threadline_Wire_MediaFacts) {
@@ -230,6 +231,7 @@ extension MediaFacts {
         audioStream = w.hasAudioStream ? Int(w.audioStream) : nil
         isStill = w.isStill
         undecodableAudio = w.hasUndecodableAudio ? w.undecodableAudio : nil
+        transparent = w.transparent ? true : nil
     }
 }
 

@@ -4,9 +4,9 @@ internal import CFFmpeg
 
 extension EditChain.Source {
     /// A decoded picture: its orientation, sample aspect ratio and colour as FFmpeg reports them.
-    init(orientation: Orientation?, sar: AVRational, colour: SourceColour, size: (width: Int, height: Int)? = nil) {
+    init(orientation: Orientation?, sar: AVRational, colour: SourceColour, size: (width: Int, height: Int)? = nil, transparent: Bool = false) {
         self.init(orientation: orientation.map { EditChain.Upright(filters: $0.filters, clockwise: $0.clockwise) },
-                  sar: (Int(sar.num), Int(sar.den)), toOutput: colour.toOutput, size: size, yuv420p: colour.yuv420p)
+                  sar: (Int(sar.num), Int(sar.den)), toOutput: colour.toOutput, size: size, yuv420p: colour.yuv420p, transparent: transparent)
     }
 }
 

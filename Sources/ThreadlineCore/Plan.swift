@@ -23,6 +23,9 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     /// The codec of an audio track no decoder here can read, when the file has no readable one
     /// (nil otherwise): such a clip renders only muted, which planning can tell before rendering.
     public var undecodableAudio: String?
+    /// Set when the video's pictures are RGB with an alpha channel (an animated GIF, an APNG):
+    /// they render over the movie's background, and their segments' keys say so.
+    public var transparent: Bool?
 
     public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
                 videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,
@@ -147,6 +150,9 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
     public var title: Title?
     /// Set for photo items: one picture, shown for the whole segment.
     public var still: Bool?
+    /// Set when the source's pictures have transparency (`MediaFacts.transparent`): part of the
+    /// key, so segments rendered before transparency showed the background render again.
+    public var transparent: Bool?
     /// A zoom and pan over the photo.
     public var kenBurns: KenBurns?
     /// Frames that must be key frames (where transitions cut the segment into parts).
@@ -167,7 +173,7 @@ public enum Planner {
     public static let engineVersion = "threadline-engine-3"
 
     /// What a worker's renders depend on that stage keys name: the engine version and the filter
-    /// chains of the three fits, for clips and for stills. Workers and coordinator built from
+    /// chains of the three fits, for clips (opaque and transparent) and for stills. Workers and coordinator built from
     /// different code tell apart by it, even when nobody bumped `engineVersion` (as
     /// `StageKey.segment`'s renderer fingerprint).
     public static let engineID: String = {
@@ -176,8 +182,11 @@ public enum Planner {
             profile.fit = fit
             var spec = SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0, edits: Edits(), profile: profile)
             let clip = EditChain.fingerprint(spec)
+            spec.transparent = true
+            let transparent = EditChain.fingerprint(spec)
+            spec.transparent = nil
             spec.still = true
-            return [clip, EditChain.fingerprint(spec)]
+            return [clip, transparent, EditChain.fingerprint(spec)]
         }
         return engineVersion + "+" + SHA256Hasher.hex(chains.joined(separator: "\n")).prefix(12)
     }()
@@ -439,7 +448,8 @@ public enum Planner {
     }
 
     /// The segment a worker renders for item `index`.
-    public static func segmentSpec(_ pipeline: Pipeline, index: Int, sourcePath: String, frameCount: Int) -> SegmentSpec {
+    /// `facts`: the source's, when known (a transparent source's key differs).
+    public static func segmentSpec(_ pipeline: Pipeline, index: Int, sourcePath: String, frameCount: Int, facts: MediaFacts? = nil) -> SegmentSpec {
         let item = pipeline.items[index]
         var spec = SegmentSpec(sourcePath: sourcePath, sourceName: item.sources.first?.displayName ?? item.label(index: index),
                                trimStart: 0, frameCount: frameCount,
@@ -452,6 +462,7 @@ public enum Planner {
         let cuts = Set([head, frameCount - tail]).filter { $0 > 0 && $0 < frameCount }.sorted()
         spec.keyframes = cuts.isEmpty ? nil : cuts
         spec.cut = cut(pipeline, index: index, frameCount: frameCount)
+        if facts?.transparent == true { spec.transparent = true }
         switch item.kind {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t

@@ -947,6 +947,9 @@ public nonisolated struct Threadline_Wire_MediaFacts: Sendable {
   /// Clears the value of `undecodableAudio`. Subsequent reads from it will return its default value.
   public mutating func clearUndecodableAudio() {self._undecodableAudio = nil}
 
+  /// RGB pictures with alpha (an animated GIF): shown over the background
+  public var transparent: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2643,7 +2646,7 @@ nonisolated extension Threadline_Wire_Failure: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MediaFacts"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}duration\0\u{1}width\0\u{1}height\0\u{1}video\0\u{1}audio\0\u{3}video_codec\0\u{3}audio_codec\0\u{1}rotation\0\u{1}mirrored\0\u{3}frame_rate\0\u{1}container\0\u{3}video_stream\0\u{3}audio_stream\0\u{3}is_still\0\u{3}undecodable_audio\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}duration\0\u{1}width\0\u{1}height\0\u{1}video\0\u{1}audio\0\u{3}video_codec\0\u{3}audio_codec\0\u{1}rotation\0\u{1}mirrored\0\u{3}frame_rate\0\u{1}container\0\u{3}video_stream\0\u{3}audio_stream\0\u{3}is_still\0\u{3}undecodable_audio\0\u{1}transparent\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2666,6 +2669,7 @@ nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftPr
       case 13: try { try decoder.decodeSingularInt32Field(value: &self._audioStream) }()
       case 14: try { try decoder.decodeSingularBoolField(value: &self.isStill) }()
       case 15: try { try decoder.decodeSingularStringField(value: &self._undecodableAudio) }()
+      case 16: try { try decoder.decodeSingularBoolField(value: &self.transparent) }()
       default: break
       }
     }
@@ -2721,6 +2725,9 @@ nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftPr
     try { if let v = self._undecodableAudio {
       try visitor.visitSingularStringField(value: v, fieldNumber: 15)
     } }()
+    if self.transparent != false {
+      try visitor.visitSingularBoolField(value: self.transparent, fieldNumber: 16)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2740,6 +2747,7 @@ nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftPr
     if lhs._audioStream != rhs._audioStream {return false}
     if lhs.isStill != rhs.isStill {return false}
     if lhs._undecodableAudio != rhs._undecodableAudio {return false}
+    if lhs.transparent != rhs.transparent {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -31,6 +31,7 @@ import Wire
     static var richSegment: SegmentSpec {
         var s = Planner.segmentSpec(richPipeline, index: 1, sourcePath: "/in/clip.mov", frameCount: 45)
         s.keyframes = [0, 30]
+        s.transparent = true
         return s
     }
 
@@ -63,6 +64,7 @@ import Wire
         r.facts?.videoStream = 0
         r.facts?.isStill = true
         r.facts?.undecodableAudio = "an unknown codec"
+        r.facts?.transparent = true
         r.cached = false
         guard case .result(let back) = try Self.roundTrip(.result(r)) else { Issue.record("not a result"); return }
         #expect(back.facts == r.facts && back.cached == false && back.error?.stage == .transform && back.error?.errorClass == .retryable)
