@@ -308,14 +308,40 @@ public final class LineageStore: Sendable {
     }
 
     /// Runs `body` as one transaction: every write it makes (on this thread) joins it, so a burst
-    /// of small writes costs one commit. Readers see all of it or none of it.
+    /// of small writes costs one commit. Readers see all of it or none of it. The transaction
+    /// begins with the first write: a body that writes nothing (an idle coordinator's turn, 200
+    /// a second) costs no BEGIN and COMMIT, and is not counted as a lineage write.
     public func batch<T>(_ body: () throws -> T) throws -> T {
         if openBatch != nil { return try body() }
-        return try write { db in
-            pthread_setspecific(batchKey, Unmanaged.passUnretained(db).toOpaque())
-            defer { pthread_setspecific(batchKey, nil) }
-            return try body()
+        do {
+            return try db.writeWithoutTransaction { db in
+                pthread_setspecific(batchKey, Unmanaged.passUnretained(db).toOpaque())
+                defer { pthread_setspecific(batchKey, nil) }
+                do {
+                    let result = try body()
+                    if db.isInsideTransaction {
+                        try db.commit()
+                        wrote(since: batchBegan.withLock { $0 })
+                    }
+                    return result
+                } catch {
+                    if db.isInsideTransaction { try? db.rollback() }
+                    throw error
+                }
+            }
+        } catch { throw Self.explain(error, path: path) }
+    }
+
+    /// When the open batch's transaction began (it begins with the batch's first write).
+    private let batchBegan = Mutex<UInt64>(0)
+
+    /// The open batch, its transaction begun.
+    private func batchTransaction(_ open: Database) throws -> Database {
+        if !open.isInsideTransaction {
+            try open.beginTransaction(.immediate)
+            batchBegan.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
         }
+        return open
     }
 
     /// A write that lands whole or not at all, also inside a batch (as a savepoint there): a run
@@ -323,7 +349,10 @@ public final class LineageStore: Sendable {
     func writeWhole<T>(_ body: (Database) throws -> T) throws -> T {
         guard let open = openBatch else { return try write(body) }
         var result: T?
-        do { try open.inSavepoint { result = try body(open); return .commit } } catch { throw Self.explain(error, path: path) }
+        do {
+            let db = try batchTransaction(open)
+            try db.inSavepoint { result = try body(db); return .commit }
+        } catch { throw Self.explain(error, path: path) }
         return result!
     }
 
@@ -333,17 +362,23 @@ public final class LineageStore: Sendable {
     }
 
     func write<T>(_ body: (Database) throws -> T) throws -> T {
-        if let open = openBatch { return try body(open) }
+        if let open = openBatch { return try body(try batchTransaction(open)) }
         let t0 = DispatchTime.now().uptimeNanoseconds
-        defer {
-            let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-            writes.withLock { $0.count += 1; $0.maxSeconds = max($0.maxSeconds, dt) }
-        }
         do {
             let result = try db.write(body)
-            FarmMetrics.lineageWrite(nanoseconds: DispatchTime.now().uptimeNanoseconds - t0)
+            wrote(since: t0)
             return result
-        } catch { throw Self.explain(error, path: path) }
+        } catch {
+            wrote(since: t0, metric: false)
+            throw Self.explain(error, path: path)
+        }
+    }
+
+    /// Counts one transaction that began at `t0` (and, when it committed, times it for /metrics).
+    private func wrote(since t0: UInt64, metric: Bool = true) {
+        let ns = DispatchTime.now().uptimeNanoseconds - t0
+        writes.withLock { $0.count += 1; $0.maxSeconds = max($0.maxSeconds, Double(ns) / 1e9) }
+        if metric { FarmMetrics.lineageWrite(nanoseconds: ns) }
     }
 
     /// Writes so far and the longest one took (seconds), for `lineage.writes` events.

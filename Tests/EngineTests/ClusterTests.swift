@@ -677,6 +677,30 @@ import ThreadlineCore
         #expect(again.status == 0, "\(again.err)")
     }
 
+    /// An idle farm writes nothing to lineage. Each turn of the coordinator's loop (200 a second)
+    /// opened and committed a lineage transaction, empty or not, so /metrics counted about 190
+    /// lineage writes a second on a farm doing nothing (and the coordinator used 2 % of a core).
+    /// A transaction now begins with the turn's first write.
+    @Test func anIdleCoordinatorWritesNothingToLineage() throws {
+        let dir = temporaryDirectory("idle-writes")
+        let (procs, _) = try Self.loopbackCluster(dir, workers: 1, serveArgs: ["--http", "127.0.0.1:0"])
+        defer { procs.stopAll() }
+        let base = try DashboardTests.dashboardURL(procs, "coord")
+        func writes() throws -> Double {
+            let text = try DashboardTests.get(base, "/metrics").text
+            return text.split(separator: "\n").first { $0.hasPrefix("threadline_lineage_write_seconds_count") }
+                .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? -1
+        }
+        try #require(waitUntil(timeout: 10) { (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8))?.contains("worker joined") == true })
+        Thread.sleep(forTimeInterval: 0.5)
+        let before = try writes()
+        Thread.sleep(forTimeInterval: 3)
+        let after = try writes()
+        print("idle: \(after - before) lineage transactions in 3 s")
+        #expect(before >= 1, "the worker's join is a write")
+        #expect(after - before < 10, "\(after - before) lineage transactions in 3 s of an idle farm")
+    }
+
     /// The output's disk full: the movie is made and kept, and the error says the disk is short
     /// (how big the movie is, how much is free) and to free space, not to make the folder
     /// writable; once there is room the same submit writes it without rendering anything again.
