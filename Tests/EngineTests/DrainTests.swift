@@ -30,6 +30,17 @@ import TestSupport
                 """)) ?? []).compactMap { $0["id"] }
             return !busy.isEmpty
         }
+        // Lineage says "running" when the stage is sent; w1 may still be copying its source in
+        // (a signal then hands it back, rightly, before it starts). Rendering once the source
+        // is in w1's store.
+        if let id = busy.first.flatMap({ Int64($0) }), let sha = try LineageStore.readRows(path: db, """
+            SELECT ar.sha256 FROM attempt a JOIN stage s ON s.id = a.stage_id
+            JOIN stage f ON f.run_id = s.run_id AND f.item_idx = s.item_idx AND f.kind = 'fetch'
+            JOIN artifact ar ON ar.key = f.key AND ar.kind = 'source' WHERE a.id = ? LIMIT 1
+            """, [id]).first?["sha256"] {
+            _ = waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: dir + "/w1/artifacts/sha256/\(sha.prefix(2))/\(sha)") }
+            usleep(200_000)
+        }
         return (procs, submit, busy)
     }
 
