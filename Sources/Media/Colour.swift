@@ -107,6 +107,22 @@ struct SourceColour: Equatable {
         }
     }
 
+    /// For a picture of pixel format `format`: the filters that make it sRGB with alpha when it
+    /// has an alpha channel ([] for RGB), so the edit chain can show its transparency over the
+    /// background; nil when it has none, or when it is HDR or wide-gamut (tone mapping and
+    /// primaries need their own path: such pictures keep showing the colour under their
+    /// transparent pixels).
+    func transparency(format: Int32) -> [String]? {
+        guard PhotoRenderer.hasAlpha(format) else { return nil }
+        switch family {
+        case .rgb: return []
+        case .gray: return ["format=rgba"]
+        case .yuv where primaries != AVCOL_PRI_BT2020:
+            return ["scale=in_color_matrix=\(Self.swscaleName(matrix)):in_range=\(fullRange ? "pc" : "tv")", "format=rgba"]
+        case .yuv, .hdr: return nil
+        }
+    }
+
     /// libswscale's name for a matrix (its BT.601 covers bt470bg and smpte170m).
     static func swscaleName(_ m: AVColorSpace) -> String {
         switch m {

@@ -4,9 +4,12 @@ internal import CFFmpeg
 
 extension EditChain.Source {
     /// A decoded picture: its orientation, sample aspect ratio and colour as FFmpeg reports them.
-    init(orientation: Orientation?, sar: AVRational, colour: SourceColour, size: (width: Int, height: Int)? = nil, transparent: Bool = false) {
+    /// `format`: the decoded pixel format, when its transparency should show the background.
+    init(orientation: Orientation?, sar: AVRational, colour: SourceColour, size: (width: Int, height: Int)? = nil, format: Int32? = nil) {
+        let transparency = format.flatMap { colour.transparency(format: $0) }
+        let picture = transparency == nil ? colour : .sRGB    // what the chain sees after compositing
         self.init(orientation: orientation.map { EditChain.Upright(filters: $0.filters, clockwise: $0.clockwise) },
-                  sar: (Int(sar.num), Int(sar.den)), toOutput: colour.toOutput, size: size, yuv420p: colour.yuv420p, transparent: transparent)
+                  sar: (Int(sar.num), Int(sar.den)), toOutput: picture.toOutput, size: size, yuv420p: picture.yuv420p, transparency: transparency)
     }
 }
 

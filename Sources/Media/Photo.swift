@@ -72,9 +72,9 @@ enum PhotoRenderer {
     /// Whether the picture's pixel format carries transparency (an alpha plane, or a palette's).
     static func hasAlpha(_ picture: Frame) -> Bool { hasAlpha(picture.ptr.pointee.format) }
 
-    static func hasAlpha(_ format: Int32, rgb: Bool = false) -> Bool {
+    static func hasAlpha(_ format: Int32) -> Bool {
         guard let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
-        return desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0 && (!rgb || desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0)
+        return desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0
     }
 
     /// The picture composited over `background` (a pipeline colour), as opaque RGB: libavfilter's

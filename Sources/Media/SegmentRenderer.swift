@@ -274,8 +274,7 @@ private final class SegmentJob {
             var sar = f.pointee.sample_aspect_ratio
             if sar.num == 0 { sar = input.stream(videoIndex).pointee.codecpar.pointee.sample_aspect_ratio }
             let desc = chain.description(for: .init(orientation: orientation, sar: sar, colour: colour,
-                                                    size: (Int(f.pointee.width), Int(f.pointee.height)),
-                                                    transparent: PhotoRenderer.hasAlpha(f.pointee.format, rgb: true)))
+                                                    size: (Int(f.pointee.width), Int(f.pointee.height)), format: f.pointee.format))
             filter = try VideoFilter(width: f.pointee.width, height: f.pointee.height, format: f.pointee.format, sar: sar,
                                      timeBase: AVRational(num: Int32(spec.profile.fps.den), den: Int32(spec.profile.fps.num)),
                                      description: desc, file: name)

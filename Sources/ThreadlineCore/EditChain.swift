@@ -56,13 +56,14 @@ public struct EditChain: Sendable {
         /// Whether the picture is 8-bit 4:2:0 (yuv420p, what phones and cameras mostly record):
         /// scaling it first, zscale resizes it (see `resize`).
         public var yuv420p: Bool
-        /// Whether the picture is RGB with an alpha channel (an animated GIF, an APNG): its
-        /// transparency shows the movie's background, as a photo's does (see `flatten`).
-        public var transparent: Bool
+        /// For a picture with an alpha channel (an animated GIF, ProRes 4444): the filters that
+        /// make it sRGB with alpha ([] when it is already), after which its transparency shows the
+        /// movie's background (see `flatten`) and `toOutput` converts sRGB. nil: opaque.
+        public var transparency: [String]?
         public init(orientation: Upright?, sar: (num: Int, den: Int), toOutput: [String], size: (width: Int, height: Int)? = nil, yuv420p: Bool = false,
-                    transparent: Bool = false) {
+                    transparency: [String]? = nil) {
             self.orientation = orientation; self.sar = sar; self.toOutput = toOutput; self.size = size; self.yuv420p = yuv420p
-            self.transparent = transparent
+            self.transparency = transparency
         }
     }
 
@@ -70,7 +71,7 @@ public struct EditChain: Sendable {
     /// the segment's cache key, so a change to the chain renders again.
     public static func fingerprint(_ spec: SegmentSpec) -> String {
         let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
-        return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: [], transparent: spec.transparent == true))
+        return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: [], transparency: spec.transparent == true ? [] : nil))
             + (chain.scalesFirst ? scaledFirstMark : "")
             + (spec.kenBurns != nil ? " (Ken Burns over a 4:2:0 base)" : "")
             + (spec.still == true ? " (still: transparency over the background)" : "")
@@ -85,17 +86,17 @@ public struct EditChain: Sendable {
     /// The chain for a decoded picture, from the buffer source to the finished frame.
     public func description(for source: Source) -> String {
         let body = scaledFirst(source) ?? self.body(source)
-        return finish((source.transparent ? flatten : "") + body)
+        return finish((source.transparency.map { ($0 + [flatten]).joined(separator: ",") + "," } ?? "") + body)
     }
 
-    /// Composites an RGB picture with alpha over the background colour, in RGB (no Y'CbCr matrix
-    /// involved), ahead of the rest of the chain; left to libswscale, the alpha was dropped and
-    /// a GIF's transparent pixels showed whatever colour they hide (white, mostly). The plate is
+    /// Composites an sRGB picture with alpha over the background colour, in RGB (no Y'CbCr
+    /// matrix involved), ahead of the rest of the chain; left to libswscale, the alpha was dropped
+    /// and transparent pixels showed whatever colour they hide (white in most GIFs). The plate is
     /// the picture itself with every pixel set to the colour (lutrgb: drawbox on RGBA crashes
     /// FFmpeg 5.1), so it keeps each frame's size and time.
     var flatten: String {
         let (r, g, b) = PipelineLoader.parseColor(profile.background) ?? (0, 0, 0)
-        return "split[tl_fg][tl_bg];[tl_bg]lutrgb=r=\(r):g=\(g):b=\(b):a=255[tl_plate];[tl_plate][tl_fg]overlay=format=rgb:eof_action=pass,format=rgb24,"
+        return "split[tl_fg][tl_bg];[tl_bg]lutrgb=r=\(r):g=\(g):b=\(b):a=255[tl_plate];[tl_plate][tl_fg]overlay=format=rgb:eof_action=pass,format=rgb24"
     }
 
     /// The same picture as `body`, scaling before turning and colouring — or nil when the chain

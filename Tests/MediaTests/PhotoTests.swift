@@ -181,27 +181,31 @@ struct TransparentPhotoTests {
         #expect(abs(half.r - 144) < 5 && abs(half.g - 24) < 5 && abs(half.b - 32) < 5, "\(half)")
     }
 
-    /// An animated GIF with transparency (a sticker saved from a chat) as a clip: its transparent
-    /// pixels show the movie's background, not the white they hide (libswscale dropped the
-    /// alpha); its probe says so, and so its segment's key and the renderer's fingerprint differ
-    /// from an opaque clip's (segments rendered on white are not reused).
-    @Test func anAnimatedGIFsTransparencyShowsTheMoviesBackground() throws {
-        let dir = temporaryDirectory("alpha-gif")
+    /// Clips with transparency — an animated GIF (a sticker saved from a chat; RGB with alpha)
+    /// and ProRes 4444 (a motion-graphics export; Y'CbCr with alpha) — show the movie's
+    /// background where they are transparent, not the colour their transparent pixels hide
+    /// (libswscale dropped the alpha: white for the GIF, black for the ProRes). The probe says
+    /// so, and so the segment's key and the renderer's fingerprint differ from an opaque clip's
+    /// (segments rendered before are not reused).
+    @Test(arguments: [
+        ("sticker.gif", ["-filter_complex", "[0][1]hstack,split[a][b];[a]palettegen=reserve_transparent=1[p];[b][p]paletteuse=alpha_threshold=128", "-r", "15"]),
+        ("graphics.mov", ["-filter_complex", "[0][1]hstack,format=yuva444p10le", "-c:v", "prores_ks", "-profile:v", "4444"]),
+    ])
+    func aClipsTransparencyShowsTheMoviesBackground(_ name: String, _ encode: [String]) throws {
+        let dir = temporaryDirectory("alpha-clip")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let gif = dir + "/sticker.gif"
+        let clip = dir + "/" + name
         let g = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=white@0:s=160x240:d=1,format=rgba",
-                                   "-f", "lavfi", "-i", "color=c=yellow:s=160x240:d=1,format=rgba",
-                                   "-filter_complex", "[0][1]hstack,split[a][b];[a]palettegen=reserve_transparent=1[p];[b][p]paletteuse=alpha_threshold=128",
-                                   "-r", "15", gif], timeout: 60)
+                                   "-f", "lavfi", "-i", "color=c=yellow:s=160x240:d=1,format=rgba"] + encode + [clip], timeout: 60)
         try #require(g.status == 0, "\(g.err)")
-        let facts = try Probe.facts(path: gif)
+        let facts = try Probe.facts(path: clip)
         #expect(facts.transparent == true && !facts.isStill, "\(facts)")
         var profile = OutputProfile(path: "", width: 320, height: 240, fps: Rational(30, 1))
         profile.background = "#203040"
-        let pipeline = Pipeline(name: "p", output: profile, items: [Item(kind: .video(source: SourceRef(gif), trim: nil))])
-        let t = try Planner.timeline(for: pipeline, facts: [gif: facts])
-        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: gif, frameCount: t[0].frameCount, facts: facts)
-        let opaque = Planner.segmentSpec(pipeline, index: 0, sourcePath: gif, frameCount: t[0].frameCount)
+        let pipeline = Pipeline(name: "p", output: profile, items: [Item(kind: .video(source: SourceRef(clip), trim: nil))])
+        let t = try Planner.timeline(for: pipeline, facts: [clip: facts])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: clip, frameCount: t[0].frameCount, facts: facts)
+        let opaque = Planner.segmentSpec(pipeline, index: 0, sourcePath: clip, frameCount: t[0].frameCount)
         #expect(StageKey.segment(spec, sourceSHA256: "s", renderer: EditChain.fingerprint(spec))
                 != StageKey.segment(opaque, sourceSHA256: "s", renderer: EditChain.fingerprint(opaque)))
         #expect(EditChain.fingerprint(spec).contains("lutrgb=r=32:g=48:b=64"))
@@ -210,7 +214,7 @@ struct TransparentPhotoTests {
         _ = try Concat.run([ConcatInput(path: segment, frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "p")], profile: profile, to: out)
         let clear = try frameRGBMeans(out, frame: 15, x0: 0.1, x1: 0.4, y0: 0.2, y1: 0.8)
         let yellow = try frameRGBMeans(out, frame: 15, x0: 0.6, x1: 0.9, y0: 0.2, y1: 0.8)
-        print(String(format: "GIF: transparent %.0f %.0f %.0f (background 32 48 64), yellow %.0f %.0f %.0f", clear.r, clear.g, clear.b, yellow.r, yellow.g, yellow.b))
+        print(String(format: "%@: transparent %.0f %.0f %.0f (background 32 48 64), yellow %.0f %.0f %.0f", name, clear.r, clear.g, clear.b, yellow.r, yellow.g, yellow.b))
         #expect(abs(clear.r - 32) < 4 && abs(clear.g - 48) < 4 && abs(clear.b - 64) < 4, "\(clear)")
         #expect(yellow.r > 245 && yellow.g > 245 && yellow.b < 10, "\(yellow)")
     }
