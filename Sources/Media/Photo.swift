@@ -35,8 +35,8 @@ enum PhotoRenderer {
         }
         // Transparency (a logo, a sticker, a PNG with see-through corners) is shown over the
         // movie's background colour, as the letterbox bars are, not dropped: the colours hidden
-        // under a transparent pixel are arbitrary (often white, or an editor's leftovers).
-        if hasAlpha(picture) { picture = try flattened(picture, over: spec.profile.background, name: name) }
+        // under a transparent pixel are arbitrary (often white, or an editor's leftovers). The
+        // edit chain composites it (`EditChain.Source.transparency`), as for clips.
         report.decodeSeconds = now() - t0
         report.framesDecoded = 1
 
@@ -50,7 +50,8 @@ enum PhotoRenderer {
         if sar.num == 0 { sar = AVRational(num: 1, den: 1) }
         let filter = try VideoFilter(width: picture.ptr.pointee.width, height: picture.ptr.pointee.height, format: picture.ptr.pointee.format,
                                      sar: sar, timeBase: AVRational(num: Int32(spec.profile.fps.den), den: Int32(spec.profile.fps.num)),
-                                     description: chain.description(for: .init(orientation: orientation, sar: sar, colour: SourceColour(frame: picture.ptr))),
+                                     description: chain.description(for: .init(orientation: orientation, sar: sar, colour: SourceColour(frame: picture.ptr),
+                                                                               format: picture.ptr.pointee.format)),
                                      file: name)
         let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: name, keyframes: spec.keyframes,
                                    cut: spec.cut, frameCount: spec.frameCount)
@@ -70,35 +71,9 @@ enum PhotoRenderer {
     }
 
     /// Whether the picture's pixel format carries transparency (an alpha plane, or a palette's).
-    static func hasAlpha(_ picture: Frame) -> Bool { hasAlpha(picture.ptr.pointee.format) }
-
     static func hasAlpha(_ format: Int32) -> Bool {
         guard let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
         return desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0
-    }
-
-    /// The picture composited over `background` (a pipeline colour), as opaque RGB: libavfilter's
-    /// overlay in RGB (no Y'CbCr matrix involved), everything else about the frame kept.
-    static func flattened(_ picture: Frame, over background: String, name: String) throws -> Frame {
-        let p = picture.ptr.pointee
-        let args = "video_size=\(p.width)x\(p.height):pix_fmt=\(p.format):time_base=1/1:pixel_aspect=1/1"
-        let graph = try FilterGraph(sources: [("in", "buffer", args)], sink: "buffersink",
-                                    description: "color=c=\(filterColor(background)):s=\(p.width)x\(p.height):r=1:d=1,format=rgba[plate];"
-                                        + "[plate][in]overlay=format=rgb:eof_action=pass,format=rgb24",
-                                    stage: .transform, file: name, what: "the background under the picture's transparency")
-        let saved = p.pts
-        picture.ptr.pointee.pts = 0
-        defer { picture.ptr.pointee.pts = saved }
-        var ret = av_buffersrc_add_frame_flags(graph.sources[0], picture.ptr, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
-        if ret >= 0 { ret = av_buffersrc_add_frame_flags(graph.sources[0], nil, 0) }
-        let flat = Frame()
-        if ret >= 0 { ret = av_buffersink_get_frame(graph.sink, flat.ptr) }
-        if ret < 0 { throw MediaError(.transform, .permanent, file: name, "cannot show the picture's transparency over the background: \(avErrorString(ret))") }
-        // Its tags and side data (the display matrix, the profile's colour) are the picture's; its pixels are full-range RGB now.
-        av_frame_copy_props(flat.ptr, picture.ptr)
-        flat.ptr.pointee.colorspace = AVCOL_SPC_RGB
-        flat.ptr.pointee.color_range = AVCOL_RANGE_JPEG
-        return flat
     }
 
     /// Decodes the frame showing at `time` (seconds on the file's timeline) of a movie.
@@ -188,7 +163,7 @@ enum KenBurnsRenderer {
         let edit = EditChain(edits: spec.edits, profile: p, files: overlays.paths)
         var sar = picture.ptr.pointee.sample_aspect_ratio
         if sar.num == 0 { sar = AVRational(num: 1, den: 1) }
-        var chain = edit.picture(.init(orientation: orientation, sar: sar, colour: SourceColour(frame: picture.ptr)))
+        var chain = edit.picture(.init(orientation: orientation, sar: sar, colour: SourceColour(frame: picture.ptr), format: picture.ptr.pointee.format))
         let f = oversampling(width: W)
         chain += ["scale=\(W * f):\(H * f):force_original_aspect_ratio=increase:flags=lanczos", "setsar=1", "format=yuv420p"]
         let baseFilter = try VideoFilter(width: picture.ptr.pointee.width, height: picture.ptr.pointee.height, format: picture.ptr.pointee.format,

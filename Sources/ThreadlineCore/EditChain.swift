@@ -86,8 +86,12 @@ public struct EditChain: Sendable {
     /// The chain for a decoded picture, from the buffer source to the finished frame.
     public func description(for source: Source) -> String {
         let body = scaledFirst(source) ?? self.body(source)
-        return finish((source.transparency.map { ($0 + [flatten]).joined(separator: ",") + "," } ?? "") + body)
+        return finish(body)
     }
+
+    /// The head of every chain for a picture with transparency: made sRGB with alpha, then
+    /// composited over the background (`flatten`); nothing for an opaque one.
+    func composited(_ source: Source) -> [String] { source.transparency.map { $0 + [flatten] } ?? [] }
 
     /// Composites an sRGB picture with alpha over the background colour, in RGB (no Y'CbCr
     /// matrix involved), ahead of the rest of the chain; left to libswscale, the alpha was dropped
@@ -115,7 +119,7 @@ public struct EditChain: Sendable {
         let tw = (H * uw + uh / 2) / uh, th = (W * uh + uw / 2) / uw
         var (w, h) = fit == .letterbox ? (min(tw, W), min(th, H)) : (max(tw, W), max(th, H))
         if fit == .letterbox { w = max(2, w / 2 * 2); h = max(2, h / 2 * 2) }
-        var chain = [Self.resize(width: sideways ? h : w, height: sideways ? w : h, from: source)] + source.toOutput + turns
+        var chain = composited(source) + [Self.resize(width: sideways ? h : w, height: sideways ? w : h, from: source)] + source.toOutput + turns
         chain += Self.userTurns(edits)
         chain += look
         chain.append(fit == .letterbox ? "pad=\(W):\(H):(ow-iw)/2:(oh-ih)/2:color=\(drawColour(profile.background))" : "crop=\(W):\(H)")
@@ -170,7 +174,7 @@ public struct EditChain: Sendable {
     /// The picture before fitting: in BT.709, upright, turned, cropped, square pixels, coloured.
     /// Ken Burns builds its oversampled base from this.
     public func picture(_ source: Source) -> [String] {
-        var chain = source.toOutput
+        var chain = composited(source) + source.toOutput
         chain += source.orientation?.filters ?? []
         chain += Self.userTurns(edits)
         if let c = edits.crop, c != CropRect(x: 0, y: 0, width: 1, height: 1) {
