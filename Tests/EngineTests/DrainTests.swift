@@ -10,8 +10,9 @@ import TestSupport
     /// Starts a project on a two-worker cluster and waits until worker w1 is rendering.
     /// Returns the processes, the submit, and the lineage attempt ids w1 was running.
     /// `environment`: added to the coordinator's and w1's (a host both run on).
+    /// `sourceCopied`: also wait until w1 holds the stage's source (see below).
     static func renderUntilW1IsBusy(_ dir: String, w1Args: [String] = [], serveArgs: [String] = [],
-                                    environment: [String: String] = [:]) throws -> (ServiceProcesses, Process, [String]) {
+                                    environment: [String: String] = [:], sourceCopied: Bool = false) throws -> (ServiceProcesses, Process, [String]) {
         let pipeline = try ClusterTests.project(dir, items: 6, seconds: 2, output: "640x360", preset: "medium")
         let procs = ServiceProcesses(directory: dir)
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"] + serveArgs,
@@ -31,15 +32,15 @@ import TestSupport
             return !busy.isEmpty
         }
         // Lineage says "running" when the stage is sent; w1 may still be copying its source in
-        // (a signal then hands it back, rightly, before it starts). Rendering once the source
-        // is in w1's store.
-        if let id = busy.first.flatMap({ Int64($0) }), let sha = try LineageStore.readRows(path: db, """
+        // (a stop signal then hands it back, rightly, before it starts). Rendering once the
+        // source is in w1's store.
+        if sourceCopied, let id = busy.first.flatMap({ Int64($0) }), let sha = try LineageStore.readRows(path: db, """
             SELECT ar.sha256 FROM attempt a JOIN stage s ON s.id = a.stage_id
             JOIN stage f ON f.run_id = s.run_id AND f.item_idx = s.item_idx AND f.kind = 'fetch'
             JOIN artifact ar ON ar.key = f.key AND ar.kind = 'source' WHERE a.id = ? LIMIT 1
             """, [id]).first?["sha256"] {
             _ = waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: dir + "/w1/artifacts/sha256/\(sha.prefix(2))/\(sha)") }
-            usleep(200_000)
+            usleep(50_000)
         }
         return (procs, submit, busy)
     }
@@ -49,7 +50,7 @@ import TestSupport
     @Test(arguments: [SIGTERM, SIGHUP])
     func aStopSignalFinishesTheStageInFlightAndExitsZero(signal: Int32) throws {
         let dir = temporaryDirectory("drain")
-        let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, w1Args: [])
+        let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, w1Args: [], sourceCopied: true)
         defer { procs.stopAll() }
         #expect(!busy.isEmpty, "w1 never started a render")
         let w1 = try #require(procs.process("w1"))
