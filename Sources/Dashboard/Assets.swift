@@ -229,8 +229,11 @@ enum Assets {
         return;
       }
       const now = serverNow();
+      // A running attempt ends at now, but never before it began: the estimate of the
+      // coordinator's now can lag an attempt sent a moment ago, which then had no bar at all.
+      const ends = a => a.finished || Math.max(now, a.started || a.dispatched);
       const start = attempts.length ? Math.min(...attempts.map(a => a.dispatched)) : now;
-      const end = attempts.length ? Math.max(...attempts.map(a => a.finished || now)) : now;
+      const end = attempts.length ? Math.max(...attempts.map(ends)) : now;
       const [from, to] = zoom || [0, Math.max(0.001, end - start)];
       const digits = to - from < 1 ? 3 : 1;
       document.getElementById('zoom-from').value = from.toFixed(digits);
@@ -271,7 +274,7 @@ enum Assets {
         const y = i * rowH;
         parts.push(`<text class="row" x="4" y="${y + 14}">${esc(k)}</text>`);
         for (const a of rows.get(k)) {
-          const s = (a.started || a.dispatched) - start, e = (a.finished || now) - start;
+          const s = (a.started || a.dispatched) - start, e = ends(a) - start;
           if (e < from || s > to) continue;
           const x0 = Math.max(labelW, x(s)), x1 = Math.min(width - 10, x(e)), w = Math.max(1.5, x1 - x0);
           const label = a.stage;
