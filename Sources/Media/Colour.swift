@@ -113,7 +113,7 @@ struct SourceColour: Equatable {
     /// primaries need their own path: such pictures keep showing the colour under their
     /// transparent pixels).
     func transparency(format: Int32) -> [String]? {
-        guard PhotoRenderer.hasAlpha(format) else { return nil }
+        guard Self.hasAlpha(format) else { return nil }
         switch family {
         case .rgb: return []
         case .gray: return ["format=rgba"]
@@ -121,6 +121,12 @@ struct SourceColour: Equatable {
             return ["scale=in_color_matrix=\(Self.swscaleName(matrix)):in_range=\(fullRange ? "pc" : "tv")", "format=rgba"]
         case .yuv, .hdr: return nil
         }
+    }
+
+    /// Whether pixels of `format` carry transparency (an alpha plane, or a palette's).
+    static func hasAlpha(_ format: Int32) -> Bool {
+        guard let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
+        return desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0
     }
 
     /// libswscale's name for a matrix (its BT.601 covers bt470bg and smpte170m).

@@ -70,12 +70,6 @@ enum PhotoRenderer {
         return report
     }
 
-    /// Whether the picture's pixel format carries transparency (an alpha plane, or a palette's).
-    static func hasAlpha(_ format: Int32) -> Bool {
-        guard let desc = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
-        return desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0
-    }
-
     /// Decodes the frame showing at `time` (seconds on the file's timeline) of a movie.
     static func frame(_ input: InputFile, _ decoder: Decoder, stream: Int32, at time: Double, name: String) throws -> Frame {
         let ts = Int64(((input.origin + time) * Double(AV_TIME_BASE)).rounded(.down))

@@ -20,7 +20,7 @@ public enum Probe {
             facts.videoCodec = String(cString: avcodec_get_name(par.codec_id))
             let r = st.avg_frame_rate
             if r.num > 0 && r.den > 0 { facts.frameRate = av_q2d(r) }
-            if PhotoRenderer.hasAlpha(par.format) { facts.transparent = true }
+            if SourceColour.hasAlpha(par.format) { facts.transparent = true }
             if let m = input.displayMatrix {
                 let o = Orientation(displayMatrix: m)
                 facts.rotation = o.clockwise; facts.mirrored = o.mirrored

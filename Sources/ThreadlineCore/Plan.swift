@@ -23,7 +23,7 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     /// The codec of an audio track no decoder here can read, when the file has no readable one
     /// (nil otherwise): such a clip renders only muted, which planning can tell before rendering.
     public var undecodableAudio: String?
-    /// Set when the video's pictures are RGB with an alpha channel (an animated GIF, an APNG):
+    /// Set when the pictures carry transparency (an animated GIF, ProRes 4444, a PNG with alpha):
     /// they render over the movie's background, and their segments' keys say so.
     public var transparent: Bool?
 

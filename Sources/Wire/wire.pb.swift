@@ -947,7 +947,7 @@ public nonisolated struct Threadline_Wire_MediaFacts: Sendable {
   /// Clears the value of `undecodableAudio`. Subsequent reads from it will return its default value.
   public mutating func clearUndecodableAudio() {self._undecodableAudio = nil}
 
-  /// RGB pictures with alpha (an animated GIF): shown over the background
+  /// pictures with transparency (a GIF, ProRes 4444): shown over the background
   public var transparent: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
