@@ -267,6 +267,17 @@ public enum Planner {
     }
 
     /// Frames an item lasts in the output, given its source's facts.
+    /// What planning did that the pipeline did not say, one line per item: a `trim.end` past the
+    /// clip's end plays to its end (the movie is shorter than the pipeline reads).
+    public static func notes(for pipeline: Pipeline, facts: [String: MediaFacts]) -> [String] {
+        pipeline.items.enumerated().compactMap { i, item in
+            guard case .video(let source, let trim) = item.kind, let end = trim?.end, let f = facts[source.uri],
+                  end > f.duration + 0.5 / pipeline.output.fps.double else { return nil }
+            return (item.location.map { "\($0): " } ?? "") + String(format: "note: %@: trim.end %.3f s is past the clip's end (%.3f s): it plays to its end",
+                                                                      item.label(index: i), end, f.duration)
+        }
+    }
+
     public static func frameCount(of item: Item, index: Int, facts: MediaFacts?, fps: Rational) throws -> Int {
         switch item.kind {
         case .title(let t):

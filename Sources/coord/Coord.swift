@@ -217,6 +217,7 @@ struct PlanCommand: ParsableCommand {
         do { plan = try Planner.plan(p, facts: remote ? nil : facts) } catch let e as PipelineError {
             errorLine(e.description); throw ExitCode(2)
         }
+        Planner.notes(for: p, facts: facts).forEach(errorLine)
         if json {
             let enc = JSONEncoder(); enc.outputFormatting = [.prettyPrinted, .sortedKeys]
             print(String(decoding: try enc.encode(plan), as: UTF8.self))

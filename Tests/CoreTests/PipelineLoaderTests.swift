@@ -477,4 +477,16 @@ extension EditingSetLoaderTests {
             #expect(e.location?.line == 2)
         }
     }
+
+    /// A trim.end past the clip's end plays to its end, and planning says so with the item's
+    /// place in the pipeline (before, the movie came out shorter without a word). Within half a
+    /// frame of the end (a length rounded by hand) it says nothing.
+    @Test func aTrimEndPastTheClipsEndIsNoted() throws {
+        let p = try PipelineLoaderTests().parse("output: { path: o.mp4, fps: 30 }\nclips:\n  - video: media/a.mov\n    trim: { start: 0.5, end: 13.5 }\n"
+                          + "  - video: media/b.mp4\n    trim: { end: 4.01 }\n  - video: media/b.mp4\n")
+        let facts = [p.items[0].sources[0].uri: MediaFacts(duration: 4, width: 320, height: 240, hasVideo: true, hasAudio: false),
+                     p.items[1].sources[0].uri: MediaFacts(duration: 4, width: 320, height: 240, hasVideo: true, hasAudio: false)]
+        let notes = Planner.notes(for: p, facts: facts)
+        #expect(notes == ["p.yaml:3:5: note: clip 1 (a.mov): trim.end 13.500 s is past the clip's end (4.000 s): it plays to its end"], "\(notes)")
+    }
 }
