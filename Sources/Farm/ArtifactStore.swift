@@ -100,9 +100,7 @@ public struct ArtifactStore: Sendable {
         let tmp = temporaryName(beside: path)
         do { try FileManager.default.copyItem(atPath: ref.path, toPath: tmp) } catch {
             unlink(tmp)
-            var fs = statvfs()
-            let free = statvfs((tmp as NSString).deletingLastPathComponent, &fs) == 0 ? Int64(fs.f_bavail) * Int64(fs.f_frsize) : nil
-            if let free, free < ref.size {
+            if let free = FileChecks.freeBytes((tmp as NSString).deletingLastPathComponent), free < ref.size {
                 throw PublishError(description: "cannot write \(tmp): \(FileChecks.reason(error)) (the movie is \(ByteSize.text(ref.size)), "
                                    + "the disk has \(ByteSize.text(free)) free)", noSpace: true)
             }

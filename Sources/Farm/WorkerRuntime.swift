@@ -55,9 +55,8 @@ public final class WorkerRuntime: Sendable {
 
         /// Bytes the store's disk lacks of `keepFree` now.
         func shortfall(_ root: String) -> Int64 {
-            var fs = statvfs()
-            guard keepFree > 0, statvfs(root, &fs) == 0 else { return 0 }
-            return max(0, keepFree - Int64(fs.f_bavail) * Int64(fs.f_frsize))
+            guard keepFree > 0, let free = FileChecks.freeBytes(root) else { return 0 }
+            return max(0, keepFree - free)
         }
     }
 

@@ -5,6 +5,12 @@ import Glibc
 /// (a FIFO would hang a reader, /dev/zero would be hashed for ever), and the movie goes where it
 /// can be written without destroying an input or the state folder.
 public enum FileChecks {
+    /// Bytes free for this user on the disk holding `path` (statvfs), nil when it cannot be asked.
+    public static func freeBytes(_ path: String) -> Int64? {
+        var fs = statvfs()
+        return statvfs(path, &fs) == 0 ? Int64(fs.f_bavail) * Int64(fs.f_frsize) : nil
+    }
+
     /// The longest file name in a folder (ext4, xfs, btrfs, tmpfs).
     static let nameMax = 255
     /// What renders append to the movie's name while it is written (`.part-XXXXXXXX`).

@@ -180,13 +180,11 @@ public enum Planner {
         let chains = OutputProfile.Fit.allCases.flatMap { fit -> [String] in
             var profile = OutputProfile(path: "")
             profile.fit = fit
-            var spec = SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0, edits: Edits(), profile: profile)
-            let clip = EditChain.fingerprint(spec)
-            spec.transparent = true
-            let transparent = EditChain.fingerprint(spec)
-            spec.transparent = nil
-            spec.still = true
-            return [clip, transparent, EditChain.fingerprint(spec)]
+            let clip = SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0, edits: Edits(), profile: profile)
+            var transparent = clip, still = clip
+            transparent.transparent = true
+            still.still = true
+            return [clip, transparent, still].map(EditChain.fingerprint)
         }
         return engineVersion + "+" + SHA256Hasher.hex(chains.joined(separator: "\n")).prefix(12)
     }()
