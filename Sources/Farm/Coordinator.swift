@@ -31,6 +31,9 @@ public struct RunProgress: Sendable, Codable {
     /// What failed for good so far, one message each, by item: the run goes on with what does
     /// not wait for it (and counts only that in its frames), and its end names them all again.
     public var failures: [String] = []
+    /// What planning did that the pipeline did not say (`Planner.note`: a trim past a clip's end),
+    /// one line each, with the pipeline's file:line:col; told as the sources are fetched.
+    public var notes: [String] = []
     /// Workers taking work (connected, not draining) when this was told; nil from a coordinator
     /// that does not say.
     public var workers: Int? = nil
@@ -356,6 +359,9 @@ final class RunState {
     var units: [Unit]
     var unitIndex: [String: Int] = [:]
     var facts: [Int: MediaFacts] = [:]
+    /// What planning did that the pipeline did not say, by item, told as each source is fetched
+    /// (`Planner.note`): the submitter prints it.
+    var notes: [Int: String] = [:]
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
     var transitions: [Int: (ArtifactRef, Int64)] = [:]
@@ -1765,6 +1771,10 @@ final class CoordinatorCore {
             run.sources[i] = (art, aid)
             run.facts[i] = facts
             run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
+            if let note = Planner.note(for: p.items[i], index: i, facts: facts, fps: p.output.fps) {
+                run.notes[i] = note
+                log.notice("\(note)", metadata: ["run.id": "\(run.id)"])
+            }
             try updateTimeline(run)
         } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {
             let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: run.sources[i].map { [$0.1] } ?? [])
@@ -1948,6 +1958,7 @@ final class CoordinatorCore {
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots
         p.failures = failures
+        p.notes = run.notes.isEmpty ? [] : run.notes.sorted { $0.key < $1.key }.map(\.value)
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

@@ -300,6 +300,7 @@ extension RunProgress {
                 $0.framesInFlight = Int64(s.inFlightFrames); $0.inFlightSeconds = s.inFlightSeconds
             }
             $0.failures = failures
+            $0.notes = notes
             if let w = workers { $0.workers = Int64(w) }
         }
     }
@@ -311,7 +312,7 @@ extension RunProgress {
                   renderingFor: w.hasRenderingFor ? w.renderingFor : nil,
                   slots: w.hasRenderSeconds ? TimeLeft.Slots(renderSeconds: w.renderSeconds, inFlight: Int(w.rendersInFlight),
                                                              inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil,
-                  failures: w.failures, workers: w.hasWorkers ? Int(w.workers) : nil)
+                  failures: w.failures, notes: w.notes, workers: w.hasWorkers ? Int(w.workers) : nil)
     }
 }
 

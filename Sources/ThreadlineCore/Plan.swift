@@ -269,11 +269,18 @@ public enum Planner {
     /// clip's end plays to its end (the movie is shorter than the pipeline reads).
     public static func notes(for pipeline: Pipeline, facts: [String: MediaFacts]) -> [String] {
         pipeline.items.enumerated().compactMap { i, item in
-            guard case .video(let source, let trim) = item.kind, let end = trim?.end, let f = facts[source.uri],
-                  end > f.duration + 0.5 / pipeline.output.fps.double else { return nil }
-            return (item.location.map { "\($0): " } ?? "") + String(format: "note: %@: trim.end %.3f s is past the clip's end (%.3f s): it plays to its end",
-                                                                      item.label(index: i), end, f.duration)
+            guard case .video(let source, _) = item.kind else { return nil }
+            return note(for: item, index: i, facts: facts[source.uri], fps: pipeline.output.fps)
         }
+    }
+
+    /// One item's note (`notes`), once its source's facts are known: the coordinator tells it
+    /// when the source is fetched.
+    public static func note(for item: Item, index i: Int, facts f: MediaFacts?, fps: Rational) -> String? {
+        guard case .video(_, let trim) = item.kind, let end = trim?.end, let f,
+              end > f.duration + 0.5 / fps.double else { return nil }
+        return (item.location.map { "\($0): " } ?? "") + String(format: "note: %@: trim.end %.3f s is past the clip's end (%.3f s): it plays to its end",
+                                                                  item.label(index: i), end, f.duration)
     }
 
     public static func frameCount(of item: Item, index: Int, facts: MediaFacts?, fps: Rational) throws -> Int {

@@ -1285,6 +1285,13 @@ public nonisolated struct Threadline_Wire_RunProgress: @unchecked Sendable {
   /// Clears the value of `workers`. Subsequent reads from it will return its default value.
   public mutating func clearWorkers() {_uniqueStorage()._workers = nil}
 
+  /// What planning did that the pipeline did not say (a trim past a clip's end), one line each
+  /// with the pipeline's file:line:col, told as the sources are fetched.
+  public var notes: [String] {
+    get {_storage._notes}
+    set {_uniqueStorage()._notes = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3081,7 +3088,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0\u{1}notes\0")
 
   fileprivate class _StorageClass {
     var _runID: Int64 = 0
@@ -3102,6 +3109,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     var _inFlightSeconds: Double? = nil
     var _failures: [String] = []
     var _workers: Int64? = nil
+    var _notes: [String] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3130,6 +3138,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       _inFlightSeconds = source._inFlightSeconds
       _failures = source._failures
       _workers = source._workers
+      _notes = source._notes
     }
   }
 
@@ -3166,6 +3175,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         case 16: try { try decoder.decodeSingularDoubleField(value: &_storage._inFlightSeconds) }()
         case 17: try { try decoder.decodeRepeatedStringField(value: &_storage._failures) }()
         case 18: try { try decoder.decodeSingularInt64Field(value: &_storage._workers) }()
+        case 19: try { try decoder.decodeRepeatedStringField(value: &_storage._notes) }()
         default: break
         }
       }
@@ -3232,6 +3242,9 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       try { if let v = _storage._workers {
         try visitor.visitSingularInt64Field(value: v, fieldNumber: 18)
       } }()
+      if !_storage._notes.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._notes, fieldNumber: 19)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3259,6 +3272,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         if _storage._inFlightSeconds != rhs_storage._inFlightSeconds {return false}
         if _storage._failures != rhs_storage._failures {return false}
         if _storage._workers != rhs_storage._workers {return false}
+        if _storage._notes != rhs_storage._notes {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -157,7 +157,9 @@ final class ProgressDisplay: Sendable {
     func update(_ p: RunProgress) {
         // On a terminal a failure is printed as it comes, above the progress line: the run goes on
         // without it. A log gets the run's error once, at its end.
-        if terminal { for f in told.withLock({ $0.new(0, p) }) { TerminalLine.draw(ToldFailures.line(f) + "\n") } }
+        // A note (what planning did that the pipeline did not say) is printed as it comes, terminal or log.
+        let lines = told.withLock { t in t.newNotes(0, p) + (terminal ? t.new(0, p).map { ToldFailures.line($0) } : []) }
+        for line in lines { if terminal { TerminalLine.draw(line + "\n") } else { errorLine(line) } }
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
         if !terminal {
@@ -188,11 +190,14 @@ final class ProgressDisplay: Sendable {
     func finish() { if terminal { writeStandardError("\n") } }
 }
 
-/// The failures a display has printed, per project, so that each is told once, as it comes
-/// (`RunProgress.failures` holds all of a run's so far).
+/// The failures and notes a display has printed, per project, so that each is told once, as it
+/// comes (`RunProgress.failures` and `notes` hold all of a run's so far).
 struct ToldFailures: Sendable {
     private var told: [Int: Set<String>] = [:]
+    private var toldNotes: [Int: Set<String>] = [:]
     mutating func new(_ project: Int, _ p: RunProgress) -> [String] { p.failures.filter { told[project, default: []].insert($0).inserted } }
+    /// Notes not printed yet: each already says its file:line:col, so it is printed as it is.
+    mutating func newNotes(_ project: Int, _ p: RunProgress) -> [String] { p.notes.filter { toldNotes[project, default: []].insert($0).inserted } }
     static func line(_ failure: String, project: String? = nil) -> String {
         "\(project.map { "\($0): " } ?? "")failed: \(failure)"
     }

@@ -542,16 +542,19 @@ final class BatchDisplay: Sendable {
             s.received[k] = Clocks.steady
             // On a terminal a failure is printed as it comes, above the live lines (drawn again below
             // it): the run goes on. A log gets the run's error once, at its end.
+            // A note (what planning did that the pipeline did not say) is printed as it comes, terminal or log.
+            let notes = s.told.newNotes(k, p).map { $0 + "\n" }.joined()
             if !terminal {
                 let wasWaiting = s.waiting
                 s.waiting = Self.waitingForWorker(s)
-                return s.waiting && !wasWaiting ? RunProgress.waitingLine + "\n" : nil
+                let text = notes + (s.waiting && !wasWaiting ? RunProgress.waitingLine + "\n" : "")
+                return text.isEmpty ? nil : text
             }
-            let failures = s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined()
-            guard !failures.isEmpty else { return draw(&s, force: false) }
+            let above = notes + s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined()
+            guard !above.isEmpty else { return draw(&s, force: false) }
             let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
             s.drawn = 0
-            return up + failures + (draw(&s, force: true) ?? "")
+            return up + above + (draw(&s, force: true) ?? "")
         }
         if let text { writeStandardError(text) }
     }

@@ -217,4 +217,30 @@ import TestSupport
         #expect(w.status != 0 && w.err.contains("cannot use /proc/threadline-nope as the worker's store (--store): cannot make the folder"), "\(w.err)")
         #expect(!w.err.contains("Domain="), "\(w.err)")
     }
+
+    /// A trim.end past a clip's end is said by `coord submit` too (not only `coord plan`), with
+    /// the pipeline's file:line:col, once: local and remote, one project and a batch. Before,
+    /// the clip was clamped without a word and the movie was shorter than the pipeline read.
+    @Test func aTrimPastTheClipsEndIsToldBySubmit() throws {
+        let dir = temporaryDirectory("batch-trim-note")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 1, tone: 440)
+        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        let long = try Self.project(dir, 1, clips: ["video: a.mp4\n    trim: { end: 7.5 }", "video: b.mp4"])
+        let plain = try Self.project(dir, 2)
+        let note = "p1.yaml:5:5: note: clip 1 (a.mp4): trim.end 7.500 s is past the clip's end (1.000 s): it plays to its end"
+        func told(_ r: (status: Int32, out: String, err: String), _ what: String) {
+            #expect(r.status == 0, "\(what): \(r.err.suffix(2000))")
+            let lines = r.err.split(separator: "\n").filter { $0.contains("note:") }
+            #expect(lines.count == 1 && lines[0].hasSuffix(note), "\(what): \(r.err)")
+        }
+        told(try run(coordPath, ["submit", long, "--state", dir + "/state", "--workers", "1"], timeout: 120), "local")
+        told(try run(coordPath, ["submit", plain, long, "--state", dir + "/state", "--workers", "1"], timeout: 120), "local batch, cached")
+        try FileManager.default.createDirectory(atPath: dir + "/remote", withIntermediateDirectories: true)
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir + "/remote", workers: 1)
+        defer { procs.stopAll() }
+        told(try run(coordPath, ["submit", long, "--coordinator", ep], timeout: 120), "remote")
+        told(try run(coordPath, ["submit", long, plain, "--coordinator", ep], timeout: 120), "remote batch")
+        let none = try run(coordPath, ["submit", plain, "--coordinator", ep], timeout: 120)
+        #expect(none.status == 0 && !none.err.contains("note:"), "\(none.err)")
+    }
 }
