@@ -8,7 +8,7 @@ internal import CFFmpeg
 /// the profile's rate (15 fps unless the pipeline says otherwise).
 enum GIF {
     static func write(movie: String, to path: String, profile: OutputProfile, name: String) throws {
-        let dir = NSTemporaryDirectory() + "threadline-gif-\(UUID().uuidString)"
+        let dir = Scratch.path("gif")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let source = dir + "/movie.mp4", palette = dir + "/palette.png"

@@ -27,7 +27,7 @@ enum TitleRenderer {
         let name = spec.sourceName
         let p = spec.profile
         let size = title.size ?? max(12, p.height / 10)
-        let dir = NSTemporaryDirectory() + "threadline-title-\(UUID().uuidString)"
+        let dir = Scratch.path("title")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // One drawtext per line, each centred; text goes through files so no escaping can go wrong.

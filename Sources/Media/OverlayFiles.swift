@@ -23,10 +23,9 @@ final class OverlayFiles {
     init(edits: Edits, profile: OutputProfile, name: String) throws {
         var paths = Paths()
         var made: [String] = []
-        let dir = NSTemporaryDirectory()
         func copy(_ image: String, what: String) throws -> String {
             let ext = (image as NSString).pathExtension
-            let p = dir + "threadline-img-\(UUID().uuidString).\(ext.isEmpty ? "png" : ext)"
+            let p = Scratch.path("img", suffix: "." + (ext.isEmpty ? "png" : ext))
             do { try FileManager.default.copyItem(atPath: image, toPath: p) } catch {
                 throw MediaError(.transform, .permanent, file: (image as NSString).lastPathComponent,
                                  "cannot read the \(what): \(FileChecks.reason(error))")
@@ -36,7 +35,7 @@ final class OverlayFiles {
         }
         do {
             if let text = edits.text {
-                let p = dir + "threadline-text-\(UUID().uuidString).txt"
+                let p = Scratch.path("text", suffix: ".txt")
                 try text.value.write(toFile: p, atomically: true, encoding: .utf8)
                 made.append(p); paths.text = p
             }

@@ -11,7 +11,7 @@ public enum Thumbnails {
         one.cut = nil           // the poster is the item's frame, unfaded
         one.keyframes = nil
         one.sampleCount = Timing.segmentSamples(frames: 1, fps: spec.profile.fps)
-        let tmp = NSTemporaryDirectory() + "threadline-poster-\(UUID().uuidString).mov"
+        let tmp = Scratch.path("poster", suffix: ".mov")
         defer { try? FileManager.default.removeItem(atPath: tmp) }
         _ = try SegmentRenderer.render(one, to: tmp)
         let input = try InputFile(path: tmp, name: spec.sourceName, stage: .encode, findStreamInfo: false)
@@ -38,7 +38,7 @@ public enum Thumbnails {
                                            file: name)
         let frame = Frame()
         guard try generator.next(into: frame) else { throw MediaError(.encode, .permanent, file: name, "no picture came out") }
-        let tmp = NSTemporaryDirectory() + "threadline-poster-\(UUID().uuidString).png"
+        let tmp = Scratch.path("poster", suffix: ".png")
         defer { try? FileManager.default.removeItem(atPath: tmp) }
         try writePNG(frame, to: tmp, name: name)
         return try Data(contentsOf: URL(fileURLWithPath: tmp))
@@ -49,7 +49,7 @@ public enum Thumbnails {
                                     font: String = Title.defaultFont) throws {
         _ = configureLogging
         guard !posters.isEmpty else { return }
-        let dir = NSTemporaryDirectory() + "threadline-sheet-\(UUID().uuidString)"
+        let dir = Scratch.path("sheet")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var parts: [String] = []

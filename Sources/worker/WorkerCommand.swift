@@ -130,6 +130,10 @@ struct WorkerCommand: AsyncParsableCommand {
         do { artifacts = try ArtifactStore(root: storeRoot) } catch let e as FileChecks.FolderError {
             throw ValidationError("cannot use \(storeRoot) as the worker's store (--store): \(e.description)")
         }
+        // Scratch files in the store's tmp, which the worker tidies (not /tmp, where a killed stage's stayed).
+        if !Scratch.use(artifacts.root + "/tmp") {
+            logger.notice("scratch files go to the system's temporary folder: the store's path needs escaping in a filter graph", metadata: ["store": "\(artifacts.root)"])
+        }
         var config = WorkerRuntime.Configuration(endpoint: connect, slots: pipelines, id: id ?? WorkerRuntime.defaultID(),
                                                  heartbeatInterval: heartbeat, coordinatorTimeout: liveness)
         config.store = artifacts
