@@ -53,6 +53,8 @@ public struct OutputProfile: Sendable, Hashable, Codable {
     /// "gif" for an animated GIF (a `.gif` path); nil: an MP4 movie.
     public var container: String?
     public var isGIF: Bool { container == "gif" }
+    /// The names an output may end with (lowercase): an MP4 under its usual names, or a GIF.
+    public static let extensions: Set<String> = ["mp4", "m4v", "mov", "gif"]
 
     public init(path: String, width: Int = 1280, height: Int = 720, fps: Rational = Rational(30, 1),
                 fit: Fit = .letterbox, background: String = "#000000",

@@ -115,6 +115,15 @@ public enum PipelineLoader {
         if ctx.checkFiles, let problem = FileChecks.outputProblem(profile.path, inputs: pipeline.files.map(\.path), stateDirectory: nil) {
             throw ctx.error("output.path: \(problem)", at: pathNode, hint: "choose another path for the movie")
         }
+        // The file is an MP4 (or a GIF) whatever its name says: a name that says otherwise is a
+        // file players and photo apps take for something else, or for no video at all.
+        let ext = (profile.path as NSString).pathExtension.lowercased()
+        if !OutputProfile.extensions.contains(ext) {
+            let name = (profile.path as NSString).lastPathComponent
+            let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
+            throw ctx.error("output.path: \(ext.isEmpty ? "'\(name)' has no extension" : "'.\(ext)' is not a format Threadline writes"): the movie is an MP4 (.mp4, .m4v or .mov) or an animated GIF (.gif)",
+                            at: pathNode, hint: "name it \(stem).mp4")
+        }
         return pipeline
     }
 

@@ -163,6 +163,21 @@ import Testing
         #expect(e.location?.line == 1)
     }
 
+    /// The movie is an MP4 or a GIF whatever its name: a name that says another format (or none)
+    /// is refused with the name to use. Before, `out/x.mkv` was an MP4 named .mkv.
+    @Test func anOutputNamedForAnotherFormatIsRefused() throws {
+        for (path, message, hint) in [("out/x.mkv", "output.path: '.mkv' is not a format Threadline writes: the movie is an MP4 (.mp4, .m4v or .mov) or an animated GIF (.gif)", "name it x.mp4"),
+                                      ("out/x.webm", "'.webm' is not a format Threadline writes", "name it x.mp4"),
+                                      ("out/movie", "output.path: 'movie' has no extension", "name it movie.mp4")] {
+            let e = try #require(error("output: { path: \(path) }\nclips: [ { video: media/a.mov } ]"), "\(path)")
+            #expect(e.description.contains(message) && e.hint == hint, "\(e) \(e.hint ?? "")")
+            #expect(e.location?.line == 1 && e.location?.column == 17, "\(String(describing: e.location))")
+        }
+        for path in ["o.mp4", "o.MP4", "o.m4v", "o.mov", "o.MOV", "o.gif"] {
+            #expect(try parse("output: { path: \(path) }\nclips: [ { video: media/a.mov } ]").output.path.hasSuffix(path))
+        }
+    }
+
     @Test(arguments: [
         ("rotate: 45", "rotate"),
         ("trim: { start: 3, end: 2 }", "trim.end"),

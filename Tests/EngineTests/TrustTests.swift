@@ -452,13 +452,17 @@ import TestSupport
         #expect(stat("/dev/null", &st) == 0 && (st.st_mode & S_IFMT) == S_IFCHR, "/dev/null is no longer a device")
     }
 
-    /// The movie may not go into the state folder: lineage.db stays a database.
+    /// The movie may not go into the state folder: lineage.db stays a database. (A path named
+    /// lineage.db is refused for its name before that: the movie is an MP4 or a GIF.)
     @Test func theMovieCannotOverwriteTheStateFolder() throws {
         let dir = temporaryDirectory("refuse-state")
         try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
-        try "output: { path: st/lineage.db }\nclips: [ { video: a.mp4 } ]\n".write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
-        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
-        #expect(r.status == 2 && r.err.contains("p.yaml:1:17: error: output.path: \(dir)/st/lineage.db is inside the state folder"), "\(r.err)")
+        for name in ["lineage.db", "movie.mp4"] {
+            try "output: { path: st/\(name) }\nclips: [ { video: a.mp4 } ]\n".write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+            let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/st"], timeout: 60)
+            let why = name == "movie.mp4" ? "\(dir)/st/movie.mp4 is inside the state folder" : "'.db' is not a format Threadline writes"
+            #expect(r.status == 2 && r.err.contains("p.yaml:1:17: error: output.path: \(why)"), "\(r.err)")
+        }
         let runs = try run(coordPath, ["runs", "--state", dir + "/st"], timeout: 20)
         #expect(!runs.err.contains("not a database"), "\(runs.err)")
     }
