@@ -28,6 +28,14 @@ final class SoundtrackReader {
         var out: [Int16] = []
         var skip: Int? = nil
         let packet = Packet(), frame = Frame()
+        /// Drops what lies before `from` (the resampler's last samples too: a `from` past the
+        /// song's end leaves nothing, not the resampler's tail).
+        func dropBeforeFrom() {
+            guard let s = skip, s > 0 else { return }
+            let drop = min(s, out.count / 2)
+            out.removeFirst(drop * 2)
+            skip = s - drop
+        }
         func take() throws {
             while avcodec_receive_frame(decoder.ctx, frame.ptr) >= 0 {
                 if skip == nil {
@@ -37,23 +45,22 @@ final class SoundtrackReader {
                 }
                 try resampler.convert(frame.ptr, into: &out)
                 frame.unref()
-                if let s = skip, s > 0 {
-                    let drop = min(s, out.count / 2)
-                    out.removeFirst(drop * 2)
-                    skip = s - drop
-                }
+                dropBeforeFrom()
             }
         }
         while out.count / 2 < limit {
             let ret = av_read_frame(input.ctx, packet.ptr)
-            if ret < 0 { avcodec_send_packet(decoder.ctx, nil); try take(); try resampler.convert(nil, into: &out); break }
+            if ret < 0 { avcodec_send_packet(decoder.ctx, nil); try take(); try resampler.convert(nil, into: &out); dropBeforeFrom(); break }
             defer { packet.unref() }
             guard packet.ptr.pointee.stream_index == a else { continue }
             if avcodec_send_packet(decoder.ctx, packet.ptr) < 0 { continue }   // a damaged packet of music: skip it
             try take()
         }
         if out.count / 2 > limit { out.removeLast(out.count - limit * 2) }
-        guard !out.isEmpty else { throw MediaError(.concat, .permanent, file: name, "the soundtrack's section \(soundtrack.from)… s is empty") }
+        guard !out.isEmpty else {
+            throw MediaError(.concat, .permanent, file: name, String(format: "the soundtrack's section from %.3f s is empty: the song is %.3f s long",
+                                                                     soundtrack.from, input.duration))
+        }
         section = out
     }
 

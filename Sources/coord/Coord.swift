@@ -86,6 +86,12 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
             guard facts.hasAudio else {
                 throw PipelineError("the soundtrack \(st.source) has no audio", at: st.location)
             }
+            // A section that starts past the song's end is silence: a movie without its music.
+            guard st.from < facts.duration else {
+                throw PipelineError(String(format: "soundtrack.from %.3f s is at or past the end of %@ (%.3f s): the movie would have no music",
+                                           st.from, (st.source as NSString).lastPathComponent, facts.duration),
+                                    at: st.location, hint: "give a from within the song, or leave it out to start at its beginning")
+            }
         }
         return p
 }

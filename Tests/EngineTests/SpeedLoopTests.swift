@@ -3,6 +3,7 @@ import Testing
 import ThreadlineCore
 import Lineage
 import TestSupport
+@testable import Media
 
 /// speed and loop through the real binaries.
 @Suite(.serialized) struct SpeedLoopTests {
@@ -195,6 +196,28 @@ import TestSupport
         #expect(s.status == 2)
         #expect(s.err.contains("p.yaml:3:23: error: cannot read the soundtrack"), "\(s.err)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/state"))
+    }
+
+    /// A section that starts past the song's end is refused at submit, at the soundtrack's line;
+    /// the mix itself (a coordinator given such a pipeline) fails saying so. Before, the movie
+    /// came out with no music and nothing said why (the resampler's last few samples of silence
+    /// passed for the section).
+    @Test func aSectionPastTheSongsEndIsALocatedErrorAtSubmit() throws {
+        let dir = temporaryDirectory("song-from-past-end")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=300:duration=5", "-c:a", "aac", dir + "/song.m4a"])
+        #expect(r.status == 0, "\(r.err)")
+        try Self.project(dir, soundtrack: "{ source: song.m4a, from: 100 }")
+        let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 60)
+        #expect(s.status == 2)
+        #expect(s.err.contains("p.yaml:3:23: error: soundtrack.from 100.000 s is at or past the end of song.m4a (5.0"), "\(s.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+        var song = Soundtrack(source: dir + "/song.m4a", sha256: "")
+        song.from = 100
+        #expect { _ = try SoundtrackReader(song, needed: 48000) } throws: { error in
+            "\(error)".contains("the soundtrack's section from 100.000 s is empty: the song is 5.0")
+        }
+        song.from = 4.5
+        #expect(try SoundtrackReader(song, needed: 48000).section.count / 2 > 20000)
     }
 }
 
