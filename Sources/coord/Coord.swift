@@ -294,6 +294,12 @@ struct Runs: ParsableCommand {
         for r in rows {
             print("\(r["id"]!)\t\(r["state"]!)\t\(r["stages_done"]!)/\(r["stages"]!)\t\(r["seconds"]!) s\t\(r["name"]!)\t\(r["output_path"]!)")
         }
+        // Nothing printed said nothing: an empty list says so (on standard error, as the note above).
+        if rows.isEmpty {
+            let where_ = cluster.coordinator.map { "on \($0)" } ?? "in \(stateOptions.directory)"
+            let flag = cluster.coordinator.map { " --coordinator \($0)" } ?? stateOptions.state.map { " --state \($0)" } ?? ""
+            errorLine("no runs to list \(where_): coord submit pipeline.yaml\(flag) renders one")
+        }
     }
 }
 
