@@ -284,7 +284,8 @@ public struct FarmReader: Sendable {
             var lineage: [Artifact] = []
             var movie: Artifact?
             if let m = movieRow, run.state == "succeeded" {
-                movie = Artifact(depth: 0, kind: "movie", sha256: m["sha256"], uri: m["uri"], size: m["size"])
+                let root = (path as NSString).deletingLastPathComponent
+                movie = Artifact(depth: 0, kind: "movie", sha256: m["sha256"], uri: LineageStore.inStore(m["uri"], sha256: m["sha256"], root: root), size: m["size"])
                 lineage = try Row.fetchAll(db, sql: """
                     WITH RECURSIVE walk(artifact_id, depth) AS (
                         SELECT ?, 0
@@ -296,7 +297,9 @@ public struct FarmReader: Sendable {
                     )
                     SELECT min(w.depth) AS depth, a.kind, a.sha256, a.uri, a.size FROM walk w JOIN artifact a ON a.id = w.artifact_id
                     GROUP BY a.sha256 ORDER BY depth, a.kind, a.uri
-                    """, arguments: [m["id"] as Int64]).map { Artifact(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: $0["uri"], size: $0["size"]) }
+                    """, arguments: [m["id"] as Int64]).map {
+                        Artifact(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: LineageStore.inStore($0["uri"], sha256: $0["sha256"], root: root), size: $0["size"])
+                    }
             }
             return RunDetail(run: run, items: items, failures: failures, movie: movie, lineage: lineage)
         }

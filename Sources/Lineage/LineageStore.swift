@@ -876,9 +876,19 @@ public struct OutputLineage: Codable, Sendable {
 }
 
 extension LineageStore {
+    /// Where a recorded store file is now: a state folder that was moved (to a bigger disk) keeps
+    /// its artifacts by hash under its new root, while lineage holds the path at the time.
+    /// (Under the root as it is now, nothing is looked up.)
+    static func inStore(_ uri: String, sha256: String, root: String) -> String {
+        guard uri.contains("/artifacts/sha256/"), !uri.hasPrefix(root + "/artifacts/sha256/") else { return uri }
+        let here = "\(root)/artifacts/sha256/\(sha256.prefix(2))/\(sha256)"
+        return FileManager.default.fileExists(atPath: here) ? here : uri
+    }
+
     /// The lineage of an output file (by path) or artifact (by sha256 or its prefix).
     public static func lineage(path dbPath: String, of target: String) throws -> OutputLineage? {
         let reader = try reader(path: dbPath)
+        let root = (dbPath as NSString).deletingLastPathComponent
         return try reader.read { db in
             guard let out = try Row.fetchOne(db, sql: """
                 SELECT id, sha256, uri, attempt_id FROM artifact
@@ -919,7 +929,10 @@ extension LineageStore {
                 GROUP BY a.id ORDER BY depth, a.id
                 """, arguments: [outID]).map { OutputLineage.Node(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: $0["uri"]) }
             return OutputLineage(output: out["uri"], sha256: out["sha256"], run: runID, pipeline: runRow["pipeline_path"],
-                                 pipelineSHA256: runRow["pipeline_sha256"], sources: sources, stages: stages, tree: tree)
+                                 pipelineSHA256: runRow["pipeline_sha256"],
+                                 sources: sources.map { var s = $0; s.storePath = inStore(s.storePath, sha256: s.sha256, root: root); return s },
+                                 stages: stages,
+                                 tree: tree.map { var n = $0; if n.kind != "output" { n.uri = inStore(n.uri, sha256: n.sha256, root: root) }; return n })
         }
     }
 }

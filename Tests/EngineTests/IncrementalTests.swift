@@ -175,5 +175,13 @@ extension IncrementalTests {
         #expect(moved.rendered == [], "rendered again after the move: \(moved.rendered)")
         #expect(moved.stages == first.stages)
         #expect(moved.movie == first.movie && again.movie == first.movie)
+        // Its lineage names the files where they are now, not where the folder was.
+        let lineage = try run(coordPath, ["lineage", dir + "/out.mp4", "--state", dir + "/moved"], timeout: 60)
+        #expect(lineage.status == 0 && lineage.out.contains(dir + "/moved/artifacts/sha256/") && !lineage.out.contains(dir + "/state/"),
+                "\(lineage.out)\(lineage.err)")
+        // So does the run page's list of what the movie was made from.
+        let page = try #require(try FarmReader(path: dir + "/moved/lineage.db").run(3))
+        let stored = ([page.movie].compactMap { $0 } + page.lineage).map(\.uri).filter { $0.contains("/artifacts/sha256/") }
+        #expect(!stored.isEmpty && stored.allSatisfy { $0.hasPrefix(dir + "/moved/artifacts/sha256/") }, "\(stored)")
     }
 }
