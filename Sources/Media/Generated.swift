@@ -37,10 +37,12 @@ enum TitleRenderer {
         // Generated and lettered in RGB (the colours the user wrote), then converted to BT.709 once
         // by the edit chain like any RGB picture; drawing on Y'CbCr would use BT.601's matrix.
         var chain = ["color=c=\(filterColor(title.background)):s=\(p.width)x\(p.height):r=\(p.fps.num)/\(p.fps.den)", "format=rgb24"]
+        // A font named with a quote, a colon or a comma is linked under a plain name.
+        let font = try Scratch.graphName(title.font, link: dir + "/font", what: "font", file: name)
         for (k, line) in lines.enumerated() {
             let file = "\(dir)/line\(k).txt"
             try line.write(toFile: file, atomically: true, encoding: .utf8)
-            chain.append("drawtext=fontfile='\(title.font)':textfile='\(file)':expansion=none:fontsize=\(size)"
+            chain.append("drawtext=fontfile='\(font)':textfile='\(file)':expansion=none:fontsize=\(size)"
                          + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(top + k * lineHeight)")
         }
         let files = try OverlayFiles(edits: spec.edits, profile: p, name: name)

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import ThreadlineCore
 
 /// Where the media code writes its scratch files: the text a drawtext reads, copies of overlay
 /// images, a title's lines, a GIF's palette, posters. The system's temporary folder unless the
@@ -13,9 +14,27 @@ public enum Scratch {
     /// (these paths are written into graphs); false, and the folder unchanged, otherwise.
     @discardableResult
     public static func use(_ dir: String) -> Bool {
-        guard !dir.isEmpty, dir.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/._-".contains($0)) }) else { return false }
+        guard !dir.isEmpty, needsNoEscaping(dir) else { return false }
         folder.withLock { $0 = dir.hasSuffix("/") ? dir : dir + "/" }
         return true
+    }
+
+    /// Whether a filter graph can name `path` as it is, in single quotes: ASCII letters, digits
+    /// and `/._-` only (a quote, a colon, a comma or a backslash would need escaping at two levels).
+    public static func needsNoEscaping(_ path: String) -> Bool {
+        path.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-".contains($0)) }
+    }
+
+    /// `path` under a name a filter graph can hold: itself when it needs no escaping, else a
+    /// symbolic link to it at `link` (the caller removes it), which costs no copy of a large font.
+    static func graphName(_ path: String, link: String, what: String, file: String) throws -> String {
+        guard !needsNoEscaping(path) else { return path }
+        let ext = (path as NSString).pathExtension
+        let named = link + (ext.isEmpty || !needsNoEscaping(ext) ? "" : "." + ext)
+        do { try FileManager.default.createSymbolicLink(atPath: named, withDestinationPath: path) } catch {
+            throw MediaError(.transform, .permanent, file: file, "cannot use the \(what) \(path): \(FileChecks.reason(error))")
+        }
+        return named
     }
 
     /// A fresh path in the scratch folder: `threadline-<what>-<uuid><suffix>`.

@@ -54,6 +54,7 @@ public enum Thumbnails {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var parts: [String] = []
         var layout: [String] = []
+        let font = try Scratch.graphName(font, link: dir + "/font", what: "font", file: (png as NSString).lastPathComponent)
         let cols = max(1, min(columns, posters.count))
         for (k, poster) in posters.enumerated() {
             // Copies under safe names: nothing in the graph needs escaping.

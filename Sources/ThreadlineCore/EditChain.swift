@@ -30,6 +30,9 @@ public struct EditChain: Sendable {
         public var text = "TEXT"
         public var watermark = "WATERMARK"
         public var stickers: [String] = []
+        /// The text's font under a name a graph can hold (`Edits.text.font` when nil: placeholders
+        /// keep the font's own path, so fingerprints do not change with scratch names).
+        public var font: String? = nil
         public init(text: String = "TEXT", watermark: String = "WATERMARK", stickers: [String] = []) {
             self.text = text; self.watermark = watermark; self.stickers = stickers
         }
@@ -279,7 +282,7 @@ public struct EditChain: Sendable {
         case .bottomLeft: (x, y) = (m, "h-text_h-\(m)")
         case .bottomRight: (x, y) = ("w-text_w-\(m)", "h-text_h-\(m)")
         }
-        var f = "drawtext=fontfile='\(text.font)':textfile='\(files.text)':expansion=none:fontsize=\(size):fontcolor=\(drawColour(text.color))"
+        var f = "drawtext=fontfile='\(files.font ?? text.font)':textfile='\(files.text)':expansion=none:fontsize=\(size):fontcolor=\(drawColour(text.color))"
             + ":shadowx=2:shadowy=2:shadowcolor=black@0.6:x=\(x):y=\(y)"
         if let w = window(text.start, text.end) { f += ":enable='\(w)'" }
         return [f]

@@ -110,4 +110,31 @@ import TestSupport
         #expect(Set(kept.keys) == [dir + "/c1", dir + "/c2"])
     }
 
+    /// A font whose path holds a quote, a colon or a comma (a folder named "Bob's fonts", a file
+    /// named "Bold: one,two.ttf") letters the title and the caption. Before, the filter graph
+    /// could not be built ("Invalid argument") and both items failed.
+    @Test func aFontNamedWithAQuoteAColonAndACommaIsUsed() throws {
+        let dir = temporaryDirectory("odd-font")
+        try FileManager.default.createDirectory(atPath: dir + "/Bob's fonts", withIntermediateDirectories: true)
+        let font = dir + "/Bob's fonts/Bold: one,two.ttf"
+        try FileManager.default.copyItem(atPath: Title.defaultFont, toPath: font)
+        try Generate.clip(dir + "/c.mp4", width: 320, height: 180, seconds: 1, tone: 440)
+        try """
+            version: 1
+            output: { path: out.mp4, size: 320x180, fps: 30 }
+            transition: { type: none }
+            clips:
+              - title: { text: "MMMM", duration: 1, size: 60, font: "Bob's fonts/Bold: one,two.ttf" }
+              - video: c.mp4
+                text: { value: "caption", font: "Bob's fonts/Bold: one,two.ttf" }
+            """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        // White letters on the title's black: the middle band is far from black.
+        let middle = try frameRGBMeans(dir + "/out.mp4", frame: 15, x0: 0.2, x1: 0.8, y0: 0.35, y1: 0.65)
+        #expect(middle.r > 40 && middle.g > 40 && middle.b > 40, "\(middle)")
+        // The links made for the graph are gone, the font itself stays.
+        let left = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/state/tmp")) ?? []).filter { $0.hasPrefix("threadline-") }
+        #expect(left.isEmpty && FileManager.default.fileExists(atPath: font), "\(left)")
+    }
 }
