@@ -182,6 +182,7 @@ enum Assets {
         const f = new Set(located.map(f => f.location)).size === 1 ? located[0] : {};
         h += `<h2>Error</h2><div class="error" id="run-error">${f.location ? `<span class="where">${esc(f.location)}</span>\n` : ''}${f.file ? `file: ${esc(f.file)}\n` : ''}${esc(r.error)}</div>`;
       }
+      if (d.notes && d.notes.length) h += '<h2>Notes</h2><ul id="notes">' + d.notes.map(n => `<li>${esc(n)}</li>`).join('') + '</ul>';
       h += '<h2>Attempts per worker slot</h2><div class="legend">' +
         ['succeeded', 'cached', 'running', 'failed', 'lost', 'stale', 'missed', 'handed_back', 'cancelled'].map(s => `<span><i style="background:var(--${s})"></i>${s.replace('_', ' ')}</span>`).join('') + '</div>' +
         '<div class="zoom">Zoom: from <input id="zoom-from" type="number" step="0.1" min="0"> to <input id="zoom-to" type="number" step="0.1" min="0"> s <button id="zoom-reset">Whole run</button> <span>(or drag across the chart)</span></div>' +

@@ -360,7 +360,7 @@ final class RunState {
     var unitIndex: [String: Int] = [:]
     var facts: [Int: MediaFacts] = [:]
     /// What planning did that the pipeline did not say, by item, told as each source is fetched
-    /// (`Planner.note`): the submitter prints it.
+    /// (`Planner.note`): the submitter prints it, the run page lists it (lineage event `item.note`).
     var notes: [Int: String] = [:]
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
@@ -1774,6 +1774,7 @@ final class CoordinatorCore {
             if let note = Planner.note(for: p.items[i], index: i, facts: facts, fps: p.output.fps) {
                 run.notes[i] = note
                 log.notice("\(note)", metadata: ["run.id": "\(run.id)"])
+                try lineage.event("item.note", note, runID: run.id)   // the run page lists it
             }
             try updateTimeline(run)
         } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {

@@ -229,6 +229,9 @@ public struct FarmReader: Sendable {
         public var movie: Artifact?
         /// From the movie back to its segments and sources (depth 0 is the movie).
         public var lineage: [Artifact]
+        /// What planning did that the pipeline did not say (a trim past a clip's end), once each,
+        /// with the pipeline's file:line:col.
+        public var notes: [String] = []
     }
 
     public func run(_ id: Int64) throws -> RunDetail? {
@@ -301,7 +304,11 @@ public struct FarmReader: Sendable {
                         Artifact(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: LineageStore.inStore($0["uri"], sha256: $0["sha256"], root: root), size: $0["size"])
                     }
             }
-            return RunDetail(run: run, items: items, failures: failures, movie: movie, lineage: lineage)
+            // A run resumed after a restart fetches again and notes again: each is listed once.
+            let notes = try String.fetchAll(db, sql: """
+                SELECT message FROM event WHERE run_id = ? AND kind = 'item.note' GROUP BY message ORDER BY min(id)
+                """, arguments: [id])
+            return RunDetail(run: run, items: items, failures: failures, movie: movie, lineage: lineage, notes: notes)
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ThreadlineCore
 import TestSupport
+import Lineage
 
 /// `coord submit a.yaml b.yaml …`: every project on one local cluster at once, one summary.
 @Suite(.serialized) struct BatchTests {
@@ -242,5 +243,13 @@ import TestSupport
         told(try run(coordPath, ["submit", long, plain, "--coordinator", ep], timeout: 120), "remote batch")
         let none = try run(coordPath, ["submit", plain, "--coordinator", ep], timeout: 120)
         #expect(none.status == 0 && !none.err.contains("note:"), "\(none.err)")
+        // The run page lists it too (from lineage), once, and only for the run it belongs to.
+        for db in [dir + "/state/lineage.db", dir + "/remote/coord/lineage.db"] {
+            let reader = try FarmReader(path: db)
+            let notes = try #require(try reader.run(1)).notes
+            #expect(notes.count == 1 && notes[0].hasSuffix(note), "\(db): \(notes)")
+            let plainRun = try reader.runs(limit: 50).first { $0.name == "project-2" }
+            #expect(try plainRun.flatMap { try reader.run($0.id) }?.notes == [], "\(db)")
+        }
     }
 }
