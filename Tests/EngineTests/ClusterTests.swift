@@ -790,17 +790,19 @@ import ThreadlineCore
         defer { procs.stopAll() }
         let done = Locked(false)
         let kills = Locked(0)
-        // Every 3–4 s, SIGKILL a random worker and start it again (a new process on the same store).
+        // From 1 s on, every 1.5–2.5 s, SIGKILL a random worker and start it again (a new process on
+        // the same store). (Every 3–4 s from 1.5 s, a render on a fast machine could end before the
+        // second kill.)
         // Random kills can hit one stage three times in a row, which is exactly what poison means
         // (a stage whose attempts lost 3 workers is not retried): on a slow or loaded machine stages
         // last longer and that happened (CI, and here with both cores busy). These kills come from
         // outside, so the service allows 10 lost workers a stage (CoordinatorTests covers poison).
         let killer = Thread {
             var generation = 0
-            var pause = 1.5
+            var pause = 1.0
             while !done.value {
                 Thread.sleep(forTimeInterval: pause)
-                pause = Double.random(in: 3.0...4.0)
+                pause = Double.random(in: 1.5...2.5)
                 if done.value { break }
                 let victim = "w\(Int.random(in: 1...4))"
                 procs.signal(victim)
