@@ -26,7 +26,7 @@ public enum Thumbnails {
     public static func posterOfMovie(path: String, name: String, width: Int) throws -> Data {
         _ = configureLogging
         // Store paths only: nothing here may need filtergraph escaping.
-        guard path.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/._-".contains($0)) }) else {
+        guard Scratch.needsNoEscaping(path) else {
             throw MediaError(.encode, .permanent, file: name, "cannot draw a poster of a file named \(path)")
         }
         let facts = try Probe.facts(path: path, name: name, stage: .encode)

@@ -148,7 +148,7 @@ final class ProgressDisplay: Sendable {
     let name: String
     let terminal: Bool
     let last = Locked(-1)   // stages done at the last logged line
-    let told = Locked(ToldFailures())
+    let told = Locked(ToldOnce())
     /// Whether the last word said the run waits for a worker (a log is told once when it starts).
     let waiting = Locked(false)
     /// The bar as last drawn, drawn again below a note.
@@ -164,7 +164,7 @@ final class ProgressDisplay: Sendable {
         // On a terminal a failure is printed as it comes, above the progress line: the run goes on
         // without it. A log gets the run's error once, at its end.
         // A note (what planning did that the pipeline did not say) is printed as it comes, terminal or log.
-        let lines = told.withLock { t in t.newNotes(0, p) + (terminal ? t.new(0, p).map { ToldFailures.line($0) } : []) }
+        let lines = told.withLock { t in t.newNotes(0, p) + (terminal ? t.newFailures(0, p).map { ToldOnce.line($0) } : []) }
         for line in lines { if terminal { TerminalLine.draw(line + "\n") } else { errorLine(line) } }
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
@@ -198,10 +198,10 @@ final class ProgressDisplay: Sendable {
 
 /// The failures and notes a display has printed, per project, so that each is told once, as it
 /// comes (`RunProgress.failures` and `notes` hold all of a run's so far).
-struct ToldFailures: Sendable {
+struct ToldOnce: Sendable {
     private var told: [Int: Set<String>] = [:]
     private var toldNotes: [Int: Set<String>] = [:]
-    mutating func new(_ project: Int, _ p: RunProgress) -> [String] { p.failures.filter { told[project, default: []].insert($0).inserted } }
+    mutating func newFailures(_ project: Int, _ p: RunProgress) -> [String] { p.failures.filter { told[project, default: []].insert($0).inserted } }
     /// Notes not printed yet: each already says its file:line:col, so it is printed as it is.
     mutating func newNotes(_ project: Int, _ p: RunProgress) -> [String] { p.notes.filter { toldNotes[project, default: []].insert($0).inserted } }
     static func line(_ failure: String, project: String? = nil) -> String {
@@ -296,9 +296,9 @@ struct Runs: ParsableCommand {
         }
         // Nothing printed said nothing: an empty list says so (on standard error, as the note above).
         if rows.isEmpty {
-            let where_ = cluster.coordinator.map { "on \($0)" } ?? "in \(stateOptions.directory)"
+            let place = cluster.coordinator.map { "on \($0)" } ?? "in \(stateOptions.directory)"
             let flag = cluster.coordinator.map { " --coordinator \($0)" } ?? stateOptions.state.map { " --state \($0)" } ?? ""
-            errorLine("no runs to list \(where_): coord submit pipeline.yaml\(flag) renders one")
+            errorLine("no runs to list \(place): coord submit pipeline.yaml\(flag) renders one")
         }
     }
 }

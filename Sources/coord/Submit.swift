@@ -497,7 +497,7 @@ final class BatchDisplay: Sendable {
         /// When each project's progress was told: drawn aged by the time since.
         var received: [Int: Double] = [:]
         var ended: [Int: String] = [:]
-        var told = ToldFailures()
+        var told = ToldOnce()
         /// The batch waits for a worker (`RunProgress.waitingForWorker`); a log is told once when it starts.
         var waiting = false
         var drawn = 0
@@ -550,7 +550,7 @@ final class BatchDisplay: Sendable {
                 let text = notes + (s.waiting && !wasWaiting ? RunProgress.waitingLine + "\n" : "")
                 return text.isEmpty ? nil : text
             }
-            let above = notes + s.told.new(k, p).map { ToldFailures.line($0, project: names[k]) + "\n" }.joined()
+            let above = notes + s.told.newFailures(k, p).map { ToldOnce.line($0, project: names[k]) + "\n" }.joined()
             guard !above.isEmpty else { return draw(&s, force: false) }
             let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
             s.drawn = 0
