@@ -38,8 +38,7 @@ final class OverlayFiles {
                 let p = Scratch.path("text", suffix: ".txt")
                 try text.value.write(toFile: p, atomically: true, encoding: .utf8)
                 made.append(p); paths.text = p
-                let font = Scratch.path("font")
-                paths.font = try Scratch.graphName(text.font, link: font, what: "font", file: name)
+                paths.font = try Scratch.graphName(text.font, link: Scratch.path("font"), what: "font", file: name)
                 if paths.font != text.font { made.append(paths.font!) }
             }
             if let w = profile.watermark { paths.watermark = try copy(w.image, what: "watermark image") }

@@ -27,10 +27,10 @@ public enum Scratch {
 
     /// `path` under a name a filter graph can hold: itself when it needs no escaping, else a
     /// symbolic link to it at `link` (the caller removes it), which costs no copy of a large font.
-    static func graphName(_ path: String, link: String, what: String, file: String) throws -> String {
+    static func graphName(_ path: String, link: @autoclosure () -> String, what: String, file: String) throws -> String {
         guard !needsNoEscaping(path) else { return path }
         let ext = (path as NSString).pathExtension
-        let named = link + (ext.isEmpty || !needsNoEscaping(ext) ? "" : "." + ext)
+        let named = link() + (ext.isEmpty || !needsNoEscaping(ext) ? "" : "." + ext)
         do { try FileManager.default.createSymbolicLink(atPath: named, withDestinationPath: path) } catch {
             throw MediaError(.transform, .permanent, file: file, "cannot use the \(what) \(path): \(FileChecks.reason(error))")
         }

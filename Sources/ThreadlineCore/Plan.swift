@@ -264,7 +264,6 @@ public enum Planner {
         transition(after: b, in: pipeline).map { Timing.frames(seconds: $0.duration, fps: pipeline.output.fps) } ?? 0
     }
 
-    /// Frames an item lasts in the output, given its source's facts.
     /// What planning did that the pipeline did not say, one line per item: a `trim.end` past the
     /// clip's end plays to its end (the movie is shorter than the pipeline reads).
     public static func notes(for pipeline: Pipeline, facts: [String: MediaFacts]) -> [String] {
@@ -283,6 +282,7 @@ public enum Planner {
                                                                   item.label(index: i), end, f.duration)
     }
 
+    /// Frames an item lasts in the output, given its source's facts.
     public static func frameCount(of item: Item, index: Int, facts: MediaFacts?, fps: Rational) throws -> Int {
         switch item.kind {
         case .title(let t):
