@@ -97,9 +97,12 @@ func downloadProgress(_ what: String, of total: Int64, shown: Bool) -> (Int64) -
 }
 
 /// Prints how a run ended and downloads its movie; exit 1 unless it succeeded. `cluster` gives
-/// the flags of the command that follows it again after an interruption.
-func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bool, cluster: ClusterOptions) throws {
+/// the flags of the command that follows it again after an interruption; `report` (its name,
+/// file and notes) is filled in and is its `--json` object, as a batch's are.
+func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bool, cluster: ClusterOptions, report: ProjectReport) throws {
     var path = output ?? end.outputPath
+    var rep = report
+    rep.run = end.run; rep.state = end.state; rep.seconds = end.seconds; rep.error = end.message
     if end.state == "succeeded" {
         guard let movie = end.output else {
             errorLine("error: run \(end.run) succeeded but the coordinator names no movie for it; see 'coord status \(end.run)'")
@@ -109,16 +112,12 @@ func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bo
         let shown = !json && isatty(STDERR_FILENO) == 1
         try clusterCall { try client.download(movie, to: path, progress: downloadProgress("the movie", of: movie.size, shown: shown)) }
         if shown { TerminalLine.clear() }
+        rep.output = path; rep.bytes = movie.size
     }
-    if json {
-        var obj: [String: Any] = ["run": end.run, "state": end.state, "seconds": end.seconds]
-        if end.state == "succeeded" { obj["output"] = path; obj["bytes"] = end.output?.size ?? 0 }
-        if let m = end.message { obj["error"] = m }
-        print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
-    }
+    if json { print(String(decoding: try JSONSerialization.data(withJSONObject: rep.object, options: [.sortedKeys]), as: UTF8.self)) }
     switch end.state {
     case "succeeded":
-        if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", end.run, end.seconds, path, ByteSize.text(end.output?.size ?? 0))) }
+        if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", end.run, end.seconds, path, ByteSize.text(rep.bytes))) }
     default:
         errorLine("error: run \(end.run) \(end.state): \(end.message ?? "")")
         throw ExitCode(1)
@@ -439,7 +438,11 @@ struct Wait: ParsableCommand {
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
             display.finish()
-            return try finishRun(client, end, output: output, json: json, cluster: cluster)
+            // Its name as the coordinator recorded it (a batch's objects have theirs).
+            let name = (try? client.status(ids[0]).runs.first?["name"]).flatMap { $0 } ?? "run \(ids[0])"
+            var report = ProjectReport(file: nil, name: name, label: name)
+            report.notes = display.notes
+            return try finishRun(client, end, output: output, json: json, cluster: cluster, report: report)
         }
         let started = Clocks.steady
         // Every run first: a typo in a range (or another's run) is said before anything is followed.

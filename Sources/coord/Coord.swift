@@ -194,16 +194,24 @@ final class ProgressDisplay: Sendable {
     }
 
     func finish() { if terminal { writeStandardError("\n") } }
+
+    /// The run's notes told so far.
+    var notes: [String] { told.withLock { $0.notes[0] ?? [] } }
 }
 
 /// The failures and notes a display has printed, per project, so that each is told once, as it
 /// comes (`RunProgress.failures` and `notes` hold all of a run's so far).
 struct ToldOnce: Sendable {
     private var told: [Int: Set<String>] = [:]
-    private var toldNotes: [Int: Set<String>] = [:]
+    /// Each project's notes in the order they came (a `--json` object lists them).
+    private(set) var notes: [Int: [String]] = [:]
     mutating func newFailures(_ project: Int, _ p: RunProgress) -> [String] { p.failures.filter { told[project, default: []].insert($0).inserted } }
     /// Notes not printed yet: each already says its file:line:col, so it is printed as it is.
-    mutating func newNotes(_ project: Int, _ p: RunProgress) -> [String] { p.notes.filter { toldNotes[project, default: []].insert($0).inserted } }
+    mutating func newNotes(_ project: Int, _ p: RunProgress) -> [String] {
+        let new = p.notes.filter { !notes[project, default: []].contains($0) }
+        notes[project, default: []] += new
+        return new
+    }
     static func line(_ failure: String, project: String? = nil) -> String {
         "\(project.map { "\($0): " } ?? "")failed: \(failure)"
     }

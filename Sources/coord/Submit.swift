@@ -210,6 +210,7 @@ struct Submit: ParsableCommand {
         var reports: [ProjectReport] = []
         for (k, (p, r)) in zip(projects, results).enumerated() {
             var rep = ProjectReport(p, label: labels[k])
+            rep.notes = display.notes(k)
             switch r {
             case .success((let run, .succeeded(let output, let seconds))):
                 rep.run = run; rep.state = "succeeded"; rep.seconds = seconds; rep.output = output
@@ -304,7 +305,9 @@ struct Submit: ParsableCommand {
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
             display.finish()
-            return try finishRun(client, end, output: nil, json: json, cluster: cluster)
+            var report = ProjectReport(projects[0], label: labels[0])
+            report.notes = display.notes
+            return try finishRun(client, end, output: nil, json: json, cluster: cluster, report: report)
         }
         let started = Clocks.steady
         let accepted = submitted.map(\.project)
@@ -405,6 +408,7 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
         let end = ends[id]!
         var rep = report(k)
         rep.run = id; rep.state = end.state; rep.seconds = end.seconds; rep.error = end.message
+        rep.notes = display.notes(k)
         if end.state == "succeeded" {
             if let movie = end.output {
                 let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
@@ -437,6 +441,8 @@ struct ProjectReport {
     var output: String? = nil
     var bytes: Int64 = 0
     var error: String? = nil
+    /// What planning did that the pipeline did not say (`RunProgress.notes`), as printed.
+    var notes: [String] = []
 
     /// A project of a batch, not yet followed.
     init(file: String?, name: String, label: String) { self.file = file; self.name = name; self.label = label }
@@ -448,6 +454,7 @@ struct ProjectReport {
         if let run { o["run"] = run }
         if let output { o["output"] = output; o["bytes"] = bytes }
         if let error { o["error"] = error }
+        if !notes.isEmpty { o["notes"] = notes }
         return o
     }
 
@@ -558,6 +565,9 @@ final class BatchDisplay: Sendable {
         }
         if let text { writeStandardError(text) }
     }
+
+    /// The `k`th project's notes told so far.
+    func notes(_ k: Int) -> [String] { state.withLock { $0.told.notes[k] ?? [] } }
 
     func ended(_ k: Int, _ what: String) {
         let text = state.withLock { s -> String? in

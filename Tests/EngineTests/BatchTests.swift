@@ -229,18 +229,26 @@ import Lineage
         let long = try Self.project(dir, 1, clips: ["video: a.mp4\n    trim: { end: 7.5 }", "video: b.mp4"])
         let plain = try Self.project(dir, 2)
         let note = "p1.yaml:5:5: note: clip 1 (a.mp4): trim.end 7.500 s is past the clip's end (1.000 s): it plays to its end"
-        func told(_ r: (status: Int32, out: String, err: String), _ what: String) {
+        func told(_ r: (status: Int32, out: String, err: String), _ what: String, json: Bool = false) throws {
             #expect(r.status == 0, "\(what): \(r.err.suffix(2000))")
             let lines = r.err.split(separator: "\n").filter { $0.contains("note:") }
             #expect(lines.count == 1 && lines[0].hasSuffix(note), "\(what): \(r.err)")
+            guard json else { return }
+            // --json: the project's object lists it; the other project's has no notes.
+            let objects = try r.out.split(separator: "\n").map { try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+            let notes = Dictionary(uniqueKeysWithValues: objects.map { ($0["name"] as? String ?? "?", $0["notes"] as? [String]) })
+            #expect(notes.count == objects.count && notes["project-1"]??.count == 1 && notes["project-1"]??.first?.hasSuffix(note) == true,
+                    "\(what): \(r.out)")
+            #expect(notes.filter { $0.key != "project-1" }.allSatisfy { $0.value == nil }, "\(what): \(r.out)")
         }
-        told(try run(coordPath, ["submit", long, "--state", dir + "/state", "--workers", "1"], timeout: 120), "local")
-        told(try run(coordPath, ["submit", plain, long, "--state", dir + "/state", "--workers", "1"], timeout: 120), "local batch, cached")
+        try told(try run(coordPath, ["submit", long, "--state", dir + "/state", "--workers", "1"], timeout: 120), "local")
+        try told(try run(coordPath, ["submit", plain, long, "--state", dir + "/state", "--workers", "1", "--json"], timeout: 120),
+                 "local batch, cached", json: true)
         try FileManager.default.createDirectory(atPath: dir + "/remote", withIntermediateDirectories: true)
         let (procs, ep) = try ClusterTests.loopbackCluster(dir + "/remote", workers: 1)
         defer { procs.stopAll() }
-        told(try run(coordPath, ["submit", long, "--coordinator", ep], timeout: 120), "remote")
-        told(try run(coordPath, ["submit", long, plain, "--coordinator", ep], timeout: 120), "remote batch")
+        try told(try run(coordPath, ["submit", long, "--coordinator", ep, "--json"], timeout: 120), "remote", json: true)
+        try told(try run(coordPath, ["submit", long, plain, "--coordinator", ep], timeout: 120), "remote batch")
         let none = try run(coordPath, ["submit", plain, "--coordinator", ep], timeout: 120)
         #expect(none.status == 0 && !none.err.contains("note:"), "\(none.err)")
         // The run page lists it too (from lineage), once, and only for the run it belongs to.
