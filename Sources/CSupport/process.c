@@ -1,5 +1,10 @@
 #include "CSupport.h"
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 int64_t tl_peak_rss_self(void) {
     struct rusage u; getrusage(RUSAGE_SELF, &u); return (int64_t)u.ru_maxrss * 1024;
@@ -38,3 +43,19 @@ int tl_malloc_trim(void) { return malloc_trim(0); }
 int tl_malloc_keep(int mmap_threshold, int trim_threshold) { (void)mmap_threshold; (void)trim_threshold; return 0; }
 int tl_malloc_trim(void) { return 0; }
 #endif
+
+int tl_unix_socket_listened(const char *path) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof a.sun_path) return -1;
+    strcpy(a.sun_path, path);
+    // Non-blocking: a listener whose backlog is full answers EAGAIN (cannot tell) rather than hold us.
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int e = errno;
+    close(fd);
+    if (r == 0) return 1;
+    return e == ECONNREFUSED ? 0 : -1;
+}

@@ -4,6 +4,7 @@ import Logging
 import ThreadlineCore
 import Transport
 import Lineage
+import CSupport
 
 /// Why the embedded cluster could not start.
 public struct LocalClusterError: Error, CustomStringConvertible { public var description: String }
@@ -53,8 +54,9 @@ public final class LocalCluster: Sendable {
         try FileChecks.makeFolder(config.stateDirectory)
         lineage = try LineageStore(path: config.stateDirectory + "/lineage.db")
         // Private: a Unix socket in a folder only this user can enter (mkdtemp makes it 0700), not
-        // a loopback TCP port any local user could connect to.
-        var template = Array("/tmp/threadline-XXXXXX".utf8CString)
+        // a loopback TCP port any local user could connect to. Named with this process's id.
+        Self.removeAbandonedSocketFolders(logger: logger)
+        var template = Array("/tmp/\(Self.socketFolderName)\(getpid())-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw LocalClusterError(description: "cannot create a private folder for the embedded coordinator's socket in /tmp: \(String(cString: strerror(errno)))")
         }
@@ -253,5 +255,31 @@ public final class LocalCluster: Sendable {
         for p in procs.values where p.isRunning { p.terminate() }
         for p in procs.values { p.waitUntilExit() }
         try? FileManager.default.removeItem(atPath: socketDirectory)
+    }
+
+    static let socketFolderName = "threadline-"
+
+    /// Removes the socket folders of embedded coordinators that ended without removing them
+    /// (`coord submit` SIGKILLed, OOM-killed, its machine's power cut): this user's
+    /// `/tmp/threadline-…` folders holding only a `coordinator` socket that nobody listens on any
+    /// more. Each killed submit left one, for ever (until /tmp was cleared). A folder whose socket
+    /// answers, or that holds anything else, is left alone.
+    static func removeAbandonedSocketFolders(in parent: String = "/tmp", logger: Logger) {
+        let fm = FileManager.default
+        guard let entries = try? fm.contentsOfDirectory(atPath: parent) else { return }
+        for entry in entries where entry.hasPrefix(socketFolderName) {
+            let folder = parent + "/" + entry
+            var st = stat(), socket = stat()
+            guard lstat(folder, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == getuid(),
+                  (try? fm.contentsOfDirectory(atPath: folder)) == ["coordinator"],
+                  lstat(folder + "/coordinator", &socket) == 0, socket.st_mode & S_IFMT == S_IFSOCK,
+                  tl_unix_socket_listened(folder + "/coordinator") == 0 else { continue }
+            do {
+                try fm.removeItem(atPath: folder)
+                logger.debug("removed an abandoned socket folder", metadata: ["folder": "\(folder)"])
+            } catch {
+                logger.debug("could not remove an abandoned socket folder", metadata: ["folder": "\(folder)", "error": "\(error)"])
+            }
+        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 import ThreadlineCore
 @testable import Transport
@@ -421,6 +422,54 @@ import TestSupport
         #expect(p.terminationStatus == 0)
         #expect(samples >= 2, "the render ended before the sockets could be looked at")
         #expect(unixSockets >= 1, "no Unix socket seen for the embedded coordinator")
+    }
+
+    /// A `coord submit` killed outright (SIGKILL, the OOM killer) cannot remove its socket's
+    /// folder; the next embedded render removes it. Before, each killed submit left a
+    /// /tmp/threadline-XXXXXX folder for ever (three per run of this suite, from the chaos tests).
+    @Test func aKilledSubmitsSocketFolderIsRemovedByTheNextSubmit() throws {
+        let dir = temporaryDirectory("abandoned-socket")
+        let pipeline = try ClusterTests.project(dir, items: 4, seconds: 2, size: (640, 360), output: "640x360", preset: "medium")
+        let p = try startQuietly(coordPath, ["submit", pipeline, "--state", dir + "/state", "--workers", "1"])
+        let mine = "threadline-\(p.processIdentifier)-"
+        var folder: String?
+        for _ in 0..<200 where folder == nil {
+            folder = try FileManager.default.contentsOfDirectory(atPath: "/tmp").first { $0.hasPrefix(mine) }.map { "/tmp/" + $0 }
+            if folder == nil { usleep(50_000) }
+        }
+        let killed = try #require(folder, "no socket folder named \(mine)… in /tmp")
+        #expect(FileManager.default.fileExists(atPath: killed + "/coordinator"))
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: killed), "the killed submit's folder is there until the next")
+        let again = try run(coordPath, ["submit", pipeline, "--state", dir + "/state", "--workers", "1"], timeout: 300)
+        #expect(again.status == 0, "\(again.err.suffix(2000))")
+        #expect(!FileManager.default.fileExists(atPath: killed), "\(killed) is still there after the next submit")
+    }
+
+    /// What the next submit removes: only a folder of this user's holding nothing but a socket
+    /// nobody listens on. One a live coordinator listens on, one holding anything else, and a
+    /// plain file named like the socket are left alone.
+    @Test func onlyAbandonedSocketFoldersAreRemoved() throws {
+        let parent = temporaryDirectory("socket-folders")
+        let fm = FileManager.default
+        func folder(_ name: String) throws -> String {
+            let f = parent + "/threadline-" + name
+            try fm.createDirectory(atPath: f, withIntermediateDirectories: false)
+            return f
+        }
+        // A socket bound by a process that has exited, one a live process listens on.
+        let stale = try folder("1-stale0"), live = try folder("2-live00"), busy = try folder("3-busy00"), file = try folder("4-file00")
+        let bind = "import socket, sys\ns = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])\n"
+        for f in [stale, busy] { #expect(try run("/usr/bin/python3", ["-c", bind, f + "/coordinator"], timeout: 30).status == 0) }
+        try "kept".write(toFile: busy + "/notes.txt", atomically: true, encoding: .utf8)
+        try "not a socket".write(toFile: file + "/coordinator", atomically: true, encoding: .utf8)
+        let listener = try startQuietly("/usr/bin/python3", ["-c", bind + "s.listen(1)\nimport time\ntime.sleep(60)\n", live + "/coordinator"])
+        defer { listener.terminate() }
+        for _ in 0..<100 where !fm.fileExists(atPath: live + "/coordinator") { usleep(50_000) }
+        LocalCluster.removeAbandonedSocketFolders(in: parent, logger: Logger(label: "test"))
+        #expect(!fm.fileExists(atPath: stale), "the abandoned folder is still there")
+        for kept in [live, busy, file] { #expect(fm.fileExists(atPath: kept + "/coordinator"), "\(kept) was removed") }
     }
 
     // MARK: refused before rendering

@@ -34,6 +34,11 @@ int tl_fetch_guard_installed(void);
 /// Ask the kernel to send `sig` to this process when its parent dies (Linux; no-op elsewhere).
 void tl_die_with_parent(int sig);
 
+/// Whether a process listens on the Unix socket at `path`: 1 one does, 0 none does (the socket
+/// was left by a process that is gone: connect is refused), -1 it cannot tell (no such file, a
+/// full backlog, a path too long).
+int tl_unix_socket_listened(const char *path);
+
 /// Unblocks SIGTERM, SIGINT, SIGHUP and SIGQUIT for this thread (and threads it starts later): a
 /// parent's blocked signal mask is inherited through exec, and would leave these signals pending.
 void tl_unblock_termination_signals(void);
