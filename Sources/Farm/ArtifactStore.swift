@@ -77,11 +77,28 @@ public struct ArtifactStore: Sendable {
     public func ensureIntact(_ ref: ArtifactRef, origin: String?) throws -> Bool {
         if verify(ref) { return true }
         guard let origin, origin.hasPrefix("/"), (try? SHA256Hasher.hex(fileAt: origin)) == ref.sha256 else { return false }
-        let tmp = temporaryPath()
-        try FileManager.default.copyItem(atPath: origin, toPath: tmp)
+        let tmp = try copyIn(origin)
         try? FileManager.default.removeItem(atPath: ref.path)
-        guard rename(tmp, ref.path) == 0 else { return false }
+        guard rename(tmp, ref.path) == 0 else { unlink(tmp); return false }
         return verify(ref)
+    }
+
+    /// Copies a file to a fresh temporary path in the store and returns that path. A copy that
+    /// fails (a full disk) is removed at once: left, it kept the room freed for the next try
+    /// until tmp was tidied an hour later. The error says how big the file is and how much is free.
+    func copyIn(_ path: String) throws(PublishError) -> String {
+        let tmp = temporaryPath()
+        do { try FileManager.default.copyItem(atPath: path, toPath: tmp) } catch {
+            unlink(tmp)
+            let what = "cannot copy \(path) into the artifact store \(root): \(FileChecks.reason(error))"
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
+            if let free = FileChecks.freeBytes(root + "/tmp"), free < size {
+                throw PublishError(description: what + " (the file is \(ByteSize.text(size)), the disk has \(ByteSize.text(free)) free: "
+                                   + "free space there and submit again)", noSpace: true)
+            }
+            throw PublishError(description: what)
+        }
+        return tmp
     }
 
     /// Why writing a file failed, in the system's words ("No such file or directory"), not
@@ -200,9 +217,8 @@ public struct ArtifactStore: Sendable {
         let dest = self.path(sha256: sha)
         let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
         if !FileManager.default.fileExists(atPath: dest) {
-            let tmp = temporaryPath()
-            try FileManager.default.copyItem(atPath: path, toPath: tmp)
-            return try adopt(tmp)
+            let tmp = try copyIn(path)
+            do { return try adopt(tmp) } catch { unlink(tmp); throw error }
         }
         return ArtifactRef(sha256: sha, path: dest, size: size)
     }

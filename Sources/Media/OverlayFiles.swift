@@ -27,6 +27,7 @@ final class OverlayFiles {
             let ext = (image as NSString).pathExtension
             let p = Scratch.path("img", suffix: "." + (ext.isEmpty ? "png" : ext))
             do { try FileManager.default.copyItem(atPath: image, toPath: p) } catch {
+                unlink(p)   // half a copy (a full disk)
                 throw MediaError(.transform, .permanent, file: (image as NSString).lastPathComponent,
                                  "cannot read the \(what): \(FileChecks.reason(error))")
             }
