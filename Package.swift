@@ -37,6 +37,7 @@ let package = Package(
                        providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CHeif", path: "Sources/CHeif", pkgConfig: "libheif", providers: [.apt(["libheif-dev"])]),
         .systemLibrary(name: "CLCMS", path: "Sources/CLCMS", pkgConfig: "lcms2", providers: [.apt(["liblcms2-dev"])]),
+        .systemLibrary(name: "CFreeType", path: "Sources/CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
         .systemLibrary(name: "CExif", path: "Sources/CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
         .target(name: "CSupport", path: "Sources/CSupport", cSettings: [.unsafeFlags(["-O2"])]),
 
@@ -45,7 +46,7 @@ let package = Package(
                 dependencies: ["CSupport", .product(name: "Yams", package: "Yams"), .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "NIOCore", package: "swift-nio")]),
         // Owns FFmpeg.
-        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "CExif", "ThreadlineCore", "CSupport"]),
+        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "CExif", "CFreeType", "ThreadlineCore", "CSupport"]),
         // Owns ZeroMQ.
         .target(name: "Transport", dependencies: ["CZeroMQ"]),
         // The farm protocol's messages, versioned and separate from the engine's model

@@ -200,7 +200,10 @@ public struct Item: Sendable, Hashable, Codable {
         case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
         case .livePhoto(let s, _, _): return "live photo \(index + 1) (\(s.displayName))"
         case .photo(let s, _, _): return "photo \(index + 1) (\(s.displayName))"
-        case .title(let t): return "title \(index + 1) (\"\(t.text.count > 24 ? t.text.prefix(23) + "…" : Substring(t.text))\")"
+        case .title(let t):
+            // On one line, as the pipeline writes it: a message naming it is one line.
+            let text = t.text.replacingOccurrences(of: "\n", with: "\\n")
+            return "title \(index + 1) (\"\(text.count > 24 ? text.prefix(23) + "…" : Substring(text))\")"
         }
     }
     /// The kind's name as written in pipeline files.

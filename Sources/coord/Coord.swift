@@ -93,6 +93,8 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
                                     at: st.location, hint: "give a from within the song, or leave it out to start at its beginning")
             }
         }
+        // Words its fonts cannot draw render as empty boxes: said now, the render goes on.
+        try Fonts.notes(for: p).forEach(errorLine)
         return p
 }
 

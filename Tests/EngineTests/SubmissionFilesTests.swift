@@ -137,4 +137,38 @@ import TestSupport
         let left = ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/state/tmp")) ?? []).filter { $0.hasPrefix("threadline-") }
         #expect(left.isEmpty && FileManager.default.fileExists(atPath: font), "\(left)")
     }
+
+    /// Words a font cannot draw ("日本" and most emoji in DejaVu Sans) came out as empty boxes
+    /// without a word. `coord plan` and `coord submit` now say which, where, and what to do, and
+    /// the render goes on; a file that is not a font stops the submit before anything renders
+    /// (before, every item using it failed on the workers).
+    @Test func wordsTheFontCannotDrawAreToldBeforeRendering() throws {
+        let dir = temporaryDirectory("font-coverage")
+        try Generate.clip(dir + "/c.mp4", width: 320, height: 180, seconds: 1, tone: 440)
+        try """
+            version: 1
+            output: { path: out.mp4, size: 320x180, fps: 30 }
+            clips:
+              - title: { text: "Tokyo 日本 🏖️\\n日", duration: 1 }
+              - video: c.mp4
+                text: "Zoë — ½ price"
+            """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let note = "p.yaml:4:5: note: title 1 (\"Tokyo 日本 🏖️\\n日\"): the font DejaVuSans.ttf has no 日 本 🏖️: they are drawn as empty boxes; "
+            + "give the title a font that has them (font: PATH)"
+        for args in [["plan", dir + "/p.yaml"], ["submit", dir + "/p.yaml", "--state", dir + "/state"]] {
+            let r = try run(coordPath, args, timeout: 120)
+            #expect(r.status == 0, "\(args[0]): \(r.err)")
+            let notes = r.err.split(separator: "\n").filter { $0.contains("note:") }
+            #expect(notes.count == 1 && notes.first?.hasSuffix(note) == true, "\(args[0]): \(r.err)")
+        }
+        #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+
+        try "version: 1\noutput: { path: bad.mp4, size: 320x180 }\nclips:\n  - video: c.mp4\n    text: { value: hi, font: p.yaml }\n"
+            .write(toFile: dir + "/bad.yaml", atomically: true, encoding: .utf8)
+        let bad = try run(coordPath, ["submit", dir + "/bad.yaml", "--state", dir + "/state"], timeout: 120)
+        #expect(bad.status == 2, "\(bad.err)")
+        #expect(bad.err.contains("bad.yaml:4:5: error: clip 1 (c.mp4): font: \(dir)/p.yaml is not a font FreeType can read (not a font format it knows)"),
+                "\(bad.err)")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/bad.mp4"))
+    }
 }

@@ -1,0 +1,88 @@
+import Foundation
+import CFreeType
+import ThreadlineCore
+
+/// What a font can draw, asked before rendering. FFmpeg's drawtext draws every character with
+/// the one font it is given, with no fallback: a character the font lacks is drawn as an empty
+/// box ("日本" and most emoji in DejaVu Sans), and the movie shows boxes where the words were.
+public enum Fonts {
+    /// A font file FreeType (and so drawtext) cannot open.
+    public struct Unreadable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The characters of `text` that `font` has no glyph for, each once, in order of appearance.
+    /// Spaces, line breaks and the invisible joiners and selectors inside emoji are not drawn, so
+    /// they are not asked about.
+    public static func missing(in text: String, font: String) throws(Unreadable) -> [Character] {
+        try Face(font).missing(in: text)
+    }
+
+    /// One font file, open.
+    final class Face {
+        private let library: FT_Library
+        private let face: FT_Face
+        init(_ path: String) throws(Unreadable) {
+            var library: FT_Library?
+            guard FT_Init_FreeType(&library) == 0, let library else { throw Unreadable(description: "FreeType could not start") }
+            var face: FT_Face?
+            let error = FT_New_Face(library, path, 0, &face)
+            guard error == 0, let face else {
+                FT_Done_FreeType(library)
+                let why = [1: "cannot open it", 2: "not a font format it knows", 3: "the file is damaged"][Int(error)] ?? "FreeType error \(error)"
+                throw Unreadable(description: "\(path) is not a font FreeType can read (\(why)): give a .ttf, .otf or .ttc file")
+            }
+            self.library = library; self.face = face
+        }
+        deinit { FT_Done_Face(face); FT_Done_FreeType(library) }
+
+        func missing(in text: String) -> [Character] {
+            var seen = Set<Character>(), missing: [Character] = []
+            for c in text where seen.insert(c).inserted {
+                if c.unicodeScalars.contains(where: { !isInvisible($0) && FT_Get_Char_Index(face, FT_ULong($0.value)) == 0 }) { missing.append(c) }
+            }
+            return missing
+        }
+    }
+
+    /// Not drawn as a glyph of its own: white space and line breaks, format characters (the zero
+    /// width joiner of 👨‍👩‍👧) and variation selectors (the emoji style of ❤️).
+    static func isInvisible(_ s: Unicode.Scalar) -> Bool {
+        if s.properties.isWhitespace { return true }
+        switch s.properties.generalCategory {
+        case .format, .control, .lineSeparator, .paragraphSeparator: return true
+        default: break
+        }
+        return (0xFE00...0xFE0F).contains(s.value) || (0xE0100...0xE01EF).contains(s.value)
+    }
+
+    /// The notes `coord plan` and `coord submit` print for a pipeline's words (titles and text
+    /// over items) that its fonts cannot draw, with each item's file:line:col; an error for a font
+    /// that cannot be read at all (drawtext would fail on every worker).
+    public static func notes(for pipeline: Pipeline) throws -> [String] {
+        var notes: [String] = []
+        var faces: [String: Face] = [:]
+        for (i, item) in pipeline.items.enumerated() {
+            var words: [(what: String, text: String, font: String)] = []
+            if case .title(let t) = item.kind { words.append(("the title", t.text, t.font)) }
+            if let t = item.edits.text { words.append(("text", t.value, t.font)) }
+            for w in words {
+                let lacking: [Character]
+                do throws(Unreadable) {
+                    if faces[w.font] == nil { faces[w.font] = try Face(w.font) }
+                    lacking = faces[w.font]!.missing(in: w.text)
+                } catch {
+                    throw PipelineError("\(item.label(index: i)): font: \(error.description)", at: item.location)
+                }
+                guard !lacking.isEmpty else { continue }
+                let shown = lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
+                let font = (w.font as NSString).lastPathComponent
+                let one = lacking.count == 1
+                notes.append((item.location.map { "\($0): " } ?? "")
+                    + "note: \(item.label(index: i)): the font \(font) has no \(shown): \(one ? "it is" : "they are") drawn as "
+                    + "\(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)")
+            }
+        }
+        return notes
+    }
+}
