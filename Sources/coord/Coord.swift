@@ -64,7 +64,10 @@ struct StateOptions: ParsableArguments {
 /// (the soundtrack) is probed here too, so an unreadable file stops the submit before any work.
 func loadPipeline(_ path: String) throws -> Pipeline {
     do {
-        return try loadPipelineChecked(path)
+        let p = try loadPipelineChecked(path)
+        // Words its fonts cannot draw render as empty boxes: said now, the render goes on.
+        try Fonts.notes(for: p).forEach(errorLine)
+        return p
     } catch let e as PipelineError {
         writeStandardError(e.description + "\n")
         throw ExitCode(2)
@@ -93,8 +96,6 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
                                     at: st.location, hint: "give a from within the song, or leave it out to start at its beginning")
             }
         }
-        // Words its fonts cannot draw render as empty boxes: said now, the render goes on.
-        try Fonts.notes(for: p).forEach(errorLine)
         return p
 }
 

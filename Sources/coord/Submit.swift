@@ -3,6 +3,7 @@ import ArgumentParser
 import Logging
 import ThreadlineCore
 import Engine
+import Media
 import Lineage
 import CSupport
 import Transport
@@ -68,18 +69,24 @@ struct Submit: ParsableCommand {
 
     func run() throws {
         tl_unblock_termination_signals()
-        let projects = try loadProjects()
-        if cluster.coordinator != nil { try runRemote(projects) } else { try runLocal(projects) }
+        let (projects, notes) = try loadProjects()
+        if cluster.coordinator != nil { try runRemote(projects, notes: notes) } else { try runLocal(projects, notes: notes) }
     }
 
-    /// Every pipeline, loaded and checked before anything renders. Invalid files and two
-    /// pipelines writing the same movie stop the whole submit (exit 2).
-    func loadProjects() throws -> [Pipeline] {
+    /// Every pipeline, loaded and checked before anything renders, and each one's notes (printed
+    /// here; its `--json` object lists them). Invalid files and two pipelines writing the same
+    /// movie stop the whole submit (exit 2).
+    func loadProjects() throws -> ([Pipeline], notes: [[String]]) {
         var loaded: [Pipeline] = []
+        var notes: [[String]] = []
         var invalid = 0
         for f in files {
-            do { loaded.append(try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)) }
-            catch let e as PipelineError {
+            do {
+                let p = try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)
+                notes.append(try Fonts.notes(for: p))
+                notes.last!.forEach(errorLine)
+                loaded.append(p)
+            } catch let e as PipelineError {
                 errorLine(e.description)
                 invalid += 1
             }
@@ -118,7 +125,7 @@ struct Submit: ParsableCommand {
             }
         }
         if refused { throw ExitCode(2) }
-        return loaded
+        return (loaded, notes)
     }
 
     // MARK: local
@@ -144,7 +151,7 @@ struct Submit: ParsableCommand {
     /// What submits these files again, resuming their interrupted runs.
     var resumeCommand: String { (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ") }
 
-    func runLocal(_ projects: [Pipeline]) throws {
+    func runLocal(_ projects: [Pipeline], notes: [[String]]) throws {
         let stateDirectory = try stateOptions.made()
         // Local submits may render side by side on one state folder, but not beside a `coord serve`
         // of it: that farm takes the work instead.
@@ -209,8 +216,8 @@ struct Submit: ParsableCommand {
         }
         var reports: [ProjectReport] = []
         for (k, (p, r)) in zip(projects, results).enumerated() {
-            var rep = ProjectReport(p, label: labels[k])
-            rep.notes = display.notes(k)
+            var rep = ProjectReport(p, label: labels[k], notes: notes[k])
+            rep.notes += display.notes(k)
             switch r {
             case .success((let run, .succeeded(let output, let seconds))):
                 rep.run = run; rep.state = "succeeded"; rep.seconds = seconds; rep.output = output
@@ -240,7 +247,7 @@ struct Submit: ParsableCommand {
 
     // MARK: remote
 
-    func runRemote(_ projects: [Pipeline]) throws {
+    func runRemote(_ projects: [Pipeline], notes: [[String]]) throws {
         let context = MessagingContext()
         let client = try cluster.client(context)
         let labels = ProjectReport.labels(projects)
@@ -305,20 +312,20 @@ struct Submit: ParsableCommand {
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
             display.finish()
-            var report = ProjectReport(projects[0], label: labels[0])
-            report.notes = display.notes
+            var report = ProjectReport(projects[0], label: labels[0], notes: notes[0])
+            report.notes += display.notes
             return try finishRun(client, end, output: nil, json: json, cluster: cluster, report: report)
         }
         let started = Clocks.steady
         let accepted = submitted.map(\.project)
         let followed = ids.isEmpty ? [] : try followRuns(client, ids: ids, labels: accepted.map { labels[$0] },
                                                          items: accepted.map { projects[$0].items.count }, json: json, cluster: cluster) { j in
-            ProjectReport(projects[accepted[j]], label: labels[accepted[j]])
+            ProjectReport(projects[accepted[j]], label: labels[accepted[j]], notes: notes[accepted[j]])
         }
         // In the batch's order, the refused ones among them.
         var reports = Dictionary(uniqueKeysWithValues: zip(accepted, followed))
         for (k, why) in refused {
-            var rep = ProjectReport(projects[k], label: labels[k])
+            var rep = ProjectReport(projects[k], label: labels[k], notes: notes[k])
             rep.state = "refused"; rep.error = why
             reports[k] = rep
         }
@@ -408,7 +415,7 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
         let end = ends[id]!
         var rep = report(k)
         rep.run = id; rep.state = end.state; rep.seconds = end.seconds; rep.error = end.message
-        rep.notes = display.notes(k)
+        rep.notes += display.notes(k)
         if end.state == "succeeded" {
             if let movie = end.output {
                 let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
@@ -446,7 +453,11 @@ struct ProjectReport {
 
     /// A project of a batch, not yet followed.
     init(file: String?, name: String, label: String) { self.file = file; self.name = name; self.label = label }
-    init(_ project: Pipeline, label: String) { self.init(file: project.file, name: project.name, label: label) }
+    /// `notes`: what loading it said (`Fonts.notes`); the run's own come as it goes.
+    init(_ project: Pipeline, label: String, notes: [String]) {
+        self.init(file: project.file, name: project.name, label: label)
+        self.notes = notes
+    }
 
     var object: [String: Any] {
         var o: [String: Any] = ["name": name, "state": state, "seconds": seconds]

@@ -162,6 +162,11 @@ import TestSupport
             #expect(notes.count == 1 && notes.first?.hasSuffix(note) == true, "\(args[0]): \(r.err)")
         }
         #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+        // --json: the project's object lists it.
+        let json = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--json"], timeout: 120)
+        let object = try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any]
+        let listed = object?["notes"] as? [String]
+        #expect(listed?.count == 1 && listed?.first?.hasSuffix(note) == true, "\(json.out)")
 
         try "version: 1\noutput: { path: bad.mp4, size: 320x180 }\nclips:\n  - video: c.mp4\n    text: { value: hi, font: p.yaml }\n"
             .write(toFile: dir + "/bad.yaml", atomically: true, encoding: .utf8)
