@@ -258,7 +258,11 @@ private final class EncodeLane: @unchecked Sendable {
         }
     }
 
+    /// Frames handed to the encoder so far.
+    private var framesSent = 0
+
     private func send(_ f: UnsafeMutablePointer<AVFrame>?) throws {
+        if f != nil { framesSent += 1 }
         var ret = avcodec_send_frame(encoder.ctx, f)
         if ret < 0 && ret != tl_averror_eof() {
             throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))")
@@ -269,6 +273,11 @@ private final class EncodeLane: @unchecked Sendable {
             if ret < 0 { throw MediaError(.encode, .permanent, file: name, "encoding failed: \(avErrorString(ret))") }
             packet.ptr.pointee.stream_index = videoStream.pointee.index
             packet.ptr.pointee.duration = 1   // libx264 on 5.1 leaves it 0
+            // libx265 (3.5) gives a segment of one or two frames (fewer than its B-frame delay)
+            // a dts read from memory it never set: the muxer refused it ("pts/dts pair
+            // unsupported", the stage failed) or made a timeline up. So few frames are never
+            // reordered: each is decoded at its own time.
+            if f == nil && framesSent <= 2 && encoder.ctx.pointee.codec_id == AV_CODEC_ID_HEVC { packet.ptr.pointee.dts = packet.ptr.pointee.pts }
             av_packet_rescale_ts(packet.ptr, encoder.ctx.pointee.time_base, videoStream.pointee.time_base)
             defer { packet.unref() }
             try output.write(packet.ptr)

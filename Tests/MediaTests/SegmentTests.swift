@@ -62,6 +62,39 @@ internal import CFFmpeg
                 "the same segment rendered after different heap contents: \(files.map(\.count)) bytes, equal: \(files[0] == files[1]), \(files[1] == files[2])")
     }
 
+    /// An HEVC segment of one or two frames (a very short trim, a poster): libx265 sets such a
+    /// segment's dts from a field it fills only once it has seen more frames than its B-frame
+    /// delay, so the dts was whatever the memory held. The muxer then refused the packet
+    /// ("pts/dts pair unsupported": the stage failed, permanently) or wrote a made-up timeline.
+    /// Every such segment, rendered after other encoders have used and freed the memory, has
+    /// each frame's dts equal to its pts.
+    @Test func anHEVCSegmentOfOneOrTwoFramesHasSaneTimestamps() throws {
+        let dir = temporaryDirectory()
+        try Generate.clip("\(dir)/a.mp4", width: 320, height: 240, seconds: 1, tone: 440)
+        var profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 568, fps: Rational(30, 1))
+        profile.video.codec = "hevc"
+        profile.fit = .blur
+        let facts = try Probe.facts(path: "\(dir)/a.mp4")
+        var bad: [String] = []
+        for k in 0..<60 {
+            let frames = 1 + k % 2
+            var edits = Edits(look: .noir)
+            edits.text = TextOverlay(value: "June \(k)")
+            let item = k % 3 == 0 ? Item(kind: .title(Title(text: "Title \(k)", duration: Double(frames) / 30)))
+                : Item(kind: .video(source: SourceRef("\(dir)/a.mp4"), trim: Trim(start: Double(k % 10) / 30, end: Double(k % 10 + frames) / 30)), edits: edits)
+            let pipeline = Pipeline(name: "t", output: profile, items: [item])
+            let timeline = try Planner.timeline(for: pipeline, facts: ["\(dir)/a.mp4": facts])
+            #expect(timeline[0].frameCount == frames)
+            let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: k % 3 == 0 ? "" : "\(dir)/a.mp4", frameCount: frames)
+            let seg = "\(dir)/seg\(k).mov"
+            do { _ = try SegmentRenderer.render(spec, to: seg) } catch { bad.append("\(k) (\(frames) frames): \(error)"); continue }
+            let packets = try run("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts,dts", "-of", "csv=p=0", seg]).out
+            let pairs = packets.split(separator: "\n").map { $0.split(separator: ",").map(String.init) }
+            if pairs.count != frames || pairs.contains(where: { $0.count != 2 || $0[0] != $0[1] }) { bad.append("\(k) (\(frames) frames): \(pairs)") }
+        }
+        #expect(bad.isEmpty, "\(bad.count) of 60 segments: \(bad.joined(separator: "; "))")
+    }
+
     /// The encoder and the muxer run on the segment's encode lane, behind the renderer. A file
     /// that cannot be written fails at once (its header, on the renderer's thread); a write that
     /// fails later fails on the lane, and must still reach the renderer as the stage's error
