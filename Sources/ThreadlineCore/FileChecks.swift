@@ -105,9 +105,12 @@ public enum FileChecks {
         }
     }
 
+    /// The folder in a state folder where `coord suggest` writes its drafts (and their movies go).
+    public static let suggestionsFolder = "suggestions"
+
     /// Why the movie cannot be written to `path`, or nil. `inputs` are the local files the movie
     /// is made from (it must not replace one), `stateDirectory` the folder of lineage.db and the
-    /// artifact store (nothing there is the user's to overwrite).
+    /// artifact store (nothing there is the user's to overwrite, but for suggested movies).
     public static func outputProblem(_ path: String, inputs: [String], stateDirectory: String?) -> String? {
         let name = (path as NSString).lastPathComponent
         if name.utf8.count + temporarySuffixLength > nameMax {
@@ -128,7 +131,9 @@ public enum FileChecks {
         }
         if let state = stateDirectory.map(Self.real) {
             let real = Self.real((path as NSString).deletingLastPathComponent) + "/" + name
-            if real == state || real.hasPrefix(state + "/") {
+            // A suggested movie goes beside its draft, in the state folder's suggestions folder
+            // unless `coord suggest --out` says otherwise: nothing of lineage or the store is there.
+            if real == state || real.hasPrefix(state + "/") && !real.hasPrefix(state + "/" + suggestionsFolder + "/") {
                 return "\(path) is inside the state folder \(state) (lineage.db and the artifact store live there)"
             }
         }

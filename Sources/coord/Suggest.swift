@@ -88,7 +88,7 @@ struct SuggestList: ParsableCommand {
             let p = c.dateComponents([.year, .month, .day], from: Date())
             return Suggestions.Day(year: p.year!, month: p.month!, day: p.day!)
         }()
-        let folder = out.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? stores.state + "/suggestions"
+        let folder = out.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? stores.state + "/" + FileChecks.suggestionsFolder
         var all: [[String: Any]] = []
         var listed: [(id: String, itemsHash: String, library: String)] = []
         let paused = try stores.settings.pausedEverywhere()

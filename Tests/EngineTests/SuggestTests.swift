@@ -163,6 +163,29 @@ import TestSupport
         #expect(facts.frameRate == "25/1", "their edit (fps 25) is what renders: \(facts.frameRate ?? "?")")
     }
 
+    /// The flow the README shows: list (drafts in the state folder's `suggestions`, the default),
+    /// then `coord submit` the draft with the same state folder. The movie goes beside its draft;
+    /// before, the submit refused it ("is inside the state folder") and no suggestion could be
+    /// rendered without `--out` or another state folder.
+    @Test(.enabled(if: tools(haveExiftool && haveShared), note))
+    func aDraftInTheDefaultFolderRendersWithTheSameStateFolder() throws {
+        let lib = try Self.makeLibrary()
+        defer { try? FileManager.default.removeItem(atPath: (lib.root as NSString).deletingLastPathComponent) }
+        #expect(try Self.coord(["enable", lib.root], lib).status == 0)
+        let r = try Self.coord(["list", lib.root, "--today", Self.today, "--json", "--no-contact-sheets"], lib)
+        let listed = (try? JSONSerialization.jsonObject(with: Data(r.out.utf8))) as? [[String: Any]] ?? []
+        let draft = try #require(listed.first?["pipeline"] as? String, "\(r.out) \(r.err)")
+        #expect(draft.hasPrefix(lib.state + "/suggestions/"), "\(draft)")
+        let submit = try run(coordPath, ["submit", draft, "--state", lib.state], timeout: 600)
+        #expect(submit.status == 0, "\(submit.err)")
+        let movie = (draft as NSString).deletingPathExtension + ".mp4"
+        #expect(try ffprobe(movie).duration > 5, "title card and photos")
+        // Nothing else in the state folder is the movie's to write.
+        try writePipeline(lib.state + "/p.yaml", output: lib.state + "/movie.mp4", clips: ["title: hi"])
+        let refused = try run(coordPath, ["submit", lib.state + "/p.yaml", "--state", lib.state], timeout: 60)
+        #expect(refused.status == 2 && refused.err.contains("is inside the state folder"), "\(refused.err)")
+    }
+
     @Test(.enabled(if: tools(haveExiftool && haveShared), note))
     func blocksAndDismissalsHideUntilUndone() throws {
         let lib = try Self.makeLibrary()
