@@ -264,6 +264,15 @@ public enum Planner {
         transition(after: b, in: pipeline).map { Timing.frames(seconds: $0.duration, fps: pipeline.output.fps) } ?? 0
     }
 
+    /// What the pipeline asks for that the movie will not have, known from the file alone: a
+    /// soundtrack on an animated GIF (a GIF has no sound).
+    public static func pipelineNotes(for pipeline: Pipeline) -> [String] {
+        guard pipeline.output.isGIF, let st = pipeline.output.soundtrack else { return [] }
+        return [(st.location.map { "\($0): " } ?? "")
+                + "note: soundtrack: \((pipeline.output.path as NSString).lastPathComponent) is an animated GIF, which has no sound: "
+                + "the soundtrack is not used (name the movie .mp4 to hear it)"]
+    }
+
     /// What planning did that the pipeline did not say, one line per item: a `trim.end` past the
     /// clip's end plays to its end (the movie is shorter than the pipeline reads).
     public static func notes(for pipeline: Pipeline, facts: [String: MediaFacts]) -> [String] {

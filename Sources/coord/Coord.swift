@@ -65,13 +65,18 @@ struct StateOptions: ParsableArguments {
 func loadPipeline(_ path: String) throws -> Pipeline {
     do {
         let p = try loadPipelineChecked(path)
-        // Words its fonts cannot draw render as empty boxes: said now, the render goes on.
-        try Fonts.notes(for: p).forEach(errorLine)
+        try loadNotes(p).forEach(errorLine)
         return p
     } catch let e as PipelineError {
         writeStandardError(e.description + "\n")
         throw ExitCode(2)
     }
+}
+
+/// What a loaded pipeline asks for that its movie will not have (the render goes on): a
+/// soundtrack on a GIF, words its fonts cannot draw (empty boxes). Throws for a font that is not one.
+func loadNotes(_ p: Pipeline) throws -> [String] {
+    Planner.pipelineNotes(for: p) + (try Fonts.notes(for: p))
 }
 
 /// Loads a pipeline and checks its movie-level media; errors carry file:line:column.

@@ -83,7 +83,7 @@ struct Submit: ParsableCommand {
         for f in files {
             do {
                 let p = try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)
-                notes.append(try Fonts.notes(for: p))
+                notes.append(try loadNotes(p))
                 notes.last!.forEach(errorLine)
                 loaded.append(p)
             } catch let e as PipelineError {
@@ -453,7 +453,7 @@ struct ProjectReport {
 
     /// A project of a batch, not yet followed.
     init(file: String?, name: String, label: String) { self.file = file; self.name = name; self.label = label }
-    /// `notes`: what loading it said (`Fonts.notes`); the run's own come as it goes.
+    /// `notes`: what loading it said (`loadNotes`); the run's own come as it goes.
     init(_ project: Pipeline, label: String, notes: [String]) {
         self.init(file: project.file, name: project.name, label: label)
         self.notes = notes

@@ -126,6 +126,17 @@ import Testing
         #expect(many.description.hasSuffix("error: 80 more errors in p.yaml not shown"), "\(many.description.suffix(200))")
     }
 
+    /// A soundtrack on an animated GIF was dropped without a word (a GIF has no sound): planning
+    /// notes it, with the soundtrack's place; the same soundtrack on an MP4 is no note.
+    @Test func aSoundtrackOnAGIFIsNoted() throws {
+        let song = "soundtrack: { source: media/a.mov }\nclips:\n  - video: media/b.mp4\n"
+        let gif = try parse("output: { path: out/m.gif }\n" + song)
+        #expect(Planner.pipelineNotes(for: gif)
+                == ["p.yaml:2:23: note: soundtrack: m.gif is an animated GIF, which has no sound: the soundtrack is not used (name the movie .mp4 to hear it)"])
+        #expect(Planner.pipelineNotes(for: try parse("output: { path: out/m.mp4 }\n" + song)) == [])
+        #expect(Planner.pipelineNotes(for: try parse("output: { path: out/m.gif }\nclips:\n  - video: media/b.mp4\n")) == [])
+    }
+
     /// A file saved in Latin-1: the error points at the first byte that is not UTF-8.
     @Test func textThatIsNotUTF8IsAnErrorAtItsFirstBadByte() throws {
         let dir = FileManager.default.temporaryDirectory.path + "/threadline-utf8-\(UUID().uuidString.prefix(8))"

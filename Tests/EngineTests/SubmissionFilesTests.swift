@@ -142,7 +142,7 @@ import TestSupport
     /// without a word. `coord plan` and `coord submit` now say which, where, and what to do, and
     /// the render goes on; a file that is not a font stops the submit before anything renders
     /// (before, every item using it failed on the workers).
-    @Test func wordsTheFontCannotDrawAreToldBeforeRendering() throws {
+    @Test func whatTheMovieWillNotHaveIsToldBeforeRendering() throws {
         let dir = temporaryDirectory("font-coverage")
         try Generate.clip(dir + "/c.mp4", width: 320, height: 180, seconds: 1, tone: 440)
         try """
@@ -175,5 +175,11 @@ import TestSupport
         #expect(bad.err.contains("bad.yaml:4:5: error: clip 1 (c.mp4): font: \(dir)/p.yaml is not a font FreeType can read (not a font format it knows)"),
                 "\(bad.err)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/bad.mp4"))
+
+        // A soundtrack on a GIF is noted at submit too (planning's notes that need no media).
+        try "version: 1\noutput: { path: g.gif, size: 320x180 }\nsoundtrack: { source: c.mp4 }\nclips:\n  - video: c.mp4\n"
+            .write(toFile: dir + "/g.yaml", atomically: true, encoding: .utf8)
+        let gif = try run(coordPath, ["submit", dir + "/g.yaml", "--state", dir + "/state"], timeout: 120)
+        #expect(gif.status == 0 && gif.err.contains("g.yaml:3:23: note: soundtrack: g.gif is an animated GIF, which has no sound"), "\(gif.err)")
     }
 }
