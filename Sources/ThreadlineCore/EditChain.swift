@@ -121,7 +121,11 @@ public struct EditChain: Sendable {
         let W = profile.width, H = profile.height
         let tw = (H * uw + uh / 2) / uh, th = (W * uh + uw / 2) / uw
         var (w, h) = fit == .letterbox ? (min(tw, W), min(th, H)) : (max(tw, W), max(th, H))
-        if fit == .letterbox { w = max(2, w / 2 * 2); h = max(2, h / 2 * 2) }
+        // Even sizes, as 4:2:0 needs: the colour conversion after the resize (a full-range or
+        // BT.601 source) refuses an odd one, so a GoPro's 848x480 cropped to fill 1280x720
+        // (1280x725 before the crop) failed. A letterbox rounds down (the pad adds the rest),
+        // a crop up (the crop trims it).
+        if fit == .letterbox { w = max(2, w / 2 * 2); h = max(2, h / 2 * 2) } else { w = (w + 1) / 2 * 2; h = (h + 1) / 2 * 2 }
         var chain = composited(source) + [Self.resize(width: sideways ? h : w, height: sideways ? w : h, from: source)] + source.toOutput + turns
         chain += Self.userTurns(edits)
         chain += look

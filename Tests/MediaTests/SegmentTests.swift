@@ -62,6 +62,26 @@ internal import CFFmpeg
                 "the same segment rendered after different heap contents: \(files.map(\.count)) bytes, equal: \(files[0] == files[1]), \(files[1] == files[2])")
     }
 
+    /// A full-range source (a GoPro's 848x480 yuvj420p) cropped to fill 1280x720: scaled first,
+    /// it was 1280x725, and the colour conversion after the resize refuses an odd 4:2:0 size, so
+    /// the stage failed ("cannot build the filter graph … Not yet implemented"), turned or not.
+    @Test func aFullRangeSourceCroppedToFillAnOddScaledSizeRenders() throws {
+        let dir = temporaryDirectory()
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=848x480:rate=30:duration=0.5",
+                                      "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuvj420p", "-color_range", "pc", "\(dir)/gopro.mp4"])
+        try #require(made.status == 0, "ffmpeg: \(made.err)")
+        var profile = OutputProfile(path: "\(dir)/out.mp4", width: 1280, height: 720, fps: Rational(30, 1))
+        profile.fit = .crop
+        for rotate in [0, 90] {
+            var edits = Edits()
+            edits.rotate = rotate
+            let (out, timeline) = try Self.render([("\(dir)/gopro.mp4", Item(kind: .video(source: SourceRef("\(dir)/gopro.mp4"), trim: nil), edits: edits))],
+                                                  profile: profile, dir: dir)
+            let probe = try ffprobe(out, countFrames: true)
+            #expect(probe.width == 1280 && probe.height == 720 && probe.frames == timeline[0].frameCount, "rotate \(rotate): \(probe)")
+        }
+    }
+
     /// An HEVC segment of one or two frames (a very short trim, a poster): libx265 sets such a
     /// segment's dts from a field it fills only once it has seen more frames than its B-frame
     /// delay, so the dts was whatever the memory held. The muxer then refused the packet
