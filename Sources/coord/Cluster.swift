@@ -100,7 +100,6 @@ func downloadProgress(_ what: String, of total: Int64, shown: Bool) -> (Int64) -
 /// the flags of the command that follows it again after an interruption; `report` (its name,
 /// file and notes) is filled in and is its `--json` object, as a batch's are.
 func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bool, cluster: ClusterOptions, report: ProjectReport) throws {
-    var path = output ?? end.outputPath
     var rep = report
     rep.run = end.run; rep.state = end.state; rep.seconds = end.seconds; rep.error = end.message
     if end.state == "succeeded" {
@@ -108,20 +107,13 @@ func finishRun(_ client: ClusterClient, _ end: RunEnd, output: String?, json: Bo
             errorLine("error: run \(end.run) succeeded but the coordinator names no movie for it; see 'coord status \(end.run)'")
             throw ExitCode(1)
         }
-        path = URL(fileURLWithPath: path).standardizedFileURL.path
+        let path = URL(fileURLWithPath: output ?? end.outputPath).standardizedFileURL.path
         let shown = !json && isatty(STDERR_FILENO) == 1
         try clusterCall { try client.download(movie, to: path, progress: downloadProgress("the movie", of: movie.size, shown: shown)) }
         if shown { TerminalLine.clear() }
         rep.output = path; rep.bytes = movie.size
     }
-    if json { print(String(decoding: try JSONSerialization.data(withJSONObject: rep.object, options: [.sortedKeys]), as: UTF8.self)) }
-    switch end.state {
-    case "succeeded":
-        if !json { print(String(format: "run %lld succeeded in %.1f s → %@ (%@)", end.run, end.seconds, path, ByteSize.text(rep.bytes))) }
-    default:
-        errorLine("error: run \(end.run) \(end.state): \(end.message ?? "")")
-        throw ExitCode(1)
-    }
+    try reportProjects([rep], seconds: end.seconds, json: json)
 }
 
 struct Serve: AsyncParsableCommand {
