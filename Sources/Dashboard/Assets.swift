@@ -47,7 +47,8 @@ enum Assets {
     .s-succeeded { background: var(--succeeded); } .s-cached { background: var(--cached); } .s-running { background: var(--running); }
     .s-ready { background: var(--ready); } .s-pending { background: var(--pending); } .s-failed { background: var(--failed); }
     .s-cancelled { background: var(--cancelled); }
-    .error { background: #2d1417; border: 1px solid #5c1f24; border-radius: 6px; padding: .6em .8em; white-space: pre-wrap; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9em; }
+    .error { background: #2d1417; border: 1px solid #5c1f24; border-radius: 6px; padding: .6em .8em; white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9em; }
+    #failures td { overflow-wrap: anywhere; }
     .where { color: #ffa198; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
     .summary { display: flex; flex-wrap: wrap; gap: 1.5em; color: var(--muted); }
     .summary b { color: var(--text); font-weight: 600; }

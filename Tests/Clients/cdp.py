@@ -204,7 +204,9 @@ def failed_run(b, base, run, out):
     text = b.wait("(document.getElementById('run-error') || {}).textContent", 30)
     b.screenshot(os.path.join(out, "run-failed.png"))
     return {"state": b.eval("document.getElementById('run-state').dataset.state"), "error": text,
-            "failures": b.eval("[...document.querySelectorAll('#failures tbody tr')].map(r => r.textContent)")}
+            "failures": b.eval("[...document.querySelectorAll('#failures tbody tr')].map(r => r.textContent)"),
+            # Pixels the page is wider than the window (a long file name or filter graph unwrapped).
+            "overflow": b.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth")}
 
 
 def gantt_time(b, base, run, out):

@@ -323,10 +323,12 @@ import TestSupport
         #expect((seen["lineage_items"] as? Int ?? 0) >= 12 + 12 + 1, "lineage from the movie to segments and sources")
 
         // A project with two broken files: its error names each with the pipeline's file:line, and
-        // is not headed by one of the two as if it were the only one.
+        // is not headed by one of the two as if it were the only one. One file's name is long and
+        // has no space: the page wraps it rather than grow wider than the window.
+        let long = String(repeating: "IMG_20260614_", count: 14) + "broken2.mp4"
         try Data("not a movie at all".utf8).write(to: URL(fileURLWithPath: dir + "/broken.mp4"))
-        try Data("nor is this one".utf8).write(to: URL(fileURLWithPath: dir + "/broken2.mp4"))
-        try writePipeline(dir + "/bad.yaml", output: dir + "/bad.mp4", clips: ["video: c0.mp4", "video: broken.mp4", "video: broken2.mp4"])
+        try Data("nor is this one".utf8).write(to: URL(fileURLWithPath: dir + "/" + long))
+        try writePipeline(dir + "/bad.yaml", output: dir + "/bad.mp4", clips: ["video: c0.mp4", "video: broken.mp4", "video: " + long])
         let bad = try run(coordPath, ["submit", dir + "/bad.yaml", "--coordinator", endpoint], timeout: 120)
         #expect(bad.status != 0)
         let failed = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "failed-run", base, "2", shots], timeout: 120)
@@ -336,6 +338,7 @@ import TestSupport
         #expect(error.hasPrefix("2 items failed:"), "\(error)")
         #expect(error.contains("broken.mp4") && error.contains("bad.yaml:10:"), "the page names the file and the pipeline line: \(error)")
         #expect(error.contains("broken2.mp4") && error.contains("bad.yaml:11:"), "the page names the file and the pipeline line: \(error)")
+        #expect(page["overflow"] as? Int == 0, "the page is wider than the window by \(page["overflow"] ?? "?") px")
         let farm = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "farm", base, shots], timeout: 120)
         let farmPage = try #require(try JSONSerialization.jsonObject(with: Data(farm.out.utf8)) as? [String: Any], "browser: \(farm.err)")
         #expect((farmPage["runs"] as? [Any])?.count == 2 && farmPage["workers"] as? Int == 1, "\(farmPage)")
