@@ -8,7 +8,15 @@ import ThreadlineCore
 /// killed stage left there goes an hour later (`StaleTemporaries`), where /tmp kept it until the
 /// next boot (and a GIF's movie is hard-linked there rather than copied across file systems).
 public enum Scratch {
-    private static let folder = Mutex(NSTemporaryDirectory())
+    private static let folder = Mutex(systemFolder)
+
+    /// The system's temporary folder, or /tmp where its path ($TMPDIR) would need escaping in a
+    /// filter graph: in "/tmp/bob's tmp" every title and poster drawn outside a worker failed
+    /// ("Option not found").
+    static var systemFolder: String {
+        let t = NSTemporaryDirectory()
+        return needsNoEscaping(t) ? t : "/tmp/"
+    }
 
     /// Scratch files go in `dir` from now on, when its path needs no escaping in a filter graph
     /// (these paths are written into graphs); false, and the folder unchanged, otherwise.
