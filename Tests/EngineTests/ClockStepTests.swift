@@ -20,10 +20,11 @@ import TestSupport
 
     /// A render on `coord serve` with two workers, w1 busy on a stage, on a host whose wall clock
     /// follows the offset in `offsetFile` (read at every look at the clock). `db`: its lineage.
-    static func start(_ dir: String) throws -> (procs: ServiceProcesses, submit: Process, busy: [String], offsetFile: String, db: String) {
+    /// `seconds`: each item's length (a longer one keeps w1's stage running through a kill).
+    static func start(_ dir: String, seconds: Double = 2) throws -> (procs: ServiceProcesses, submit: Process, busy: [String], offsetFile: String, db: String) {
         let offsetFile = dir + "-clock"
         try "+0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-        let (procs, submit, busy) = try DrainTests.renderUntilW1IsBusy(dir, environment: steppable(offsetFile))
+        let (procs, submit, busy) = try DrainTests.renderUntilW1IsBusy(dir, environment: steppable(offsetFile), seconds: seconds)
         #expect(!busy.isEmpty, "w1 never started a render")
         return (procs, submit, busy, offsetFile, dir + "/coord/lineage.db")
     }
@@ -106,7 +107,9 @@ import TestSupport
 
     @Test(.enabled(if: have(), note))
     func aWallClockStepBackStillFindsAKilledWorkerLost() throws {
-        let (procs, submit, busy, offsetFile, db) = try Self.start(temporaryDirectory("clock-back"))
+        // Items of 6 s: w1's stage is still rendering when it is killed 0.3 s after the step (of
+        // 2 s, it sometimes finished first on a fast machine, and the check below failed).
+        let (procs, submit, busy, offsetFile, db) = try Self.start(temporaryDirectory("clock-back"), seconds: 6)
         defer { procs.stopAll() }
         try "-1h\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
         usleep(300_000)

@@ -12,8 +12,9 @@ import TestSupport
     /// `environment`: added to the coordinator's and w1's (a host both run on).
     /// `sourceCopied`: also wait until w1 holds the stage's source (see below).
     static func renderUntilW1IsBusy(_ dir: String, w1Args: [String] = [], serveArgs: [String] = [],
-                                    environment: [String: String] = [:], sourceCopied: Bool = false) throws -> (ServiceProcesses, Process, [String]) {
-        let pipeline = try ClusterTests.project(dir, items: 6, seconds: 2, output: "640x360", preset: "medium")
+                                    environment: [String: String] = [:], sourceCopied: Bool = false,
+                                    seconds: Double = 2) throws -> (ServiceProcesses, Process, [String]) {
+        let pipeline = try ClusterTests.project(dir, items: 6, seconds: seconds, output: "640x360", preset: "medium")
         let procs = ServiceProcesses(directory: dir)
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"] + serveArgs,
                         environment: environment)
