@@ -133,7 +133,7 @@ public enum FileChecks {
             let real = Self.real((path as NSString).deletingLastPathComponent) + "/" + name
             // A suggested movie goes beside its draft, in the state folder's suggestions folder
             // unless `coord suggest --out` says otherwise: nothing of lineage or the store is there.
-            if real == state || real.hasPrefix(state + "/") && !real.hasPrefix(state + "/" + suggestionsFolder + "/") {
+            if real == state || (real.hasPrefix(state + "/") && !real.hasPrefix(state + "/" + suggestionsFolder + "/")) {
                 return "\(path) is inside the state folder \(state) (lineage.db and the artifact store live there)"
             }
         }
