@@ -1959,7 +1959,7 @@ final class CoordinatorCore {
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots
         p.failures = failures
-        p.notes = run.notes.isEmpty ? [] : run.notes.sorted { $0.key < $1.key }.map(\.value)
+        p.notes = run.notes.sorted { $0.key < $1.key }.map(\.value)
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

@@ -78,9 +78,8 @@ public enum Fonts {
                 let shown = lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
                 let font = (w.font as NSString).lastPathComponent
                 let one = lacking.count == 1
-                notes.append((item.location.map { "\($0): " } ?? "")
-                    + "note: \(item.label(index: i)): the font \(font) has no \(shown): \(one ? "it is" : "they are") drawn as "
-                    + "\(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)")
+                notes.append(pipelineNote("\(item.label(index: i)): the font \(font) has no \(shown): \(one ? "it is" : "they are") drawn as "
+                    + "\(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)", at: item.location))
             }
         }
         return notes

@@ -41,6 +41,12 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible, Equatable
     }
 }
 
+/// A note about a pipeline (what it asks for that the movie will not have; the render goes on),
+/// written as an error is: "file:line:col: note: message".
+public func pipelineNote(_ message: String, at location: SourceLocation?) -> String {
+    (location.map { "\($0): " } ?? "") + "note: " + message
+}
+
 /// Edit distance, for "did you mean" suggestions.
 func levenshtein(_ a: String, _ b: String) -> Int {
     let a = Array(a.lowercased()), b = Array(b.lowercased())

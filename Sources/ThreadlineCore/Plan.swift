@@ -268,9 +268,8 @@ public enum Planner {
     /// soundtrack on an animated GIF (a GIF has no sound).
     public static func pipelineNotes(for pipeline: Pipeline) -> [String] {
         guard pipeline.output.isGIF, let st = pipeline.output.soundtrack else { return [] }
-        return [(st.location.map { "\($0): " } ?? "")
-                + "note: soundtrack: \((pipeline.output.path as NSString).lastPathComponent) is an animated GIF, which has no sound: "
-                + "the soundtrack is not used (name the movie .mp4 to hear it)"]
+        return [pipelineNote("soundtrack: \((pipeline.output.path as NSString).lastPathComponent) is an animated GIF, which has no sound: "
+                             + "the soundtrack is not used (name the movie .mp4 to hear it)", at: st.location)]
     }
 
     /// What planning did that the pipeline did not say, one line per item: a `trim.end` past the
@@ -287,8 +286,8 @@ public enum Planner {
     public static func note(for item: Item, index i: Int, facts f: MediaFacts?, fps: Rational) -> String? {
         guard case .video(_, let trim) = item.kind, let end = trim?.end, let f,
               end > f.duration + 0.5 / fps.double else { return nil }
-        return (item.location.map { "\($0): " } ?? "") + String(format: "note: %@: trim.end %.3f s is past the clip's end (%.3f s): it plays to its end",
-                                                                  item.label(index: i), end, f.duration)
+        return pipelineNote(String(format: "%@: trim.end %.3f s is past the clip's end (%.3f s): it plays to its end",
+                                   item.label(index: i), end, f.duration), at: item.location)
     }
 
     /// Frames an item lasts in the output, given its source's facts.

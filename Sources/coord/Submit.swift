@@ -448,7 +448,8 @@ struct ProjectReport {
     var output: String? = nil
     var bytes: Int64 = 0
     var error: String? = nil
-    /// What planning did that the pipeline did not say (`RunProgress.notes`), as printed.
+    /// What the movie will not have that the pipeline asks for, as printed: loading's
+    /// (`loadNotes`), then the run's (`RunProgress.notes`).
     var notes: [String] = []
 
     /// A project of a batch, not yet followed.
