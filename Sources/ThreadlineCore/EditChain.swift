@@ -184,7 +184,9 @@ public struct EditChain: Sendable {
         var chain = composited(source) + source.toOutput
         chain += source.orientation?.filters ?? []
         chain += Self.userTurns(edits)
-        if let c = edits.crop, c != CropRect(x: 0, y: 0, width: 1, height: 1) {
+        // At least 2x2 (4:2:0 needs it); a picture narrower or shorter than that (the 1x1 clips
+        // test corpora hold) keeps what it has.
+        if let c = edits.crop, c != CropRect(x: 0, y: 0, width: 1, height: 1), min(source.size?.width ?? 2, source.size?.height ?? 2) >= 2 {
             chain.append(String(format: "crop=w='max(2,iw*%.6f)':h='max(2,ih*%.6f)':x='iw*%.6f':y='ih*%.6f'", c.width, c.height, c.x, c.y))
         }
         if source.sar.num > 0 && source.sar.den > 0 && source.sar.num != source.sar.den {

@@ -104,32 +104,42 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
         return p
 }
 
-/// Media facts of every local source, or exit 1 naming the item (and its pipeline line) that cannot be read.
 /// Probes every local source and names every item that cannot be used, each on its own line
 /// with its pipeline line, as a failed run does: files that do not open (exit 1), and clips
 /// whose file opened but that planning refuses, such as an unreadable audio track not muted or a
 /// trim past the end (exit 2 when nothing else failed).
 func probeLocalSources(_ p: Pipeline) throws -> [String: MediaFacts] {
+    let found = LocalSources(p)
+    guard found.unopened.isEmpty && found.refused.isEmpty else {
+        (found.unopened + found.refused).forEach(errorLine)
+        throw ExitCode(found.unopened.isEmpty ? 2 : 1)
+    }
+    return found.facts
+}
+
+/// Every local source of a pipeline, probed: the facts of those that open, a line for each item
+/// whose file does not (`unopened`), and one for each clip planning refuses (`refused`).
+struct LocalSources {
     var facts: [String: MediaFacts] = [:]
-    var problems: [String] = [], unopened = false
-    for (i, item) in p.items.enumerated() {
-        var opened = true
-        for s in item.sources where !s.isRemote && facts[s.uri] == nil {
-            do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
-                problems.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
-                opened = false; unopened = true
+    var unopened: [String] = [], refused: [String] = []
+
+    init(_ p: Pipeline) {
+        for (i, item) in p.items.enumerated() {
+            var opened = true
+            for s in item.sources where !s.isRemote && facts[s.uri] == nil {
+                do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
+                    unopened.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
+                    opened = false
+                }
+            }
+            guard opened, case .video = item.kind, let source = item.sources.first, let f = facts[source.uri] else { continue }
+            do { _ = try Planner.frameCount(of: item, index: i, facts: f, fps: p.output.fps) } catch let e as PipelineError {
+                refused.append(e.description)
+            } catch {
+                refused.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
             }
         }
-        guard opened, case .video = item.kind, let source = item.sources.first, let f = facts[source.uri] else { continue }
-        do { _ = try Planner.frameCount(of: item, index: i, facts: f, fps: p.output.fps) } catch let e as PipelineError {
-            problems.append(e.description)
-        }
     }
-    guard problems.isEmpty else {
-        problems.forEach(errorLine)
-        throw ExitCode(unopened ? 1 : 2)
-    }
-    return facts
 }
 
 func errorLine(_ s: String) { writeStandardError(s + "\n") }

@@ -85,6 +85,14 @@ struct Submit: ParsableCommand {
                 let p = try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)
                 notes.append(try loadNotes(p))
                 notes.last!.forEach(errorLine)
+                // A coordinator finds a clip it cannot plan (a trim past its end) only once the
+                // files are up: minutes of phone video over Wi-Fi for a run that fails at once.
+                // Files that do not open fail there as here, the rest of the run rendered.
+                if cluster.coordinator != nil {
+                    let refused = LocalSources(p).refused
+                    refused.forEach(errorLine)
+                    if !refused.isEmpty { invalid += 1; continue }
+                }
                 loaded.append(p)
             } catch let e as PipelineError {
                 errorLine(e.description)

@@ -260,4 +260,31 @@ import Lineage
             #expect(try plainRun.flatMap { try reader.run($0.id) }?.notes == [], "\(db)")
         }
     }
+
+    /// A trim that starts past its clip's end, submitted to a coordinator: the submit refuses it
+    /// before sending anything, with the pipeline's line, as `coord plan` does (exit 2). Before,
+    /// every file went up first and the run failed on the coordinator at once.
+    @Test func aTrimPastTheClipsEndIsRefusedBeforeAnythingIsSent() throws {
+        let dir = temporaryDirectory("batch-trim-refused")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 1, tone: 440)
+        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        let bad = try Self.project(dir, 1, clips: ["video: b.mp4", "video: a.mp4\n    trim: { start: 3, end: 4 }"])
+        let plain = try Self.project(dir, 2)
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let error = "p1.yaml:6:5: error: clip 2 (a.mp4): trim.start 3.000 s is at or past the end of the clip (1.000 s)"
+        for files in [[bad], [plain, bad]] {
+            let r = try run(coordPath, ["submit"] + files + ["--coordinator", ep], timeout: 120)
+            #expect(r.status == 2, "\(files): \(r.err)")
+            #expect(r.err.split(separator: "\n").contains { $0.hasSuffix(error) }, "\(files): \(r.err)")
+            #expect(!r.err.contains("sent") && !r.err.contains("submitted"), "\(files): \(r.err)")
+        }
+        let runs = try run(coordPath, ["runs", "--coordinator", ep, "--json"], timeout: 30)
+        #expect(runs.status == 0 && runs.out.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "\(runs.out) \(runs.err)")
+        // Mended, it renders.
+        let good = try Self.project(dir, 1, clips: ["video: b.mp4", "video: a.mp4\n    trim: { start: 0.5, end: 1 }"])
+        let r = try run(coordPath, ["submit", good, "--coordinator", ep], timeout: 120)
+        #expect(r.status == 0 && FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"), "\(r.err)")
+    }
+
 }

@@ -82,6 +82,23 @@ internal import CFFmpeg
         }
     }
 
+    /// A crop edit on a picture narrower or shorter than 2 pixels (the corpus has a 1x1 clip):
+    /// the crop's 2-pixel floor asked for more than the picture has, and the stage failed with
+    /// the whole filter graph in its error. The crop now keeps at most the picture.
+    @Test func aCropEditOnAOnePixelSourceRenders() throws {
+        let dir = temporaryDirectory()
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x64:rate=30:duration=0.3", "-vf", "scale=1:1",
+                                      "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv444p", "\(dir)/dot.mp4"])
+        try #require(made.status == 0, "ffmpeg: \(made.err)")
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 180, fps: Rational(30, 1))
+        var edits = Edits()
+        edits.crop = CropRect(x: 0.1, y: 0, width: 0.8, height: 1)
+        let (out, timeline) = try Self.render([("\(dir)/dot.mp4", Item(kind: .video(source: SourceRef("\(dir)/dot.mp4"), trim: nil), edits: edits))],
+                                              profile: profile, dir: dir)
+        let probe = try ffprobe(out, countFrames: true)
+        #expect(probe.width == 320 && probe.height == 180 && probe.frames == timeline[0].frameCount, "\(probe)")
+    }
+
     /// An HEVC segment of one or two frames (a very short trim, a poster): libx265 sets such a
     /// segment's dts from a field it fills only once it has seen more frames than its B-frame
     /// delay, so the dts was whatever the memory held. The muxer then refused the packet
