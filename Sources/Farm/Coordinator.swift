@@ -1775,6 +1775,8 @@ final class CoordinatorCore {
                 run.notes[i] = note
                 log.notice("\(note)", metadata: ["run.id": "\(run.id)"])
                 try lineage.event("item.note", note, runID: run.id)   // the run page lists it
+                // Told now: a run that fails in this turn (its stages cached) tells no more progress.
+                progress(run, force: true)
             }
             try updateTimeline(run)
         } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {

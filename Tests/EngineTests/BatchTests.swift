@@ -287,4 +287,24 @@ import Lineage
         #expect(r.status == 0 && FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"), "\(r.err)")
     }
 
+
+    /// A note (a trim past its clip's end) is told by a run that fails at once: submitted again,
+    /// every stage cached and another clip's trim refused, the run failed within the turn that
+    /// made the note, and the submit said nothing of it (not on stderr, not in --json), though
+    /// the run page listed it.
+    @Test func aRunThatFailsAtOnceStillTellsItsNotes() throws {
+        let dir = temporaryDirectory("batch-note-fail")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 1, tone: 440)
+        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        let file = try Self.project(dir, 1, clips: ["video: a.mp4\n    trim: { end: 7.5 }", "video: b.mp4\n    trim: { start: 2, end: 3 }"])
+        let note = "p1.yaml:5:5: note: clip 1 (a.mp4): trim.end 7.500 s is past the clip's end (1.000 s): it plays to its end"
+        for round in 1...3 {
+            let r = try run(coordPath, ["submit", file, "--state", dir + "/state", "--workers", "1", "--json"], timeout: 120)
+            #expect(r.status == 1 && r.err.contains("trim.start 2.000 s is at or past the end"), "round \(round): \(r.err)")
+            #expect(r.err.split(separator: "\n").filter { $0.hasSuffix(note) }.count == 1, "round \(round): \(r.err)")
+            let object = try #require(JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "round \(round): \(r.out)")
+            #expect((object["notes"] as? [String])?.map { $0.hasSuffix(note) } == [true], "round \(round): \(r.out)")
+        }
+    }
+
 }
