@@ -348,10 +348,15 @@ public enum Planner {
             let head = i > 0 ? overlap[i - 1] : 0, tail = i < overlap.count ? overlap[i] : 0
             if head > segment || tail > segment || (item.edits.loop == 1 && head + tail > segment) {
                 let t = (tail > 0 ? transition(after: i, in: pipeline) : transition(after: i - 1, in: pipeline))
-                throw PipelineError(String(format: "the transitions around %@ (%.3f s in, %.3f s out) are longer than the item (%.3f s)",
-                                           item.label(index: i), Timing.seconds(frames: head, fps: fps), Timing.seconds(frames: tail, fps: fps),
-                                           Timing.seconds(frames: segment, fps: fps)),
-                                    at: t?.location ?? item.location, hint: "shorten the transition or lengthen the item")
+                // A looped item's transitions each take from one pass (the first or the last).
+                let loop = item.edits.loop
+                let what = loop == 1 ? String(format: "the item (%.3f s)", Timing.seconds(frames: segment, fps: fps))
+                    : String(format: "one pass of the item (%.3f s; loop: %d plays it %d times, %.3f s)", Timing.seconds(frames: segment, fps: fps),
+                             loop, loop, Timing.seconds(frames: n, fps: fps))
+                throw PipelineError(String(format: "the transitions around %@ (%.3f s in, %.3f s out) are longer than %@",
+                                           item.label(index: i), Timing.seconds(frames: head, fps: fps), Timing.seconds(frames: tail, fps: fps), what),
+                                    at: t?.location ?? item.location,
+                                    hint: loop == 1 ? "shorten the transition or lengthen the item" : "shorten the transition or lengthen the item's trim")
             }
             let s0 = Timing.samples(atFrame: frame, fps: fps), s1 = Timing.samples(atFrame: frame + n, fps: fps)
             var timing = ItemTiming(item: i, startFrame: frame, frameCount: n, segmentFrames: segment, repeats: item.edits.loop,

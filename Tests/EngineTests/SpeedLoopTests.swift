@@ -46,6 +46,35 @@ import TestSupport
         #expect(longestSilenceMs(try decodeAudio(Self.dir + "/loop.mp4")) < 5)
     }
 
+    /// A looped item's transitions each take from one pass (the first or the last): longer than
+    /// a pass is refused, and the error says it is one pass, not the item (whose plan says
+    /// three times as long); within a pass, in and out together may be longer than a pass.
+    @Test func aLoopedItemsTransitionsAreMeasuredAgainstOnePass() throws {
+        func pipeline(_ name: String, _ seconds: Double) throws -> String {
+            let path = Self.dir + "/\(name).yaml"
+            try """
+            version: 1
+            output: { path: \(name).mp4, size: 320x240, video: { preset: ultrafast } }
+            transition: { type: dissolve, duration: \(seconds) }
+            clips:
+              - video: tone.mp4
+              - video: tone.mp4
+                loop: 3
+                trim: { start: 0, end: 0.4 }
+              - video: tone.mp4
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let long = try run(coordPath, ["plan", try pipeline("loop-long", 0.5)], timeout: 60)
+        #expect(long.status == 2)
+        #expect(long.err.contains("loop-long.yaml:3:13: error: the transitions around clip 2 (tone.mp4) (0.500 s in, 0.500 s out) are longer than one pass of the item (0.400 s; loop: 3 plays it 3 times, 1.200 s)"), "\(long.err)")
+        #expect(long.err.contains("hint: shorten the transition or lengthen the item's trim"), "\(long.err)")
+        let within = try run(coordPath, ["submit", try pipeline("loop-within", 0.3), "--state", Self.dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(within.status == 0, "\(within.err)")
+        let p = try ffprobe(Self.dir + "/loop-within.mp4", countFrames: true)
+        #expect(p.frames == 60 + 36 + 60 - 2 * 9, "\(p)")
+    }
+
     @Test func speedZeroIsALocatedError() throws {
         try writePipeline(Self.dir + "/zero.yaml", output: Self.dir + "/zero.mp4", clips: ["video: tone.mp4\n    speed: 0"])
         let r = try run(coordPath, ["submit", Self.dir + "/zero.yaml", "--state", Self.dir + "/state"], timeout: 60)
