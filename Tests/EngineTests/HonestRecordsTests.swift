@@ -44,6 +44,10 @@ import TestSupport
         let dir = try rendered("lineage-by-content")
         let ok = try run(coordPath, ["lineage", dir + "/out/m.mp4", "--state", dir + "/st"], timeout: 30)
         #expect(ok.status == 0 && ok.out.contains("run 1 of"), "\(ok.err)")
+        #expect(!ok.out.contains("is a source"), "\(ok.out)")
+        // A source is found too, and said to be one: the run read it, it did not make it.
+        let source = try run(coordPath, ["lineage", dir + "/a.mp4", "--state", dir + "/st"], timeout: 30)
+        #expect(source.status == 0 && source.out.hasPrefix("\(dir)/a.mp4 is a source, not a movie: run 1 read it"), "\(source.out) \(source.err)")
         try Data("not the movie".utf8).write(to: URL(fileURLWithPath: dir + "/out/m.mp4"))
         let replaced = try run(coordPath, ["lineage", dir + "/out/m.mp4", "--state", dir + "/st"], timeout: 30)
         #expect(replaced.status == 1, "\(replaced.out)")
