@@ -390,6 +390,7 @@ private final class SegmentJob {
             av_seek_frame(input.ctx, videoIndex, keys.isEmpty ? Int64.min : keys[g], AVSEEK_FLAG_BACKWARD)
             avcodec_flush_buffers(video.ctx)
             let nextKey = g + 1 < keys.count ? keys[g + 1] : Int64.max
+            var sawNextKey = false
             func take() throws {
                 while avcodec_receive_frame(video.ctx, raw.ptr) >= 0 {
                     let ts = raw.ptr.pointee.best_effort_timestamp
@@ -407,15 +408,26 @@ private final class SegmentJob {
                 if ret < 0 { break }
                 defer { packet.unref() }
                 guard packet.ptr.pointee.stream_index == videoIndex else { continue }
-                // A closed group ends where the next key frame begins.
-                if packet.ptr.pointee.pts != tl_nopts_value() && packet.ptr.pointee.pts >= nextKey && (packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) != 0 { break }
+                // A group ends where the next key frame begins; an open one (HEVC from iPhones,
+                // x265's default) shows its last frames after that key in the file, decoded from
+                // it: read on through them, and stop at the first frame of the next group.
+                let pts = packet.ptr.pointee.pts
+                if pts != tl_nopts_value() && pts >= nextKey {
+                    if sawNextKey || (packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) == 0 { break }
+                    sawNextKey = true
+                }
                 if avcodec_send_packet(video.ctx, packet.ptr) >= 0 { try take() }
             }
             avcodec_send_packet(video.ctx, nil)
             try take()
             report.decodeSeconds += now() - t0
             for s in slots {
-                guard let f = kept[slotSource[s]] ?? last else { continue }
+                // A frame that did not decode again shows its nearest neighbour: every slot is written.
+                let ts = slotSource[s]
+                guard let f = kept[ts] ?? last ?? kept.min(by: { abs($0.key - ts) < abs($1.key - ts) })?.value else {
+                    throw MediaError(.decode, .permanent, file: name,
+                                     String(format: "bounce: no frame near %.3f s decodes again for the way back", Double(ts) * av_q2d(video.timeBase)))
+                }
                 try writer.write(f.ptr, slot: 2 * n - 2 - s, report: &report)
                 last = f
             }

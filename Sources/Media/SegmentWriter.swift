@@ -32,6 +32,9 @@ final class SegmentWriter {
     let fadeOutSamples: Range<Int>
     /// Samples written to the file (with a cut, fewer than the item's `samplesWritten`).
     private var fileSamples = 0
+    /// The frames the file must hold (0: not known), and those written.
+    private let framesPlanned: Int
+    private var framesWritten = 0
 
     init(profile: OutputProfile, sampleCount: Int, path: String, name: String, keyframes: [Int]? = nil,
          cut: SegmentCut? = nil, frameCount: Int = 0) throws {
@@ -39,6 +42,7 @@ final class SegmentWriter {
         self.keyframes = Set(keyframes ?? [])
         self.name = name
         self.cut = cut
+        framesPlanned = frameCount > 0 ? (cut.map { min($0.end, frameCount) - $0.first } ?? frameCount) : 0
         if let cut {
             func S(_ f: Int) -> Int { Timing.samples(atFrame: f, fps: profile.fps) }
             // Where the segment runs to its item's end, it keeps all its samples; where a fade
@@ -88,6 +92,7 @@ final class SegmentWriter {
             frame = Frame()
             guard av_frame_ref(frame.ptr, f) >= 0 else { throw MediaError(.encode, .retryable, file: name, "out of memory") }
         }
+        framesWritten += 1
         frame.ptr.pointee.pts = Int64(slot - first)
         frame.ptr.pointee.pict_type = keyframes.contains(slot) ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         try lane.encode(frame)
@@ -185,6 +190,10 @@ final class SegmentWriter {
 
     /// Finishes the segment, counting the encoder's busy time and the samples written in `report`.
     func finish(report: inout SegmentReport) throws {
+        // A segment short of frames would be kept as rendered and fail every concat that used it.
+        guard framesPlanned == 0 || framesWritten == framesPlanned else {
+            throw MediaError(.encode, .permanent, file: name, "rendered \(framesWritten) frames of the \(framesPlanned) planned")
+        }
         try finish()
         report.encodeSeconds += lane.busySeconds
         report.samplesOut = fileSamples

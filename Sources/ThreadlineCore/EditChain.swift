@@ -78,6 +78,9 @@ public struct EditChain: Sendable {
             + (chain.scalesFirst ? scaledFirstMark : "")
             + (spec.kenBurns != nil ? " (Ken Burns over a 4:2:0 base)" : "")
             + (spec.still == true ? " (still: transparency over the background)" : "")
+            // Bounced segments of open-GOP sources made before the way back read through to the
+            // next key frame lack frames or repeat them: such segments render again.
+            + (spec.edits.bounce ? " (bounce, open groups read whole)" : "")
     }
 
     /// Whether the picture depends on the output slot (a windowed text or sticker): renderers

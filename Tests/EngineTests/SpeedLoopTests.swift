@@ -278,4 +278,49 @@ import TestSupport
             #expect(match > 0.9)
         }
     }
+
+    /// An open-GOP source (HEVC as iPhones and x265 make it): each group's last frames come after
+    /// the next key frame in the file and are decoded from it. The way back stopped reading at
+    /// that key frame, so those frames were never decoded again: the segment repeated a
+    /// neighbour in their place, or (at the way back's first frame) left the slot out, and every
+    /// concat using it failed ("segment has 21 frames, expected 23"), the short segment cached.
+    /// Every frame of the way back is now its forward frame, and a segment short of frames fails
+    /// its own stage.
+    @Test func anOpenGOPSourceBouncesWithEveryFrameItsOwn() throws {
+        let dir = temporaryDirectory("bounce-open-gop")
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=1.5",
+                                      "-c:v", "libx265", "-x265-params", "keyint=12:min-keyint=12:scenecut=0:open-gop=1:bframes=3:log-level=error",
+                                      "-pix_fmt", "yuv420p", dir + "/og.mp4"])
+        try #require(made.status == 0, "ffmpeg: \(made.err)")
+        // The source really is open: a frame shown before a key frame comes after it in the file.
+        let packets = try run("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts,flags", "-of", "csv=p=0", dir + "/og.mp4"]).out
+            .split(separator: "\n").map { $0.split(separator: ",") }.compactMap { p in Int(p[0]).map { ($0, p[1].hasPrefix("K")) } }
+        let secondKey = try #require(packets.dropFirst().firstIndex { $0.1 })
+        #expect(packets[(secondKey + 1)...].contains { $0.0 < packets[secondKey].0 }, "\(packets)")
+
+        for (name, trim, forward) in [("whole", "", 45), ("to-a-key", "\n    trim: { start: 0, end: 0.4 }", 12)] {
+            try writePipeline(dir + "/\(name).yaml", output: dir + "/\(name).mp4", size: "320x240", clips: ["video: og.mp4\n    bounce: true" + trim])
+            let r = try run(coordPath, ["submit", dir + "/\(name).yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+            #expect(r.status == 0, "\(name): \(r.err)")
+            guard r.status == 0 else { continue }
+            // Every frame, small and grey: the way back's frame 2n-2-k is forward frame k,
+            // nearer to it than to k's neighbours (testsrc2 moves every frame).
+            let gray = try run("ffmpeg", ["-v", "error", "-y", "-i", dir + "/\(name).mp4", "-vf", "scale=80:60,format=gray", "-f", "rawvideo", dir + "/\(name).gray"])
+            try #require(gray.status == 0, "\(gray.err)")
+            let raw = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/\(name).gray")))
+            let size = 80 * 60
+            let frames = stride(from: 0, to: raw.count - size + 1, by: size).map { Array(raw[$0..<($0 + size)]) }
+            #expect(frames.count == 2 * forward - 1, "\(name): \(frames.count) frames")
+            guard frames.count == 2 * forward - 1 else { continue }
+            func distance(_ a: [UInt8], _ b: [UInt8]) -> Int { zip(a, b).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) } }
+            var wrong: [Int] = []
+            for k in 0..<(forward - 1) {
+                let back = frames[2 * forward - 2 - k]
+                let own = distance(back, frames[k])
+                if [k - 1, k + 1].contains(where: { $0 >= 0 && $0 < forward && distance(back, frames[$0]) <= own }) { wrong.append(k) }
+            }
+            #expect(wrong.isEmpty, "\(name): the way back does not show forward frames \(wrong)")
+        }
+    }
+
 }

@@ -161,6 +161,31 @@ internal import CFFmpeg
         #expect(error.map { "\($0)" }?.contains("seg.mov") == true, "the lane's error names the file: \(String(describing: error))")
     }
 
+    /// A segment that did not get every planned frame fails its own stage, naming the counts,
+    /// rather than being kept as rendered and failing every concat that uses it.
+    @Test func aSegmentShortOfItsPlannedFramesFails() throws {
+        let dir = temporaryDirectory()
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 240, fps: Rational(30, 1))
+        let frame = Frame()
+        frame.ptr.pointee.width = 320; frame.ptr.pointee.height = 240; frame.ptr.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        try #require(av_frame_get_buffer(frame.ptr, 0) >= 0)
+        let f = frame.ptr.pointee
+        for (plane, bytes) in [(f.data.0, Int(f.linesize.0) * 240), (f.data.1, Int(f.linesize.1) * 120), (f.data.2, Int(f.linesize.2) * 120)] {
+            memset(plane!, 128, bytes)
+        }
+        for (written, planned) in [(29, 30), (30, 30)] {
+            let writer = try SegmentWriter(profile: profile, sampleCount: 48000, path: "\(dir)/seg\(written).mov", name: "short", frameCount: planned)
+            var report = SegmentReport()
+            for slot in 0..<written { try writer.write(frame.ptr, slot: slot, report: &report) }
+            if written == planned {
+                try writer.finish(report: &report)
+            } else {
+                let error = #expect(throws: MediaError.self) { try writer.finish(report: &report) }
+                #expect(error.map { "\($0)" }?.contains("rendered 29 frames of the 30 planned") == true, "\(String(describing: error))")
+            }
+        }
+    }
+
     /// A movie's audio is AAC-encoded in chunks of 10.92 s on as many threads as there are cores,
     /// spliced at AAC frame boundaries (`AudioChunks`). No splice may be heard: around each one
     /// the decoded movie follows its source as closely as it does anywhere else.
