@@ -8,7 +8,7 @@ public enum LivePhotoResolver {
     public static func resolve(_ pipeline: Pipeline) throws -> Pipeline {
         var p = pipeline
         for (i, item) in pipeline.items.enumerated() {
-            guard case .livePhoto(let source, let use, let duration) = item.kind else { continue }
+            guard case .livePhoto(let source, let use, let duration, let trim) = item.kind else { continue }
             guard !source.isRemote else {
                 throw PipelineError("\(item.label(index: i)): live photos must be local files, to find their other half", at: item.location)
             }
@@ -21,7 +21,7 @@ public enum LivePhotoResolver {
                     throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's motion: \(how)", at: item.location,
                                         hint: "put the .MOV beside the photo, or add use: still to show the photo")
                 }
-                p.items[i].kind = .video(source: SourceRef(movie), trim: nil)
+                p.items[i].kind = .video(source: SourceRef(movie), trim: trim)
                 if use == .loop { p.items[i].edits.loop = max(2, p.items[i].edits.loop) }
                 if use == .bounce { p.items[i].edits.bounce = true }
             case .still:

@@ -195,7 +195,7 @@ extension Pipeline {
             case .video(_, let trim):
                 if let t = trim, !finite(t.start, 0...1e7) || !(t.end.map { finite($0, t.start...1e7) } ?? true) { return "\(label): trim is out of range" }
             case .title(let t): if !finite(t.duration, 0.001...600) { return "\(label): duration must be more than 0 and at most 600 seconds" }
-            case .photo(_, let d, _), .livePhoto(_, _, let d): if !finite(d, 0.001...600) { return "\(label): duration must be more than 0 and at most 600 seconds" }
+            case .photo(_, let d, _), .livePhoto(_, _, let d, _): if !finite(d, 0.001...600) { return "\(label): duration must be more than 0 and at most 600 seconds" }
             }
             if !finite(item.edits.speed, 0.25...4) { return "\(label): speed must be between 0.25 and 4" }
             if !(1...100).contains(item.edits.loop) { return "\(label): loop must be 1…100" }

@@ -169,8 +169,8 @@ public struct Item: Sendable, Hashable, Codable {
         /// A still photo (JPEG, PNG, …) shown for `duration` seconds, upright per its EXIF orientation.
         case photo(source: SourceRef, duration: Double, kenBurns: KenBurns?)
         /// An Apple Live Photo, named by either half. Submitting resolves it into the motion
-        /// (`video`) or the still (`photo`) it shows.
-        case livePhoto(source: SourceRef, use: LivePhotoUse, duration: Double)
+        /// (`video`, trimmed by `trim`) or the still (`photo`, shown for `duration`) it shows.
+        case livePhoto(source: SourceRef, use: LivePhotoUse, duration: Double, trim: Trim? = nil)
     }
 
     public var kind: Kind
@@ -190,7 +190,7 @@ public struct Item: Sendable, Hashable, Codable {
     /// The sources this item reads.
     public var sources: [SourceRef] {
         switch kind {
-        case .video(let s, _), .photo(let s, _, _), .livePhoto(let s, _, _): return [s]
+        case .video(let s, _), .photo(let s, _, _), .livePhoto(let s, _, _, _): return [s]
         case .title: return []
         }
     }
@@ -198,7 +198,7 @@ public struct Item: Sendable, Hashable, Codable {
     public func label(index: Int) -> String {
         switch kind {
         case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
-        case .livePhoto(let s, _, _): return "live photo \(index + 1) (\(s.displayName))"
+        case .livePhoto(let s, _, _, _): return "live photo \(index + 1) (\(s.displayName))"
         case .photo(let s, _, _): return "photo \(index + 1) (\(s.displayName))"
         case .title(let t):
             // On one line, as the pipeline writes it: a message naming it is one line.

@@ -294,6 +294,19 @@ public enum PipelineLoader {
             kind = .photo(source: try ctx.source(kindNode), duration: duration, kenBurns: kenBurns)
         } else if kindKey == "live_photo" {
             let use = try m.enumValue("use", LivePhotoUse.self) ?? .motion
+            // Its motion plays its own length (trimmed as a video is); its still shows for a duration.
+            // What applies to the other use was dropped without a word.
+            if use == .still, let k = ["trim", "speed"].first(where: { m.node($0) != nil }) {
+                throw ctx.error("\(k) applies to a live photo's motion, not to its still (use: still)", at: m.keyNode(k),
+                                hint: "set its duration instead, or use: motion")
+            }
+            if use == .still, try m.bool("bounce") == true {
+                throw ctx.error("bounce applies to a live photo's motion, not to its still (use: still)", at: m.keyNode("bounce"), hint: "use: bounce")
+            }
+            if use != .still, m.node("duration") != nil {
+                throw ctx.error("duration applies to a live photo shown as its still (use: still); its motion plays its own length",
+                                at: m.keyNode("duration"), hint: "trim its motion instead: trim: { start: 0.5, end: 2 }")
+            }
             let duration = try m.time("duration") ?? 3
             guard duration > 0 && duration <= 600 else { throw ctx.error("duration must be more than 0 and at most 600 seconds", at: m.node("duration")) }
             kind = .livePhoto(source: try ctx.source(kindNode), use: use, duration: duration)
@@ -348,7 +361,7 @@ public enum PipelineLoader {
             guard (0.25...4).contains(s) else {
                 throw ctx.error("speed must be between 0.25 and 4, got \(s)", at: m.node("speed"), hint: "2 plays twice as fast, 0.5 in slow motion")
             }
-            if kindKey != "video" { throw ctx.error("speed applies to video items", at: m.keyNode("speed"), hint: "set the item's duration instead") }
+            if kindKey != "video" && kindKey != "live_photo" { throw ctx.error("speed applies to video items", at: m.keyNode("speed"), hint: "set the item's duration instead") }
             edits.speed = s
         }
         if let n = try m.int("loop") {
@@ -385,7 +398,11 @@ public enum PipelineLoader {
         }
         try m.finish(allowed: itemKindKeys + editKeys + photoKeys)
         var item = Item(kind: kind, edits: edits, location: location)
-        if case .video(let source, _) = kind { item.kind = .video(source: source, trim: trim) }
+        switch kind {
+        case .video(let source, _): item.kind = .video(source: source, trim: trim)
+        case .livePhoto(let source, let use, let duration, _): item.kind = .livePhoto(source: source, use: use, duration: duration, trim: trim)
+        default: break
+        }
         item.transition = transition
         return item
     }

@@ -212,6 +212,27 @@ import Testing
         #expect(error("output: { path: o.mp4 }\nclips:\n  - live_photo: media/a.mov\n    use: boomerang\n")?.hint == nil ? false : true)
     }
 
+    /// A live photo's motion is a video: it takes trim and speed (kept, where trim was dropped
+    /// without a word and speed refused); its still takes a duration. What belongs to the
+    /// other use is a located error, not ignored (a duration on the motion was).
+    @Test func aLivePhotosMotionTakesTrimAndSpeedAndItsStillADuration() throws {
+        let p = try parse("output: { path: o.mp4 }\nclips:\n  - live_photo: media/a.mov\n    trim: { start: 0.5, end: 1.5 }\n    speed: 0.5\n  - live_photo: media/a.mov\n    use: bounce\n    trim: { end: 1 }\n")
+        #expect(p.items[0].kind == .livePhoto(source: SourceRef(dir + "/media/a.mov"), use: .motion, duration: 3, trim: Trim(start: 0.5, end: 1.5)))
+        #expect(p.items[0].edits.speed == 0.5)
+        #expect(p.items[1].kind == .livePhoto(source: SourceRef(dir + "/media/a.mov"), use: .bounce, duration: 3, trim: Trim(start: 0, end: 1)))
+        for (edit, line, column, message) in [
+            ("duration: 2", 4, 5, "duration applies to a live photo shown as its still (use: still); its motion plays its own length"),
+            ("use: loop\n    duration: 2", 5, 5, "duration applies to a live photo shown as its still"),
+            ("use: still\n    trim: { start: 1 }", 5, 5, "trim applies to a live photo's motion, not to its still (use: still)"),
+            ("use: still\n    speed: 2", 5, 5, "speed applies to a live photo's motion, not to its still (use: still)"),
+            ("use: still\n    bounce: true", 5, 5, "bounce applies to a live photo's motion, not to its still (use: still)"),
+        ] {
+            let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - live_photo: media/a.mov\n    \(edit)\n"), "\(edit)")
+            #expect(e.description.contains(message), "\(edit): \(e)")
+            #expect(e.location?.line == line && e.location?.column == column, "\(edit): \(e)")
+        }
+    }
+
     @Test func misspeltKindSuggestsVideo() throws {
         let e = try #require(error("output: { path: o.mp4 }\nclips:\n  - vidoe: media/a.mov\n"))
         #expect(e.hint == "did you mean 'video'?")

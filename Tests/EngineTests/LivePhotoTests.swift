@@ -41,6 +41,13 @@ import TestSupport
         #expect(r.status == 0, "\(r.err)")
         let p = try ffprobe(dir + "/out.mp4", countFrames: true)
         #expect(p.frames == 37 + 30)          // the motion (1.233 s at 30 fps), then the still for 1 s
+        // Its motion trimmed and slowed: 0.2…0.8 s at half speed is 1.2 s (before, the trim
+        // was dropped without a word and speed refused).
+        try writePipeline(dir + "/slow.yaml", output: dir + "/slow.mp4", size: "640x360",
+                          clips: ["live_photo: \(jpg)\n    trim: { start: 0.2, end: 0.8 }\n    speed: 0.5"])
+        let slow = try run(coordPath, ["submit", dir + "/slow.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(slow.status == 0, "\(slow.err)")
+        #expect(try ffprobe(dir + "/slow.mp4", countFrames: true).frames == 36)
     }
 
     @Test func aLonePhotoIsALocatedErrorUnlessUsedAsAStill() throws {
