@@ -267,9 +267,18 @@ public enum Planner {
     /// What the pipeline asks for that the movie will not have, known from the file alone: a
     /// soundtrack on an animated GIF (a GIF has no sound).
     public static func pipelineNotes(for pipeline: Pipeline) -> [String] {
-        guard pipeline.output.isGIF, let st = pipeline.output.soundtrack else { return [] }
-        return [pipelineNote("soundtrack: \((pipeline.output.path as NSString).lastPathComponent) is an animated GIF, which has no sound: "
-                             + "the soundtrack is not used (name the movie .mp4 to hear it)", at: st.location)]
+        var notes: [String] = []
+        if pipeline.output.isGIF, let st = pipeline.output.soundtrack {
+            notes.append(pipelineNote("soundtrack: \((pipeline.output.path as NSString).lastPathComponent) is an animated GIF, which has no sound: "
+                                      + "the soundtrack is not used (name the movie .mp4 to hear it)", at: st.location))
+        }
+        // An item's transition goes into the next one: the last has none to go into.
+        if let last = pipeline.items.indices.last, let t = pipeline.items[last].transition, t.kind != .none {
+            notes.append(pipelineNote("\(pipeline.items[last].label(index: last)) is the last item: its \(t.kind.rawValue) into the next has none "
+                                      + "to go into and is not used (to fade out at the end, add a title after it: - title: \"The end\")",
+                                      at: t.location ?? pipeline.items[last].location))
+        }
+        return notes
     }
 
     /// What planning did that the pipeline did not say, one line per item: a `trim.end` past the

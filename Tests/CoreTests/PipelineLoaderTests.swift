@@ -137,6 +137,16 @@ import Testing
         #expect(Planner.pipelineNotes(for: try parse("output: { path: out/m.gif }\nclips:\n  - video: media/b.mp4\n")) == [])
     }
 
+    /// A transition on the last item has no next item to go into: said, not silently dropped.
+    @Test func aTransitionOnTheLastItemIsNoted() throws {
+        let last = try parse("output: { path: out/m.mp4 }\nclips:\n  - video: media/b.mp4\n    transition: { type: fade, duration: 1 }\n  - video: media/b.mp4\n    transition: { type: fade, duration: 1 }\n")
+        #expect(Planner.pipelineNotes(for: last) == ["p.yaml:6:17: note: clip 2 (b.mp4) is the last item: its fade into the next has none to go into and is not used (to fade out at the end, add a title after it: - title: \"The end\")"])
+        let none = try parse("output: { path: out/m.mp4 }\nclips:\n  - video: media/b.mp4\n    transition: { type: none }\n")
+        #expect(Planner.pipelineNotes(for: none) == [])
+        let inner = try parse("output: { path: out/m.mp4 }\nclips:\n  - video: media/b.mp4\n    transition: { type: fade, duration: 1 }\n  - video: media/b.mp4\n")
+        #expect(Planner.pipelineNotes(for: inner) == [])
+    }
+
     /// A file saved in Latin-1: the error points at the first byte that is not UTF-8.
     @Test func textThatIsNotUTF8IsAnErrorAtItsFirstBadByte() throws {
         let dir = FileManager.default.temporaryDirectory.path + "/threadline-utf8-\(UUID().uuidString.prefix(8))"
