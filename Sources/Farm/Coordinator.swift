@@ -1588,7 +1588,8 @@ final class CoordinatorCore {
             let shas = inputs.map { byPath[$0.path]?.sha256 ?? $0.path }
             var normalised = inputs
             for k in normalised.indices { normalised[k].path = ""; normalised[k].label = "" }
-            return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.movieProfile))
+            return StageKey.compute(kind: .concat, inputs: shas, parameters: ConcatKey(inputs: normalised, profile: profile.movieProfile,
+                                                                                       mixing: profile.soundtrack == nil ? nil : Soundtrack.mixing))
         }
     }
 
@@ -1607,7 +1608,11 @@ final class CoordinatorCore {
         }
     }
 
-    struct ConcatKey: Codable { var inputs: [ConcatInput]; var profile: OutputProfile }
+    struct ConcatKey: Codable {
+        var inputs: [ConcatInput]; var profile: OutputProfile
+        /// With a soundtrack, how it is mixed (`Soundtrack.mixing`); absent without one.
+        var mixing: String? = nil
+    }
 
     /// Lineage attempt state and artifact id for a result: cache hits reuse the recorded artifact.
     func recordOutput(_ run: RunState, _ u: Unit, _ r: TaskResult, kind: String, facts: String?, inputs: [Int64]) throws -> Int64 {

@@ -88,17 +88,26 @@ final class SoundtrackMixer {
     let totalSamples: Int
     var position = 0
 
+    /// Samples the music plays for: the movie, or a section that does not loop and ends first.
+    let musicSamples: Int
+
     init(_ soundtrack: Soundtrack, totalSamples: Int) throws {
         self.soundtrack = soundtrack
         reader = try SoundtrackReader(soundtrack, needed: totalSamples)
         self.totalSamples = totalSamples
+        musicSamples = soundtrack.loop ? totalSamples : min(totalSamples, reader.section.count / 2)
     }
 
     /// `clip` (n interleaved stereo samples) becomes clip × clip_audio + music × volume × fades.
+    /// The fades belong to the music as it is heard (`Soundtrack.mixing`): the fade-out ends
+    /// where the music does (a section that stops before the movie was cut off at full volume),
+    /// and neither fade is longer than the music (a 30 s fade-out under a 7 s movie started 23 s
+    /// before it, so the music was never heard at its volume).
     func mix(_ clip: UnsafeRawPointer, samples n: Int) throws -> [Int16] {
         let music = reader.read(n)
         let src = clip.assumingMemoryBound(to: Int16.self)
-        let fadeIn = soundtrack.fadeIn * Double(Timing.sampleRate), fadeOut = soundtrack.fadeOut * Double(Timing.sampleRate)
+        let heard = Double(musicSamples)
+        let fadeIn = min(soundtrack.fadeIn * Double(Timing.sampleRate), heard), fadeOut = min(soundtrack.fadeOut * Double(Timing.sampleRate), heard)
         var out = [Int16](repeating: 0, count: n * 2)
         out.withUnsafeMutableBufferPointer { o in
             music.withUnsafeBufferPointer { m in
@@ -106,7 +115,7 @@ final class SoundtrackMixer {
                     let p = Double(position + i)
                     var g = soundtrack.volume
                     if fadeIn > 0 && p < fadeIn { g *= p / fadeIn }
-                    let remaining = Double(totalSamples) - p
+                    let remaining = heard - p
                     if fadeOut > 0 && remaining < fadeOut { g *= max(0, remaining / fadeOut) }
                     for c in 0..<2 {
                         let v = Double(src[2 * i + c]) * soundtrack.clipAudio + Double(m[2 * i + c]) * g

@@ -87,6 +87,10 @@ public struct Soundtrack: Sendable, Hashable, Codable {
     public var loop: Bool = true
     public var location: SourceLocation?
     public init(source: String, sha256: String) { self.source = source; self.sha256 = sha256 }
+
+    /// How the music is mixed, part of the key of a movie that has some: a movie mixed before
+    /// the fades followed the music as heard is mixed again, not reused.
+    public static let mixing = "fades follow the music as heard"
 }
 
 /// An image at a corner of every frame.

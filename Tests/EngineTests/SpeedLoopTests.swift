@@ -199,6 +199,37 @@ import TestSupport
         #expect(rms(2.9, 2.98) < 0.4 * rms(1.4, 1.6), "no fade out")
     }
 
+    /// The fades follow the music as it is heard. A section that does not loop and ends before
+    /// the movie fades out at its own end (it was cut off at full volume, the fade-out spent on
+    /// the silence after it); a fade-out longer than the movie starts at full volume (a 30 s one
+    /// under 3 s began 27 s before the movie: the music was never heard at its volume).
+    @Test func theFadesFollowTheMusicAsHeard() throws {
+        let dir = temporaryDirectory("soundtrack-fades")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=660:sample_rate=48000:duration=5", "-c:a", "aac", dir + "/song.m4a"])
+        #expect(r.status == 0, "\(r.err)")
+        func render(_ soundtrack: String) throws -> (Double, Double) -> Double {
+            try Self.project(dir, soundtrack: soundtrack)
+            let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+            #expect(s.status == 0, "\(s.err)")
+            let pcm = try decodeAudio(dir + "/out.mp4")
+            return { a, b in
+                let slice = pcm[Int(a * 48000)..<Int(b * 48000)]
+                return (slice.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(slice.count)).squareRoot()
+            }
+        }
+        let plain = try render("{ source: song.m4a, volume: 1.0 }")
+        let full = plain(0.2, 0.4)
+        #expect(full > 1000, "\(full)")
+        let ends = try render("{ source: song.m4a, from: 1, to: 2, loop: false, volume: 1.0, fade_out: 0.5 }")
+        #expect(ends(0.2, 0.4) > 0.9 * full, "full volume before its fade: \(ends(0.2, 0.4)) of \(full)")
+        #expect(ends(0.9, 0.98) < 0.3 * full, "faded out at its own end: \(ends(0.9, 0.98)) of \(full)")
+        #expect(ends(1.1, 2.9) < 10, "silence after it")
+        let long = try render("{ source: song.m4a, volume: 1.0, fade_out: 30 }")
+        #expect(long(0.0, 0.1) > 0.9 * full, "a fade longer than the music starts at full volume: \(long(0.0, 0.1)) of \(full)")
+        #expect(long(2.85, 2.95) < 0.1 * full && long(1.4, 1.6) < 0.6 * full && long(1.4, 1.6) > 0.4 * full,
+                "and falls to nothing: \(long(1.4, 1.6)), \(long(2.85, 2.95)) of \(full)")
+    }
+
     /// Only as much of the song as the movie needs is decoded: the music under a 3 s movie is the
     /// song's first 3 s to the end (440 Hz, then 880 Hz from 2.5 s), not cut short.
     @Test func aLongSongUnderAShortMovieIsItsFirstSeconds() throws {
