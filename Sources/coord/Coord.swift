@@ -76,7 +76,18 @@ func loadPipeline(_ path: String) throws -> Pipeline {
 /// What a loaded pipeline asks for that its movie will not have (the render goes on): a
 /// soundtrack on a GIF, words its fonts cannot draw (empty boxes). Throws for a font that is not one.
 func loadNotes(_ p: Pipeline) throws -> [String] {
-    Planner.pipelineNotes(for: p) + (try Fonts.notes(for: p))
+    Planner.pipelineNotes(for: p) + soundtrackNotes(p) + (try Fonts.notes(for: p))
+}
+
+/// A soundtrack section that ends past the song's end plays to the song's end, as a clip's
+/// trim does (`loadPipelineChecked` has refused a song that cannot be read).
+func soundtrackNotes(_ p: Pipeline) -> [String] {
+    guard let st = p.output.soundtrack, let to = st.to,
+          let facts = try? Probe.facts(path: st.source, name: (st.source as NSString).lastPathComponent),
+          to > facts.duration + 0.05 else { return [] }
+    return [pipelineNote(String(format: "soundtrack.to %.3f s is past the end of %@ (%.3f s): the section plays to the song's end",
+                                to, (st.source as NSString).lastPathComponent, facts.duration),
+                         at: st.location)]
 }
 
 /// Loads a pipeline and checks its movie-level media; errors carry file:line:column.

@@ -278,6 +278,13 @@ import TestSupport
         }
         song.from = 4.5
         #expect(try SoundtrackReader(song, needed: 48000).section.count / 2 > 20000)
+        // A section ending past the song's end renders, and says so (it was silently cut).
+        try Self.project(dir, soundtrack: "{ source: song.m4a, from: 1, to: 500 }")
+        for command in [["plan"], ["submit", "--state", dir + "/state"]] {
+            let told = try run(coordPath, [command[0], dir + "/p.yaml"] + command.dropFirst(), timeout: 60)
+            #expect(told.status == 0, "\(command): \(told.err)")
+            #expect(told.err.contains("p.yaml:3:23: note: soundtrack.to 500.000 s is past the end of song.m4a (5.0"), "\(command): \(told.err)")
+        }
     }
 }
 
