@@ -64,17 +64,46 @@ final class SoundtrackReader {
         section = out
     }
 
-    /// The next `n` interleaved stereo samples: the section, looped or followed by silence.
+    /// Samples over which a looped section's end crossfades into its start: 10 ms. A cut there
+    /// was the largest step in the whole waveform, a click at every repeat.
+    static let seamSamples = Timing.sampleRate / 100
+
+    /// What each repeat after the first plays: the seam (the section's last samples crossfaded
+    /// into its first), then the section from there to where its next seam begins. The first
+    /// pass plays up to its first seam. Empty: the section does not loop, or is too short to
+    /// crossfade (a quarter of it at most), and repeats as it is.
+    private lazy var repeatBody: [Int16] = {
+        let n = section.count / 2, k = min(Self.seamSamples, n / 4)
+        guard soundtrack.loop, k > 0 else { return [] }
+        var body = [Int16](repeating: 0, count: 2 * (n - k))
+        for j in 0..<k {
+            let w = (Double(j) + 0.5) / Double(k)
+            for c in 0..<2 {
+                body[2 * j + c] = Int16(clamping: Int((Double(section[2 * (n - k + j) + c]) * (1 - w) + Double(section[2 * j + c]) * w).rounded()))
+            }
+        }
+        body.replaceSubrange((2 * k)..<(2 * (n - k)), with: section[(2 * k)..<(2 * (n - k))])
+        return body
+    }()
+    private var repeating = false
+
+    /// The next `n` interleaved stereo samples: the section, looped (crossfaded at each seam) or
+    /// followed by silence.
     func read(_ n: Int) -> [Int16] {
         var out: [Int16] = []
         out.reserveCapacity(n * 2)
         while out.count < n * 2 {
-            if cursor >= section.count {
+            let source = repeating ? repeatBody : section
+            // The first pass stops where the first seam begins; a section that cannot crossfade plays whole.
+            let end = repeating || repeatBody.isEmpty ? source.count : repeatBody.count
+            if cursor >= end {
                 guard soundtrack.loop else { out.append(contentsOf: repeatElement(0, count: n * 2 - out.count)); break }
+                repeating = !repeatBody.isEmpty
                 cursor = 0
+                continue
             }
-            let take = min(section.count - cursor, n * 2 - out.count)
-            out.append(contentsOf: section[cursor..<(cursor + take)])
+            let take = min(end - cursor, n * 2 - out.count)
+            out.append(contentsOf: source[cursor..<(cursor + take)])
             cursor += take
         }
         return out

@@ -230,6 +230,27 @@ import TestSupport
                 "and falls to nothing: \(long(1.4, 1.6)), \(long(2.85, 2.95)) of \(full)")
     }
 
+    /// A looped section's end crossfades into its start: cut there, a section that is not a
+    /// whole number of the song's cycles made the largest step in the waveform at every repeat
+    /// (a click; on real music, 801 where the loudest step in the song is 784).
+    @Test func aLoopedSectionHasNoClickAtItsSeams() throws {
+        let dir = temporaryDirectory("soundtrack-seams")
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=5", "-c:a", "aac", "-b:a", "256k", dir + "/song.m4a"])
+        #expect(r.status == 0, "\(r.err)")
+        // 0.3013 s is 132.57 cycles of 440 Hz: the seam jumps by half the wave's height.
+        try Self.project(dir, soundtrack: "{ source: song.m4a, from: 1, to: 1.3013, volume: 1.0 }")
+        let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(s.status == 0, "\(s.err)")
+        let pcm = try decodeAudio(dir + "/out.mp4")
+        func steepest(_ a: Double, _ b: Double) -> Int {
+            (Int(a * 48000)..<Int(b * 48000)).reduce(0) { max($0, abs(Int(pcm[$1 + 1]) - Int(pcm[$1]))) }
+        }
+        let wave = steepest(0.05, 0.25)     // the first pass, before any seam
+        #expect(wave > 100, "\(wave)")
+        #expect(steepest(0.05, 2.95) <= wave * 3 / 2, "the steepest step over nine seams \(steepest(0.05, 2.95)) against the wave's own \(wave)")
+        #expect(abs(toneFrequency(pcm[48000..<96000]) - 440) < 15)
+    }
+
     /// Only as much of the song as the movie needs is decoded: the music under a 3 s movie is the
     /// song's first 3 s to the end (440 Hz, then 880 Hz from 2.5 s), not cut short.
     @Test func aLongSongUnderAShortMovieIsItsFirstSeconds() throws {
