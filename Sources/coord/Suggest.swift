@@ -104,7 +104,7 @@ struct SuggestList: ParsableCommand {
                 continue
             }
             let report = try LibraryScanner.scan(library: library, index: stores.index)
-            errorLine(String(format: "%@: %d files, %d read, %.1f s", library, report.files, report.read, report.seconds))
+            errorLine(String(format: "%@: %d files, %d of them new or changed and read, %.1f s", library, report.files, report.read, report.seconds))
             if !report.unreadable.isEmpty {
                 errorLine("\(report.unreadable.count) \(report.unreadable.count == 1 ? "file" : "files") could not be read (skipped):")
                 for u in report.unreadable.prefix(10) { errorLine("  \(u.path): \(u.why)") }
