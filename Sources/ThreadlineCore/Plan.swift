@@ -265,7 +265,7 @@ public enum Planner {
     }
 
     /// What the pipeline asks for that the movie will not have, known from the file alone: a
-    /// soundtrack on an animated GIF (a GIF has no sound).
+    /// soundtrack on an animated GIF (a GIF has no sound), a transition on the last item.
     public static func pipelineNotes(for pipeline: Pipeline) -> [String] {
         var notes: [String] = []
         if pipeline.output.isGIF, let st = pipeline.output.soundtrack {

@@ -271,7 +271,7 @@ struct PlanCommand: ParsableCommand {
             print(String(decoding: try enc.encode(plan), as: UTF8.self))
             return
         }
-        print("\(p.name): \(p.items.count) items → \(p.output.path)")
+        print("\(p.name): \(p.items.count) item\(p.items.count == 1 ? "" : "s") → \(p.output.path)")
         let encoding = p.output.isGIF ? "animated GIF (one palette, no sound)"
             : "\(p.output.video.codec) crf \(p.output.video.crf) \(p.output.video.preset), aac \(p.output.audio.bitrate / 1000)k, BT.709"
         print("output \(p.output.width)x\(p.output.height) @ \(p.output.fps) fps, \(p.output.fit.rawValue), \(encoding)")

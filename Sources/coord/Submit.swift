@@ -107,7 +107,9 @@ struct Submit: ParsableCommand {
         var refused = false
         for p in loaded {
             if let other = writers[p.output.path] {
-                errorLine("error: \(other) and \(p.file) both write \(p.output.path); give each its own output.path")
+                let same = URL(fileURLWithPath: other).standardizedFileURL.resolvingSymlinksInPath() == URL(fileURLWithPath: p.file).standardizedFileURL.resolvingSymlinksInPath()
+                errorLine(same ? "error: \(p.file) is named twice; name each pipeline file once"
+                               : "error: \(other) and \(p.file) both write \(p.output.path); give each its own output.path")
                 refused = true
             } else {
                 writers[p.output.path] = p.file

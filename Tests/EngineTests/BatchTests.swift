@@ -187,6 +187,10 @@ import Lineage
         #expect(c.status == 2)
         #expect(c.err.contains("both write") && c.err.contains("p1.mp4"), "\(c.err)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"))
+        // One file named twice (a glob and a name) is said so, not as two files writing one movie.
+        let twice = try run(coordPath, ["submit", good, dir + "/./p1.yaml", "--state", dir + "/state"], timeout: 120)
+        #expect(twice.status == 2)
+        #expect(twice.err.contains("p1.yaml is named twice; name each pipeline file once") && !twice.err.contains("both write"), "\(twice.err)")
 
         // A movie that could not be written is found before anything renders, at its output.path
         // (before: after every item of the project had rendered). The folder passes the loader's
