@@ -787,7 +787,9 @@ final class CoordinatorCore {
             guard let fi = run.index(of: "fetch/\(i)") else { continue }
             titles.append(fi)
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
-            try lineage.stageUpdate(ids["fetch/\(i)"]!, state: .succeeded, params: String(decoding: try encoder.encode(item.kind), as: UTF8.self),
+            // {"title":{…}}, as a source's fetch records {"uri":…} (the item kind's own encoding reads {"title":{"_0":{…}}}).
+            guard case .title(let title) = item.kind else { continue }
+            try lineage.stageUpdate(ids["fetch/\(i)"]!, state: .succeeded, params: String(decoding: try encoder.encode(["title": title]), as: UTF8.self),
                                     finished: Clocks.wall, seconds: 0)
         }
         try updateTimeline(run)

@@ -207,6 +207,20 @@ import TestSupport
         #expect(l.tree.filter { $0.kind == "segment" }.allSatisfy { $0.depth == 1 })
         #expect(Set(l.tree.filter { $0.kind == "source" }.map(\.sha256)) == Set(l.sources.map(\.sha256)))
     }
+
+    /// A title's fetch records the title as {"title":{…}}, as a source's records {"uri":…}
+    /// (it read {"title":{"_0":{…}}}, the item kind's own encoding).
+    @Test func aTitlesParametersNameItsTitle() throws {
+        let dir = temporaryDirectory("lineage-title")
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "160x90", clips: ["title: { text: \"Hello\", duration: 0.5 }"])
+        let s = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 60)
+        #expect(s.status == 0, "\(s.err)")
+        let r = try run(coordPath, ["lineage", dir + "/out.mp4", "--state", dir + "/state", "--json"], timeout: 60)
+        let l = try JSONDecoder().decode(OutputLineage.self, from: Data(r.out.utf8))
+        let fetch = try #require(l.stages.first { $0.name == "fetch/0" }?.parameters)
+        let object = try #require(JSONSerialization.jsonObject(with: Data(fetch.utf8)) as? [String: [String: Any]], "\(fetch)")
+        #expect(object["title"]?["text"] as? String == "Hello" && object["title"]?["duration"] as? Double == 0.5, "\(fetch)")
+    }
 }
 
 @Suite(.serialized) struct MaintenanceTests {
