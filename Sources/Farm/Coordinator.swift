@@ -361,7 +361,7 @@ final class RunState {
     var facts: [Int: MediaFacts] = [:]
     /// What planning did that the pipeline did not say, by item, told as each source is fetched
     /// (`Planner.note`): the submitter prints it, the run page lists it (lineage event `item.note`).
-    var notes: [Int: String] = [:]
+    var notes: [Int: [String]] = [:]
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
     var transitions: [Int: (ArtifactRef, Int64)] = [:]
@@ -787,6 +787,7 @@ final class CoordinatorCore {
             guard let fi = run.index(of: "fetch/\(i)") else { continue }
             titles.append(fi)
             run.frameCounts[i] = try Planner.frameCount(of: item, index: i, facts: nil, fps: pipeline.output.fps)
+            try note(run, item: i, facts: nil)
             // {"title":{…}}, as a source's fetch records {"uri":…} (the item kind's own encoding reads {"title":{"_0":{…}}}).
             guard case .title(let title) = item.kind else { continue }
             try lineage.stageUpdate(ids["fetch/\(i)"]!, state: .succeeded, params: String(decoding: try encoder.encode(["title": title]), as: UTF8.self),
@@ -1778,10 +1779,7 @@ final class CoordinatorCore {
             run.sources[i] = (art, aid)
             run.facts[i] = facts
             run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
-            if let note = Planner.note(for: p.items[i], index: i, facts: facts, fps: p.output.fps) {
-                run.notes[i] = note
-                log.notice("\(note)", metadata: ["run.id": "\(run.id)"])
-                try lineage.event("item.note", note, runID: run.id)   // the run page lists it
+            if try note(run, item: i, facts: facts) {
                 // Told now: a run that fails in this turn (its stages cached) tells no more progress.
                 progress(run, force: true)
             }
@@ -1849,6 +1847,21 @@ final class CoordinatorCore {
         if p.output.maxDuration != nil {
             for t in timeline { run.frameCounts[t.item] = t.segmentFrames }
         }
+    }
+
+    /// Records and logs what planning did to item `i` that its pipeline did not say
+    /// (`Planner.notes`); whether there was any.
+    @discardableResult
+    func note(_ run: RunState, item i: Int, facts: MediaFacts?) throws -> Bool {
+        let p = run.pipeline
+        let notes = Planner.notes(for: p.items[i], index: i, facts: facts, fps: p.output.fps)
+        guard !notes.isEmpty else { return false }
+        run.notes[i] = notes
+        for note in notes {
+            log.notice("\(note)", metadata: ["run.id": "\(run.id)"])
+            try lineage.event("item.note", note, runID: run.id)   // the run page lists it
+        }
+        return true
     }
 
     /// Fails the run now (its output could not be recorded, or verification failed).
@@ -1968,7 +1981,7 @@ final class CoordinatorCore {
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots
         p.failures = failures
-        p.notes = run.notes.sorted { $0.key < $1.key }.map(\.value)
+        p.notes = run.notes.sorted { $0.key < $1.key }.flatMap(\.value)
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

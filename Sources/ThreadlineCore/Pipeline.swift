@@ -204,11 +204,14 @@ public struct Item: Sendable, Hashable, Codable {
         case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
         case .livePhoto(let s, _, _, _): return "live photo \(index + 1) (\(s.displayName))"
         case .photo(let s, _, _): return "photo \(index + 1) (\(s.displayName))"
-        case .title(let t):
-            // On one line, as the pipeline writes it: a message naming it is one line.
-            let text = t.text.replacingOccurrences(of: "\n", with: "\\n")
-            return "title \(index + 1) (\"\(text.count > 24 ? text.prefix(23) + "…" : Substring(text))\")"
+        case .title(let t): return "title \(index + 1) (\(Self.quoted(t.text)))"
         }
+    }
+
+    /// Text quoted on one line, as the pipeline writes it (a message naming it is one line), cut at 24 characters.
+    public static func quoted(_ text: String) -> String {
+        let line = text.replacingOccurrences(of: "\n", with: "\\n")
+        return "\"\(line.count > 24 ? line.prefix(23) + "…" : Substring(line))\""
     }
     /// The kind's name as written in pipeline files.
     public var kindName: String {

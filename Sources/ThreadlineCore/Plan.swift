@@ -281,22 +281,36 @@ public enum Planner {
         return notes
     }
 
-    /// What planning did that the pipeline did not say, one line per item: a `trim.end` past the
-    /// clip's end plays to its end (the movie is shorter than the pipeline reads).
+    /// What planning did that the pipeline did not say, item by item (`notes(for:index:…)`).
     public static func notes(for pipeline: Pipeline, facts: [String: MediaFacts]) -> [String] {
-        pipeline.items.enumerated().compactMap { i, item in
-            guard case .video(let source, _) = item.kind else { return nil }
-            return note(for: item, index: i, facts: facts[source.uri], fps: pipeline.output.fps)
+        pipeline.items.enumerated().flatMap { i, item in
+            notes(for: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: pipeline.output.fps)
         }
     }
 
-    /// One item's note (`notes`), once its source's facts are known: the coordinator tells it
-    /// when the source is fetched.
-    public static func note(for item: Item, index i: Int, facts f: MediaFacts?, fps: Rational) -> String? {
-        guard case .video(_, let trim) = item.kind, let end = trim?.end, let f,
-              end > f.duration + 0.5 / fps.double else { return nil }
-        return pipelineNote(String(format: "%@: trim.end %.3f s is past the clip's end (%.3f s): it plays to its end",
-                                   item.label(index: i), end, f.duration), at: item.location)
+    /// One item's notes, once its source's facts are known (the coordinator tells them when the
+    /// source is fetched, a title's at the start): a `trim.end` past the clip's end plays to its
+    /// end (the movie is shorter than the pipeline reads); text or a sticker whose `start` is at
+    /// or past the item's end is never shown.
+    public static func notes(for item: Item, index i: Int, facts f: MediaFacts?, fps: Rational) -> [String] {
+        var notes: [String] = []
+        if case .video(_, let trim) = item.kind, let end = trim?.end, let f, end > f.duration + 0.5 / fps.double {
+            notes.append(pipelineNote(String(format: "%@: trim.end %.3f s is past the clip's end (%.3f s): it plays to its end",
+                                             item.label(index: i), end, f.duration), at: item.location))
+        }
+        // Windows are in the item's own time, one pass of a loop.
+        guard let frames = try? frameCount(of: item, index: i, facts: f, fps: fps) else { return notes }
+        let length = Timing.seconds(frames: frames, fps: fps)
+        func unseen(_ what: String, _ start: Double?) {
+            guard let start, start >= length - 0.5 / fps.double else { return }
+            notes.append(pipelineNote(String(format: "%@: %@ starts at %.3f s, at or after the item's end (%.3f s): it is never shown",
+                                             item.label(index: i), what, start, length), at: item.location))
+        }
+        if let text = item.edits.text { unseen("its text \(Item.quoted(text.value))", text.start) }
+        for (k, sticker) in item.edits.stickers.enumerated() {
+            unseen("sticker \(k + 1) (\((sticker.image as NSString).lastPathComponent))", sticker.start)
+        }
+        return notes
     }
 
     /// Frames an item lasts in the output, given its source's facts.

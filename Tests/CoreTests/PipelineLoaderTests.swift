@@ -546,4 +546,21 @@ extension EditingSetLoaderTests {
         let notes = Planner.notes(for: p, facts: facts)
         #expect(notes == ["p.yaml:3:5: note: clip 1 (a.mov): trim.end 13.500 s is past the clip's end (4.000 s): it plays to its end"], "\(notes)")
     }
+
+    /// Text or a sticker that starts at or after its item's end (one pass of it, after speed) is
+    /// never shown: noted, for clips, photos and titles. One that starts within it is not.
+    @Test func textOrAStickerStartingAfterTheItemsEndIsNoted() throws {
+        let star = "{ image: media/b.mp4, start: %@ }"
+        let p = try PipelineLoaderTests().parse("output: { path: o.mp4, fps: 30 }\nclips:\n"
+            + "  - video: media/a.mov\n    speed: 2\n    loop: 3\n    text: { value: \"Late\\nnight\", start: 2 }\n    stickers: [ \(star.replacingOccurrences(of: "%@", with: "1.9")), \(star.replacingOccurrences(of: "%@", with: "2.5")) ]\n"
+            + "  - title: { text: \"Hi\", duration: 1 }\n    text: { value: \"Soon\", start: 0.5 }\n"
+            + "  - photo: media/b.mp4\n    duration: 2\n    text: { value: \"Gone\", start: 2, end: 3 }\n")
+        let facts = [p.items[0].sources[0].uri: MediaFacts(duration: 4, width: 320, height: 240, hasVideo: true, hasAudio: false),
+                     p.items[2].sources[0].uri: MediaFacts(duration: 0, width: 320, height: 240, hasVideo: true, hasAudio: false)]
+        #expect(Planner.notes(for: p, facts: facts) == [
+            "p.yaml:3:5: note: clip 1 (a.mov): its text \"Late\\nnight\" starts at 2.000 s, at or after the item's end (2.000 s): it is never shown",
+            "p.yaml:3:5: note: clip 1 (a.mov): sticker 2 (b.mp4) starts at 2.500 s, at or after the item's end (2.000 s): it is never shown",
+            "p.yaml:10:5: note: photo 3 (b.mp4): its text \"Gone\" starts at 2.000 s, at or after the item's end (2.000 s): it is never shown",
+        ])
+    }
 }

@@ -309,6 +309,13 @@ import Lineage
             let object = try #require(JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "round \(round): \(r.out)")
             #expect((object["notes"] as? [String])?.map { $0.hasSuffix(note) } == [true], "round \(round): \(r.out)")
         }
+        // A title's note (text starting at its end) is told from the run's start: it has no fetch.
+        let title = try Self.project(dir, 2, clips: ["title: { text: \"Hi\", duration: 0.5 }\n    text: { value: \"Never\", start: 0.5 }"])
+        let r = try run(coordPath, ["submit", title, "--state", dir + "/state", "--workers", "1", "--json"], timeout: 120)
+        let told = dir + "/p2.yaml:5:5: note: title 1 (\"Hi\"): its text \"Never\" starts at 0.500 s, at or after the item's end (0.500 s): it is never shown"
+        #expect(r.status == 0 && r.err.split(separator: "\n").filter { $0 == told }.count == 1, "\(r.err)")
+        let object = try #require(JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "\(r.out)")
+        #expect(object["notes"] as? [String] == [told], "\(r.out)")
     }
 
 }
