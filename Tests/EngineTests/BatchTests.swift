@@ -6,6 +6,12 @@ import Lineage
 
 /// `coord submit a.yaml b.yaml …`: every project on one local cluster at once, one summary.
 @Suite(.serialized) struct BatchTests {
+    /// a.mp4 (1 s, 440 Hz) and b.mp4 (0.5 s, 660 Hz), 160x90, in `dir`.
+    static func clips(_ dir: String) throws {
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 1, tone: 440)
+        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+    }
+
     static func project(_ dir: String, _ k: Int, clips: [String] = ["video: a.mp4", "video: b.mp4"]) throws -> String {
         let path = dir + "/p\(k).yaml"
         var y = "version: 1\nname: project-\(k)\noutput: { path: out/p\(k).mp4, size: 160x90, fps: 30, video: { preset: ultrafast } }\nclips:\n"
@@ -228,8 +234,7 @@ import Lineage
     /// the clip was clamped without a word and the movie was shorter than the pipeline read.
     @Test func aTrimPastTheClipsEndIsToldBySubmit() throws {
         let dir = temporaryDirectory("batch-trim-note")
-        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 1, tone: 440)
-        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        try Self.clips(dir)
         let long = try Self.project(dir, 1, clips: ["video: a.mp4\n    trim: { end: 7.5 }", "video: b.mp4"])
         let plain = try Self.project(dir, 2)
         let note = "p1.yaml:5:5: note: clip 1 (a.mp4): trim.end 7.500 s is past the clip's end (1.000 s): it plays to its end"
@@ -270,8 +275,7 @@ import Lineage
     /// every file went up first and the run failed on the coordinator at once.
     @Test func aTrimPastTheClipsEndIsRefusedBeforeAnythingIsSent() throws {
         let dir = temporaryDirectory("batch-trim-refused")
-        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 1, tone: 440)
-        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        try Self.clips(dir)
         let bad = try Self.project(dir, 1, clips: ["video: b.mp4", "video: a.mp4\n    trim: { start: 3, end: 4 }"])
         let plain = try Self.project(dir, 2)
         let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
@@ -298,8 +302,7 @@ import Lineage
     /// the run page listed it.
     @Test func aRunThatFailsAtOnceStillTellsItsNotes() throws {
         let dir = temporaryDirectory("batch-note-fail")
-        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 1, tone: 440)
-        try Generate.clip(dir + "/b.mp4", width: 160, height: 90, seconds: 0.5, tone: 660)
+        try Self.clips(dir)
         let file = try Self.project(dir, 1, clips: ["video: a.mp4\n    trim: { end: 7.5 }", "video: b.mp4\n    trim: { start: 2, end: 3 }"])
         let note = "p1.yaml:5:5: note: clip 1 (a.mp4): trim.end 7.500 s is past the clip's end (1.000 s): it plays to its end"
         for round in 1...3 {

@@ -147,13 +147,7 @@ internal import CFFmpeg
         #expect(full.map { "\($0)" }?.contains("free space on that disk") == true, "a full disk says what to do: \(String(describing: full))")
 
         let writer = try SegmentWriter(profile: profile, sampleCount: 48000, path: "\(dir)/seg.mov", name: "twice")
-        let frame = Frame()
-        frame.ptr.pointee.width = 320; frame.ptr.pointee.height = 240; frame.ptr.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-        try #require(av_frame_get_buffer(frame.ptr, 0) >= 0)
-        let f = frame.ptr.pointee
-        for (plane, bytes) in [(f.data.0, Int(f.linesize.0) * 240), (f.data.1, Int(f.linesize.1) * 120), (f.data.2, Int(f.linesize.2) * 120)] {
-            memset(plane!, 128, bytes)
-        }
+        let frame = try Self.greyFrame()
         let error = #expect(throws: MediaError.self) {
             for slot in [0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9] + Array(10..<60) { try writer.writeVideo(frame.ptr, slot: slot) }
             try writer.finish()
@@ -161,11 +155,8 @@ internal import CFFmpeg
         #expect(error.map { "\($0)" }?.contains("seg.mov") == true, "the lane's error names the file: \(String(describing: error))")
     }
 
-    /// A segment that did not get every planned frame fails its own stage, naming the counts,
-    /// rather than being kept as rendered and failing every concat that uses it.
-    @Test func aSegmentShortOfItsPlannedFramesFails() throws {
-        let dir = temporaryDirectory()
-        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 240, fps: Rational(30, 1))
+    /// A mid-grey 320x240 yuv420p frame, for handing to a segment writer directly.
+    static func greyFrame() throws -> Frame {
         let frame = Frame()
         frame.ptr.pointee.width = 320; frame.ptr.pointee.height = 240; frame.ptr.pointee.format = AV_PIX_FMT_YUV420P.rawValue
         try #require(av_frame_get_buffer(frame.ptr, 0) >= 0)
@@ -173,6 +164,15 @@ internal import CFFmpeg
         for (plane, bytes) in [(f.data.0, Int(f.linesize.0) * 240), (f.data.1, Int(f.linesize.1) * 120), (f.data.2, Int(f.linesize.2) * 120)] {
             memset(plane!, 128, bytes)
         }
+        return frame
+    }
+
+    /// A segment that did not get every planned frame fails its own stage, naming the counts,
+    /// rather than being kept as rendered and failing every concat that uses it.
+    @Test func aSegmentShortOfItsPlannedFramesFails() throws {
+        let dir = temporaryDirectory()
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 240, fps: Rational(30, 1))
+        let frame = try Self.greyFrame()
         for (written, planned) in [(29, 30), (30, 30)] {
             let writer = try SegmentWriter(profile: profile, sampleCount: 48000, path: "\(dir)/seg\(written).mov", name: "short", frameCount: planned)
             var report = SegmentReport()
