@@ -56,7 +56,7 @@ public enum PipelineLoader {
         do {
             root = try Yams.compose(yaml: text)
         } catch let error as YamlError {
-            throw ctx.yamlError(error)
+            throw ctx.yamlError(error, text: text)
         }
         guard let root else {
             throw PipelineError("the pipeline file is empty", at: SourceLocation(file: file, line: 1, column: 1),
@@ -239,6 +239,11 @@ public enum PipelineLoader {
     }
 
     static func parseItem(_ node: Node, _ ctx: Context) throws -> Item {
+        // `- video media/a.mov`: one word, not a key and its value.
+        if case .scalar(let scalar) = node, let kind = (itemKindKeys + laterKindKeys).first(where: { scalar.string.hasPrefix($0 + " ") }) {
+            throw ctx.error("a clip must be a mapping of keys to values", at: node,
+                            hint: "put a colon after \(kind): - \(kind): \(scalar.string.dropFirst(kind.count + 1))")
+        }
         let m = try ctx.map(node, "a clip")
         let location = ctx.location(of: node)
         let kindKeys = m.keys.filter { itemKindKeys.contains($0) || laterKindKeys.contains($0) }
@@ -620,12 +625,17 @@ struct Context {
         PipelineError(message, at: location(of: node) ?? SourceLocation(file: file, line: 1, column: 1), hint: hint)
     }
 
-    func yamlError(_ error: YamlError) -> PipelineError {
+    func yamlError(_ error: YamlError, text: String) -> PipelineError {
         switch error {
         case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _), let .composer(context, problem, mark, _):
             let detail = context.map { "\($0.text) " } ?? ""
+            // A tab where YAML wants spaces (an editor's indent) reads as a scanner's riddle.
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            let line = mark.line >= 1 && mark.line <= lines.count ? lines[mark.line - 1] : ""
+            let tab = line.prefix { $0 == " " || $0 == "\t" }.contains("\t")
             return PipelineError("invalid YAML: \(detail)\(problem)", at: SourceLocation(file: file, line: mark.line, column: mark.column),
-                                 hint: "check indentation and quoting near this place")
+                                 hint: tab ? "line \(mark.line) is indented with a tab: YAML indents with spaces only"
+                                           : "check indentation and quoting near this place")
         case let .duplicatedKeysInMapping(duplicates, context):
             return PipelineError("duplicate key \(duplicates.joined(separator: ", "))",
                                  at: SourceLocation(file: file, line: context.mark.line, column: context.mark.column))

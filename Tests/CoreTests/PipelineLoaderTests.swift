@@ -170,6 +170,17 @@ import Testing
         #expect(e.message.contains("invalid YAML"))
     }
 
+    /// Two slips that read as riddles get a hint in the user's words: an indent made with a tab,
+    /// and a clip's kind without its colon.
+    @Test func aTabIndentAndAMissingColonSaySo() throws {
+        let tab = try #require(error("output: { path: o.mp4 }\nclips:\n\t- video: media/a.mov\n"))
+        #expect(tab.location?.line == 3 && tab.hint == "line 3 is indented with a tab: YAML indents with spaces only", "\(tab)")
+        let colon = try #require(error("output: { path: o.mp4 }\nclips:\n  - video media/a.mov\n"))
+        #expect(colon.location?.line == 3 && colon.hint == "put a colon after video: - video: media/a.mov", "\(colon)")
+        // Other YAML errors keep the general hint.
+        #expect(error("output: { path: o.mp4\nclips:\n  - video: [unclosed\n")?.hint == "check indentation and quoting near this place")
+    }
+
     @Test(arguments: [
         ("output: { path: o.mp4, size: 1281x720 }", "not possible"),
         ("output: { path: o.mp4, fps: 0 }", "fps"),
