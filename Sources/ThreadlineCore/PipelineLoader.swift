@@ -74,13 +74,15 @@ public enum PipelineLoader {
             do { return try body() } catch let e as PipelineError { problems.append(e); return nil }
         }
         let name = try checked { try top.string("name") } ?? nil
-        guard let outputNode = top.node("output") else {
-            throw PipelineError.combined(problems + [ctx.error("missing required key 'output'", at: root, hint: "add output: { path: out/movie.mp4 }")])
+        func missing(_ key: String, hint: String) -> PipelineError {
+            // A misspelt key ('clip:') is the likely reason: said first, with its suggestion.
+            var all = problems
+            do { try top.finish(allowed: topLevelKeys) } catch let e as PipelineError { all.append(e) } catch {}
+            return PipelineError.combined(all + [ctx.error("missing required key '\(key)'", at: root, hint: hint)])
         }
+        guard let outputNode = top.node("output") else { throw missing("output", hint: "add output: { path: out/movie.mp4 }") }
         let output = try checked { try parseOutput(outputNode, ctx) }
-        guard let clipsNode = top.node("clips") else {
-            throw PipelineError.combined(problems + [ctx.error("missing required key 'clips'", at: root, hint: "list the items of the movie under clips:")])
-        }
+        guard let clipsNode = top.node("clips") else { throw missing("clips", hint: "list the items of the movie under clips:") }
         guard case .sequence(let seq) = clipsNode else {
             throw PipelineError.combined(problems + [ctx.error("'clips' must be a list", at: clipsNode, hint: "write each clip as '- video: file.mov'")])
         }
@@ -128,6 +130,9 @@ public enum PipelineLoader {
     }
 
     static func parseOutput(_ node: Node, _ ctx: Context) throws -> OutputProfile {
+        if case .scalar(let path) = node {
+            throw ctx.error("output must be a mapping of keys to values", at: node, hint: "output: { path: \(path.string) }")
+        }
         let m = try ctx.map(node, "output")
         guard let pathNode = m.node("path"), let p = pathNode.string, !p.isEmpty else {
             throw ctx.error("output.path is required", at: node, hint: "for example path: out/movie.mp4")
@@ -140,7 +145,10 @@ public enum PipelineLoader {
         }
         if let size = m.node("size") {
             guard let s = size.string, let (w, h) = parseSize(s) else {
-                throw ctx.error("output.size must be WIDTHxHEIGHT, got '\(size.string ?? "?")'", at: size, hint: "for example size: 1280x720")
+                // "1080p" names a height: both shapes of it, rather than a guess at one.
+                let named = ["480p": (854, 480), "720p": (1280, 720), "1080p": (1920, 1080), "1440p": (2560, 1440), "2160p": (3840, 2160), "4k": (3840, 2160)]
+                let hint = named[(size.string ?? "").lowercased()].map { "\(size.string!) is size: \($0.0)x\($0.1) (landscape) or \($0.1)x\($0.0) (portrait)" }
+                throw ctx.error("output.size must be WIDTHxHEIGHT, got '\(size.string ?? "?")'", at: size, hint: hint ?? "for example size: 1280x720")
             }
             profile.width = w; profile.height = h
             if m.node("aspect") != nil {

@@ -177,6 +177,14 @@ import Testing
         #expect(tab.location?.line == 3 && tab.hint == "line 3 is indented with a tab: YAML indents with spaces only", "\(tab)")
         let colon = try #require(error("output: { path: o.mp4 }\nclips:\n  - video media/a.mov\n"))
         #expect(colon.location?.line == 3 && colon.hint == "put a colon after video: - video: media/a.mov", "\(colon)")
+        // An output given as a path, a misspelt required key, a size named as a height.
+        let output = try #require(error("output: out/m.mp4\nclips:\n  - video: media/a.mov\n"))
+        #expect(output.location?.line == 1 && output.hint == "output: { path: out/m.mp4 }", "\(output)")
+        let clip = try #require(error("output: { path: o.mp4 }\nclip:\n  - video: media/a.mov\n"))
+        #expect(clip.description.contains("p.yaml:2:1: error: unknown key 'clip'\n  hint: did you mean 'clips'?"), "\(clip)")
+        #expect(clip.description.contains("missing required key 'clips'"), "\(clip)")
+        let size = try #require(error("output: { path: o.mp4, size: 1080p }\nclips:\n  - video: media/a.mov\n"))
+        #expect(size.hint == "1080p is size: 1920x1080 (landscape) or 1080x1920 (portrait)", "\(size)")
         // Other YAML errors keep the general hint.
         #expect(error("output: { path: o.mp4\nclips:\n  - video: [unclosed\n")?.hint == "check indentation and quoting near this place")
     }
