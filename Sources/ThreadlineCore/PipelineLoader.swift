@@ -188,7 +188,11 @@ public enum PipelineLoader {
         }
         if let v = m.node("video") {
             let vm = try ctx.map(v, "output.video")
-            if let c = try vm.choice("codec", among: VideoSettings.codecs, error: "unsupported video codec") { profile.video.codec = c }
+            // What people also call the two codecs (h265 was answered "did you mean 'h264'?").
+            let aliases = ["h265": "hevc", "h.265": "hevc", "x265": "hevc", "hvc1": "hevc", "h.264": "h264", "x264": "h264", "avc": "h264", "avc1": "h264"]
+            if let alias = vm.node("codec")?.string.flatMap({ aliases[$0.lowercased()] }) {
+                profile.video.codec = alias
+            } else if let c = try vm.choice("codec", among: VideoSettings.codecs, error: "unsupported video codec") { profile.video.codec = c }
             if let crf = try vm.int("crf") {
                 guard (0...51).contains(crf) else { throw ctx.error("output.video.crf must be 0…51, got \(crf)", at: vm.node("crf")) }
                 profile.video.crf = crf
@@ -337,6 +341,9 @@ public enum PipelineLoader {
         }
         var trim: Trim?
         if let t = m.node("trim") {
+            if case .scalar = t {
+                throw ctx.error("trim must be a mapping of keys to values", at: t, hint: "trim: { start: 1, end: 3 } (seconds; either may be left out)")
+            }
             let tm = try ctx.map(t, "trim")
             let start = try tm.time("start") ?? 0
             let end = try tm.time("end")

@@ -185,6 +185,12 @@ import Testing
         #expect(clip.description.contains("missing required key 'clips'"), "\(clip)")
         let size = try #require(error("output: { path: o.mp4, size: 1080p }\nclips:\n  - video: media/a.mov\n"))
         #expect(size.hint == "1080p is size: 1920x1080 (landscape) or 1080x1920 (portrait)", "\(size)")
+        let trim = try #require(error("output: { path: o.mp4 }\nclips:\n  - video: media/a.mov\n    trim: 1-3\n"))
+        #expect(trim.hint == "trim: { start: 1, end: 3 } (seconds; either may be left out)", "\(trim)")
+        // What people also call the codecs is read as the codec.
+        for (name, codec) in [("h265", "hevc"), ("H.265", "hevc"), ("x264", "h264"), ("hevc", "hevc")] {
+            #expect(try parse("output: { path: o.mp4, video: { codec: \(name) } }\nclips:\n  - video: media/a.mov\n").output.video.codec == codec, "\(name)")
+        }
         // Other YAML errors keep the general hint.
         #expect(error("output: { path: o.mp4\nclips:\n  - video: [unclosed\n")?.hint == "check indentation and quoting near this place")
     }
