@@ -6,8 +6,6 @@ public enum PipelineLoader {
     public static let topLevelKeys = ["version", "name", "output", "clips", "soundtrack", "transition", "retry"]
     public static let outputKeys = ["path", "size", "aspect", "height", "fps", "fit", "background", "video", "audio", "max_duration", "watermark"]
     public static let itemKindKeys = ["video", "title", "photo", "live_photo"]
-    /// Kinds that a later version adds; named here so the error says so instead of "unknown key".
-    static let laterKindKeys: [String] = []
     /// Keys only some kinds take.
     static let photoKeys = ["duration", "ken_burns", "use"]
     public static let editKeys = ["trim", "rotate", "flip", "crop", "mute", "volume", "look", "adjust", "fit", "speed", "loop", "text", "transition", "bounce", "stickers"]
@@ -252,26 +250,22 @@ public enum PipelineLoader {
 
     static func parseItem(_ node: Node, _ ctx: Context) throws -> Item {
         // `- video media/a.mov`: one word, not a key and its value.
-        if case .scalar(let scalar) = node, let kind = (itemKindKeys + laterKindKeys).first(where: { scalar.string.hasPrefix($0 + " ") }) {
+        if case .scalar(let scalar) = node, let kind = itemKindKeys.first(where: { scalar.string.hasPrefix($0 + " ") }) {
             throw ctx.error("a clip must be a mapping of keys to values", at: node,
                             hint: "put a colon after \(kind): - \(kind): \(scalar.string.dropFirst(kind.count + 1))")
         }
         let m = try ctx.map(node, "a clip")
         let location = ctx.location(of: node)
-        let kindKeys = m.keys.filter { itemKindKeys.contains($0) || laterKindKeys.contains($0) }
+        let kindKeys = m.keys.filter { itemKindKeys.contains($0) }
         guard kindKeys.count == 1 else {
             if kindKeys.isEmpty {
                 let guess = m.keys.compactMap { suggestion(for: $0, among: itemKindKeys) }.first
-                throw ctx.error("a clip needs a source: 'video: FILE'", at: node,
+                throw ctx.error("a clip needs what it shows: video:, photo:, live_photo: or title:", at: node,
                                 hint: guess.map { "did you mean '\($0)'?" } ?? "for example '- video: media/IMG_0001.MOV'")
             }
             throw ctx.error("a clip has one kind, found \(kindKeys.joined(separator: " and "))", at: node)
         }
         let kindKey = kindKeys[0]
-        if laterKindKeys.contains(kindKey) {
-            throw ctx.error("'\(kindKey)' items are not supported by this version yet", at: m.keyNode(kindKey),
-                            hint: "use 'video:' items")
-        }
         let kindNode = m.node(kindKey)!
         let kind: Item.Kind
         if kindKey == "title" {

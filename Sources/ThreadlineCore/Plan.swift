@@ -323,7 +323,7 @@ public enum Planner {
         case .photo(_, let duration, _):
             guard let facts, facts.hasVideo else {
                 throw PipelineError("\(item.label(index: index)) is not a picture FFmpeg can read", at: item.location,
-                                    hint: "use a JPEG or PNG (HEIC comes in a later version)")
+                                    hint: "use a JPEG, PNG or HEIC picture")
             }
             return Timing.frames(seconds: duration, fps: fps)
         case .video(_, let trim):
@@ -333,11 +333,11 @@ public enum Planner {
             let start = trim?.start ?? 0
             guard facts.hasVideo else {
                 throw PipelineError("\(item.label(index: index)) has no video stream", at: item.location,
-                                    hint: "use a video file (audio-only files can become a soundtrack in a later version)")
+                                    hint: "use a video file; music goes under the movie as its soundtrack: { source: \(item.sources.first?.displayName ?? "FILE") }")
             }
             guard !facts.isStill else {
                 throw PipelineError("\(item.label(index: index)) is a still image (\(facts.videoCodec ?? facts.container)), not a video",
-                                    at: item.location, hint: "photo items come with a later version; use a video file here")
+                                    at: item.location, hint: "show it as a photo: - photo: \(item.sources.first?.displayName ?? "FILE")")
             }
             if let codec = facts.undecodableAudio, !item.edits.mute {
                 throw PipelineError("\(item.label(index: index)): its audio track cannot be decoded (no decoder for \(codec))",

@@ -572,6 +572,20 @@ extension EditingSetLoaderTests {
         #expect(notes == ["p.yaml:3:5: note: clip 1 (a.mov): trim.end 13.500 s is past the clip's end (4.000 s): it plays to its end"], "\(notes)")
     }
 
+    /// A file of the wrong kind for its item says which item kind (or soundtrack) takes it.
+    @Test func aFileOfTheWrongKindSaysWhatTakesIt() throws {
+        let p = try PipelineLoaderTests().parse("output: { path: o.mp4 }\nclips:\n  - video: media/a.mov\n  - photo: media/b.mp4\n")
+        func hint(_ i: Int, _ facts: MediaFacts) -> String? {
+            do { _ = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: Rational(30, 1)); return nil } catch let e as PipelineError { return e.hint } catch { return nil }
+        }
+        #expect(hint(0, MediaFacts(duration: 3, width: 0, height: 0, hasVideo: false, hasAudio: true))
+                == "use a video file; music goes under the movie as its soundtrack: { source: a.mov }")
+        var still = MediaFacts(duration: 0, width: 320, height: 240, hasVideo: true, hasAudio: false)
+        still.isStill = true
+        #expect(hint(0, still) == "show it as a photo: - photo: a.mov")
+        #expect(hint(1, MediaFacts(duration: 3, width: 0, height: 0, hasVideo: false, hasAudio: true)) == "use a JPEG, PNG or HEIC picture")
+    }
+
     /// Text or a sticker that starts at or after its item's end (one pass of it, after speed) is
     /// never shown: noted, for clips, photos and titles. One that starts within it is not.
     @Test func textOrAStickerStartingAfterTheItemsEndIsNoted() throws {
