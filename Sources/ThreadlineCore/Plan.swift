@@ -333,7 +333,8 @@ public enum Planner {
             let start = trim?.start ?? 0
             guard facts.hasVideo else {
                 throw PipelineError("\(item.label(index: index)) has no video stream", at: item.location,
-                                    hint: "use a video file; music goes under the movie as its soundtrack: { source: \(item.sources.first?.displayName ?? "FILE") }")
+                                    hint: facts.hasAudio ? "use a video file; music goes under the movie as its soundtrack: { source: \(item.sources.first?.displayName ?? "FILE") }"
+                                        : "FFmpeg reads no picture in it (an animated WebP, for one): use a video file (MP4, MOV, WebM, GIF, …)")
             }
             guard !facts.isStill else {
                 throw PipelineError("\(item.label(index: index)) is a still image (\(facts.videoCodec ?? facts.container)), not a video",

@@ -580,6 +580,8 @@ extension EditingSetLoaderTests {
         }
         #expect(hint(0, MediaFacts(duration: 3, width: 0, height: 0, hasVideo: false, hasAudio: true))
                 == "use a video file; music goes under the movie as its soundtrack: { source: a.mov }")
+        #expect(hint(0, MediaFacts(duration: 3, width: 0, height: 0, hasVideo: false, hasAudio: false))
+                == "FFmpeg reads no picture in it (an animated WebP, for one): use a video file (MP4, MOV, WebM, GIF, …)")
         var still = MediaFacts(duration: 0, width: 320, height: 240, hasVideo: true, hasAudio: false)
         still.isStill = true
         #expect(hint(0, still) == "show it as a photo: - photo: a.mov")
