@@ -74,7 +74,8 @@ func loadPipeline(_ path: String) throws -> Pipeline {
 }
 
 /// What a loaded pipeline asks for that its movie will not have (the render goes on): a
-/// soundtrack on a GIF, words its fonts cannot draw (empty boxes). Throws for a font that is not one.
+/// soundtrack on a GIF, a transition on the last item, a soundtrack section past the song's end,
+/// words its fonts cannot draw (empty boxes). Throws for a font that is not one.
 func loadNotes(_ p: Pipeline) throws -> [String] {
     Planner.pipelineNotes(for: p) + soundtrackNotes(p) + (try Fonts.notes(for: p))
 }
