@@ -10,10 +10,13 @@ internal import CFFmpeg
 final class SoundtrackReader {
     let soundtrack: Soundtrack
     let section: [Int16]
+    /// Samples the movie needs: a section at least this long never loops.
+    let needed: Int
     private var cursor = 0
 
     init(_ soundtrack: Soundtrack, needed: Int) throws {
         self.soundtrack = soundtrack
+        self.needed = needed
         let name = (soundtrack.source as NSString).lastPathComponent
         let input = try InputFile(path: soundtrack.source, name: name, stage: .concat)
         guard let a = input.audioIndex else { throw MediaError(.concat, .permanent, file: name, "the soundtrack has no decodable audio") }
@@ -70,11 +73,12 @@ final class SoundtrackReader {
 
     /// What each repeat after the first plays: the seam (the section's last samples crossfaded
     /// into its first), then the section from there to where its next seam begins. The first
-    /// pass plays up to its first seam. Empty: the section does not loop, or is too short to
+    /// pass plays up to its first seam. Empty: the section does not loop (or covers the movie,
+    /// so never repeats: it is then heard whole, to its last sample), or is too short to
     /// crossfade (a quarter of it at most), and repeats as it is.
     private lazy var repeatBody: [Int16] = {
         let n = section.count / 2, k = min(Self.seamSamples, n / 4)
-        guard soundtrack.loop, k > 0 else { return [] }
+        guard soundtrack.loop, n < needed, k > 0 else { return [] }
         var body = [Int16](repeating: 0, count: 2 * (n - k))
         for j in 0..<k {
             let w = (Double(j) + 0.5) / Double(k)

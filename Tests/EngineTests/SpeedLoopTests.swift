@@ -299,6 +299,19 @@ import TestSupport
         }
         song.from = 4.5
         #expect(try SoundtrackReader(song, needed: 48000).section.count / 2 > 20000)
+        // A section that covers the movie is heard whole, to its last sample: it never repeats,
+        // so nothing is crossfaded (its last 10 ms were mixed with its start).
+        song.from = 1
+        let covering = try SoundtrackReader(song, needed: 48000)
+        #expect(covering.section.count == 2 * 48000)
+        #expect(covering.read(48000) == covering.section)
+        // One that does not loops, crossfading its last 10 ms into its first.
+        song.to = 1.5
+        let short = try SoundtrackReader(song, needed: 48000)
+        let heard = short.read(48000), n = short.section.count / 2
+        // The first pass up to its seam, the seam, then the section from 10 ms on up to its next seam.
+        #expect(n == 24000 && heard[..<(2 * (n - 480))] == short.section[..<(2 * (n - 480))]
+                && heard[(2 * n)..<(2 * (2 * n - 960))] == short.section[(2 * 480)..<(2 * (n - 480))])
         // A section ending past the song's end renders, and says so (it was silently cut).
         try Self.project(dir, soundtrack: "{ source: song.m4a, from: 1, to: 500 }")
         for command in [["plan"], ["submit", "--state", dir + "/state"]] {
