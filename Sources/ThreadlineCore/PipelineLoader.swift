@@ -158,7 +158,8 @@ public enum PipelineLoader {
                 throw ctx.error("unknown output.aspect '\(aspectNode.string ?? "?")'", at: aspectNode,
                                 hint: "one of 16:9, 9:16, 1:1, 4:5")
             }
-            let h = try m.int("height") ?? 720
+            // Without a height, HD on the short side: a 9:16 story is 720x1280 (it was 406x720).
+            let h = try m.int("height") ?? (aw >= ah ? 720 : 720 * ah / aw)
             guard (16...4320).contains(h) else {
                 throw ctx.error("output.height must be between 16 and 4320, got \(h)", at: m.node("height"))
             }

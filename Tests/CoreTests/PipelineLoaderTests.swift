@@ -57,6 +57,11 @@ import Testing
     @Test func aspectAndHeightGiveSize() throws {
         let p = try parse("output: { path: o.mp4, aspect: \"9:16\", height: 1280 }\nclips: [ { video: media/a.mov } ]")
         #expect(p.output.width == 720 && p.output.height == 1280)
+        // Without a height, 720 on the short side (a 9:16 story was 406x720).
+        for (aspect, w, h) in [("16:9", 1280, 720), ("9:16", 720, 1280), ("1:1", 720, 720), ("4:5", 720, 900)] {
+            let o = try parse("output: { path: o.mp4, aspect: \"\(aspect)\" }\nclips: [ { video: media/a.mov } ]").output
+            #expect(o.width == w && o.height == h, "\(aspect): \(o.width)x\(o.height)")
+        }
     }
 
     @Test func retryAttemptsAreReadAndBounded() throws {
