@@ -37,7 +37,9 @@ final class OverlayFiles {
         do {
             if let text = edits.text {
                 let p = Scratch.path("text", suffix: ".txt")
-                try text.value.write(toFile: p, atomically: true, encoding: .utf8)
+                // Wrapped to the frame: drawtext draws one line, past both edges of a portrait frame.
+                let lines = TitleRenderer.wrap(text.value, maxCharacters: EditChain.textLineCharacters(text, profile))
+                try lines.joined(separator: "\n").write(toFile: p, atomically: true, encoding: .utf8)
                 made.append(p); paths.text = p
                 paths.font = try Scratch.graphName(text.font, link: Scratch.path("font"), what: "font", file: name)
                 if paths.font != text.font { made.append(paths.font!) }

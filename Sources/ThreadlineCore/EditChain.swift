@@ -277,9 +277,18 @@ public struct EditChain: Sendable {
     }
 
     /// drawtext for the text overlay on the fitted frame; the text itself comes from a file.
+    /// The text overlay's font size: as written, else an 18th of the frame's height.
+    public static func textSize(_ text: TextOverlay, _ profile: OutputProfile) -> Int { text.size ?? max(10, profile.height / 18) }
+
+    /// Characters a line of text may hold in 90 % of the frame's width (a glyph is about 0.55
+    /// of the font size wide): longer text is wrapped to it (`OverlayFiles`).
+    public static func textLineCharacters(_ text: TextOverlay, _ profile: OutputProfile) -> Int {
+        max(6, Int(0.9 * Double(profile.width) / (0.55 * Double(textSize(text, profile)))))
+    }
+
     public var textOverlay: [String] {
         guard let text = edits.text else { return [] }
-        let size = text.size ?? max(10, profile.height / 18)
+        let size = Self.textSize(text, profile)
         let m = "h*0.05"
         let (x, y): (String, String)
         switch text.position {
@@ -291,7 +300,8 @@ public struct EditChain: Sendable {
         case .bottomLeft: (x, y) = (m, "h-text_h-\(m)")
         case .bottomRight: (x, y) = ("w-text_w-\(m)", "h-text_h-\(m)")
         }
-        var f = "drawtext=fontfile='\(files.font ?? text.font)':textfile='\(files.text)':expansion=none:fontsize=\(size):fontcolor=\(drawColour(text.color))"
+        // Wrapped lines (`textLineCharacters`) a fifth of the size apart.
+        var f = "drawtext=fontfile='\(files.font ?? text.font)':textfile='\(files.text)':expansion=none:fontsize=\(size):line_spacing=\(size / 5):fontcolor=\(drawColour(text.color))"
             + ":shadowx=2:shadowy=2:shadowcolor=black@0.6:x=\(x):y=\(y)"
         if let w = window(text.start, text.end) { f += ":enable='\(w)'" }
         return [f]
