@@ -519,6 +519,18 @@ func writeThumbnails(_ p: Pipeline, folder: String, width: Int, columns: Int, sh
     var small = p
     small.output.width = width & ~1
     small.output.height = max(2, Int((Double(width) * Double(p.output.height) / Double(p.output.width) / 2).rounded()) * 2)
+    // Sizes the pipeline gives in pixels (a title's, a text's) scale with the frame, so a poster
+    // looks as the movie does: a title of size 64 on a 320-wide poster ran off its top and bottom.
+    let scale = Double(small.output.height) / Double(p.output.height)
+    func scaled(_ size: Int?) -> Int? { size.map { max(6, Int((Double($0) * scale).rounded())) } }
+    for i in small.items.indices {
+        if case .title(var title) = small.items[i].kind, title.size != nil {
+            title.size = scaled(title.size)
+            small.items[i].kind = .title(title)
+        }
+        let textSize = scaled(small.items[i].edits.text?.size)
+        small.items[i].edits.text?.size = textSize
+    }
     var posters: [String] = [], captions: [String] = []
     for t in timeline {
         var spec = Planner.segmentSpec(small, index: t.item, sourcePath: p.items[t.item].sources.first?.uri ?? "", frameCount: t.segmentFrames)

@@ -96,6 +96,26 @@ extension ExamplePipelineTests {
         let mono = try frameRGBMeans(dir + "/t/item-02.png", frame: 0, x0: 0.2, x1: 0.8)
         #expect(abs(mono.r - mono.g) < 3 && abs(mono.g - mono.b) < 3, "mono poster \(mono)")
     }
+
+    /// A size the pipeline gives in pixels scales with the poster: a title of size 120 fits a
+    /// 1280x720 frame in two lines, and its 320-wide poster the same way (it was drawn at 120 px
+    /// on a 180-px poster, off the top and bottom).
+    @Test func aTitlesSizeScalesWithItsPoster() throws {
+        let dir = temporaryDirectory("thumbs-size")
+        try """
+        version: 1
+        output: { path: \(dir)/out.mp4, size: 1280x720 }
+        clips:
+          - title: { text: "Summer in the hills", duration: 1, size: 120 }
+        """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let r = try run(coordPath, ["thumbnails", dir + "/p.yaml", "--out", dir + "/t", "--width", "320"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        let top = try frameRGBMeans(dir + "/t/item-01.png", frame: 0, y0: 0, y1: 0.15)
+        let bottom = try frameRGBMeans(dir + "/t/item-01.png", frame: 0, y0: 0.85, y1: 1)
+        let middle = try frameRGBMeans(dir + "/t/item-01.png", frame: 0, x0: 0.1, x1: 0.9, y0: 0.3, y1: 0.7)
+        #expect(top.r < 3 && bottom.r < 3, "the title runs off the poster: \(top), \(bottom)")
+        #expect(middle.r > 20, "no title: \(middle)")
+    }
 }
 
 extension ExamplePipelineTests {
