@@ -103,55 +103,50 @@ extension LookTests {
         return Double(d.reduce(0) { $0 + Int($1) }) / Double(d.count)
     }
 
-    @Test func textShowsInsideItsWindowOnly() throws {
-        // A black source, so white text is all that is bright.
-        let dir = temporaryDirectory("text")
-        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=640x360:r=30:d=2", "-c:v", "libx264",
+    /// `text` over a black clip (so white text is all that is bright) of `seconds`, rendered
+    /// through the media engine into a movie of `width`x`height`; the movie's path.
+    static func textOnBlack(_ text: TextOverlay, width: Int, height: Int, seconds: Double, label: String) throws -> String {
+        let dir = temporaryDirectory(label)
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=\(width)x\(height):r=30:d=\(seconds)", "-c:v", "libx264",
                                    "-preset", "ultrafast", "-pix_fmt", "yuv420p", dir + "/black.mp4"])
-        #expect(r.status == 0)
+        try #require(r.status == 0, "\(r.err)")
         let src = dir + "/black.mp4"
-        let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
+        let profile = OutputProfile(path: "", width: width, height: height, fps: Rational(30, 1))
         var edits = Edits()
-        edits.text = TextOverlay(value: "June 3, 2026", position: .bottom, size: 40, start: 0.5, end: 1.5)
+        edits.text = text
         let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .video(source: SourceRef(src), trim: nil), edits: edits)])
         let t = try Planner.timeline(for: pipeline, facts: [src: try Probe.facts(path: src)])
         let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: t[0].frameCount)
         _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
         _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "t")],
                            profile: profile, to: dir + "/out.mp4")
-        let before = try Self.bottomBand(dir + "/out.mp4", frame: 10)     // 0.33 s
-        let during = try Self.bottomBand(dir + "/out.mp4", frame: 30)     // 1.0 s
-        let after = try Self.bottomBand(dir + "/out.mp4", frame: 50)      // 1.67 s
+        return dir + "/out.mp4"
+    }
+
+    @Test func textShowsInsideItsWindowOnly() throws {
+        let out = try Self.textOnBlack(TextOverlay(value: "June 3, 2026", position: .bottom, size: 40, start: 0.5, end: 1.5),
+                                       width: 640, height: 360, seconds: 2, label: "text")
+        let before = try Self.bottomBand(out, frame: 10)     // 0.33 s
+        let during = try Self.bottomBand(out, frame: 30)     // 1.0 s
+        let after = try Self.bottomBand(out, frame: 50)      // 1.67 s
         #expect(before < 20 && after < 20, "text outside its window: \(before), \(after)")
         #expect(during > before + 15, "no text inside its window: \(during)")
-        let top = try frameRGBMeans(dir + "/out.mp4", frame: 30, x0: 0.3, x1: 0.7)
+        let top = try frameRGBMeans(out, frame: 30, x0: 0.3, x1: 0.7)
         #expect(top.r < 40, "text should sit at the bottom")
     }
 
     /// A caption longer than the frame is wide is wrapped inside it: on a portrait frame it was
     /// drawn on one line, cut off at both edges.
     @Test func aLongCaptionIsWrappedInsideTheFrame() throws {
-        let dir = temporaryDirectory("text-wrap")
-        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=360x640:r=30:d=0.5", "-c:v", "libx264",
-                                   "-preset", "ultrafast", "-pix_fmt", "yuv420p", dir + "/black.mp4"])
-        #expect(r.status == 0)
-        let src = dir + "/black.mp4"
-        let profile = OutputProfile(path: "", width: 360, height: 640, fps: Rational(30, 1))
-        var edits = Edits()
-        edits.text = TextOverlay(value: "Photo 1 with a caption long enough to need wrapping", position: .bottom)
-        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .video(source: SourceRef(src), trim: nil), edits: edits)])
-        let t = try Planner.timeline(for: pipeline, facts: [src: try Probe.facts(path: src)])
-        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: src, frameCount: t[0].frameCount)
-        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
-        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "t")],
-                           profile: profile, to: dir + "/out.mp4")
+        let out = try Self.textOnBlack(TextOverlay(value: "Photo 1 with a caption long enough to need wrapping", position: .bottom),
+                                       width: 360, height: 640, seconds: 0.5, label: "text-wrap")
         // The lower third: text in the middle, none at the edges; several lines high.
-        let middle = try frameRGBMeans(dir + "/out.mp4", frame: 5, x0: 0.2, x1: 0.8, y0: 0.6, y1: 0.97)
-        let left = try frameRGBMeans(dir + "/out.mp4", frame: 5, x0: 0, x1: 0.03, y0: 0.6, y1: 0.97)
-        let right = try frameRGBMeans(dir + "/out.mp4", frame: 5, x0: 0.97, x1: 1, y0: 0.6, y1: 0.97)
+        let middle = try frameRGBMeans(out, frame: 5, x0: 0.2, x1: 0.8, y0: 0.6, y1: 0.97)
+        let left = try frameRGBMeans(out, frame: 5, x0: 0, x1: 0.03, y0: 0.6, y1: 0.97)
+        let right = try frameRGBMeans(out, frame: 5, x0: 0.97, x1: 1, y0: 0.6, y1: 0.97)
         #expect(middle.r > 15, "no text: \(middle)")
         #expect(left.r < 3 && right.r < 3, "text past the frame's edges: \(left), \(right)")
-        let rows = try (0..<8).map { k in try frameRGBMeans(dir + "/out.mp4", frame: 5, x0: 0.03, x1: 0.97, y0: 0.6 + Double(k) * 0.045, y1: 0.6 + Double(k + 1) * 0.045).r }
+        let rows = try (0..<8).map { k in try frameRGBMeans(out, frame: 5, x0: 0.03, x1: 0.97, y0: 0.6 + Double(k) * 0.045, y1: 0.6 + Double(k + 1) * 0.045).r }
         #expect(rows.filter { $0 > 8 }.count >= 4, "not several lines: \(rows)")
     }
 }
