@@ -64,8 +64,8 @@ struct StateOptions: ParsableArguments {
 /// (the soundtrack) is probed here too, so an unreadable file stops the submit before any work.
 func loadPipeline(_ path: String) throws -> Pipeline {
     do {
-        let p = try loadPipelineChecked(path)
-        try loadNotes(p).forEach(errorLine)
+        let (p, notes) = try loadPipelineChecked(path)
+        notes.forEach(errorLine)
         return p
     } catch let e as PipelineError {
         writeStandardError(e.description + "\n")
@@ -73,33 +73,21 @@ func loadPipeline(_ path: String) throws -> Pipeline {
     }
 }
 
-/// What a loaded pipeline asks for that its movie will not have (the render goes on): a
-/// soundtrack on a GIF, a transition on the last item, a soundtrack section past the song's end,
-/// words its fonts cannot draw (empty boxes). Throws for a font that is not one.
-func loadNotes(_ p: Pipeline) throws -> [String] {
-    Planner.pipelineNotes(for: p) + soundtrackNotes(p) + (try Fonts.notes(for: p))
-}
-
-/// A soundtrack section that ends past the song's end plays to the song's end, as a clip's
-/// trim does (`loadPipelineChecked` has refused a song that cannot be read).
-func soundtrackNotes(_ p: Pipeline) -> [String] {
-    guard let st = p.output.soundtrack, let to = st.to,
-          let facts = try? Probe.facts(path: st.source, name: (st.source as NSString).lastPathComponent),
-          to > facts.duration + 0.05 else { return [] }
-    return [pipelineNote(String(format: "soundtrack.to %.3f s is past the end of %@ (%.3f s): the section plays to the song's end",
-                                to, (st.source as NSString).lastPathComponent, facts.duration),
-                         at: st.location)]
-}
-
-/// Loads a pipeline and checks its movie-level media; errors carry file:line:column.
-func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -> Pipeline {
+/// Loads a pipeline and checks its movie-level media; errors carry file:line:column. `notes`:
+/// what it asks for that its movie will not have (the render goes on): a soundtrack on a GIF, a
+/// transition on the last item, a soundtrack section past the song's end (it plays to the end,
+/// as a clip's trim does), words its fonts cannot draw (empty boxes). A font that is not one is
+/// an error.
+func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -> (pipeline: Pipeline, notes: [String]) {
         let p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
         if let stateDirectory, let problem = FileChecks.outputProblem(p.output.path, inputs: [], stateDirectory: stateDirectory) {
             throw PipelineError("output.path: \(problem)", at: p.outputLocation, hint: "choose a path outside the state folder")
         }
+        var notes = Planner.pipelineNotes(for: p)
         if let st = p.output.soundtrack {
+            let song = (st.source as NSString).lastPathComponent
             let facts: MediaFacts
-            do { facts = try Probe.facts(path: st.source, name: (st.source as NSString).lastPathComponent) } catch {
+            do { facts = try Probe.facts(path: st.source, name: song) } catch {
                 throw PipelineError("cannot read the soundtrack \(st.source): \((error as? MediaError)?.message ?? "\(error)")", at: st.location,
                                     hint: "use an audio file FFmpeg can decode (mp3, m4a, wav, flac, …)")
             }
@@ -109,11 +97,15 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
             // A section that starts past the song's end is silence: a movie without its music.
             guard st.from < facts.duration else {
                 throw PipelineError(String(format: "soundtrack.from %.3f s is at or past the end of %@ (%.3f s): the movie would have no music",
-                                           st.from, (st.source as NSString).lastPathComponent, facts.duration),
+                                           st.from, song, facts.duration),
                                     at: st.location, hint: "give a from within the song, or leave it out to start at its beginning")
             }
+            if let to = st.to, to > facts.duration + 0.05 {
+                notes.append(pipelineNote(String(format: "soundtrack.to %.3f s is past the end of %@ (%.3f s): the section plays to the song's end",
+                                                 to, song, facts.duration), at: st.location))
+            }
         }
-        return p
+        return (p, notes + (try Fonts.notes(for: p)))
 }
 
 /// Probes every local source and names every item that cannot be used, each on its own line

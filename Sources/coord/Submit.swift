@@ -82,9 +82,9 @@ struct Submit: ParsableCommand {
         var invalid = 0
         for f in files {
             do {
-                let p = try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)
-                notes.append(try loadNotes(p))
-                notes.last!.forEach(errorLine)
+                let (p, told) = try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)
+                notes.append(told)
+                told.forEach(errorLine)
                 // A coordinator finds a clip it cannot plan (a trim past its end) only once the
                 // files are up: minutes of phone video over Wi-Fi for a run that fails at once.
                 // Files that do not open fail there as here, the rest of the run rendered.
@@ -459,12 +459,12 @@ struct ProjectReport {
     var bytes: Int64 = 0
     var error: String? = nil
     /// What the movie will not have that the pipeline asks for, as printed: loading's
-    /// (`loadNotes`), then the run's (`RunProgress.notes`).
+    /// (`loadPipelineChecked`), then the run's (`RunProgress.notes`).
     var notes: [String] = []
 
     /// A project of a batch, not yet followed.
     init(file: String?, name: String, label: String) { self.file = file; self.name = name; self.label = label }
-    /// `notes`: what loading it said (`loadNotes`); the run's own come as it goes.
+    /// `notes`: what loading it said (`loadPipelineChecked`); the run's own come as it goes.
     init(_ project: Pipeline, label: String, notes: [String]) {
         self.init(file: project.file, name: project.name, label: label)
         self.notes = notes
