@@ -48,7 +48,8 @@ public enum LibraryScanner {
                 do {
                     let info = try CaptureMetadata.read(f.path)
                     entry = .init(path: f.path, size: f.size, mtime: f.mtime, kind: info.kind.rawValue, local: info.local,
-                                       offsetMinutes: info.offsetMinutes, dateSource: info.dateSource, contentIdentifier: info.contentIdentifier, error: nil)
+                                       offsetMinutes: info.offsetMinutes, dateSource: info.dateSource, contentIdentifier: info.contentIdentifier, error: nil,
+                                       seconds: info.seconds)
                 } catch {
                     let why = (error as? MediaError)?.message ?? "\(error)"
                     entry = .init(path: f.path, size: f.size, mtime: f.mtime, kind: nil, local: nil, offsetMinutes: nil, dateSource: nil,
@@ -133,13 +134,15 @@ public enum LibraryScanner {
         for e in readable where e.kind == "photo" {
             if let id = e.contentIdentifier, let movie = movieFor[key(e.path, id)], !paired.contains(movie.path) {
                 paired.insert(movie.path)
-                if let local = e.local ?? movie.local { items.append(.init(path: e.path, kind: .livePhoto, local: local, motion: movie.path)) }
+                if let local = e.local ?? movie.local {
+                    items.append(.init(path: e.path, kind: .livePhoto, local: local, motion: movie.path, seconds: movie.seconds))
+                }
             } else if let local = e.local {
                 items.append(.init(path: e.path, kind: .photo, local: local))
             }
         }
         for e in readable where e.kind == "video" && !paired.contains(e.path) {
-            if let local = e.local { items.append(.init(path: e.path, kind: .video, local: local)) }
+            if let local = e.local { items.append(.init(path: e.path, kind: .video, local: local, seconds: e.seconds)) }
         }
         return items.sorted { ($0.local, $0.path) < ($1.local, $1.path) }
     }

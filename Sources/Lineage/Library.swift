@@ -17,10 +17,13 @@ public final class LibraryIndex: @unchecked Sendable {
         public var contentIdentifier: String?
         public var error: String?
         public var sha256: String?
+        /// A movie's length in seconds, when its container states it.
+        public var seconds: Double?
         public init(path: String, size: Int64, mtime: Double, kind: String?, local: String?, offsetMinutes: Int?, dateSource: String?,
-                    contentIdentifier: String?, error: String?, sha256: String? = nil) {
+                    contentIdentifier: String?, error: String?, sha256: String? = nil, seconds: Double? = nil) {
             self.path = path; self.size = size; self.mtime = mtime; self.kind = kind; self.local = local; self.offsetMinutes = offsetMinutes
             self.dateSource = dateSource; self.contentIdentifier = contentIdentifier; self.error = error; self.sha256 = sha256
+            self.seconds = seconds
         }
     }
 
@@ -52,6 +55,14 @@ public final class LibraryIndex: @unchecked Sendable {
                 CREATE INDEX asset_library ON asset(library);
                 """)
         }
+        // Movies' lengths (drafts fit their transitions to them): movies indexed before are read
+        // again by the next scan.
+        m.registerMigration("v2 seconds") { db in
+            try db.execute(sql: """
+                ALTER TABLE asset ADD COLUMN seconds REAL;
+                UPDATE asset SET mtime = -1 WHERE kind = 'video';
+                """)
+        }
         try m.migrate(db)
     }
 
@@ -71,9 +82,10 @@ public final class LibraryIndex: @unchecked Sendable {
             for p in remove { try db.execute(sql: "DELETE FROM asset WHERE path = ?", arguments: [p]) }
             for e in upsert {
                 try db.execute(sql: """
-                    INSERT OR REPLACE INTO asset (path, library, size, mtime, kind, local, offset_min, date_source, content_id, error, sha256)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
-                    """, arguments: [e.path, library, e.size, e.mtime, e.kind, e.local, e.offsetMinutes, e.dateSource, e.contentIdentifier, e.error])
+                    INSERT OR REPLACE INTO asset (path, library, size, mtime, kind, local, offset_min, date_source, content_id, error, sha256, seconds)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)
+                    """, arguments: [e.path, library, e.size, e.mtime, e.kind, e.local, e.offsetMinutes, e.dateSource, e.contentIdentifier, e.error,
+                                     e.seconds])
             }
         }
     }
@@ -81,11 +93,11 @@ public final class LibraryIndex: @unchecked Sendable {
     public func entries(library: String) throws -> [Entry] {
         try db.read { db in
             try Row.fetchAll(db, sql: """
-                SELECT path, size, mtime, kind, local, offset_min, date_source, content_id, error, sha256
+                SELECT path, size, mtime, kind, local, offset_min, date_source, content_id, error, sha256, seconds
                 FROM asset WHERE library = ? ORDER BY path
                 """, arguments: [library]).map {
                 Entry(path: $0[0], size: $0[1], mtime: $0[2], kind: $0[3], local: $0[4], offsetMinutes: $0[5], dateSource: $0[6],
-                      contentIdentifier: $0[7], error: $0[8], sha256: $0[9])
+                      contentIdentifier: $0[7], error: $0[8], sha256: $0[9], seconds: $0[10])
             }
         }
     }

@@ -19,9 +19,13 @@ public struct CaptureInfo: Sendable, Equatable, Codable {
     public var dateSource: String?
     /// Apple's Live Photo content identifier (MakerApple tag 17 / com.apple.quicktime.content.identifier).
     public var contentIdentifier: String?
+    /// A movie's length in seconds as its container states it (nil for photos, or when unstated).
+    public var seconds: Double?
 
-    public init(kind: Kind, local: String? = nil, offsetMinutes: Int? = nil, dateSource: String? = nil, contentIdentifier: String? = nil) {
+    public init(kind: Kind, local: String? = nil, offsetMinutes: Int? = nil, dateSource: String? = nil, contentIdentifier: String? = nil,
+                seconds: Double? = nil) {
         self.kind = kind; self.local = local; self.offsetMinutes = offsetMinutes; self.dateSource = dateSource; self.contentIdentifier = contentIdentifier
+        self.seconds = seconds
     }
 
     /// The local calendar day, "YYYY-MM-DD".
@@ -149,6 +153,8 @@ public enum CaptureMetadata {
         }
         var info = CaptureInfo(kind: .video)
         info.contentIdentifier = tag("com.apple.quicktime.content.identifier")
+        // The header's length (no packets are read): what a suggestion's draft fits its transitions to.
+        if c.pointee.duration != tl_nopts_value(), c.pointee.duration > 0 { info.seconds = Double(c.pointee.duration) / Double(AV_TIME_BASE) }
         // Apple's creationdate carries the zone it was taken in: "2019-06-14T15:30:12+0200".
         if let apple = tag("com.apple.quicktime.creationdate"), let (local, offset) = isoLocal(apple), offset != nil {
             info.local = local; info.offsetMinutes = offset; info.dateSource = "quicktime.creationdate"

@@ -44,8 +44,10 @@ public enum Suggestions {
         public var local: String
         /// The Live Photo's movie, when `kind` is live_photo.
         public var motion: String?
-        public init(path: String, kind: Kind, local: String, motion: String? = nil) {
-            self.path = path; self.kind = kind; self.local = local; self.motion = motion
+        /// How long a video (or a Live Photo's movie) plays, when its file says.
+        public var seconds: Double?
+        public init(path: String, kind: Kind, local: String, motion: String? = nil, seconds: Double? = nil) {
+            self.path = path; self.kind = kind; self.local = local; self.motion = motion; self.seconds = seconds
         }
         public var day: Day? { Day(local) }
     }
@@ -79,6 +81,20 @@ public enum Suggestions {
         public var to: Day
         /// In capture order.
         public var items: [Item]
+    }
+
+    /// The transition after each item of a draft, in seconds (0: a cut), given each item's length
+    /// (nil: not known, taken as long enough): `standard`, shortened where an item cannot give
+    /// half its length less a frame to each side, and a cut where under `shortest` would be left.
+    /// A tap-length clip (a fifth of a second) in a library must not make its day's draft one
+    /// that `coord submit` refuses.
+    public static func transitions(lengths: [Double?], standard: Double, frame: Double, shortest: Double = 0.1) -> [Double] {
+        guard lengths.count > 1 else { return [] }
+        return (0..<lengths.count - 1).map { i in
+            let room = [lengths[i], lengths[i + 1]].compactMap { $0.map { $0 / 2 - frame } }.min() ?? standard
+            let seconds = min(standard, (room * 100).rounded(.down) / 100)
+            return seconds < shortest ? 0 : seconds
+        }
     }
 
     public static let recentDays = 30

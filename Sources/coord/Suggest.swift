@@ -91,6 +91,7 @@ struct SuggestList: ParsableCommand {
         let folder = out.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? stores.state + "/" + FileChecks.suggestionsFolder
         var all: [[String: Any]] = []
         var listed: [(id: String, itemsHash: String, library: String)] = []
+        var failed = 0
         let paused = try stores.settings.pausedEverywhere()
         for given in libraries {
             let library = try libraryPath(given)
@@ -127,7 +128,13 @@ struct SuggestList: ParsableCommand {
                 let hash = try LibraryScanner.itemsHash(s.items, cached: byPath, index: stores.index)
                 listed.append((s.id, hash, library))
                 if dismissed[s.id] == hash { continue }
-                let draft = try writeDraft(s, itemsHash: hash, folder: folder)
+                // One suggestion that cannot be drafted (a file its sheet cannot decode) does not hide the others.
+                let draft: Draft
+                do { draft = try writeDraft(s, itemsHash: hash, folder: folder) } catch {
+                    errorLine("error: the draft of \(s.id) (\(s.title)) could not be written: \(error)")
+                    failed += 1
+                    continue
+                }
                 var entry: [String: Any] = ["id": s.id, "kind": s.kind.rawValue, "title": s.title, "from": "\(s.from)", "to": "\(s.to)",
                                             "items": s.items.map(\.path), "pipeline": draft.pipeline]
                 if let suggested = draft.suggested {
@@ -145,13 +152,14 @@ struct SuggestList: ParsableCommand {
             let data = try JSONSerialization.data(withJSONObject: all, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
             print(String(decoding: data, as: UTF8.self))
         } else if all.isEmpty {
-            print("no suggestions")
+            if failed == 0 { print("no suggestions") }
         } else {
             for s in all {
                 print("\(s["title"]!)  (\(s["kind"]!), \((s["items"] as! [String]).count) items)  \(s["id"]!)")
                 print("  draft: \(s["pipeline"]!)   render: coord submit \(s["pipeline"]!)")
             }
         }
+        if failed > 0 { throw ExitCode(1) }
     }
 
     static func block(_ b: SuggestionSettings.Block) -> Suggestions.Block? {
@@ -184,6 +192,8 @@ struct SuggestList: ParsableCommand {
             return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
         }
         let path = "\(folder)/\(s.id).yaml", sheet = "\(folder)/\(s.id).png"
+        let title = 2.5, photo = 3.0, fade = 0.5
+        func n(_ seconds: Double) -> String { String(format: "%g", seconds) }
         var body = """
             # Suggested by `coord suggest` (\(s.kind.rawValue), \(s.title)). A draft: nothing has been rendered.
             # Edit it freely (an edited draft is never overwritten), then render it with:  coord submit \(path)
@@ -195,17 +205,26 @@ struct SuggestList: ParsableCommand {
               size: 1280x720
               fps: 30
               fit: blur
-            transition: { type: fade, duration: 0.5 }
+            transition: { type: fade, duration: \(n(fade)) }
             clips:
-              - title: { text: \(q(s.title)), duration: 2.5 }
+              - title: { text: \(q(s.title)), duration: \(n(title)) }
 
             """
-        for item in s.items {
+        // Each item's `transition:` is the one into the next; written only where the default does not fit.
+        let fits = Suggestions.transitions(lengths: [title] + s.items.map { $0.kind == .photo ? photo : $0.seconds },
+                                           standard: fade, frame: 1.0 / 30)
+        func transition(after k: Int) -> String {
+            guard k < fits.count, fits[k] != fade else { return "" }
+            return fits[k] == 0 ? "    transition: none\n" : "    transition: { type: fade, duration: \(n(fits[k])) }\n"
+        }
+        body += transition(after: 0)
+        for (k, item) in s.items.enumerated() {
             switch item.kind {
-            case .photo: body += "  - photo: \(q(item.path))\n    duration: 3\n"
+            case .photo: body += "  - photo: \(q(item.path))\n    duration: \(n(photo))\n"
             case .livePhoto: body += "  - live_photo: \(q(item.path))\n"
             case .video: body += "  - video: \(q(item.path))\n"
             }
+            body += transition(after: k + 1)
         }
         let text = Self.signed(body)
         var draft = Draft(pipeline: path)

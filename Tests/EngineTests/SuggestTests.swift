@@ -271,6 +271,32 @@ import TestSupport
         #expect(again.files == 2 && again.read == 0, "a rescan with nothing changed reads nothing (read \(again.read))")
     }
 
+    /// A day with a tap-length clip (0.15 s, like the corpus's iPhone clip) between two longer
+    /// ones: its draft gave that clip the default half-second fades on both sides, so the draft
+    /// failed to load and `coord suggest` listed nothing but that error. The draft now cuts
+    /// around it, and `coord plan` of the draft succeeds.
+    @Test func aTapLengthClipDoesNotSpoilItsDaysDraft() throws {
+        let dir = temporaryDirectory("suggest-short")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let root = dir + "/Pictures"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        for (name, seconds, hour) in [("a.mov", "2", "09"), ("b.mov", "0.15", "10"), ("c.mov", "1", "11")] {
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=30", "-t", seconds, "-c:v", "libx264",
+                                       "-movflags", "use_metadata_tags", "-metadata", "com.apple.quicktime.creationdate=2026-06-15T\(hour):00:00+0200",
+                                       root + "/" + name])
+            #expect(r.status == 0, "\(r.err)")
+        }
+        let lib = Library(root: root, state: dir + "/state", out: dir + "/drafts")
+        #expect(try Self.coord(["enable", root], lib).status == 0)
+        let listed = try Self.list(lib, ["--no-contact-sheets"])
+        let draft = try #require(listed.json.first?["pipeline"] as? String, "\(listed.err)")
+        let text = try String(contentsOfFile: draft, encoding: .utf8)
+        #expect(text.contains("a.mov\"\n    transition: none\n  - video: \"\(root)/b.mov\"\n    transition: none\n"), "\(text)")
+        #expect(text.contains("c.mov\"") && !text.contains("c.mov\"\n    transition"), "the last item has none: \(text)")
+        let plan = try run(coordPath, ["plan", draft], timeout: 120)
+        #expect(plan.status == 0, "\(plan.err)")
+    }
+
     /// 10,000 files (dated JPEGs and MOVs in 100 folders): the first scan reads metadata only;
     /// a rescan with nothing changed reads nothing.
     @Test func tenThousandFilesScanOnceAndRescanQuickly() throws {

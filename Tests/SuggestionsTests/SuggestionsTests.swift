@@ -118,4 +118,26 @@ import Suggestions
         #expect(a == b && a.count == 2)
         #expect(a.map(\.id) == ["recent-2026-06-12", "on_this_day-2019-06-20"])
     }
+
+    /// A draft's fades fit its items: a tap-length clip (0.15 s, as in the shared corpus) gets
+    /// cuts on both sides, a one-second clip slightly shorter fades, long or unknown items the
+    /// default. Over a grid of lengths, no item gives more than its length less two frames.
+    @Test func aDraftsTransitionsFitItsShortestItems() {
+        let frame = 1.0 / 30
+        #expect(Suggestions.transitions(lengths: [2.5, 1.234, 0.15, 3, nil], standard: 0.5, frame: frame) == [0.5, 0, 0, 0.5])
+        #expect(Suggestions.transitions(lengths: [2.5, 1.0, 3], standard: 0.5, frame: frame) == [0.46, 0.46])
+        #expect(Suggestions.transitions(lengths: [2.5, 0.4], standard: 0.5, frame: frame) == [0.16])
+        #expect(Suggestions.transitions(lengths: [2.5], standard: 0.5, frame: frame) == [])
+        let grid: [Double?] = [nil, 0.05, 0.2, 0.25, 0.3, 0.5, 0.7, 1, 1.05, 2, 3]
+        for a in grid { for b in grid { for c in grid {
+            let lengths = [a, b, c]
+            let t = Suggestions.transitions(lengths: lengths, standard: 0.5, frame: frame)
+            #expect(t.count == 2 && t.allSatisfy { $0 == 0 || (0.1...0.5).contains($0) })
+            for (k, length) in lengths.enumerated() {
+                guard let length else { continue }
+                let given = (k > 0 ? t[k - 1] : 0) + (k < t.count ? t[k] : 0)
+                #expect(given <= length - 2 * frame + 1e-9 || given == 0, "\(lengths): \(t)")
+            }
+        } } }
+    }
 }
