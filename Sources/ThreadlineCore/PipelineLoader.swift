@@ -665,7 +665,7 @@ struct Context {
         if path.hasPrefix("http://") || path.hasPrefix("https://") { return path }
         var p = path
         if p.hasPrefix("file://") { p = String(p.dropFirst(7)) }
-        if p.hasPrefix("~/") { p = NSHomeDirectory() + p.dropFirst(1) }
+        if p.hasPrefix("~/") { p = Home.directory + p.dropFirst(1) }
         let url = p.hasPrefix("/") ? URL(fileURLWithPath: p) : URL(fileURLWithPath: base).appendingPathComponent(p)
         return url.standardizedFileURL.path
     }

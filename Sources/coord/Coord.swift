@@ -43,9 +43,7 @@ struct StateOptions: ParsableArguments {
 
     var directory: String {
         if let state { return URL(fileURLWithPath: state).standardizedFileURL.path }
-        let env = ProcessInfo.processInfo.environment
-        let base = env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (NSHomeDirectory() + "/.local/share")
-        return base + "/threadline"
+        return Home.dataFolder("threadline")
     }
 
     /// The state folder, made if it is not there yet; when it cannot be, a clear error (exit 1).

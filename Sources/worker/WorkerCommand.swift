@@ -124,8 +124,7 @@ struct WorkerCommand: AsyncParsableCommand {
         MediaMemory.keepFreedBuffers()
         var logger = Logger(label: "threadline.worker") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = quiet ? .error : .info
-        let env = ProcessInfo.processInfo.environment
-        let storeRoot = store ?? ((env["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory() + "/.local/share") + "/threadline-worker")
+        let storeRoot = store ?? Home.dataFolder("threadline-worker")
         let artifacts: ArtifactStore
         do { artifacts = try ArtifactStore(root: storeRoot) } catch let e as FileChecks.FolderError {
             throw ValidationError("cannot use \(storeRoot) as the worker's store (--store): \(e.description)")

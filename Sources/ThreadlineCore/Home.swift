@@ -1,0 +1,19 @@
+import Foundation
+
+/// The person's folders as their shell and the XDG base-directory spec name them. Foundation on
+/// Linux reads the home folder from the password database and ignores `$HOME`, so
+/// `HOME=/srv/me coord …` (a service, a test harness, `sudo -E`) and `~/` in a pipeline would
+/// have meant another folder than the shell's `~`.
+public enum Home {
+    /// `$HOME` when it is an absolute path, else the password database's.
+    public static var directory: String {
+        if let home = ProcessInfo.processInfo.environment["HOME"], home.hasPrefix("/") { return home }
+        return NSHomeDirectory()
+    }
+
+    /// `$XDG_DATA_HOME/name`; `$XDG_DATA_HOME` is `~/.local/share` when unset or not absolute (as the spec says).
+    public static func dataFolder(_ name: String) -> String {
+        let xdg = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        return (xdg ?? directory + "/.local/share") + "/" + name
+    }
+}
