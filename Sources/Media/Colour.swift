@@ -107,6 +107,17 @@ struct SourceColour: Equatable {
         }
     }
 
+    /// The filters that make the picture RGBA (sRGB's full range, its own alpha kept): a watermark
+    /// or sticker image as the edit chain draws it. Y'CbCr by its own matrix and range (a phone's
+    /// JPEG is BT.601 full range); HDR and wide-gamut pictures as SDR, without tone mapping.
+    var toRGBA: [String] {
+        switch family {
+        case .rgb: return ["format=rgba"]
+        case .gray: return fullRange ? ["format=rgba"] : ["scale=in_range=tv:out_range=pc", "format=rgba"]
+        case .yuv, .hdr: return ["scale=in_color_matrix=\(Self.swscaleName(matrix)):in_range=\(fullRange ? "pc" : "tv")", "format=rgba"]
+        }
+    }
+
     /// For a picture of pixel format `format`: the filters that make it sRGB with alpha when it
     /// has an alpha channel ([] for RGB), so the edit chain can show its transparency over the
     /// background; nil when it has none, or when it is HDR or wide-gamut (tone mapping and

@@ -10,29 +10,7 @@ enum PhotoRenderer {
         let name = spec.sourceName
         var report = SegmentReport()
         let t0 = now()
-        var picture: Frame
-        var orientation: Orientation? = nil
-        var icc: [UInt8]? = nil
-        if Heif.isHeif(spec.sourcePath) {
-            (picture, orientation, icc) = try Heif.decode(spec.sourcePath, name: name)
-        } else {
-            let input = try InputFile(path: spec.sourcePath, name: name, stage: .decode)
-            guard let v = input.videoIndex else { throw MediaError(.decode, .permanent, file: name, "no picture in this file") }
-            let decoder = try Decoder(input: input, stream: v, threads: 1)
-            picture = spec.trimStart > 0 ? try frame(input, decoder, stream: v, at: spec.trimStart, name: name)
-                : try firstFrame(input, decoder, stream: v, name: name)
-            orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
-            icc = ICC.profile(of: picture)
-        }
-        if let sd = av_frame_get_side_data(picture.ptr, AV_FRAME_DATA_DISPLAYMATRIX), sd.pointee.size >= 36 {
-            let m = sd.pointee.data.withMemoryRebound(to: Int32.self, capacity: 9) { Array(UnsafeBufferPointer(start: $0, count: 9)) }
-            orientation = Orientation(displayMatrix: m)
-        }
-        // A profile other than sRGB (iPhones' Display P3): to sRGB first, then the edit chain.
-        if let icc, !ICC.isSRGB(icc), let converted = try ICC.toSRGB(picture, profile: icc, name: name) {
-            converted.ptr.pointee.sample_aspect_ratio = picture.ptr.pointee.sample_aspect_ratio
-            picture = converted
-        }
+        let (picture, orientation, _) = try still(spec.sourcePath, name: name, at: spec.trimStart)
         // Transparency (a logo, a sticker, a PNG with see-through corners) is shown over the
         // movie's background colour, as the letterbox bars are, not dropped: the colours hidden
         // under a transparent pixel are arbitrary (often white, or an editor's leftovers). The
@@ -68,6 +46,38 @@ enum PhotoRenderer {
         }
         try writer.finish(report: &report)
         return report
+    }
+
+    /// A still picture as a photo item shows it: HEIC through libheif, anything else FFmpeg reads
+    /// (the frame at `time` of a movie), with its orientation (EXIF arrives from FFmpeg as the
+    /// frame's display matrix) and, for a colour profile other than sRGB (iPhones' Display P3),
+    /// converted to sRGB. `converted`: whether a profile was applied.
+    static func still(_ path: String, name: String, at time: Double = 0) throws -> (picture: Frame, orientation: Orientation?, converted: Bool) {
+        var picture: Frame
+        var orientation: Orientation? = nil
+        var icc: [UInt8]? = nil
+        if Heif.isHeif(path) {
+            (picture, orientation, icc) = try Heif.decode(path, name: name)
+        } else {
+            let input = try InputFile(path: path, name: name, stage: .decode)
+            guard let v = input.videoIndex else { throw MediaError(.decode, .permanent, file: name, "no picture in this file") }
+            let decoder = try Decoder(input: input, stream: v, threads: 1)
+            picture = time > 0 ? try frame(input, decoder, stream: v, at: time, name: name)
+                : try firstFrame(input, decoder, stream: v, name: name)
+            orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
+            icc = ICC.profile(of: picture)
+        }
+        if let sd = av_frame_get_side_data(picture.ptr, AV_FRAME_DATA_DISPLAYMATRIX), sd.pointee.size >= 36 {
+            let m = sd.pointee.data.withMemoryRebound(to: Int32.self, capacity: 9) { Array(UnsafeBufferPointer(start: $0, count: 9)) }
+            orientation = Orientation(displayMatrix: m)
+        }
+        var converted = false
+        if let icc, !ICC.isSRGB(icc), let srgb = try ICC.toSRGB(picture, profile: icc, name: name) {
+            srgb.ptr.pointee.sample_aspect_ratio = picture.ptr.pointee.sample_aspect_ratio
+            picture = srgb
+            converted = true
+        }
+        return (picture, orientation, converted)
     }
 
     /// Decodes the frame showing at `time` (seconds on the file's timeline) of a movie.

@@ -76,14 +76,15 @@ public enum Thumbnails {
         try writePNG(frame, to: png, name: "contact sheet")
     }
 
-    /// Encodes one frame as PNG (converted to RGB24).
-    static func writePNG(_ frame: Frame, to path: String, name: String) throws {
+    /// Encodes one frame as PNG (converted to RGB24, or RGBA when `alpha`).
+    static func writePNG(_ frame: Frame, to path: String, name: String, alpha: Bool = false) throws {
         let f = frame.ptr
         let w = f.pointee.width, h = f.pointee.height
+        let format = alpha ? AV_PIX_FMT_RGBA : AV_PIX_FMT_RGB24
         let rgb = Frame()
-        rgb.ptr.pointee.width = w; rgb.ptr.pointee.height = h; rgb.ptr.pointee.format = AV_PIX_FMT_RGB24.rawValue
+        rgb.ptr.pointee.width = w; rgb.ptr.pointee.height = h; rgb.ptr.pointee.format = format.rawValue
         guard av_frame_get_buffer(rgb.ptr, 0) >= 0 else { throw MediaError(.encode, .retryable, file: name, "out of memory") }
-        let sws = sws_getContext(w, h, AVPixelFormat(rawValue: f.pointee.format), w, h, AV_PIX_FMT_RGB24, SWS_BICUBIC, nil, nil, nil)
+        let sws = sws_getContext(w, h, AVPixelFormat(rawValue: f.pointee.format), w, h, format, SWS_BICUBIC, nil, nil, nil)
         defer { sws_freeContext(sws) }
         // Our frames are BT.709 (swscale would read Y'CbCr as BT.601); RGB sources need no matrix.
         let isYUV = (av_pix_fmt_desc_get(AVPixelFormat(rawValue: f.pointee.format))?.pointee.flags ?? 0) & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL) == 0
@@ -101,7 +102,7 @@ public enum Thumbnails {
         guard let codec = avcodec_find_encoder(AV_CODEC_ID_PNG) else { throw MediaError(.encode, .permanent, file: name, "no PNG encoder") }
         var ctx: UnsafeMutablePointer<AVCodecContext>? = avcodec_alloc_context3(codec)
         defer { avcodec_free_context(&ctx) }
-        ctx!.pointee.width = w; ctx!.pointee.height = h; ctx!.pointee.pix_fmt = AV_PIX_FMT_RGB24
+        ctx!.pointee.width = w; ctx!.pointee.height = h; ctx!.pointee.pix_fmt = format
         ctx!.pointee.time_base = AVRational(num: 1, den: 1)
         var ret = avcodec_open2(ctx, codec, nil)
         if ret >= 0 { ret = avcodec_send_frame(ctx, rgb.ptr) }

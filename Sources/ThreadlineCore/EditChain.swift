@@ -81,7 +81,13 @@ public struct EditChain: Sendable {
             // Bounced segments of open-GOP sources made before the way back read through to the
             // next key frame lack frames or repeat them: such segments render again.
             + (spec.edits.bounce ? " (bounce, open groups read whole)" : "")
+            // Watermark and sticker images were drawn as stored before (a phone's JPEG on its
+            // side, HEIC refused): segments showing one render again.
+            + (spec.edits.stickers.isEmpty && spec.profile.watermark == nil ? "" : overlayImagesMark)
     }
+
+    /// What the fingerprint adds for a chain that draws watermark or sticker images.
+    public static let overlayImagesMark = " (overlay images upright, sRGB)"
 
     /// Whether the picture depends on the output slot (a windowed text or sticker): renderers
     /// that reuse one filtered picture must filter per slot then.

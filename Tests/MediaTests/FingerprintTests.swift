@@ -29,7 +29,8 @@ import TestSupport
             let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
             let rendered = chain.description(for: EditChain.Source(orientation: nil, sar: AVRational(num: 1, den: 1), colour: .output))
             let fingerprint = EditChain.fingerprint(spec)
-            #expect(fingerprint == rendered + (chain.scalesFirst ? EditChain.scaledFirstMark : ""), "\(spec.edits)")
+            let overlays = spec.edits.stickers.isEmpty && spec.profile.watermark == nil ? "" : EditChain.overlayImagesMark
+            #expect(fingerprint == rendered + (chain.scalesFirst ? EditChain.scaledFirstMark : "") + overlays, "\(spec.edits)")
         }
     }
 

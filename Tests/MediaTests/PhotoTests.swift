@@ -162,6 +162,60 @@ struct TransparentPhotoTests {
         return out
     }
 
+    /// Stickers and the watermark are read as photos are. A phone's JPEG turned by its EXIF
+    /// orientation (5 and 6 here) was drawn as stored, on its side; an iPhone HEIC failed the
+    /// render with the whole filter graph (FFmpeg's movie source cannot open HEIC); a file that is
+    /// no picture failed the same way. Now the JPEGs are upright (each region compared with the
+    /// file turned by ffmpeg), the HEIC is drawn, and the non-picture fails naming itself.
+    @Test(.enabled(if: sharedMedia != nil, "../shared/media is absent: overlay orientation test skipped"))
+    func stickersAndTheWatermarkAreDrawnUprightAsPhotosAre() throws {
+        let dir = temporaryDirectory("overlay-upright")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let base = dir + "/grey.png"
+        let g = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=0x404040:s=640x360", "-frames:v", "1", base], timeout: 60)
+        try #require(g.status == 0, "\(g.err)")
+        let five = sharedMedia! + "/exif-orientation-examples/Portrait_5.jpg", six = sharedMedia! + "/immich-test-assets/portrait-orientation-6.jpg"
+        let heic = sharedMedia! + "/photoprism/iphone_7.heic"
+        func render(stickers: [String], watermark: String?) throws -> String {
+            var profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
+            profile.watermark = watermark.map { Watermark(image: $0, sha256: "", opacity: 1, size: 0.3) }
+            var edits = Edits()
+            edits.stickers = stickers.enumerated().map { Sticker(image: $1, sha256: "", x: $0 == 0 ? 0.25 : 0.75, y: 0.5, size: 0.3) }
+            let pipeline = Pipeline(name: "p", output: profile, items: [Item(kind: .photo(source: SourceRef(base), duration: 1, kenBurns: nil), edits: edits)])
+            let t = try Planner.timeline(for: pipeline, facts: [base: try Probe.facts(path: base)])
+            let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: base, frameCount: t[0].frameCount)
+            let segment = dir + "/seg.mov", out = dir + "/out.mp4"
+            _ = try SegmentRenderer.render(spec, to: segment)
+            _ = try Concat.run([ConcatInput(path: segment, frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "p")], profile: profile, to: out)
+            return out
+        }
+        let out = try render(stickers: [five, heic], watermark: six)
+        // The region each image covers, against the file turned upright by ffmpeg and as stored.
+        func compare(_ src: String, upright: String, size: String, at place: (Int, Int) -> (Int, Int), label: String) throws {
+            try extractFrame(src, at: 0, to: dir + "/\(label)-ref.png", filter: upright + "," + size, seek: false, inputOptions: ["-noautorotate"])
+            let ref = try ffprobe(dir + "/\(label)-ref.png")
+            let (w, h) = (ref.width, ref.height)
+            let (x, y) = place(w, h)
+            try extractFrame(src, at: 0, to: dir + "/\(label)-stored.png", filter: "scale=\(w):\(h)", seek: false, inputOptions: ["-noautorotate"])
+            try extractFrame(out, at: 0, to: dir + "/\(label)-ours.png", filter: "select='eq(n\\,15)',crop=\(w):\(h):\(x):\(y)", seek: false)
+            let score = try ssim(dir + "/\(label)-ours.png", dir + "/\(label)-ref.png")
+            let stored = try ssim(dir + "/\(label)-ours.png", dir + "/\(label)-stored.png")
+            print("\(label): ssim \(score) upright, \(stored) as stored")
+            #expect(score >= 0.8 && stored < score - 0.1, "\(label): ssim \(score) upright, \(stored) as stored")
+        }
+        try compare(five, upright: "transpose=cclock_flip", size: "scale=192:-1", at: { w, h in (160 - w / 2, 180 - h / 2) }, label: "sticker (EXIF 5)")
+        try compare(six, upright: "transpose=clock", size: "scale=-2:108", at: { w, h in (640 - w - 10, 360 - h - 10) }, label: "watermark (EXIF 6)")
+        let drawn = try frameRGBMeans(out, frame: 15, x0: 0.7, x1: 0.8, y0: 0.4, y1: 0.6)
+        #expect(abs(drawn.r - 64) + abs(drawn.g - 64) + abs(drawn.b - 64) > 30, "the HEIC sticker is drawn over the grey: \(drawn)")
+
+        let notes = dir + "/notes.txt"
+        try "not a picture".write(toFile: notes, atomically: true, encoding: .utf8)
+        #expect { _ = try render(stickers: [], watermark: notes) } throws: { error in
+            let message = (error as? MediaError)?.message ?? "\(error)"
+            return message.contains("the watermark image notes.txt is not a picture that can be read") && message.contains("PNG, WebP, JPEG or HEIC")
+        }
+    }
+
     /// A logo or sticker: its transparent half is the movie's background colour, its half-transparent
     /// half is red blended over it. Before, transparency was dropped: the colour hidden under the
     /// transparent pixels (white here, as many editors leave it) showed, and the red was solid.
