@@ -126,6 +126,7 @@ struct LocalSources {
     var unopened: [String] = [], refused: [String] = []
 
     init(_ p: Pipeline) {
+        refused = Self.overlayImageProblems(p)
         for (i, item) in p.items.enumerated() {
             var opened = true
             for s in item.sources where !s.isRemote && facts[s.uri] == nil {
@@ -141,6 +142,39 @@ struct LocalSources {
                 refused.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
             }
         }
+    }
+}
+
+extension LocalSources {
+    /// A line, with its pipeline place, for the watermark and each sticker whose image is no
+    /// picture (a file that opens as something else, or not at all): the render would fail on it.
+    static func overlayImageProblems(_ p: Pipeline) -> [String] {
+        var known: [String: String?] = [:]   // each file probed once: nil when it is a picture
+        func why(_ image: String, _ what: String) -> String? {
+            if let k = known[image] { return k }
+            let name = (image as NSString).lastPathComponent
+            var reason: String? = nil
+            do {
+                if try !Probe.facts(path: image, name: name).hasVideo { reason = "it holds no picture" }
+            } catch {
+                reason = (error as? MediaError)?.message ?? "\(error)"
+            }
+            let said = reason.map { "the \(what) \(name) is not a picture that can be read (\($0)): give a PNG, WebP, JPEG or HEIC image" }
+            known[image] = .some(said)
+            return said
+        }
+        var lines: [String] = []
+        if let w = p.output.watermark, let why = why(w.image, "watermark image") {
+            lines.append("\(p.outputLocation.map { "\($0): " } ?? "")error: output.watermark: \(why)")
+        }
+        for (i, item) in p.items.enumerated() {
+            for sticker in item.edits.stickers {
+                if let why = why(sticker.image, "sticker image") {
+                    lines.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(why)")
+                }
+            }
+        }
+        return lines
     }
 }
 

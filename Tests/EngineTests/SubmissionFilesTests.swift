@@ -205,4 +205,33 @@ import TestSupport
         let gif = try run(coordPath, ["submit", dir + "/g.yaml", "--state", dir + "/state"], timeout: 120)
         #expect(gif.status == 0 && gif.err.contains("g.yaml:3:23: note: soundtrack: g.gif is an animated GIF, which has no sound"), "\(gif.err)")
     }
+
+    /// A sticker or watermark that is no picture (a typo naming the pipeline, a notes file)
+    /// failed every render showing it, each with the whole filter graph. `coord plan` and
+    /// `coord submit` (local, and remote before uploading) now refuse it with its place, once
+    /// per use, and nothing renders.
+    @Test func aStickerOrWatermarkThatIsNoPictureIsRefusedBeforeRendering() throws {
+        let dir = temporaryDirectory("overlay-not-a-picture")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Generate.clip(dir + "/c.mp4", width: 320, height: 180, seconds: 0.5, tone: 440)
+        try "my notes".write(toFile: dir + "/notes.txt", atomically: true, encoding: .utf8)
+        try """
+            version: 1
+            output: { path: out.mp4, size: 320x180, fps: 30, watermark: { image: p.yaml } }
+            clips:
+              - video: c.mp4
+                stickers:
+                  - { image: notes.txt }
+            """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let expected = ["p.yaml:2:17: error: output.watermark: the watermark image p.yaml is not a picture that can be read",
+                        "p.yaml:4:5: error: clip 1 (c.mp4): the sticker image notes.txt is not a picture that can be read"]
+        for args in [["plan", dir + "/p.yaml"], ["submit", dir + "/p.yaml", "--state", dir + "/state"],
+                     ["submit", dir + "/p.yaml", "--coordinator", "tcp://127.0.0.1:9"]] {
+            let r = try run(coordPath, args, timeout: 120)
+            #expect(r.status == 2, "\(args): \(r.err)")
+            for line in expected { #expect(r.err.contains(line), "\(args): \(r.err)") }
+            #expect(r.err.contains("give a PNG, WebP, JPEG or HEIC image"), "\(r.err)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+    }
 }
