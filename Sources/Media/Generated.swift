@@ -70,15 +70,23 @@ enum TitleRenderer {
         return report
     }
 
-    /// Greedy word wrap; explicit newlines are kept.
+    /// Greedy word wrap to `maxCharacters` columns, a wide character (Chinese, Japanese, Korean)
+    /// taking two; explicit newlines are kept. A word wider than a line (a long URL, or a
+    /// Japanese sentence, which has no spaces) is broken between characters: it ran off both
+    /// edges of the frame.
     static func wrap(_ text: String, maxCharacters: Int) -> [String] {
         var lines: [String] = []
         for paragraph in text.components(separatedBy: "\n") {
-            var line = ""
+            var line = "", used = 0
             for word in paragraph.split(separator: " ", omittingEmptySubsequences: true) {
-                if line.isEmpty { line = String(word) }
-                else if line.count + 1 + word.count <= maxCharacters { line += " " + word }
-                else { lines.append(line); line = String(word) }
+                let width = TerminalText.width(String(word))
+                if used > 0 && used + 1 + width <= maxCharacters { line += " " + word; used += 1 + width; continue }
+                if used > 0 { lines.append(line); line = ""; used = 0 }
+                for c in word {
+                    let w = TerminalText.width(String(c))
+                    if used > 0 && used + w > maxCharacters { lines.append(line); line = ""; used = 0 }
+                    line.append(c); used += w
+                }
             }
             lines.append(line)
         }

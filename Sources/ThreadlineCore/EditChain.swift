@@ -84,7 +84,13 @@ public struct EditChain: Sendable {
             // Watermark and sticker images were drawn as stored before (a phone's JPEG on its
             // side, HEIC refused): segments showing one render again.
             + (spec.edits.stickers.isEmpty && spec.profile.watermark == nil ? "" : overlayImagesMark)
+            // Words wider than a line (and wide characters) were not broken before: lettered
+            // segments render again.
+            + (spec.edits.text == nil && spec.title == nil ? "" : wrapMark)
     }
+
+    /// What the fingerprint adds for a segment with lettering (a title, a text over an item).
+    public static let wrapMark = " (text wrapped by columns, long words broken)"
 
     /// What the fingerprint adds for a chain that draws watermark or sticker images.
     public static let overlayImagesMark = " (overlay images upright, sRGB)"

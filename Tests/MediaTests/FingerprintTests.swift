@@ -30,7 +30,8 @@ import TestSupport
             let rendered = chain.description(for: EditChain.Source(orientation: nil, sar: AVRational(num: 1, den: 1), colour: .output))
             let fingerprint = EditChain.fingerprint(spec)
             let overlays = spec.edits.stickers.isEmpty && spec.profile.watermark == nil ? "" : EditChain.overlayImagesMark
-            #expect(fingerprint == rendered + (chain.scalesFirst ? EditChain.scaledFirstMark : "") + overlays, "\(spec.edits)")
+            let lettering = spec.edits.text == nil && spec.title == nil ? "" : EditChain.wrapMark
+            #expect(fingerprint == rendered + (chain.scalesFirst ? EditChain.scaledFirstMark : "") + overlays + lettering, "\(spec.edits)")
         }
     }
 

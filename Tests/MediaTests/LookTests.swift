@@ -89,7 +89,11 @@ extension LookTests {
     @Test func wrapKeepsWordsAndNewlines() {
         #expect(TitleRenderer.wrap("one two three four", maxCharacters: 9) == ["one two", "three", "four"])
         #expect(TitleRenderer.wrap("a\nb c", maxCharacters: 20) == ["a", "b c"])
-        #expect(TitleRenderer.wrap("unbreakablewordthatislong", maxCharacters: 5) == ["unbreakablewordthatislong"])
+        // A word wider than a line is broken between characters (it ran off both edges); wide
+        // characters take two columns, and Japanese, without spaces, is broken between them.
+        #expect(TitleRenderer.wrap("unbreakablewordthatislong", maxCharacters: 10) == ["unbreakabl", "ewordthati", "slong"])
+        #expect(TitleRenderer.wrap("see https://example.com/a/b ok", maxCharacters: 10) == ["see", "https://ex", "ample.com/", "a/b ok"])
+        #expect(TitleRenderer.wrap("東京で夏休みを過ごしました", maxCharacters: 10) == ["東京で夏休", "みを過ごし", "ました"])
     }
 }
 
@@ -148,5 +152,17 @@ extension LookTests {
         #expect(left.r < 3 && right.r < 3, "text past the frame's edges: \(left), \(right)")
         let rows = try (0..<8).map { k in try frameRGBMeans(out, frame: 5, x0: 0.03, x1: 0.97, y0: 0.6 + Double(k) * 0.045, y1: 0.6 + Double(k + 1) * 0.045).r }
         #expect(rows.filter { $0 > 8 }.count >= 4, "not several lines: \(rows)")
+    }
+
+    /// A caption that is one long word (a link) ran off both edges of a portrait frame; it is
+    /// broken between characters now and stays inside.
+    @Test func aCaptionOfOneLongWordStaysInsideTheFrame() throws {
+        let out = try Self.textOnBlack(TextOverlay(value: "https://example.com/summer/2026/june/beach-day-photos", position: .bottom),
+                                       width: 360, height: 640, seconds: 0.5, label: "text-long-word")
+        let middle = try frameRGBMeans(out, frame: 5, x0: 0.2, x1: 0.8, y0: 0.6, y1: 0.97)
+        let left = try frameRGBMeans(out, frame: 5, x0: 0, x1: 0.03, y0: 0.6, y1: 0.97)
+        let right = try frameRGBMeans(out, frame: 5, x0: 0.97, x1: 1, y0: 0.6, y1: 0.97)
+        #expect(middle.r > 15, "no text: \(middle)")
+        #expect(left.r < 3 && right.r < 3, "text past the frame's edges: \(left), \(right)")
     }
 }
