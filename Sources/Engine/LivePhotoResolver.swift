@@ -12,6 +12,7 @@ public enum LivePhotoResolver {
             guard !source.isRemote else {
                 throw PipelineError("\(item.label(index: i)): live photos must be local files, to find their other half", at: item.location)
             }
+            p.items[i].livePhoto = source
             let pair = LivePhotoPairing.pair(for: source.uri)
             let folder = (source.uri as NSString).deletingLastPathComponent
             switch use {

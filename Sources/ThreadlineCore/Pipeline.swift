@@ -186,6 +186,9 @@ public struct Item: Sendable, Hashable, Codable {
     /// For a photo item whose source is a movie (a Live Photo's still taken from its motion):
     /// the time of the frame it shows.
     public var frameAt: Double?
+    /// For an item a Live Photo became (its motion or its still): the file the pipeline named,
+    /// so messages, lineage and posters call it the live photo the person wrote, not a clip.
+    public var livePhoto: SourceRef?
 
     public init(kind: Kind, edits: Edits = .init(), location: SourceLocation? = nil) {
         self.kind = kind; self.edits = edits; self.location = location
@@ -200,6 +203,7 @@ public struct Item: Sendable, Hashable, Codable {
     }
     /// A short label for messages and progress ("clip 3 (IMG_0001.MOV)").
     public func label(index: Int) -> String {
+        if let named = livePhoto { return "live photo \(index + 1) (\(named.displayName))" }
         switch kind {
         case .video(let s, _): return "clip \(index + 1) (\(s.displayName))"
         case .livePhoto(let s, _, _, _): return "live photo \(index + 1) (\(s.displayName))"
@@ -215,6 +219,7 @@ public struct Item: Sendable, Hashable, Codable {
     }
     /// The kind's name as written in pipeline files.
     public var kindName: String {
+        if livePhoto != nil { return "live_photo" }
         switch kind { case .video: return "video"; case .title: return "title"; case .photo: return "photo"; case .livePhoto: return "live_photo" }
     }
 }

@@ -567,7 +567,7 @@ func writeThumbnails(_ p: Pipeline, folder: String, width: Int, columns: Int, sh
             throw ExitCode(1)
         }
         posters.append(png)
-        captions.append(custom[t.item] ?? String(format: "%d  %@  %.1f s", t.item + 1, p.items[t.item].kindName, t.duration))
+        captions.append(custom[t.item] ?? String(format: "%d  %@  %.1f s", t.item + 1, p.items[t.item].kindName.replacingOccurrences(of: "_", with: " "), t.duration))
         wrote(png)
     }
     try Thumbnails.contactSheet(posters: posters, captions: captions, columns: columns, to: sheet)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ThreadlineCore
 import Media
+import Lineage
 import TestSupport
 
 @Suite(.serialized) struct LivePhotoTests {
@@ -41,6 +42,11 @@ import TestSupport
         #expect(r.status == 0, "\(r.err)")
         let p = try ffprobe(dir + "/out.mp4", countFrames: true)
         #expect(p.frames == 37 + 30)          // the motion (1.233 s at 30 fps), then the still for 1 s
+        // Lineage (and posters, and messages) call each the live photo the pipeline names (they said "clip 1
+        // (train.mov)" and "video", a file the person never wrote).
+        let items = try LineageStore(path: dir + "/state/lineage.db").rows("SELECT kind, label FROM item ORDER BY idx")
+        #expect(items == [["kind": "live_photo", "label": "live photo 1 (train.jpg)"], ["kind": "live_photo", "label": "live photo 2 (train.jpg)"]],
+                "\(items)")
         // Its motion trimmed and slowed: 0.2…0.8 s at half speed is 1.2 s (before, the trim
         // was dropped without a word and speed refused).
         try writePipeline(dir + "/slow.yaml", output: dir + "/slow.mp4", size: "640x360",
