@@ -31,7 +31,7 @@ enum TitleRenderer {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // One drawtext per line, each centred; text goes through files so no escaping can go wrong.
-        let lines = wrap(title.text, maxCharacters: max(6, Int(0.86 * Double(p.width) / (0.55 * Double(size)))))
+        let lines = EditChain.wrap(title.text, maxCharacters: max(6, Int(0.86 * Double(p.width) / (0.55 * Double(size)))))
         let lineHeight = Int((Double(size) * 1.3).rounded())
         let top = (p.height - lineHeight * lines.count) / 2
         // Generated and lettered in RGB (the colours the user wrote), then converted to BT.709 once
@@ -68,28 +68,5 @@ enum TitleRenderer {
         }
         try writer.finish(report: &report)
         return report
-    }
-
-    /// Greedy word wrap to `maxCharacters` columns, a wide character (Chinese, Japanese, Korean)
-    /// taking two; explicit newlines are kept. A word wider than a line (a long URL, or a
-    /// Japanese sentence, which has no spaces) is broken between characters: it ran off both
-    /// edges of the frame.
-    static func wrap(_ text: String, maxCharacters: Int) -> [String] {
-        var lines: [String] = []
-        for paragraph in text.components(separatedBy: "\n") {
-            var line = "", used = 0
-            for word in paragraph.split(separator: " ", omittingEmptySubsequences: true) {
-                let width = TerminalText.width(String(word))
-                if used > 0 && used + 1 + width <= maxCharacters { line += " " + word; used += 1 + width; continue }
-                if used > 0 { lines.append(line); line = ""; used = 0 }
-                for c in word {
-                    let w = TerminalText.width(String(c))
-                    if used > 0 && used + w > maxCharacters { lines.append(line); line = ""; used = 0 }
-                    line.append(c); used += w
-                }
-            }
-            lines.append(line)
-        }
-        return lines
     }
 }

@@ -43,11 +43,15 @@ final class OverlayFiles {
         }
         do {
             if let text = edits.text {
-                let p = Scratch.path("text", suffix: ".txt")
-                // Wrapped to the frame: drawtext draws one line, past both edges of a portrait frame.
-                let lines = TitleRenderer.wrap(text.value, maxCharacters: EditChain.textLineCharacters(text, profile))
-                try lines.joined(separator: "\n").write(toFile: p, atomically: true, encoding: .utf8)
-                made.append(p); paths.text = p
+                // Wrapped to the frame (drawtext draws one line, past both edges of a portrait
+                // frame), a file per line, each placed on its own.
+                paths.text = []
+                for line in EditChain.textLines(text, profile) {
+                    let p = Scratch.path("text", suffix: ".txt")
+                    made.append(p)
+                    try line.write(toFile: p, atomically: true, encoding: .utf8)
+                    paths.text.append(p)
+                }
                 paths.font = try Scratch.graphName(text.font, link: Scratch.path("font"), what: "font", file: name)
                 if paths.font != text.font { made.append(paths.font!) }
             }

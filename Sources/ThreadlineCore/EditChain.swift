@@ -27,17 +27,21 @@ public struct EditChain: Sendable {
     /// The files a chain reads besides the picture: the text overlay's words and the watermark
     /// and sticker images, under names that need no escaping in a filter graph.
     public struct Files: Sendable {
-        public var text = "TEXT"
+        /// The text overlay's lines as wrapped (`EditChain.textLines`), one file each.
+        public var text = ["TEXT"]
         public var watermark = "WATERMARK"
         public var stickers: [String] = []
         /// The text's font under a name a graph can hold (`Edits.text.font` when nil: placeholders
         /// keep the font's own path, so fingerprints do not change with scratch names).
         public var font: String? = nil
-        public init(text: String = "TEXT", watermark: String = "WATERMARK", stickers: [String] = []) {
+        public init(text: [String] = ["TEXT"], watermark: String = "WATERMARK", stickers: [String] = []) {
             self.text = text; self.watermark = watermark; self.stickers = stickers
         }
         /// Placeholder names, for fingerprints.
-        public static func placeholders(_ edits: Edits) -> Files { Files(stickers: edits.stickers.indices.map { "STICKER\($0)" }) }
+        public static func placeholders(_ edits: Edits, _ profile: OutputProfile) -> Files {
+            let lines = edits.text.map { EditChain.textLines($0, profile).count } ?? 1
+            return Files(text: lines == 1 ? ["TEXT"] : (0..<lines).map { "TEXT\($0)" }, stickers: edits.stickers.indices.map { "STICKER\($0)" })
+        }
     }
 
     /// How a stored picture is made upright: its filters, in order, and the quarter turns they make.
@@ -73,7 +77,7 @@ public struct EditChain: Sendable {
     /// What the renderer does to an upright, square-pixel BT.709 source for this segment: part of
     /// the segment's cache key, so a change to the chain renders again.
     public static func fingerprint(_ spec: SegmentSpec) -> String {
-        let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
+        let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits, spec.profile))
         return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: [], transparency: spec.transparent == true ? [] : nil))
             + (chain.scalesFirst ? scaledFirstMark : "")
             + (spec.kenBurns != nil ? " (Ken Burns over a 4:2:0 base)" : "")
@@ -298,25 +302,67 @@ public struct EditChain: Sendable {
         max(6, Int(0.9 * Double(profile.width) / (0.55 * Double(textSize(text, profile)))))
     }
 
+    /// The text overlay's lines: wrapped to `textLineCharacters`.
+    public static func textLines(_ text: TextOverlay, _ profile: OutputProfile) -> [String] {
+        wrap(text.value, maxCharacters: textLineCharacters(text, profile))
+    }
+
+    /// One drawtext per line (`files.text`), each line placed on its own: a centred caption's
+    /// lines are each centred, a right one's each flush right (drawtext in FFmpeg 5.1 aligns the
+    /// lines of one text on the left). Lines are 1.2 sizes apart, on baselines (drawtext puts a
+    /// line's tallest glyph at y: `max_glyph_a` takes that back out, so "ace" and "Ace" sit level).
     public var textOverlay: [String] {
         guard let text = edits.text else { return [] }
         let size = Self.textSize(text, profile)
         let m = "h*0.05"
-        let (x, y): (String, String)
+        let n = files.text.count, advance = size + size / 5
+        let block = (n - 1) * advance   // from the first line's top to the last one's
+        let x: String
         switch text.position {
-        case .top: (x, y) = ("(w-text_w)/2", m)
-        case .center: (x, y) = ("(w-text_w)/2", "(h-text_h)/2")
-        case .bottom: (x, y) = ("(w-text_w)/2", "h-text_h-\(m)")
-        case .topLeft: (x, y) = (m, m)
-        case .topRight: (x, y) = ("w-text_w-\(m)", m)
-        case .bottomLeft: (x, y) = (m, "h-text_h-\(m)")
-        case .bottomRight: (x, y) = ("w-text_w-\(m)", "h-text_h-\(m)")
+        case .top, .center, .bottom: x = "(w-text_w)/2"
+        case .topLeft, .bottomLeft: x = m
+        case .topRight, .bottomRight: x = "w-text_w-\(m)"
         }
-        // Wrapped lines (`textLineCharacters`) a fifth of the size apart.
-        var f = "drawtext=fontfile='\(files.font ?? text.font)':textfile='\(files.text)':expansion=none:fontsize=\(size):line_spacing=\(size / 5):fontcolor=\(drawColour(text.color))"
-            + ":shadowx=2:shadowy=2:shadowcolor=black@0.6:x=\(x):y=\(y)"
-        if let w = window(text.start, text.end) { f += ":enable='\(w)'" }
-        return [f]
+        return files.text.enumerated().map { k, file in
+            let below = (n - 1 - k) * advance, above = k * advance
+            let ascent = Int((Double(size) * 0.93).rounded())   // about DejaVu Sans's
+            let y: String
+            switch (text.position, n) {
+            case (.top, 1), (.topLeft, 1), (.topRight, 1): y = m
+            case (.center, 1): y = "(h-text_h)/2"
+            case (.bottom, 1), (.bottomLeft, 1), (.bottomRight, 1): y = "h-text_h-\(m)"
+            case (.top, _), (.topLeft, _), (.topRight, _): y = "\(m)+\(above + ascent)-max_glyph_a"
+            case (.center, _): y = "(h-\(block + size))/2+\(above + ascent)-max_glyph_a"
+            case (.bottom, _), (.bottomLeft, _), (.bottomRight, _): y = "h-\(m)-\(size + below - ascent)-max_glyph_a"
+            }
+            var f = "drawtext=fontfile='\(files.font ?? text.font)':textfile='\(file)':expansion=none:fontsize=\(size):fontcolor=\(drawColour(text.color))"
+                + ":shadowx=2:shadowy=2:shadowcolor=black@0.6:x=\(x):y=\(y)"
+            if let w = window(text.start, text.end) { f += ":enable='\(w)'" }
+            return f
+        }
+    }
+
+    /// Greedy word wrap to `maxCharacters` columns, a wide character (Chinese, Japanese, Korean)
+    /// taking two; explicit newlines are kept. A word wider than a line (a long URL, or a
+    /// Japanese sentence, which has no spaces) is broken between characters: it ran off both
+    /// edges of the frame.
+    public static func wrap(_ text: String, maxCharacters: Int) -> [String] {
+        var lines: [String] = []
+        for paragraph in text.components(separatedBy: "\n") {
+            var line = "", used = 0
+            for word in paragraph.split(separator: " ", omittingEmptySubsequences: true) {
+                let width = TerminalText.width(String(word))
+                if used > 0 && used + 1 + width <= maxCharacters { line += " " + word; used += 1 + width; continue }
+                if used > 0 { lines.append(line); line = ""; used = 0 }
+                for c in word {
+                    let w = TerminalText.width(String(c))
+                    if used > 0 && used + w > maxCharacters { lines.append(line); line = ""; used = 0 }
+                    line.append(c); used += w
+                }
+            }
+            lines.append(line)
+        }
+        return lines
     }
 
     /// The look, then the adjustments, on BT.709 Y'CbCr. Filters that work on RGB get explicit

@@ -42,7 +42,7 @@ public enum RenderCost {
     /// Milliseconds a 1280x720 frame that the edit chain's look and adjustments take.
     static func lookCost(_ spec: SegmentSpec) -> Double {
         guard spec.edits.look != nil || spec.edits.adjust != nil else { return 0 }
-        let filters = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits)).look
+        let filters = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits, spec.profile)).look
         return filters.reduce(0) { sum, f in
             if f == "format=gbrp" { return sum + 4.2 }
             if f.hasPrefix("colorbalance") { return sum + 16.7 }

@@ -26,7 +26,7 @@ import TestSupport
         // The renderer's own view of a BT.709 limited-range SDR source: no colour conversion.
         #expect(SourceColour.output.toOutput.isEmpty)
         for spec in Self.variants {
-            let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits))
+            let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits, spec.profile))
             let rendered = chain.description(for: EditChain.Source(orientation: nil, sar: AVRational(num: 1, den: 1), colour: .output))
             let fingerprint = EditChain.fingerprint(spec)
             let overlays = spec.edits.stickers.isEmpty && spec.profile.watermark == nil ? "" : EditChain.overlayImagesMark
@@ -46,7 +46,7 @@ import TestSupport
 @Suite struct ResizeTests {
     static func chain(_ size: (Int, Int), yuv420p: Bool, sideways: Bool = false, fit: OutputProfile.Fit = .letterbox) -> String {
         let profile = OutputProfile(path: "/tmp/r.mp4", width: 1280, height: 720, fps: Rational(30, 1), fit: fit)
-        let chain = EditChain(edits: Edits(), profile: profile, files: .placeholders(Edits()))
+        let chain = EditChain(edits: Edits(), profile: profile, files: .placeholders(Edits(), profile))
         let upright = sideways ? EditChain.Upright(filters: ["transpose=clock"], clockwise: 90) : nil
         return chain.description(for: EditChain.Source(orientation: upright, sar: (1, 1), toOutput: [], size: size, yuv420p: yuv420p))
     }

@@ -87,13 +87,13 @@ extension LookTests {
 
 @Suite struct TitleTests {
     @Test func wrapKeepsWordsAndNewlines() {
-        #expect(TitleRenderer.wrap("one two three four", maxCharacters: 9) == ["one two", "three", "four"])
-        #expect(TitleRenderer.wrap("a\nb c", maxCharacters: 20) == ["a", "b c"])
+        #expect(EditChain.wrap("one two three four", maxCharacters: 9) == ["one two", "three", "four"])
+        #expect(EditChain.wrap("a\nb c", maxCharacters: 20) == ["a", "b c"])
         // A word wider than a line is broken between characters (it ran off both edges); wide
         // characters take two columns, and Japanese, without spaces, is broken between them.
-        #expect(TitleRenderer.wrap("unbreakablewordthatislong", maxCharacters: 10) == ["unbreakabl", "ewordthati", "slong"])
-        #expect(TitleRenderer.wrap("see https://example.com/a/b ok", maxCharacters: 10) == ["see", "https://ex", "ample.com/", "a/b ok"])
-        #expect(TitleRenderer.wrap("東京で夏休みを過ごしました", maxCharacters: 10) == ["東京で夏休", "みを過ごし", "ました"])
+        #expect(EditChain.wrap("unbreakablewordthatislong", maxCharacters: 10) == ["unbreakabl", "ewordthati", "slong"])
+        #expect(EditChain.wrap("see https://example.com/a/b ok", maxCharacters: 10) == ["see", "https://ex", "ample.com/", "a/b ok"])
+        #expect(EditChain.wrap("東京で夏休みを過ごしました", maxCharacters: 10) == ["東京で夏休", "みを過ごし", "ました"])
     }
 }
 
@@ -152,6 +152,35 @@ extension LookTests {
         #expect(left.r < 3 && right.r < 3, "text past the frame's edges: \(left), \(right)")
         let rows = try (0..<8).map { k in try frameRGBMeans(out, frame: 5, x0: 0.03, x1: 0.97, y0: 0.6 + Double(k) * 0.045, y1: 0.6 + Double(k + 1) * 0.045).r }
         #expect(rows.filter { $0 > 8 }.count >= 4, "not several lines: \(rows)")
+    }
+
+    /// A wrapped caption at the bottom: each line is centred on its own (drawtext drew the lines
+    /// of one text left-aligned in a centred block, so a short last line sat at the block's left),
+    /// and the lines are evenly spaced.
+    @Test func aWrappedCaptionsLinesAreEachCentred() throws {
+        let out = try Self.textOnBlack(TextOverlay(value: "Photo 1 with a caption long enough to need wrapping, ace Ace", position: .bottom),
+                                       width: 360, height: 640, seconds: 0.5, label: "text-centred")
+        let f = try playerFrame(out, frame: 5)
+        // Bands of rows with lettering (white; the shadow is dark), and each band's left and right ends.
+        var bands: [(top: Int, bottom: Int, left: Int, right: Int)] = []
+        for y in 0..<f.height {
+            let lit = (0..<f.width).filter { f.rgb[(y * f.width + $0) * 3] > 160 }
+            guard let l = lit.first, let r = lit.last else { continue }
+            if let last = bands.last, last.bottom >= y - 8 {   // an i's dot is part of its line
+                bands[bands.count - 1] = (last.top, y, min(last.left, l), max(last.right, r))
+            } else {
+                bands.append((y, y, l, r))
+            }
+        }
+        #expect(bands.count >= 4, "several lines: \(bands)")
+        for b in bands {
+            let leftGap = b.left, rightGap = f.width - 1 - b.right
+            #expect(abs(leftGap - rightGap) <= 4, "a line not centred (\(leftGap) px left, \(rightGap) px right): \(bands)")
+        }
+        // The same distance from each line's top to the next's (capitals in each line but the first
+        // and the last: "Photo", "caption", …; within 4 px).
+        let tops = bands.map(\.top), steps = zip(tops.dropFirst(), tops).map { $0 - $1 }
+        #expect((steps.max() ?? 0) - (steps.min() ?? 0) <= 6, "uneven lines: \(steps)")
     }
 
     /// A caption that is one long word (a link) ran off both edges of a portrait frame; it is
