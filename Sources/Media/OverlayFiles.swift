@@ -25,16 +25,16 @@ final class OverlayFiles {
         var paths = Paths()
         var made: [String] = []
         func copy(_ image: String, what: String) throws -> String {
+            // Read as a photo is: a phone's JPEG turned by its EXIF orientation, HEIC (which
+            // FFmpeg's movie source cannot open), a Display P3 profile. Those are drawn from an
+            // upright sRGB PNG made here; any other image is used as it is (an animated one moves).
+            let png = Scratch.path("img", suffix: ".png")
+            made.append(png)
+            if try OverlayImage.upright(image, what: what, maxSide: max(profile.width, profile.height), to: png) { return png }
             let ext = (image as NSString).pathExtension
             let p = Scratch.path("img", suffix: "." + (ext.isEmpty ? "png" : ext))
             made.append(p)
             let name = (image as NSString).lastPathComponent
-            // Read as a photo is: a phone's JPEG turned by its EXIF orientation, HEIC (which
-            // FFmpeg's movie source cannot open), a Display P3 profile. Those are drawn from an
-            // upright sRGB PNG made here; any other image is used as it is (an animated one moves).
-            if let upright = try OverlayImage.upright(image, what: what, maxSide: max(profile.width, profile.height), to: p) {
-                return upright
-            }
             do { try FileManager.default.copyItem(atPath: image, toPath: p) } catch {
                 unlink(p)   // half a copy (a full disk)
                 throw MediaError(.transform, .permanent, file: name, "cannot read the \(what): \(FileChecks.reason(error))")
@@ -71,25 +71,25 @@ final class OverlayFiles {
 /// item shows it.
 enum OverlayImage {
     /// Writes `image` upright, in sRGB and at most `maxSide` pixels on its longer side to `png`
-    /// (an RGBA PNG) and returns `png` when it is HEIC, turned or mirrored by its metadata, or
-    /// carries a colour profile other than sRGB; nil when it can be drawn as it is. An image
-    /// that cannot be read as a picture is an error naming it.
-    static func upright(_ image: String, what: String, maxSide: Int, to png: String) throws -> String? {
+    /// (an RGBA PNG) when it is HEIC, turned or mirrored by its metadata, or carries a colour
+    /// profile other than sRGB, and says so; false when it can be drawn as it is. An image that
+    /// cannot be read as a picture is an error naming it.
+    static func upright(_ image: String, what: String, maxSide: Int, to png: String) throws -> Bool {
         // A worker draws one watermark on every segment, and a phone's 12-megapixel JPEG takes
         // about 65 ms to decode: what was decided is remembered by the file's path, size and time.
         let attributes = try? FileManager.default.attributesOfItem(atPath: image)
         let key = Key(path: image, size: (attributes?[.size] as? NSNumber)?.int64Value ?? -1,
                       modified: (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0, maxSide: maxSide)
         if let known = decided.withLock({ $0[key] }) {
-            guard let data = known else { return nil }
+            guard let data = known else { return false }
             do { try data.write(to: URL(fileURLWithPath: png)) } catch {
                 throw MediaError(.transform, .retryable, file: (image as NSString).lastPathComponent, "cannot write \(png): \(FileChecks.reason(error))")
             }
-            return png
+            return true
         }
         let made = try make(image, what: what, maxSide: maxSide, to: png)
-        let data = made == nil ? nil : try? Data(contentsOf: URL(fileURLWithPath: png))
-        if made == nil || data != nil {
+        let data = made ? try? Data(contentsOf: URL(fileURLWithPath: png)) : nil
+        if !made || data != nil {
             decided.withLock { if $0.count >= 32 { $0.removeAll() }; $0[key] = .some(data) }
         }
         return made
@@ -98,7 +98,7 @@ enum OverlayImage {
     struct Key: Hashable { var path: String; var size: Int64; var modified: Double; var maxSide: Int }
     private static let decided = Mutex<[Key: Data?]>([:])
 
-    private static func make(_ image: String, what: String, maxSide: Int, to png: String) throws -> String? {
+    private static func make(_ image: String, what: String, maxSide: Int, to png: String) throws -> Bool {
         let name = (image as NSString).lastPathComponent
         let heif = Heif.isHeif(image)
         let still: (picture: Frame, orientation: Orientation?, converted: Bool)
@@ -107,7 +107,7 @@ enum OverlayImage {
                              "the \(what) \(name) is not a picture that can be read (\(e.message)): give a PNG, WebP, JPEG or HEIC image")
         }
         let turned = !(still.orientation?.filters.isEmpty ?? true)
-        guard heif || turned || still.converted else { return nil }
+        guard heif || turned || still.converted else { return false }
         let f = still.picture.ptr
         let chain = SourceColour(frame: f).toRGBA + (still.orientation?.filters ?? [])
             + ["scale=w='min(iw,\(maxSide))':h='min(ih,\(maxSide))':force_original_aspect_ratio=decrease:flags=lanczos", "format=rgba"]
@@ -116,6 +116,6 @@ enum OverlayImage {
         let upright = Frame()
         try filter.process(f, into: upright, file: name)
         try Thumbnails.writePNG(upright, to: png, name: name, alpha: true)
-        return png
+        return true
     }
 }
