@@ -42,8 +42,10 @@ enum TitleRenderer {
         for (k, line) in lines.enumerated() {
             let file = "\(dir)/line\(k).txt"
             try line.write(toFile: file, atomically: true, encoding: .utf8)
+            // One line as it always was; several on baselines (`EditChain.capitals`).
+            let y = lines.count == 1 ? "\(top)" : "\(top + k * lineHeight + EditChain.capitals(size))-max_glyph_a"
             chain.append("drawtext=fontfile='\(font)':textfile='\(file)':expansion=none:fontsize=\(size)"
-                         + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(top + k * lineHeight)")
+                         + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(y)")
         }
         let files = try OverlayFiles(edits: spec.edits, profile: p, name: name)
         let edit = EditChain(edits: spec.edits, profile: p, files: files.paths)

@@ -88,13 +88,13 @@ public struct EditChain: Sendable {
             // Watermark and sticker images were drawn as stored before (a phone's JPEG on its
             // side, HEIC refused): segments showing one render again.
             + (spec.edits.stickers.isEmpty && spec.profile.watermark == nil ? "" : overlayImagesMark)
-            // Words wider than a line (and wide characters) were not broken before: lettered
-            // segments render again.
+            // Words wider than a line (and wide characters) were not broken before, and lines
+            // of several sat on their tallest letters: lettered segments render again.
             + (spec.edits.text == nil && spec.title == nil ? "" : wrapMark)
     }
 
     /// What the fingerprint adds for a segment with lettering (a title, a text over an item).
-    public static let wrapMark = " (text wrapped by columns, long words broken)"
+    public static let wrapMark = " (text wrapped by columns, long words broken, lines on baselines)"
 
     /// What the fingerprint adds for a chain that draws watermark or sticker images.
     public static let overlayImagesMark = " (overlay images upright, sRGB)"
@@ -309,8 +309,7 @@ public struct EditChain: Sendable {
 
     /// One drawtext per line (`files.text`), each line placed on its own: a centred caption's
     /// lines are each centred, a right one's each flush right (drawtext in FFmpeg 5.1 aligns the
-    /// lines of one text on the left). Lines are 1.2 sizes apart, on baselines (drawtext puts a
-    /// line's tallest glyph at y: `max_glyph_a` takes that back out, so "ace" and "Ace" sit level).
+    /// lines of one text on the left). Lines are 1.2 sizes apart, on baselines (`capitals`).
     public var textOverlay: [String] {
         guard let text = edits.text else { return [] }
         let size = Self.textSize(text, profile)
@@ -325,7 +324,7 @@ public struct EditChain: Sendable {
         }
         return files.text.enumerated().map { k, file in
             let below = (n - 1 - k) * advance, above = k * advance
-            let ascent = Int((Double(size) * 0.93).rounded())   // about DejaVu Sans's
+            let ascent = Self.capitals(size)
             let y: String
             switch (text.position, n) {
             case (.top, 1), (.topLeft, 1), (.topRight, 1): y = m
@@ -341,6 +340,12 @@ public struct EditChain: Sendable {
             return f
         }
     }
+
+    /// How far capitals reach above the baseline, in pixels, at `size` (DejaVu Sans's 0.73 em).
+    /// Lines of several are placed on baselines: drawtext puts a line's tallest glyph at its y,
+    /// so `y = top + capitals - max_glyph_a` sets a line's capitals' tops at `top`, and a line of
+    /// small letters ("ace") on the same baseline as one with capitals, not higher.
+    public static func capitals(_ size: Int) -> Int { Int((Double(size) * 0.73).rounded()) }
 
     /// Greedy word wrap to `maxCharacters` columns, a wide character (Chinese, Japanese, Korean)
     /// taking two; explicit newlines are kept. A word wider than a line (a long URL, or a

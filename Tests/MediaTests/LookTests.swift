@@ -85,7 +85,43 @@ extension LookTests {
     }
 }
 
+/// The lines of white lettering in frame `index` (the shadow is dark): each band of rows with
+/// lit pixels (an i's dot joins its line), with its left and right ends, and the frame's width.
+func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: Int, bottom: Int, left: Int, right: Int)], width: Int) {
+    let f = try playerFrame(video, frame: index)
+    var bands: [(top: Int, bottom: Int, left: Int, right: Int)] = []
+    for y in 0..<f.height {
+        let lit = (0..<f.width).filter { f.rgb[(y * f.width + $0) * 3] > 160 }
+        guard let l = lit.first, let r = lit.last else { continue }
+        if let last = bands.last, last.bottom >= y - 8 {
+            bands[bands.count - 1] = (last.top, y, min(last.left, l), max(last.right, r))
+        } else {
+            bands.append((y, y, l, r))
+        }
+    }
+    return (bands, f.width)
+}
+
 @Suite struct TitleTests {
+    /// A title of several lines sits on even baselines: a line of small letters ("ace") was
+    /// drawn with its tops where capitals' tops go, so it sat higher, closer to the line above.
+    @Test func aTitlesLinesSitOnEvenBaselines() throws {
+        let dir = temporaryDirectory("title-baselines")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
+        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .title(Title(text: "ACE\nace\nACE\nace", duration: 0.2)))])
+        let t = try Planner.timeline(for: pipeline, facts: [:])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "", frameCount: t[0].frameCount)
+        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
+        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "t")],
+                           profile: profile, to: dir + "/out.mp4")
+        let bands = try letteringBands(dir + "/out.mp4", frame: 2).bands
+        // No descenders: each band's last row is its line's baseline.
+        let baselines = bands.map(\.bottom), steps = zip(baselines.dropFirst(), baselines).map { $0 - $1 }
+        #expect(bands.count == 4 && (steps.max() ?? 0) - (steps.min() ?? 0) <= 1, "baselines \(baselines): steps \(steps)")
+    }
+
+
     @Test func wrapKeepsWordsAndNewlines() {
         #expect(EditChain.wrap("one two three four", maxCharacters: 9) == ["one two", "three", "four"])
         #expect(EditChain.wrap("a\nb c", maxCharacters: 20) == ["a", "b c"])
@@ -156,21 +192,10 @@ extension LookTests {
     @Test func aWrappedCaptionsLinesAreEachCentred() throws {
         let out = try Self.textOnBlack(TextOverlay(value: "Photo 1 with a caption long enough to need wrapping, ace Ace", position: .bottom),
                                        width: 360, height: 640, seconds: 0.5, label: "text-centred")
-        let f = try playerFrame(out, frame: 5)
-        // Bands of rows with lettering (white; the shadow is dark), and each band's left and right ends.
-        var bands: [(top: Int, bottom: Int, left: Int, right: Int)] = []
-        for y in 0..<f.height {
-            let lit = (0..<f.width).filter { f.rgb[(y * f.width + $0) * 3] > 160 }
-            guard let l = lit.first, let r = lit.last else { continue }
-            if let last = bands.last, last.bottom >= y - 8 {   // an i's dot is part of its line
-                bands[bands.count - 1] = (last.top, y, min(last.left, l), max(last.right, r))
-            } else {
-                bands.append((y, y, l, r))
-            }
-        }
+        let (bands, width) = try letteringBands(out, frame: 5)
         #expect(bands.count >= 4, "several lines: \(bands)")
         for b in bands {
-            let leftGap = b.left, rightGap = f.width - 1 - b.right
+            let leftGap = b.left, rightGap = width - 1 - b.right
             #expect(abs(leftGap - rightGap) <= 4, "a line not centred (\(leftGap) px left, \(rightGap) px right): \(bands)")
         }
         // Even lines: the same step from each line's top to the next's (42 or 43 px measured).
