@@ -69,7 +69,13 @@ final class OverlayFiles {
 
 /// A watermark or sticker image that the edit chain's movie source would draw other than a photo
 /// item shows it.
-enum OverlayImage {
+public enum OverlayImage {
+    /// What is said of a watermark or sticker image that is no picture, at submit and at render.
+    public static func notAPicture(_ what: String, _ name: String, because reason: String) -> String {
+        "the \(what) \(name) is not a picture that can be read (\(reason)): give a PNG, WebP, JPEG or HEIC image"
+    }
+
+
     /// Writes `image` upright, in sRGB and at most `maxSide` pixels on its longer side to `png`
     /// (an RGBA PNG) when it is HEIC, turned or mirrored by its metadata, or carries a colour
     /// profile other than sRGB, and says so; false when it can be drawn as it is. An image that
@@ -103,8 +109,7 @@ enum OverlayImage {
         let heif = Heif.isHeif(image)
         let still: (picture: Frame, orientation: Orientation?, converted: Bool)
         do { still = try PhotoRenderer.still(image, name: name) } catch let e as MediaError {
-            throw MediaError(.transform, .permanent, file: name,
-                             "the \(what) \(name) is not a picture that can be read (\(e.message)): give a PNG, WebP, JPEG or HEIC image")
+            throw MediaError(.transform, .permanent, file: name, notAPicture(what, name, because: e.message))
         }
         let turned = !(still.orientation?.filters.isEmpty ?? true)
         guard heif || turned || still.converted else { return false }

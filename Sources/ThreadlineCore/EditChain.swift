@@ -314,7 +314,7 @@ public struct EditChain: Sendable {
         guard let text = edits.text else { return [] }
         let size = Self.textSize(text, profile)
         let m = "h*0.05"
-        let n = files.text.count, advance = size + size / 5
+        let n = files.text.count, advance = size + size / 5, ascent = Self.capitals(size)
         let block = (n - 1) * advance   // from the first line's top to the last one's
         let x: String
         switch text.position {
@@ -324,7 +324,6 @@ public struct EditChain: Sendable {
         }
         return files.text.enumerated().map { k, file in
             let below = (n - 1 - k) * advance, above = k * advance
-            let ascent = Self.capitals(size)
             let y: String
             switch (text.position, n) {
             case (.top, 1), (.topLeft, 1), (.topRight, 1): y = m

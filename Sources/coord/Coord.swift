@@ -159,7 +159,7 @@ extension LocalSources {
             } catch {
                 reason = (error as? MediaError)?.message ?? "\(error)"
             }
-            let said = reason.map { "the \(what) \(name) is not a picture that can be read (\($0)): give a PNG, WebP, JPEG or HEIC image" }
+            let said = reason.map { OverlayImage.notAPicture(what, name, because: $0) }
             known[image] = .some(said)
             return said
         }
