@@ -1602,13 +1602,11 @@ final class CoordinatorCore {
 
     /// The renderer's fingerprint depends on the edits, the output and whether the item is a Ken
     /// Burns still, which a pipeline's items mostly share: kept for the last few hundred seen.
-    struct FingerprintInputs: Hashable { var edits: Edits; var profile: OutputProfile; var kenBurns: Bool }
-    var fingerprints: [FingerprintInputs: String] = [:]
+    var fingerprints: [EditChain.FingerprintInputs: String] = [:]
 
     func fingerprint(_ spec: SegmentSpec) -> String {
-        Self.remembered(FingerprintInputs(edits: spec.edits, profile: spec.profile, kenBurns: spec.kenBurns != nil), in: &fingerprints) {
-            EditChain.fingerprint(spec)
-        }
+        let inputs = EditChain.FingerprintInputs(spec)
+        return Self.remembered(inputs, in: &fingerprints) { EditChain.fingerprint(inputs) }
     }
 
     struct ConcatKey: Codable {

@@ -76,21 +76,36 @@ public struct EditChain: Sendable {
 
     /// What the renderer does to an upright, square-pixel BT.709 source for this segment: part of
     /// the segment's cache key, so a change to the chain renders again.
-    public static func fingerprint(_ spec: SegmentSpec) -> String {
-        let chain = EditChain(edits: spec.edits, profile: spec.profile, files: .placeholders(spec.edits, spec.profile))
-        return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: [], transparency: spec.transparent == true ? [] : nil))
+    public static func fingerprint(_ spec: SegmentSpec) -> String { fingerprint(FingerprintInputs(spec)) }
+
+    /// All that a segment's fingerprint depends on: equal inputs, equal fingerprints. The
+    /// coordinator remembers fingerprints by them (keyed by the edits and the output alone, a
+    /// clip's was remembered for the title before it, whose own says it is lettered).
+    public struct FingerprintInputs: Hashable, Sendable {
+        public var edits: Edits
+        public var profile: OutputProfile
+        public var kenBurns: Bool, still: Bool, transparent: Bool, title: Bool
+        public init(_ spec: SegmentSpec) {
+            edits = spec.edits; profile = spec.profile
+            kenBurns = spec.kenBurns != nil; still = spec.still == true; transparent = spec.transparent == true; title = spec.title != nil
+        }
+    }
+
+    public static func fingerprint(_ f: FingerprintInputs) -> String {
+        let chain = EditChain(edits: f.edits, profile: f.profile, files: .placeholders(f.edits, f.profile))
+        return chain.description(for: Source(orientation: nil, sar: (1, 1), toOutput: [], transparency: f.transparent ? [] : nil))
             + (chain.scalesFirst ? scaledFirstMark : "")
-            + (spec.kenBurns != nil ? " (Ken Burns over a 4:2:0 base)" : "")
-            + (spec.still == true ? " (still: transparency over the background)" : "")
+            + (f.kenBurns ? " (Ken Burns over a 4:2:0 base)" : "")
+            + (f.still ? " (still: transparency over the background)" : "")
             // Bounced segments of open-GOP sources made before the way back read through to the
             // next key frame lack frames or repeat them: such segments render again.
-            + (spec.edits.bounce ? " (bounce, open groups read whole)" : "")
+            + (f.edits.bounce ? " (bounce, open groups read whole)" : "")
             // Watermark and sticker images were drawn as stored before (a phone's JPEG on its
             // side, HEIC refused): segments showing one render again.
-            + (spec.edits.stickers.isEmpty && spec.profile.watermark == nil ? "" : overlayImagesMark)
+            + (f.edits.stickers.isEmpty && f.profile.watermark == nil ? "" : overlayImagesMark)
             // Words wider than a line (and wide characters) were not broken before, and lines
             // of several sat on their tallest letters: lettered segments render again.
-            + (spec.edits.text == nil && spec.title == nil ? "" : wrapMark)
+            + (f.edits.text == nil && !f.title ? "" : wrapMark)
     }
 
     /// What the fingerprint adds for a segment with lettering (a title, a text over an item).

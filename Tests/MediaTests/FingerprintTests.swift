@@ -35,6 +35,23 @@ import TestSupport
         }
     }
 
+    /// The coordinator remembers fingerprints by `EditChain.FingerprintInputs`. Keyed by the
+    /// edits and the output alone (as it was), a clip's fingerprint was remembered for a title
+    /// with the same edits, or the title's for the clip: whichever came first. Equal inputs must
+    /// give equal fingerprints, and a title, a clip, a still and a Ken Burns photo with the same
+    /// edits differ in both.
+    @Test func theInputsTheCoordinatorRemembersFingerprintsByAreAllTheyDependOn() {
+        let profile = OutputProfile(path: "/tmp/f.mp4", width: 640, height: 360, fps: Rational(30, 1))
+        let items = [Item(kind: .title(Title(text: "June"))), Item(kind: .video(source: SourceRef("/media/a.mov"), trim: nil)),
+                     Item(kind: .photo(source: SourceRef("/media/p.jpg"), duration: 1, kenBurns: nil)),
+                     Item(kind: .photo(source: SourceRef("/media/p.jpg"), duration: 1, kenBurns: KenBurns(from: .init(zoom: 1), to: .init(zoom: 1.2))))]
+        let specs = items.map { Planner.segmentSpec(Pipeline(name: "f", output: profile, items: [$0]), index: 0, sourcePath: "/media/x", frameCount: 30) }
+            + Self.variants
+        let inputs = specs.map(EditChain.FingerprintInputs.init), prints = specs.map(EditChain.fingerprint)
+        #expect(Set(inputs.prefix(4)).count == 4 && Set(prints.prefix(4)).count == 4, "\(prints.prefix(4))")
+        for a in specs.indices { for b in specs.indices where inputs[a] == inputs[b] { #expect(prints[a] == prints[b]) } }
+    }
+
     @Test func everyEditChangesTheFingerprint() {
         let prints = Self.variants.map(EditChain.fingerprint)
         #expect(Set(prints).count == prints.count, "two different edits rendered the same chain: \(prints)")
