@@ -25,7 +25,7 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible, Equatable
     }
 
     /// The first of `errors`, carrying the rest (at least one error).
-    static func combined(_ errors: [PipelineError]) -> PipelineError {
+    public static func combined(_ errors: [PipelineError]) -> PipelineError {
         var first = errors[0]
         first.more = Array(errors.dropFirst())
         return first

@@ -59,7 +59,8 @@ struct StateOptions: ParsableArguments {
 }
 
 /// Loads a pipeline or exits with its file:line:column errors (exit code 2). Movie-level media
-/// (the soundtrack) is probed here too, so an unreadable file stops the submit before any work.
+/// (the soundtrack, the watermark and sticker images) is probed here too, so an unreadable file
+/// stops the submit before any work.
 func loadPipeline(_ path: String) throws -> Pipeline {
     do {
         let (p, notes) = try loadPipelineChecked(path)
@@ -75,7 +76,7 @@ func loadPipeline(_ path: String) throws -> Pipeline {
 /// what it asks for that its movie will not have (the render goes on): a soundtrack on a GIF, a
 /// transition on the last item, a soundtrack section past the song's end (it plays to the end,
 /// as a clip's trim does), words its fonts cannot draw (empty boxes). A font that is not one is
-/// an error.
+/// an error, and so is a watermark or sticker image that is no picture.
 func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -> (pipeline: Pipeline, notes: [String]) {
         let p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
         if let stateDirectory, let problem = FileChecks.outputProblem(p.output.path, inputs: [], stateDirectory: stateDirectory) {
@@ -103,7 +104,38 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
                                                  to, song, facts.duration), at: st.location))
             }
         }
+        let unusable = overlayImageErrors(p)
+        if !unusable.isEmpty { throw PipelineError.combined(unusable) }
         return (p, notes + (try Fonts.notes(for: p)))
+}
+
+/// The watermark and each sticker whose image is no picture (a file that opens as something
+/// else, or not at all), with its pipeline place: every render showing it would fail.
+func overlayImageErrors(_ p: Pipeline) -> [PipelineError] {
+    var known: [String: String?] = [:]   // each file probed once: nil when it is a picture
+    func why(_ image: String, _ what: String) -> String? {
+        if let k = known[image] { return k }
+        let name = (image as NSString).lastPathComponent
+        var reason: String? = nil
+        do {
+            if try !Probe.facts(path: image, name: name).hasVideo { reason = "it holds no picture" }
+        } catch {
+            reason = (error as? MediaError)?.message ?? "\(error)"
+        }
+        let said = reason.map { OverlayImage.notAPicture(what, name, because: $0) }
+        known[image] = .some(said)
+        return said
+    }
+    var errors: [PipelineError] = []
+    if let w = p.output.watermark, let why = why(w.image, "watermark image") {
+        errors.append(PipelineError("output.watermark: \(why)", at: p.outputLocation))
+    }
+    for (i, item) in p.items.enumerated() {
+        for sticker in item.edits.stickers {
+            if let why = why(sticker.image, "sticker image") { errors.append(PipelineError("\(item.label(index: i)): \(why)", at: item.location)) }
+        }
+    }
+    return errors
 }
 
 /// Probes every local source and names every item that cannot be used, each on its own line
@@ -126,7 +158,6 @@ struct LocalSources {
     var unopened: [String] = [], refused: [String] = []
 
     init(_ p: Pipeline) {
-        refused = Self.overlayImageProblems(p)
         for (i, item) in p.items.enumerated() {
             var opened = true
             for s in item.sources where !s.isRemote && facts[s.uri] == nil {
@@ -142,39 +173,6 @@ struct LocalSources {
                 refused.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
             }
         }
-    }
-}
-
-extension LocalSources {
-    /// A line, with its pipeline place, for the watermark and each sticker whose image is no
-    /// picture (a file that opens as something else, or not at all): the render would fail on it.
-    static func overlayImageProblems(_ p: Pipeline) -> [String] {
-        var known: [String: String?] = [:]   // each file probed once: nil when it is a picture
-        func why(_ image: String, _ what: String) -> String? {
-            if let k = known[image] { return k }
-            let name = (image as NSString).lastPathComponent
-            var reason: String? = nil
-            do {
-                if try !Probe.facts(path: image, name: name).hasVideo { reason = "it holds no picture" }
-            } catch {
-                reason = (error as? MediaError)?.message ?? "\(error)"
-            }
-            let said = reason.map { OverlayImage.notAPicture(what, name, because: $0) }
-            known[image] = .some(said)
-            return said
-        }
-        var lines: [String] = []
-        if let w = p.output.watermark, let why = why(w.image, "watermark image") {
-            lines.append("\(p.outputLocation.map { "\($0): " } ?? "")error: output.watermark: \(why)")
-        }
-        for (i, item) in p.items.enumerated() {
-            for sticker in item.edits.stickers {
-                if let why = why(sticker.image, "sticker image") {
-                    lines.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(why)")
-                }
-            }
-        }
-        return lines
     }
 }
 

@@ -88,10 +88,11 @@ struct Submit: ParsableCommand {
                 // A coordinator finds a clip it cannot plan (a trim past its end) only once the
                 // files are up: minutes of phone video over Wi-Fi for a run that fails at once.
                 // Files that do not open fail there as here, the rest of the run rendered.
-                // A sticker or watermark that is no picture would fail every render showing it.
-                let refused = cluster.coordinator != nil ? LocalSources(p).refused : LocalSources.overlayImageProblems(p)
-                refused.forEach(errorLine)
-                if !refused.isEmpty { invalid += 1; continue }
+                if cluster.coordinator != nil {
+                    let refused = LocalSources(p).refused
+                    refused.forEach(errorLine)
+                    if !refused.isEmpty { invalid += 1; continue }
+                }
                 loaded.append(p)
             } catch let e as PipelineError {
                 errorLine(e.description)
