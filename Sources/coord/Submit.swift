@@ -28,7 +28,8 @@ struct Submit: ParsableCommand {
         picks them up again, 'coord cancel RUN' stops one).
 
         Exit status: 0 when every movie was written, 1 when any run failed, 2 when a pipeline \
-        file is invalid (nothing is rendered), 130 when interrupted.
+        file is invalid (nothing is rendered; --json still prints one object per file, state \
+        'invalid' with its errors or 'not_rendered'), 130 when interrupted.
         """)
 
     @Argument(help: "Pipeline YAML files (any number: they render together).")
@@ -75,67 +76,91 @@ struct Submit: ParsableCommand {
 
     /// Every pipeline, loaded and checked before anything renders, and each one's notes (printed
     /// here; its `--json` object lists them). Invalid files and two pipelines writing the same
-    /// movie stop the whole submit (exit 2).
+    /// movie stop the whole submit (exit 2); with `--json`, one object per file still says which
+    /// (state `invalid` with its errors, or `not_rendered`), for a script reading a batch.
     func loadProjects() throws -> ([Pipeline], notes: [[String]]) {
         var loaded: [Pipeline] = []
         var notes: [[String]] = []
-        var invalid = 0
-        for f in files {
+        var names: [Int: String] = [:]
+        /// Each refused file's errors, by its place in `files`, as printed.
+        var problems: [Int: [String]] = [:]
+        func refuse(_ k: Int, _ lines: [String]) {
+            lines.forEach(errorLine)
+            problems[k, default: []] += lines
+        }
+        var place: [Int] = []
+        for (k, f) in files.enumerated() {
             do {
                 let (p, told) = try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)
-                notes.append(told)
+                names[k] = p.name
                 told.forEach(errorLine)
                 // A coordinator finds a clip it cannot plan (a trim past its end) only once the
                 // files are up: minutes of phone video over Wi-Fi for a run that fails at once.
                 // Files that do not open fail there as here, the rest of the run rendered.
                 if cluster.coordinator != nil {
                     let refused = LocalSources(p).refused
-                    refused.forEach(errorLine)
-                    if !refused.isEmpty { invalid += 1; continue }
+                    if !refused.isEmpty { refuse(k, refused); continue }
                 }
+                notes.append(told)
                 loaded.append(p)
+                place.append(k)
             } catch let e as PipelineError {
-                errorLine(e.description)
-                invalid += 1
+                refuse(k, [e.description])
             }
         }
-        if invalid > 0 {
-            if files.count > 1 { errorLine("error: \(invalid) of \(files.count) pipeline files are invalid; nothing was rendered") }
-            throw ExitCode(2)
+        if !problems.isEmpty {
+            if files.count > 1 { errorLine("error: \(problems.count) of \(files.count) pipeline files are invalid; nothing was rendered") }
+            try refused(problems, names: names)
         }
-        var writers: [String: String] = [:]
-        var refused = false
-        for p in loaded {
+        var writers: [String: Int] = [:]
+        for (j, p) in loaded.enumerated() {
             if let other = writers[p.output.path] {
-                let same = URL(fileURLWithPath: other).standardizedFileURL.resolvingSymlinksInPath() == URL(fileURLWithPath: p.file).standardizedFileURL.resolvingSymlinksInPath()
-                errorLine(same ? "error: \(p.file) is named twice; name each pipeline file once"
-                               : "error: \(other) and \(p.file) both write \(p.output.path); give each its own output.path")
-                refused = true
+                let same = URL(fileURLWithPath: files[other]).standardizedFileURL.resolvingSymlinksInPath() == URL(fileURLWithPath: p.file).standardizedFileURL.resolvingSymlinksInPath()
+                let clash = "error: \(files[other]) and \(p.file) both write \(p.output.path); give each its own output.path"
+                refuse(place[j], [same ? "error: \(p.file) is named twice; name each pipeline file once" : clash])
+                // Both files are at fault (the message is printed once).
+                if !same { problems[other, default: []].append(clash) }
             } else {
-                writers[p.output.path] = p.file
+                writers[p.output.path] = place[j]
             }
         }
         // One project's movie must not replace another's input.
         let inputs = Dictionary(loaded.flatMap { p in p.files.map { ($0.path, p.file) } }, uniquingKeysWith: { a, _ in a })
-        for p in loaded {
+        for (j, p) in loaded.enumerated() {
             if let user = inputs[p.output.path] {
-                errorLine("\(p.outputLocation.map { "\($0): " } ?? "")error: output.path \(p.output.path) is an input of \(user); choose another path for the movie")
-                refused = true
+                refuse(place[j], ["\(p.outputLocation.map { "\($0): " } ?? "")error: output.path \(p.output.path) is an input of \(user); choose another path for the movie"])
             }
         }
         // The movie's folder must take a file: found now, not after every item has rendered. (A
         // detached submit leaves the download to `coord wait`, perhaps elsewhere.)
-        if !detach && !refused {
-            for p in loaded {
+        if !detach && problems.isEmpty {
+            for (j, p) in loaded.enumerated() {
                 do { try ArtifactStore.checkWritable(p.output.path) } catch {
-                    errorLine("\(p.outputLocation.map { "\($0): " } ?? "")error: cannot write the movie to \(p.output.path): \(error.description)")
-                    errorLine("  hint: make the folder writable or choose another output.path; nothing was rendered")
-                    refused = true
+                    refuse(place[j], ["\(p.outputLocation.map { "\($0): " } ?? "")error: cannot write the movie to \(p.output.path): \(error.description)",
+                                      "  hint: make the folder writable or choose another output.path; nothing was rendered"])
                 }
             }
         }
-        if refused { throw ExitCode(2) }
+        if !problems.isEmpty { try refused(problems, names: names) }
         return (loaded, notes)
+    }
+
+    /// Stops a submit that refused files (exit 2), after `--json`'s object for each file: the
+    /// refused ones `invalid` with their errors, the others `not_rendered` (they were valid).
+    func refused(_ problems: [Int: [String]], names: [Int: String]) throws -> Never {
+        if json {
+            for (k, f) in files.enumerated() {
+                var o: [String: Any] = ["file": f, "seconds": 0]
+                if let name = names[k] { o["name"] = name }
+                if let errors = problems[k] {
+                    o["state"] = "invalid"; o["errors"] = errors; o["error"] = errors.joined(separator: "\n")
+                } else {
+                    o["state"] = "not_rendered"; o["error"] = "not rendered: another pipeline file of this submit was refused"
+                }
+                print(String(decoding: try JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]), as: UTF8.self))
+            }
+        }
+        throw ExitCode(2)
     }
 
     // MARK: local

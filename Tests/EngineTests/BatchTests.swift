@@ -186,13 +186,29 @@ import Lineage
         #expect(r.status == 2)
         #expect(r.err.contains("bad.yaml:5"), "\(r.err)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"))
+        // --json: one object per file still, for a script reading the batch (before: nothing on
+        // standard output).
+        func objects(_ out: String) throws -> [[String: Any]] {
+            try out.split(separator: "\n").map { try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "\(out)") }
+        }
+        let j = try run(coordPath, ["submit", good, dir + "/bad.yaml", "--state", dir + "/state", "--json"], timeout: 120)
+        #expect(j.status == 2)
+        let told = try objects(j.out)
+        #expect(told.count == 2, "\(j.out)")
+        #expect(told.first?["file"] as? String == good && told.first?["state"] as? String == "not_rendered" && told.first?["name"] as? String == "project-1", "\(j.out)")
+        #expect(told.last?["file"] as? String == dir + "/bad.yaml" && told.last?["state"] as? String == "invalid", "\(j.out)")
+        #expect((told.last?["errors"] as? [String])?.contains { $0.contains("bad.yaml:5") } == true, "\(j.out)")
 
         let twin = dir + "/twin.yaml"
         try String(contentsOfFile: good, encoding: .utf8).replacingOccurrences(of: "project-1", with: "twin").write(toFile: twin, atomically: true, encoding: .utf8)
         let c = try run(coordPath, ["submit", good, twin, "--state", dir + "/state"], timeout: 120)
         #expect(c.status == 2)
         #expect(c.err.contains("both write") && c.err.contains("p1.mp4"), "\(c.err)")
+        #expect(c.err.components(separatedBy: "both write").count == 2, "said once: \(c.err)")
         #expect(!FileManager.default.fileExists(atPath: dir + "/out/p1.mp4"))
+        // Both files write the movie: both objects say so.
+        let cj = try objects(try run(coordPath, ["submit", good, twin, "--state", dir + "/state", "--json"], timeout: 120).out)
+        #expect(cj.count == 2 && cj.allSatisfy { $0["state"] as? String == "invalid" && ($0["error"] as? String)?.contains("both write") == true }, "\(cj)")
         // One file named twice (a glob and a name) is said so, not as two files writing one movie.
         let twice = try run(coordPath, ["submit", good, dir + "/./p1.yaml", "--state", dir + "/state"], timeout: 120)
         #expect(twice.status == 2)
