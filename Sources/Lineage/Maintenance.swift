@@ -19,8 +19,9 @@ public struct CollectionReport: Sendable, Codable {
 
 extension LineageStore {
     /// Removes store files no run younger than `keepDays` refers to. Never touches artifacts of a
-    /// running or interrupted run, nor files younger than `grace` seconds (they may be about to be
-    /// recorded). Reads lineage read-only, so it is safe beside a live coordinator.
+    /// running or interrupted run — also the files a remote submitter uploaded for it (its
+    /// `submission_json`), which no attempt has read while the run waits in the queue —, nor files
+    /// younger than `grace` seconds (they may be about to be recorded). Reads lineage read-only, so it is safe beside a live coordinator.
     public static func collectGarbage(databasePath: String, storeRoot: String, keepDays: Double, grace: Double = 3600,
                                       dryRun: Bool = false) throws -> CollectionReport {
         let cutoff = Date().timeIntervalSince1970 - keepDays * 86_400
@@ -31,7 +32,10 @@ extension LineageStore {
             JOIN stage s ON s.id = a.stage_id
             JOIN run r ON r.id = s.run_id
             WHERE r.submitted_at >= ? OR r.state IN ('running', 'interrupted')
-            """, [cutoff]).compactMap { $0["sha256"] })
+            UNION
+            SELECT DISTINCT json_extract(f.value, '$.sha256') FROM run r, json_each(r.submission_json, '$.files') f
+            WHERE r.submission_json IS NOT NULL AND (r.submitted_at >= ? OR r.state IN ('running', 'interrupted'))
+            """, [cutoff, cutoff]).compactMap { $0["sha256"] })
         var report = CollectionReport()
         let now = Date()
         for f in StoreFiles.artifacts(in: storeRoot) {

@@ -335,6 +335,27 @@ import ThreadlineCore
         #expect(!FileManager.default.fileExists(atPath: dir + "/p4/out.mp4") && !FileManager.default.fileExists(atPath: dir + "/p5/out.mp4"))
     }
 
+    /// `coord gc` keeps the files a remote submitter uploaded for a run still waiting in the
+    /// queue: no attempt has read them yet, so before they were removed as unreferenced (after
+    /// --min-age, an hour by default: a night's queue) and every item failed "not held here".
+    @Test func gcKeepsTheUploadsOfAQueuedRun() throws {
+        let dir = temporaryDirectory("gc-queued")
+        let pipeline = try Self.project(dir, items: 2, seconds: 0.5, title: true)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        let sent = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 120)
+        try #require(sent.status == 0, "\(sent.err)")
+        let gc = try run(coordPath, ["gc", "--keep-days", "0", "--min-age", "0", "--state", dir + "/coord"], timeout: 60)
+        #expect(gc.status == 0 && gc.out.hasPrefix("0 artifacts removed"), "\(gc.out)\(gc.err)")
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        let waited = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 120)
+        #expect(waited.status == 0, "\(waited.err)")
+        #expect(abs((try ffprobe(dir + "/out.mp4").videoDuration ?? 0) - 1.5) < 0.05)
+        // Once the run has ended they are old files like any other.
+        let after = try run(coordPath, ["gc", "--keep-days", "0", "--min-age", "0", "--state", dir + "/coord"], timeout: 60)
+        #expect(after.status == 0 && !after.out.hasPrefix("0 artifacts removed"), "\(after.out)\(after.err)")
+    }
+
     /// `coord wait` for a run whose movie the coordinator no longer holds (`coord gc` removes the
     /// files of old runs) says so and what to do; before: "download of the movie failed: the
     /// sender cannot serve it: not held here".
