@@ -365,6 +365,9 @@ final class RunState {
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
     var transitions: [Int: (ArtifactRef, Int64)] = [:]
+    /// The lineage artifacts of the other files its renders and concat read (fonts, stickers,
+    /// the watermark, the soundtrack), by role and path ("sticker:/…"): recorded once (`Coordinator.fileInputs`).
+    var fileArtifacts: [String: Int64] = [:]
     var transitionCount = 0
     var frameCounts: [Int: Int] = [:]
     /// Items whose segment this run rendered itself (not reused), and when its first render was
@@ -1519,13 +1522,11 @@ final class CoordinatorCore {
         // The other files the task reads (fonts, stickers, watermark; the soundtrack for the
         // concat), by the pipeline's typed file fields: a remote submitter's copies.
         if !run.files.isEmpty {
-            let item = run.units[ui].item
-            let wanted = run.pipeline.files.filter { f in
-                switch task {
-                case .segment: return (f.item == item && f.role != .source) || f.role == .watermark
-                case .concat: return f.role == .soundtrack
-                case .fetch, .transition: return false
-                }
+            let wanted: [PipelineFile]
+            switch task {
+            case .segment: wanted = run.units[ui].item.map { run.pipeline.otherFiles(read: $0) } ?? []
+            case .concat: wanted = run.pipeline.otherFiles(read: nil)
+            case .fetch, .transition: wanted = []
             }
             var seen = Set(refs.map(\.path))
             for f in wanted where seen.insert(f.path).inserted {
@@ -1607,6 +1608,51 @@ final class CoordinatorCore {
     func fingerprint(_ spec: SegmentSpec) -> String {
         let inputs = EditChain.FingerprintInputs(spec)
         return Self.remembered(inputs, in: &fingerprints) { EditChain.fingerprint(inputs) }
+    }
+
+    /// Lineage artifacts of the files besides its source that an item's render reads (fonts,
+    /// stickers, the watermark) or, for `item` nil, the concat (the soundtrack): with them a
+    /// movie's lineage names every file it was made from ("which song is in this movie?").
+    /// Recorded once per run, by the sha256 the submitter sent or the loader took (a font, not
+    /// hashed at loading, is hashed here once per coordinator). A file that cannot be read is
+    /// left out: the render that reads it says so.
+    func fileInputs(_ run: RunState, item: Int?) throws -> [Int64] {
+        var ids: [Int64] = []
+        for f in run.pipeline.otherFiles(read: item) {
+            // By role too: one image as sticker and watermark is both.
+            let name = f.role.rawValue + ":" + f.path
+            if let id = run.fileArtifacts[name] {
+                if !ids.contains(id) { ids.append(id) }
+                continue
+            }
+            guard let (sha, size) = digest(of: f, in: run) else { continue }
+            let id = try lineage.recordArtifact(sha256: sha, uri: f.path, size: size, kind: f.role.rawValue, facts: nil, key: nil, attemptID: nil)
+            run.fileArtifacts[name] = id
+            ids.append(id)
+        }
+        return ids
+    }
+
+    /// Fonts' sha256 and size by path: system files, read once by this coordinator.
+    var fontDigests: [String: (sha256: String, size: Int64)] = [:]
+
+    func digest(of f: PipelineFile, in run: RunState) -> (sha256: String, size: Int64)? {
+        if let a = run.files[f.path] { return (a.sha256, a.size) }
+        let p = run.pipeline
+        let sha: String?
+        switch f.role {
+        case .sticker: sha = f.item.flatMap { i in p.items[i].edits.stickers.first { $0.image == f.path }?.sha256 }
+        case .watermark: sha = p.output.watermark?.sha256
+        case .soundtrack: sha = p.output.soundtrack?.sha256
+        case .font:
+            if let known = fontDigests[f.path] { return known }
+            guard let hashed = try? SHA256Hasher.hex(fileAt: f.path), let size = FileChecks.size(of: f.path) else { return nil }
+            fontDigests[f.path] = (hashed, size)
+            return (hashed, size)
+        case .source: sha = nil
+        }
+        guard let sha, !sha.isEmpty, let size = FileChecks.size(of: f.path) else { return nil }
+        return (sha, size)
     }
 
     struct ConcatKey: Codable {
@@ -1783,7 +1829,7 @@ final class CoordinatorCore {
             }
             try updateTimeline(run)
         } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {
-            let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: run.sources[i].map { [$0.1] } ?? [])
+            let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: (run.sources[i].map { [$0.1] } ?? []) + fileInputs(run, item: i))
             let seconds = [report.decodeSeconds, report.transformSeconds, report.encodeSeconds]
             for k in u.stages.indices {
                 try lineage.attemptFinished(u.attemptIDs[k], state: attemptState(r), started: r.startedAt, finished: r.finishedAt,
@@ -1804,7 +1850,9 @@ final class CoordinatorCore {
             run.transitions[b] = (art, aid)
         } else if u.kind == .concat, let art = r.artifact {
             let out = p.output.path
-            let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: run.segments.values.map(\.1))
+            // Segments and transitions, in the movie's order, and the soundtrack.
+            let parts = run.segments.sorted { $0.key < $1.key }.map(\.value.1) + run.transitions.sorted { $0.key < $1.key }.map(\.value.1)
+            let aid = try recordOutput(run, u, r, kind: "movie", facts: nil, inputs: parts + fileInputs(run, item: nil))
             _ = aid
             if config.publishOutputs {
                 do { try ArtifactStore.publish(art, to: out) } catch {

@@ -102,7 +102,9 @@ extension LineageStore {
                            "threadline_stage": ["_producer": producer, "_schemaURL": schema, "kind": st["kind"] ?? "",
                                                 "parameters": st["params_json"] ?? "", "key": st["key"] ?? ""]]]
             let stageJob: [String: Any] = ["namespace": "threadline", "name": "\(job).\(st["name"]!)"]
-            if let start = time(st["started_at"]) {
+            // A stage the coordinator ended without a worker (a title's fetch: nothing to fetch)
+            // has no start of its own: it starts as it ends, so no COMPLETE comes without a START.
+            if let start = time(st["started_at"]) ?? time(st["finished_at"]) {
                 lines.append(try line(["eventType": "START", "eventTime": start, "producer": producer, "schemaURL": schema,
                                        "run": stageRun, "job": stageJob, "inputs": datasets("in"), "outputs": [Any]()]))
             }

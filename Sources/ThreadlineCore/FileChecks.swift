@@ -11,6 +11,12 @@ public enum FileChecks {
         return statvfs(path, &fs) == 0 ? Int64(fs.f_bavail) * Int64(fs.f_frsize) : nil
     }
 
+    /// A file's size in bytes (stat, following links), nil when it cannot be read.
+    public static func size(of path: String) -> Int64? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int64(st.st_size) : nil
+    }
+
     /// The longest file name in a folder (ext4, xfs, btrfs, tmpfs).
     static let nameMax = 255
     /// What renders append to the movie's name while it is written (`.part-XXXXXXXX`).

@@ -440,9 +440,19 @@ extension Item {
 extension Pipeline {
     /// Every local file the movie is made from: the items' files, the watermark and the soundtrack.
     public var files: [PipelineFile] {
-        var files = items.enumerated().flatMap { $1.files(index: $0) }
-        if let w = output.watermark { files.append(PipelineFile(role: .watermark, path: w.image, item: nil)) }
-        if let s = output.soundtrack { files.append(PipelineFile(role: .soundtrack, path: s.source, item: nil)) }
-        return files
+        items.enumerated().flatMap { $1.files(index: $0) } + [watermarkFile, soundtrackFile].compactMap { $0 }
     }
+
+    /// The files besides its source that item `item`'s render reads (its fonts and stickers, the
+    /// watermark), or with `item` nil, those the concat reads (the soundtrack). The item's own,
+    /// not a filter of `files`: that is every item's, for each of thousands of items.
+    public func otherFiles(read item: Int?) -> [PipelineFile] {
+        guard let i = item else { return [soundtrackFile].compactMap { $0 } }
+        return items[i].files(index: i).filter { $0.role != .source } + [watermarkFile].compactMap { $0 }
+    }
+
+    /// The watermark image, which every segment draws.
+    public var watermarkFile: PipelineFile? { output.watermark.map { PipelineFile(role: .watermark, path: $0.image, item: nil) } }
+    /// The soundtrack, which the concat mixes in.
+    public var soundtrackFile: PipelineFile? { output.soundtrack.map { PipelineFile(role: .soundtrack, path: $0.source, item: nil) } }
 }

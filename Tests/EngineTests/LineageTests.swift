@@ -208,6 +208,64 @@ import TestSupport
         #expect(Set(l.tree.filter { $0.kind == "source" }.map(\.sha256)) == Set(l.sources.map(\.sha256)))
     }
 
+    /// A movie's lineage names every file it was made from: the fonts of its title and caption,
+    /// its sticker and watermark images, and its soundtrack, each by the sha256 of what was read,
+    /// for a local and a remote submit (before: only the clips' sources; "which song is in this
+    /// movie?" had no answer). And export-lineage starts every stage it ends (a title's fetch,
+    /// which no worker runs, was a COMPLETE without a START).
+    @Test func aMoviesLineageNamesItsFontsImagesAndSoundtrack() throws {
+        let dir = temporaryDirectory("lineage-files")
+        try Generate.clip(dir + "/a.mp4", width: 320, height: 240, seconds: 1, tone: 440)
+        for (file, args) in [("logo.png", ["-f", "lavfi", "-i", "color=red:s=64x64", "-frames:v", "1"]),
+                             ("song.m4a", ["-f", "lavfi", "-i", "sine=f=300:d=3", "-c:a", "aac"])] {
+            let made = try run("ffmpeg", ["-v", "error", "-y"] + args + [dir + "/" + file])
+            try #require(made.status == 0, "\(made.err)")
+        }
+        let font = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"
+        try """
+            version: 1
+            name: files
+            output: { path: out.mp4, size: 320x240, fps: 30, video: { preset: ultrafast }, watermark: { image: logo.png } }
+            soundtrack: { source: song.m4a }
+            clips:
+              - title: { text: "Hello", duration: 1, font: \(font) }
+              - video: a.mp4
+                text: { value: "caption" }
+                stickers: [{ image: logo.png }]
+            """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let sha = try Dictionary(uniqueKeysWithValues: [("font", font), ("caption font", Title.defaultFont),
+                                                        ("logo", dir + "/logo.png"), ("song", dir + "/song.m4a")]
+            .map { ($0.0, try SHA256Hasher.hex(fileAt: $0.1)) })
+        func check(_ state: String, _ how: String) throws {
+            let r = try run(coordPath, ["lineage", dir + "/out.mp4", "--state", state, "--json"], timeout: 60)
+            try #require(r.status == 0, "\(how): \(r.err)")
+            let l = try JSONDecoder().decode(OutputLineage.self, from: Data(r.out.utf8))
+            let files = Set(l.tree.filter { !["output", "movie", "segment", "transition", "source"].contains($0.kind) }.map { "\($0.kind) \($0.sha256)" })
+            #expect(files == ["font \(sha["font"]!)", "font \(sha["caption font"]!)", "sticker \(sha["logo"]!)",
+                              "watermark \(sha["logo"]!)", "soundtrack \(sha["song"]!)"], "\(how): \(l.tree.map { "\($0.depth) \($0.kind) \($0.uri)" })")
+            // The soundtrack is read by the concat (the movie's input); the images and fonts by segments.
+            #expect(l.tree.filter { $0.kind == "soundtrack" }.allSatisfy { $0.depth == 1 } && l.tree.filter { $0.kind == "sticker" }.allSatisfy { $0.depth == 2 },
+                    "\(how): \(l.tree.map { "\($0.depth) \($0.kind)" })")
+            let events = try run(coordPath, ["export-lineage", "\(l.run)", "--state", state], timeout: 60)
+            var started: Set<String> = []
+            for line in events.out.split(separator: "\n") {
+                let e = try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                let run = (e["run"] as? [String: Any])?["runId"] as? String ?? ""
+                if e["eventType"] as? String == "START" { started.insert(run) } else { #expect(started.contains(run), "\(how): \(line)") }
+            }
+            #expect(started.count == 10, "\(how): a run and 9 stages: \(events.out)")
+        }
+        let local = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+        try #require(local.status == 0, "\(local.err)")
+        try check(dir + "/state", "local")
+        try FileManager.default.removeItem(atPath: dir + "/out.mp4")
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let remote = try run(coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep], timeout: 120)
+        try #require(remote.status == 0, "\(remote.err)")
+        try check(dir + "/coord", "remote")
+    }
+
     /// A title's fetch records the title as {"title":{…}}, as a source's records {"uri":…}
     /// (it read {"title":{"_0":{…}}}, the item kind's own encoding).
     @Test func aTitlesParametersNameItsTitle() throws {
