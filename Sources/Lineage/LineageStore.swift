@@ -864,7 +864,14 @@ public struct OutputLineage: Codable, Sendable {
         public var name: String; public var kind: String; public var state: String; public var cached: Bool
         public var key: String?; public var parameters: String?; public var seconds: Double?
     }
-    public struct Node: Codable, Sendable { public var depth: Int; public var kind: String; public var sha256: String; public var uri: String }
+    /// An artifact the output was made from, `depth` steps back (its nearest way), with what it
+    /// was made from in turn (`inputs`: other nodes' `id`s; a watermark is an input of every segment).
+    public struct Node: Codable, Sendable {
+        public var id: Int64; public var depth: Int; public var kind: String; public var sha256: String; public var uri: String
+        public var inputs: [Int64]
+        /// The item (from 0) whose stage of this run made it, where one did (a source, a segment).
+        public var item: Int?
+    }
     public var output: String
     public var sha256: String
     public var run: Int64
@@ -925,9 +932,17 @@ extension LineageStore {
                     UNION
                     SELECT e.input_id, w.depth + 1 FROM walk w JOIN v_artifact_inputs e ON e.artifact_id = w.artifact_id WHERE w.depth < 16
                 )
-                SELECT min(w.depth) AS depth, a.kind, a.sha256, a.uri FROM walk w JOIN artifact a ON a.id = w.artifact_id
-                GROUP BY a.id ORDER BY depth, a.id
-                """, arguments: [outID]).map { OutputLineage.Node(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: $0["uri"]) }
+                SELECT a.id, min(w.depth) AS depth, a.kind, a.sha256, a.uri,
+                       (SELECT group_concat(input_id) FROM (SELECT DISTINCT e.input_id FROM v_artifact_inputs e
+                                                            WHERE e.artifact_id = a.id ORDER BY e.input_id)) AS inputs,
+                       (SELECT s.item_idx FROM attempt_io io JOIN attempt t ON t.id = io.attempt_id JOIN stage s ON s.id = t.stage_id
+                        WHERE io.artifact_id = a.id AND io.direction = 'out' AND s.run_id = ? LIMIT 1) AS item
+                FROM walk w JOIN artifact a ON a.id = w.artifact_id
+                GROUP BY a.id ORDER BY depth, item, a.id
+                """, arguments: [outID, runID]).map {
+                OutputLineage.Node(id: $0["id"], depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: $0["uri"],
+                                   inputs: (($0["inputs"] as String?) ?? "").split(separator: ",").compactMap { Int64($0) }, item: $0["item"])
+            }
             return OutputLineage(output: out["uri"], sha256: out["sha256"], run: runID, pipeline: runRow["pipeline_path"],
                                  pipelineSHA256: runRow["pipeline_sha256"],
                                  sources: sources.map { var s = $0; s.storePath = inStore(s.storePath, sha256: s.sha256, root: root); return s },

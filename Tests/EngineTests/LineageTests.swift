@@ -234,7 +234,7 @@ import TestSupport
                 stickers: [{ image: logo.png }]
             """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
         let sha = try Dictionary(uniqueKeysWithValues: [("font", font), ("caption font", Title.defaultFont),
-                                                        ("logo", dir + "/logo.png"), ("song", dir + "/song.m4a")]
+                                                        ("logo", dir + "/logo.png"), ("song", dir + "/song.m4a"), ("a", dir + "/a.mp4")]
             .map { ($0.0, try SHA256Hasher.hex(fileAt: $0.1)) })
         func check(_ state: String, _ how: String) throws {
             let r = try run(coordPath, ["lineage", dir + "/out.mp4", "--state", state, "--json"], timeout: 60)
@@ -246,6 +246,14 @@ import TestSupport
             // The soundtrack is read by the concat (the movie's input); the images and fonts by segments.
             #expect(l.tree.filter { $0.kind == "soundtrack" }.allSatisfy { $0.depth == 1 } && l.tree.filter { $0.kind == "sticker" }.allSatisfy { $0.depth == 2 },
                     "\(how): \(l.tree.map { "\($0.depth) \($0.kind)" })")
+            // As a person reads it: what each artifact was made from under it, in the movie's order.
+            let text = try run(coordPath, ["lineage", dir + "/out.mp4", "--state", state], timeout: 60)
+            let drawn = text.out.split(separator: "\n").filter { $0.contains("← ") }.map { line in
+                line.prefix { $0 == " " }.count.description + " " + line.drop { $0 == " " }.dropFirst(2).split(separator: " ").prefix { !$0.hasSuffix("…") }.joined(separator: " ")
+            }
+            #expect(drawn == ["2 segment of item 1", "4 font", "4 watermark", "2 segment of item 2", "4 source of item 2", "4 font", "4 sticker", "4 watermark", "2 soundtrack"],
+                    "\(how): \(text.out)")
+            #expect(text.out.contains("← source of item 2 \(sha["a"]!.prefix(12))… \(dir)/a.mp4\n"), "\(how): \(text.out)")
             let events = try run(coordPath, ["export-lineage", "\(l.run)", "--state", state], timeout: 60)
             var started: Set<String> = []
             for line in events.out.split(separator: "\n") {
