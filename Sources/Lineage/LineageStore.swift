@@ -900,13 +900,14 @@ extension LineageStore {
             guard let out = try Row.fetchOne(db, sql: """
                 SELECT id, sha256, uri, attempt_id FROM artifact
                 WHERE (kind = 'output' AND uri = ?) OR sha256 = ? OR (length(?) >= 8 AND sha256 LIKE ? || '%')
-                ORDER BY (kind = 'output') DESC, id DESC LIMIT 1
+                ORDER BY (kind = 'output') DESC, (attempt_id IS NOT NULL) DESC, id DESC LIMIT 1
                 """, arguments: [target, target, target, target]) else { return nil }
             let outID: Int64 = out["id"]
+            // A file no attempt made (a font, a sticker, the soundtrack): the last run that read it.
             guard let runRow = try Row.fetchOne(db, sql: """
                 SELECT r.id, r.pipeline_path, r.pipeline_sha256 FROM attempt a JOIN stage s ON s.id = a.stage_id JOIN run r ON r.id = s.run_id
-                WHERE a.id = ?
-                """, arguments: [out["attempt_id"] as Int64?]) else { return nil }
+                WHERE a.id = coalesce(?, (SELECT max(io.attempt_id) FROM attempt_io io WHERE io.artifact_id = ? AND io.direction = 'in'))
+                """, arguments: [out["attempt_id"] as Int64?, outID]) else { return nil }
             let runID: Int64 = runRow["id"]
             let stages = try Row.fetchAll(db, sql: """
                 SELECT name, kind, state, cached, key, params_json, seconds FROM stage WHERE run_id = ? ORDER BY id

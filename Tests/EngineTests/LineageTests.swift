@@ -266,6 +266,9 @@ import TestSupport
         let local = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
         try #require(local.status == 0, "\(local.err)")
         try check(dir + "/state", "local")
+        // Asked of the song itself: the run that read it.
+        let song = try run(coordPath, ["lineage", dir + "/song.m4a", "--state", dir + "/state"], timeout: 60)
+        #expect(song.status == 0 && song.out.hasPrefix("\(dir)/song.m4a is a soundtrack, not a movie: run 1 read it"), "\(song.out)\(song.err)")
         try FileManager.default.removeItem(atPath: dir + "/out.mp4")
         let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
         defer { procs.stopAll() }
