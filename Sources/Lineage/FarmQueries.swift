@@ -219,6 +219,11 @@ public struct FarmReader: Sendable {
         public var sha256: String
         public var uri: String
         public var size: Int64
+        /// What it was made from (other artifacts' sha256), for the page to draw a tree: a
+        /// watermark is an input of every segment.
+        public var inputs: [String]? = nil
+        /// The item (from 0) whose stage of this run made it, where one did (a source, a segment).
+        public var item: Int? = nil
     }
 
     public struct RunDetail: Codable, Sendable {
@@ -298,10 +303,17 @@ public struct FarmReader: Sendable {
                         JOIN attempt_io i ON i.attempt_id = o.attempt_id AND i.direction = 'in'
                         WHERE w.depth < 8
                     )
-                    SELECT min(w.depth) AS depth, a.kind, a.sha256, a.uri, a.size FROM walk w JOIN artifact a ON a.id = w.artifact_id
+                    SELECT min(w.depth) AS depth, a.kind, a.sha256, a.uri, a.size,
+                           (SELECT group_concat(sha256) FROM (SELECT DISTINCT ia.sha256 FROM attempt_io o
+                                JOIN attempt_io i ON i.attempt_id = o.attempt_id AND i.direction = 'in' JOIN artifact ia ON ia.id = i.artifact_id
+                                WHERE o.artifact_id = a.id AND o.direction = 'out')) AS inputs,
+                           (SELECT s.item_idx FROM attempt_io io JOIN attempt t ON t.id = io.attempt_id JOIN stage s ON s.id = t.stage_id
+                            WHERE io.artifact_id = a.id AND io.direction = 'out' AND s.run_id = ? LIMIT 1) AS item
+                    FROM walk w JOIN artifact a ON a.id = w.artifact_id
                     GROUP BY a.sha256 ORDER BY depth, a.kind, a.uri
-                    """, arguments: [m["id"] as Int64]).map {
-                        Artifact(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: LineageStore.inStore($0["uri"], sha256: $0["sha256"], root: root), size: $0["size"])
+                    """, arguments: [m["id"] as Int64, id]).map {
+                        Artifact(depth: $0["depth"], kind: $0["kind"], sha256: $0["sha256"], uri: LineageStore.inStore($0["uri"], sha256: $0["sha256"], root: root), size: $0["size"],
+                                 inputs: (($0["inputs"] as String?) ?? "").split(separator: ",").map(String.init), item: $0["item"])
                     }
             }
             // A run resumed after a restart fetches again and notes again: each is listed once.

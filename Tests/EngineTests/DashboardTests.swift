@@ -321,6 +321,15 @@ import TestSupport
         let videoDuration = seen["video_duration"] as? Double ?? 0
         #expect(abs(videoDuration - movie.duration) < 0.05, "<video> duration \(videoDuration) vs the movie's \(movie.duration)")
         #expect((seen["lineage_items"] as? Int ?? 0) >= 12 + 12 + 1, "lineage from the movie to segments and sources")
+        // Drawn as a tree: each source right under its item's segment (it was drawn by depth, every
+        // source under the last segment).
+        let tree = (seen["lineage_tree"] as? [String] ?? []).map { line in (indent: Double(line.prefix { $0 != " " }) ?? -1, text: String(line.drop { $0 != " " }.dropFirst())) }
+        let sources = tree.indices.filter { tree[$0].text.hasPrefix("source of item ") }
+        #expect(sources.count == 12, "\(tree)")
+        for k in sources {
+            let parent = tree[..<k].last { $0.indent < tree[k].indent }
+            #expect(parent?.text == tree[k].text.replacingOccurrences(of: "source", with: "segment"), "\(tree[k].text) is drawn under \(parent?.text ?? "nothing"): \(tree)")
+        }
 
         // A project with two broken files: its error names each with the pipeline's file:line, and
         // is not headed by one of the two as if it were the only one. One file's name is long and
