@@ -1822,11 +1822,15 @@ final class CoordinatorCore {
                                     finished: done, seconds: r.finishedAt - r.startedAt, first: first(0))
             run.sources[i] = (art, aid)
             run.facts[i] = facts
-            run.frameCounts[i] = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
+            let frames = try Planner.frameCount(of: p.items[i], index: i, facts: facts, fps: p.output.fps)
             if try note(run, item: i, facts: facts) {
                 // Told now: a run that fails in this turn (its stages cached) tells no more progress.
                 progress(run, force: true)
             }
+            // An item its transitions do not fit fails now (after its note: a trim.end past its
+            // end says why it is short): no render of it is sent.
+            if let e = Planner.transitionsDoNotFit(p, index: i, segmentFrames: frames) { throw e }
+            run.frameCounts[i] = frames
             try updateTimeline(run)
         } else if u.kind == .render, let i = u.item, let art = r.artifact, let report = r.segment {
             let aid = try recordOutput(run, u, r, kind: "segment", facts: nil, inputs: (run.sources[i].map { [$0.1] } ?? []) + fileInputs(run, item: i))

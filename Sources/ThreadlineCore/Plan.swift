@@ -355,32 +355,31 @@ public enum Planner {
         }
     }
 
-    /// The frame-exact timeline; `facts` is keyed by source URI. Applies `max_duration`.
+    /// The frame-exact timeline; `facts` is keyed by source URI. Applies `max_duration`. Every
+    /// item that does not fit is said at once (a year's pipeline with four tap-length clips under
+    /// one fade took four rounds of fixing one and planning again).
     public static func timeline(for pipeline: Pipeline, facts: [String: MediaFacts]) throws -> [ItemTiming] {
         var out: [ItemTiming] = []
         var frame = 0
         let fps = pipeline.output.fps
         var natural: [Int] = []
+        var errors: [PipelineError] = []
         for (i, item) in pipeline.items.enumerated() {
-            natural.append(try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps))
+            do { natural.append(try frameCount(of: item, index: i, facts: item.sources.first.flatMap { facts[$0.uri] }, fps: fps)) } catch let e as PipelineError {
+                errors.append(e)
+                natural.append(0)
+            }
         }
+        if !errors.isEmpty { throw PipelineError.combined(errors) }
         let overlap = overlaps(pipeline)
         let segments = try applyMaxDuration(pipeline, natural: natural, overlap: overlap.reduce(0, +))
         for (i, item) in pipeline.items.enumerated() {
             let segment = segments[i]
             let n = segment * item.edits.loop
             let head = i > 0 ? overlap[i - 1] : 0, tail = i < overlap.count ? overlap[i] : 0
-            if head > segment || tail > segment || (item.edits.loop == 1 && head + tail > segment) {
-                let t = (tail > 0 ? transition(after: i, in: pipeline) : transition(after: i - 1, in: pipeline))
-                // A looped item's transitions each take from one pass (the first or the last).
-                let loop = item.edits.loop
-                let what = loop == 1 ? String(format: "the item (%.3f s)", Timing.seconds(frames: segment, fps: fps))
-                    : String(format: "one pass of the item (%.3f s; loop: %d plays it %d times, %.3f s)", Timing.seconds(frames: segment, fps: fps),
-                             loop, loop, Timing.seconds(frames: n, fps: fps))
-                throw PipelineError(String(format: "the transitions around %@ (%.3f s in, %.3f s out) are longer than %@",
-                                           item.label(index: i), Timing.seconds(frames: head, fps: fps), Timing.seconds(frames: tail, fps: fps), what),
-                                    at: t?.location ?? item.location,
-                                    hint: loop == 1 ? "shorten the transition or lengthen the item" : "shorten the transition or lengthen the item's trim")
+            if let e = transitionsDoNotFit(pipeline, index: i, segmentFrames: segment) {
+                errors.append(e)
+                continue
             }
             let s0 = Timing.samples(atFrame: frame, fps: fps), s1 = Timing.samples(atFrame: frame + n, fps: fps)
             var timing = ItemTiming(item: i, startFrame: frame, frameCount: n, segmentFrames: segment, repeats: item.edits.loop,
@@ -393,7 +392,29 @@ public enum Planner {
             out.append(timing)
             frame += n - tail
         }
+        if !errors.isEmpty { throw PipelineError.combined(errors) }
         return out
+    }
+
+    /// Why item `i`'s transitions do not fit in it (`segmentFrames`: one pass of it), or nil. Its
+    /// natural length already tells (`max_duration` only shortens): the coordinator asks as soon as
+    /// an item's length is known, so no render of it is sent (a worker was sent one of minus three
+    /// frames, and said "rendered 0 frames of the -3 planned").
+    public static func transitionsDoNotFit(_ pipeline: Pipeline, index i: Int, segmentFrames segment: Int) -> PipelineError? {
+        let fps = pipeline.output.fps
+        let item = pipeline.items[i]
+        let head = i > 0 ? overlap(after: i - 1, in: pipeline) : 0, tail = i < pipeline.items.count - 1 ? overlap(after: i, in: pipeline) : 0
+        guard head > segment || tail > segment || (item.edits.loop == 1 && head + tail > segment) else { return nil }
+        let t = (tail > 0 ? transition(after: i, in: pipeline) : transition(after: i - 1, in: pipeline))
+        // A looped item's transitions each take from one pass (the first or the last).
+        let loop = item.edits.loop
+        let what = loop == 1 ? String(format: "the item (%.3f s)", Timing.seconds(frames: segment, fps: fps))
+            : String(format: "one pass of the item (%.3f s; loop: %d plays it %d times, %.3f s)", Timing.seconds(frames: segment, fps: fps),
+                     loop, loop, Timing.seconds(frames: segment * loop, fps: fps))
+        return PipelineError(String(format: "the transitions around %@ (%.3f s in, %.3f s out) are longer than %@",
+                                    item.label(index: i), Timing.seconds(frames: head, fps: fps), Timing.seconds(frames: tail, fps: fps), what),
+                             at: t?.location ?? item.location,
+                             hint: loop == 1 ? "shorten the transition or lengthen the item" : "shorten the transition or lengthen the item's trim")
     }
 
     /// Segment frames per item after `max_duration`: unchanged, fitted, or an error.

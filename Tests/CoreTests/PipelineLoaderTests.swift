@@ -546,6 +546,15 @@ extension EditingSetLoaderTests {
         do { _ = try Planner.timeline(for: p, facts: facts); Issue.record("no error") } catch let e as PipelineError {
             #expect(e.description.hasPrefix("p.yaml:3:13: error: the transitions around clip 2"), "\(e)")
         } catch { Issue.record("\(error)") }
+        // Every item it does not fit, at once (a year's pipeline took a round of planning for each).
+        let (many, manyFacts) = pipeline([2, 0.4, 2, 0.1, 2, 0.3], default: Transition(kind: .fade, duration: 0.3, location: SourceLocation(file: "p.yaml", line: 3, column: 13)))
+        do { _ = try Planner.timeline(for: many, facts: manyFacts); Issue.record("no error") } catch let e as PipelineError {
+            #expect([e.message] + e.more.map(\.message) == ["the transitions around clip 2 (1.mov) (0.300 s in, 0.300 s out) are longer than the item (0.400 s)",
+                                                            "the transitions around clip 4 (3.mov) (0.300 s in, 0.300 s out) are longer than the item (0.100 s)"], "\(e)")
+            // The coordinator asks the same of each item as its length becomes known.
+            #expect(Planner.transitionsDoNotFit(many, index: 3, segmentFrames: 3)?.message == e.more.first?.message)
+            #expect(Planner.transitionsDoNotFit(many, index: 5, segmentFrames: 9) == nil, "the last item has a transition in only")
+        } catch { Issue.record("\(error)") }
     }
 
     @Test func transitionsParse() throws {

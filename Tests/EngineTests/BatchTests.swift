@@ -286,6 +286,29 @@ import Lineage
         }
     }
 
+    /// Tap-length clips under a fade: each one's error, located, and no render of them sent (a
+    /// worker was sent a segment of minus three frames: "rendered 0 frames of the -3 planned");
+    /// the other items are rendered and kept.
+    @Test func itemsTheirTransitionsDoNotFitFailBeforeAnyRender() throws {
+        let dir = temporaryDirectory("batch-tap")
+        try Self.clips(dir)
+        try Generate.clip(dir + "/tap.mp4", width: 160, height: 90, seconds: 0.1, tone: 880)
+        var y = "version: 1\nname: taps\noutput: { path: out/taps.mp4, size: 160x90, fps: 30, video: { preset: ultrafast } }\n"
+        y += "transition: { type: fade, duration: 0.2 }\nclips:\n"
+        for c in ["a.mp4", "tap.mp4", "b.mp4", "tap.mp4", "a.mp4"] { y += "  - video: \(c)\n" }
+        try y.write(toFile: dir + "/taps.yaml", atomically: true, encoding: .utf8)
+        let r = try run(coordPath, ["submit", dir + "/taps.yaml", "--state", dir + "/state", "--workers", "2"], timeout: 120)
+        #expect(r.status == 1)
+        for clip in [2, 4] {
+            #expect(r.err.contains("taps.yaml:4:13: error: the transitions around clip \(clip) (tap.mp4) (0.200 s in, 0.200 s out) are longer than the item (0.100 s)"), "\(r.err)")
+        }
+        #expect(r.err.contains("2 items failed") && !r.err.contains("planned"), "\(r.err)")
+        let renders = try LineageStore.readRows(path: dir + "/state/lineage.db", """
+            SELECT s.item_idx, count(a.id) AS n FROM stage s LEFT JOIN attempt a ON a.stage_id = s.id WHERE s.kind = 'encode' GROUP BY s.item_idx ORDER BY s.item_idx
+            """).map { "\($0["item_idx"] ?? "?"): \($0["n"] ?? "?")" }
+        #expect(renders == ["0: 1", "1: 0", "2: 1", "3: 0", "4: 1"], "renders sent per item: \(renders)")
+    }
+
     /// A trim that starts past its clip's end, submitted to a coordinator: the submit refuses it
     /// before sending anything, with the pipeline's line, as `coord plan` does (exit 2). Before,
     /// every file went up first and the run failed on the coordinator at once.
