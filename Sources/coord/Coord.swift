@@ -167,7 +167,11 @@ struct LocalSources {
                 }
             }
             guard opened, case .video = item.kind, let source = item.sources.first, let f = facts[source.uri] else { continue }
-            do { _ = try Planner.frameCount(of: item, index: i, facts: f, fps: p.output.fps) } catch let e as PipelineError {
+            do {
+                let frames = try Planner.frameCount(of: item, index: i, facts: f, fps: p.output.fps)
+                // A tap-length clip under the pipeline's fade: known here too, before any upload.
+                if let e = Planner.transitionsDoNotFit(p, index: i, segmentFrames: frames) { throw e }
+            } catch let e as PipelineError {
                 refused.append(e.description)
             } catch {
                 refused.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")

@@ -307,6 +307,16 @@ import Lineage
             SELECT s.item_idx, count(a.id) AS n FROM stage s LEFT JOIN attempt a ON a.stage_id = s.id WHERE s.kind = 'encode' GROUP BY s.item_idx ORDER BY s.item_idx
             """).map { "\($0["item_idx"] ?? "?"): \($0["n"] ?? "?")" }
         #expect(renders == ["0: 1", "1: 0", "2: 1", "3: 0", "4: 1"], "renders sent per item: \(renders)")
+        // To a farm: said before any file goes up (it was said once the files were up).
+        try FileManager.default.createDirectory(atPath: dir + "/farm", withIntermediateDirectories: true)
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir + "/farm", workers: 0)
+        defer { procs.stopAll() }
+        let remote = try run(coordPath, ["submit", dir + "/taps.yaml", "--coordinator", ep], timeout: 120)
+        #expect(remote.status == 2, "\(remote.err)")
+        for clip in [2, 4] {
+            #expect(remote.err.contains("taps.yaml:4:13: error: the transitions around clip \(clip) (tap.mp4)"), "\(remote.err)")
+        }
+        #expect(StoreFiles.artifacts(in: dir + "/farm/coord").isEmpty, "files went up")
     }
 
     /// A trim that starts past its clip's end, submitted to a coordinator: the submit refuses it
