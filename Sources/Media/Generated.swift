@@ -26,12 +26,13 @@ enum TitleRenderer {
         _ = configureLogging
         let name = spec.sourceName
         let p = spec.profile
-        let size = title.size ?? max(12, p.height / 10)
+        // Wrapped to the frame, and shrunk where its lines would not fit it (`titleLayout`).
+        let layout = EditChain.titleLayout(title, p)
+        let size = layout.size, lines = layout.lines
         let dir = Scratch.path("title")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // One drawtext per line, each centred; text goes through files so no escaping can go wrong.
-        let lines = EditChain.wrap(title.text, maxCharacters: max(6, Int(0.86 * Double(p.width) / (0.55 * Double(size)))))
         let lineHeight = Int((Double(size) * 1.3).rounded())
         let top = (p.height - lineHeight * lines.count) / 2
         // Generated and lettered in RGB (the colours the user wrote), then converted to BT.709 once

@@ -103,13 +103,14 @@ public struct EditChain: Sendable {
             // Watermark and sticker images were drawn as stored before (a phone's JPEG on its
             // side, HEIC refused): segments showing one render again.
             + (f.edits.stickers.isEmpty && f.profile.watermark == nil ? "" : overlayImagesMark)
-            // Words wider than a line (and wide characters) were not broken before, and lines
-            // of several sat on their tallest letters: lettered segments render again.
+            // Words wider than a line (and wide characters) were not broken before, lines of
+            // several sat on their tallest letters, and text longer than the frame ran off it:
+            // lettered segments render again.
             + (f.edits.text == nil && !f.title ? "" : wrapMark)
     }
 
     /// What the fingerprint adds for a segment with lettering (a title, a text over an item).
-    public static let wrapMark = " (text wrapped by columns, long words broken, lines on baselines)"
+    public static let wrapMark = " (text wrapped by columns, long words broken, lines on baselines, shrunk to fit the frame)"
 
     /// What the fingerprint adds for a chain that draws watermark or sticker images.
     public static let overlayImagesMark = " (overlay images upright, sRGB)"
@@ -307,20 +308,62 @@ public struct EditChain: Sendable {
         return chain
     }
 
-    /// drawtext for the text overlay on the fitted frame; the text itself comes from a file.
-    /// The text overlay's font size: as written, else an 18th of the frame's height.
-    public static func textSize(_ text: TextOverlay, _ profile: OutputProfile) -> Int { text.size ?? max(10, profile.height / 18) }
-
-    /// Characters a line of text may hold in 90 % of the frame's width (a glyph is about 0.55
-    /// of the font size wide): longer text is wrapped to it (`OverlayFiles`).
-    public static func textLineCharacters(_ text: TextOverlay, _ profile: OutputProfile) -> Int {
-        max(6, Int(0.9 * Double(profile.width) / (0.55 * Double(textSize(text, profile)))))
+    /// Lettering laid out: its font size and its lines, and whether they fit the frame.
+    public struct TextLayout: Sendable, Equatable {
+        public var size: Int
+        public var lines: [String]
+        public var fits: Bool
+        /// The size asked for (written, or the default): more than `size` where it was shrunk.
+        public var wanted: Int
     }
 
-    /// The text overlay's lines: wrapped to `textLineCharacters`.
-    public static func textLines(_ text: TextOverlay, _ profile: OutputProfile) -> [String] {
-        wrap(text.value, maxCharacters: textLineCharacters(text, profile))
+    /// The smallest size lettering is shrunk to; text that does not fit even so is an error.
+    public static let smallestTextSize = 8
+
+    /// `text` wrapped to `width` pixels (a glyph is about 0.55 of the font size wide) at `wanted`,
+    /// or at the largest smaller size whose lines (`height(size, lines)` tall) fit `room` pixels:
+    /// a long caption or title was drawn at its size and ran off the top and bottom of the frame.
+    public static func fit(_ text: String, wanted: Int, width: Double, room: Double, height: (Int, Int) -> Int) -> TextLayout {
+        var size = wanted
+        while true {
+            let lines = wrap(text, maxCharacters: max(6, Int(width / (0.55 * Double(size)))))
+            let fits = Double(height(size, lines.count)) <= room
+            if fits || size <= smallestTextSize { return TextLayout(size: size, lines: lines, fits: fits, wanted: wanted) }
+            size = max(smallestTextSize, min(size - 1, Int(Double(size) * 0.95)))
+        }
     }
+
+    /// The text overlay laid out on the frame: as written (else an 18th of the frame's height),
+    /// wrapped to 90 % of the frame's width, shrunk until its lines (1.2 sizes apart) fit inside
+    /// the margins (5 % of the height each side).
+    public static func textLayout(_ text: TextOverlay, _ profile: OutputProfile) -> TextLayout {
+        fit(text.value, wanted: text.size ?? max(10, profile.height / 18), width: 0.9 * Double(profile.width), room: 0.9 * Double(profile.height)) { size, n in
+            (n - 1) * (size + size / 5) + size
+        }
+    }
+
+    /// A title card laid out: as written (else a tenth of the frame's height), wrapped to 86 % of
+    /// the frame's width, shrunk until its lines (1.3 sizes each) fit 90 % of its height.
+    public static func titleLayout(_ title: Title, _ profile: OutputProfile) -> TextLayout {
+        fit(title.text, wanted: title.size ?? max(12, profile.height / 10), width: 0.86 * Double(profile.width), room: 0.9 * Double(profile.height)) { size, n in
+            Int((Double(size) * 1.3).rounded()) * n
+        }
+    }
+
+    /// An item's lettering as laid out: its title's ("its text") and its text overlay's ("its
+    /// text overlay"), and what to do where one does not fit.
+    public static func lettering(_ item: Item, _ profile: OutputProfile) -> [(what: String, layout: TextLayout, mend: String)] {
+        var laid: [(what: String, layout: TextLayout, mend: String)] = []
+        if case .title(let t) = item.kind { laid.append(("its text", titleLayout(t, profile), "shorten it, or spread it over several titles")) }
+        if let text = item.edits.text { laid.append(("its text overlay", textLayout(text, profile), "shorten it")) }
+        return laid
+    }
+
+    /// The text overlay's font size (`textLayout`).
+    public static func textSize(_ text: TextOverlay, _ profile: OutputProfile) -> Int { textLayout(text, profile).size }
+
+    /// The text overlay's lines (`textLayout`).
+    public static func textLines(_ text: TextOverlay, _ profile: OutputProfile) -> [String] { textLayout(text, profile).lines }
 
     /// One drawtext per line (`files.text`), each line placed on its own: a centred caption's
     /// lines are each centred, a right one's each flush right (drawtext in FFmpeg 5.1 aligns the

@@ -124,6 +124,16 @@ public enum PipelineLoader {
             throw ctx.error("output.path: \(ext.isEmpty ? "'\(name)' has no extension" : "'.\(ext)' is not a format Threadline writes"): the movie is an MP4 (.mp4, .m4v or .mov) or an animated GIF (.gif)",
                             at: pathNode, hint: "name it \(stem).mp4")
         }
+        // Lettering longer than the frame holds even at the smallest size (shorter text is shrunk
+        // to fit, with a note: `Planner.pipelineNotes`).
+        var tooLong: [PipelineError] = []
+        for (i, item) in items.enumerated() {
+            for (what, l, mend) in EditChain.lettering(item, profile) where !l.fits {
+                tooLong.append(PipelineError("\(item.label(index: i)): \(what) does not fit the \(profile.width)x\(profile.height) frame even at size \(l.size) (\(l.lines.count) lines)",
+                                             at: item.location, hint: mend))
+            }
+        }
+        if !tooLong.isEmpty { throw PipelineError.combined(tooLong) }
         return pipeline
     }
 

@@ -272,6 +272,13 @@ public enum Planner {
             notes.append(pipelineNote("soundtrack: \((pipeline.output.path as NSString).lastPathComponent) is an animated GIF, which has no sound: "
                                       + "the soundtrack is not used (name the movie .mp4 to hear it)", at: st.location))
         }
+        // Lettering too long for the frame at its size is drawn smaller, so that it all shows.
+        for (i, item) in pipeline.items.enumerated() {
+            for (what, l, _) in EditChain.lettering(item, pipeline.output) where l.fits && l.size < l.wanted {
+                notes.append(pipelineNote("\(item.label(index: i)): \(what) is too long for the \(pipeline.output.width)x\(pipeline.output.height) frame at size \(l.wanted): "
+                                          + "it is drawn at size \(l.size) (\(l.lines.count) lines)", at: item.location))
+            }
+        }
         // An item's transition goes into the next one: the last has none to go into.
         if let last = pipeline.items.indices.last, let t = pipeline.items[last].transition, t.kind != .none {
             notes.append(pipelineNote("\(pipeline.items[last].label(index: last)) is the last item: its \(t.kind.rawValue) into the next has none "

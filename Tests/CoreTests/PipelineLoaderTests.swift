@@ -18,6 +18,40 @@ import Testing
         do { _ = try parse(yaml); return nil } catch let e as PipelineError { return e } catch { return nil }
     }
 
+    /// A title or caption longer than the frame holds at its size is drawn smaller so all of it
+    /// shows (it ran off the frame's top and bottom), with a note; one that does not fit even at
+    /// the smallest size is a located error.
+    @Test func textLongerThanTheFrameIsShrunkOrRefused() throws {
+        func words(_ n: Int) -> String { (0..<n).map { "word\($0)" }.joined(separator: " ") }
+        let p = try parse("""
+        output: { path: o.mp4, size: 640x360 }
+        clips:
+          - title: { text: "\(words(120))" }
+          - title: { text: "June 2026", size: 40 }
+          - video: media/a.mov
+            text: { value: "\(words(120))" }
+        """)
+        let title = EditChain.titleLayout(try #require({ if case .title(let t) = p.items[0].kind { t } else { nil } }()), p.output)
+        #expect(title.fits && title.wanted == 36 && title.size < 36 && Double(Int((Double(title.size) * 1.3).rounded()) * title.lines.count) <= 0.9 * 360, "\(title)")
+        let short = EditChain.titleLayout(try #require({ if case .title(let t) = p.items[1].kind { t } else { nil } }()), p.output)
+        #expect(short == EditChain.TextLayout(size: 40, lines: ["June 2026"], fits: true, wanted: 40), "short text keeps its size")
+        let caption = EditChain.textLayout(try #require(p.items[2].edits.text), p.output)
+        #expect(caption.fits && caption.size < caption.wanted && caption.lines.joined(separator: " ") == words(120), "\(caption)")
+        let notes = Planner.pipelineNotes(for: p)
+        #expect(notes.contains { $0.hasPrefix("p.yaml:3:5: note: title 1 (\"word0 word1 word2 word3…\"): its text is too long for the 640x360 frame at size 36: it is drawn at size \(title.size)") }, "\(notes)")
+        #expect(notes.contains { $0.hasPrefix("p.yaml:5:5: note: clip 3 (a.mov): its text overlay is too long for the 640x360 frame at size 20: it is drawn at size \(caption.size)") }, "\(notes)")
+        #expect(notes.count == 2, "\(notes)")
+        let e = try #require(error("""
+        output: { path: o.mp4, size: 640x360 }
+        clips:
+          - title: { text: "\(words(3000))" }
+          - video: media/a.mov
+            text: { value: "\(words(3000))" }
+        """))
+        #expect(e.description.hasPrefix("p.yaml:3:5: error: title 1 (\"word0 word1 word2 word3…\"): its text does not fit the 640x360 frame even at size 8 ("), "\(e)")
+        #expect(e.more.first?.description.hasPrefix("p.yaml:4:5: error: clip 2 (a.mov): its text overlay does not fit the 640x360 frame even at size 8 (") == true, "\(e)")
+    }
+
     @Test func fullPipelineParses() throws {
         let p = try parse("""
         version: 1

@@ -121,6 +121,23 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
         #expect(bands.count == 4 && (steps.max() ?? 0) - (steps.min() ?? 0) <= 1, "baselines \(baselines): steps \(steps)")
     }
 
+    /// A title longer than the frame holds at its size is drawn smaller, all of it inside the
+    /// frame: it ran off the top and bottom (lettering in the first and last rows).
+    @Test func aLongTitleIsShrunkToFitTheFrame() throws {
+        let dir = temporaryDirectory("title-long")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
+        let text = (0..<120).map { "word\($0)" }.joined(separator: " ")
+        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .title(Title(text: text, duration: 0.2)))])
+        let t = try Planner.timeline(for: pipeline, facts: [:])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "", frameCount: t[0].frameCount)
+        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
+        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "t")],
+                           profile: profile, to: dir + "/out.mp4")
+        let bands = try letteringBands(dir + "/out.mp4", frame: 2).bands
+        let top = bands.first?.top ?? 0, bottom = bands.last?.bottom ?? 360
+        #expect(top >= 9 && bottom <= 351 && bottom - top > 180, "lettering from row \(top) to \(bottom) of 360")
+    }
 
     @Test func wrapKeepsWordsAndNewlines() {
         #expect(EditChain.wrap("one two three four", maxCharacters: 9) == ["one two", "three", "four"])
@@ -209,6 +226,16 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
         let out = try Self.textOnBlack(TextOverlay(value: "https://example.com/summer/2026/june/beach-day-photos", position: .bottom),
                                        width: 360, height: 640, seconds: 0.5, label: "text-long-word")
         try Self.expectTextInsideTheLowerThird(out)
+    }
+
+    /// A caption longer than the frame holds at its size is drawn smaller, all of it inside the
+    /// frame's margins: its first lines were above the frame's top.
+    @Test func aLongCaptionIsShrunkToFitTheFrame() throws {
+        let text = (0..<120).map { "word\($0)" }.joined(separator: " ")
+        let out = try Self.textOnBlack(TextOverlay(value: text, position: .bottom), width: 640, height: 360, seconds: 0.5, label: "text-long")
+        let bands = try letteringBands(out, frame: 5).bands
+        let top = bands.first?.top ?? 0, bottom = bands.last?.bottom ?? 360
+        #expect(top >= 9 && bottom <= 351 && bottom - top > 180, "lettering from row \(top) to \(bottom) of 360")
     }
 
     /// Text in the middle of the lower third of frame 5, none at its left and right edges.
