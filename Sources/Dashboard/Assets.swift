@@ -201,17 +201,15 @@ enum Assets {
       if (d.movie) {
         h += `<h2>Movie</h2><video id="movie" controls preload="metadata" src="${withToken('/artifacts/' + d.movie.sha256)}"></video>` +
           `<p class="muted">${esc(r.output_path)} · ${fmtBytes(d.movie.size)} · sha256 ${d.movie.sha256}</p>`;
-        // What each artifact was made from, under it, in the movie's order.
+        // What each artifact was made from, under it (the server sends `inputs` in the movie's order).
         const bySha = new Map(d.lineage.map(a => [a.sha256, a]));
-        const kinds = ['movie', 'segment', 'transition', 'source', 'font', 'sticker', 'watermark', 'soundtrack'];
-        const order = a => [a.item ?? 1e9, kinds.indexOf(a.kind) < 0 ? kinds.length : kinds.indexOf(a.kind), a.uri];
-        const before = (x, y) => { const p = order(x), q = order(y); for (let k = 0; k < 3; k++) if (p[k] !== q[k]) return p[k] < q[k] ? -1 : 1; return 0; };
+        const made = ['movie', 'segment', 'transition', 'source'];
         const tree = (a, level, path) =>
           `<li style="margin-left:${level * 1.5}em">${esc(a.kind)}${a.item == null || a.kind === 'movie' ? '' : ' of item ' + (a.item + 1)} ` +
           // Fonts, images and the soundtrack are named where the pipeline has them: the store may not hold a copy.
-          (kinds.indexOf(a.kind) < 4 ? `<a href="${withToken('/artifacts/' + a.sha256)}">${a.sha256.slice(0, 16)}</a>` : a.sha256.slice(0, 16)) +
+          (made.includes(a.kind) ? `<a href="${withToken('/artifacts/' + a.sha256)}">${a.sha256.slice(0, 16)}</a>` : a.sha256.slice(0, 16)) +
           ` <span class="muted">${esc(a.uri)} · ${fmtBytes(a.size)}</span></li>` +
-          (a.inputs || []).filter(s => !path.has(s) && bySha.has(s)).map(s => bySha.get(s)).sort(before)
+          (a.inputs || []).filter(s => !path.has(s) && bySha.has(s)).map(s => bySha.get(s))
             .map(b => tree(b, level + 1, new Set([...path, b.sha256]))).join('');
         const top = d.lineage.find(a => a.depth === 0);
         h += '<h2>Lineage</h2><ul class="lineage" id="lineage">' + (top ? tree(top, 0, new Set([top.sha256])) : '') + '</ul>';

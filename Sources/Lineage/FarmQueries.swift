@@ -219,9 +219,10 @@ public struct FarmReader: Sendable {
         public var sha256: String
         public var uri: String
         public var size: Int64
-        /// What it was made from (other artifacts' sha256), for the page to draw a tree: a
-        /// watermark is an input of every segment.
+        /// What it was made from (other artifacts' sha256, in the movie's order: `LineageOrder`),
+        /// for the page to draw a tree: a watermark is an input of every segment.
         public var inputs: [String]? = nil
+        var inputsInOrder: [String] { get { inputs ?? [] } set { inputs = newValue } }
         /// The item (from 0) whose stage of this run made it, where one did (a source, a segment).
         public var item: Int? = nil
     }
@@ -320,7 +321,8 @@ public struct FarmReader: Sendable {
             let notes = try String.fetchAll(db, sql: """
                 SELECT message FROM event WHERE run_id = ? AND kind = 'item.note' GROUP BY message ORDER BY min(id)
                 """, arguments: [id])
-            return RunDetail(run: run, items: items, failures: failures, movie: movie, lineage: lineage, notes: notes)
+            return RunDetail(run: run, items: items, failures: failures, movie: movie,
+                             lineage: LineageOrder.ordered(lineage, id: \.sha256, inputs: \.inputsInOrder, item: \.item, kind: \.kind), notes: notes)
         }
     }
 

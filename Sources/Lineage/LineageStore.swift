@@ -865,7 +865,8 @@ public struct OutputLineage: Codable, Sendable {
         public var key: String?; public var parameters: String?; public var seconds: Double?
     }
     /// An artifact the output was made from, `depth` steps back (its nearest way), with what it
-    /// was made from in turn (`inputs`: other nodes' `id`s; a watermark is an input of every segment).
+    /// was made from in turn (`inputs`: other nodes' `id`s in the movie's order, `LineageOrder`;
+    /// a watermark is an input of every segment).
     public struct Node: Codable, Sendable {
         public var id: Int64; public var depth: Int; public var kind: String; public var sha256: String; public var uri: String
         public var inputs: [Int64]
@@ -948,7 +949,30 @@ extension LineageStore {
                                  pipelineSHA256: runRow["pipeline_sha256"],
                                  sources: sources.map { var s = $0; s.storePath = inStore(s.storePath, sha256: s.sha256, root: root); return s },
                                  stages: stages,
-                                 tree: tree.map { var n = $0; if n.kind != "output" { n.uri = inStore(n.uri, sha256: n.sha256, root: root) }; return n })
+                                 tree: LineageOrder.ordered(tree, id: \.id, inputs: \.inputs, item: \.item, kind: \.kind)
+                                    .map { var n = $0; if n.kind != "output" { n.uri = inStore(n.uri, sha256: n.sha256, root: root) }; return n })
+        }
+    }
+}
+
+/// The order a person reads what an artifact was made from in: the movie's (by item), then
+/// segment, transition, source, font, sticker, watermark, soundtrack. `coord lineage` and the
+/// run page both draw `inputs` in this order.
+public enum LineageOrder {
+    static let kinds = ["movie", "segment", "transition", "source", "font", "sticker", "watermark", "soundtrack"]
+
+    /// `nodes` with each one's `inputs` (other nodes' ids, by `id`) put in that order; ties by id.
+    static func ordered<Node, ID: Comparable & Hashable>(_ nodes: [Node], id: KeyPath<Node, ID>, inputs: WritableKeyPath<Node, [ID]>,
+                                                          item: KeyPath<Node, Int?>, kind: KeyPath<Node, String>) -> [Node] {
+        let byID = Dictionary(nodes.map { ($0[keyPath: id], $0) }, uniquingKeysWith: { a, _ in a })
+        func key(_ i: ID) -> (Int, Int) {
+            let n = byID[i]
+            return (n?[keyPath: item] ?? .max, n.flatMap { kinds.firstIndex(of: $0[keyPath: kind]) } ?? kinds.count)
+        }
+        return nodes.map { n in
+            var n = n
+            n[keyPath: inputs] = n[keyPath: inputs].sorted { a, b in key(a) != key(b) ? key(a) < key(b) : a < b }
+            return n
         }
     }
 }

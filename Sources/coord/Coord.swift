@@ -453,15 +453,12 @@ struct LineageCommand: ParsableCommand {
         }
         print("\(l.output)  sha256 \(l.sha256.prefix(16))…")
         print("run \(l.run) of \(l.pipeline) (pipeline sha256 \(l.pipelineSHA256.prefix(16))…)")
-        // What each artifact was made from, under it, in the movie's order (a source by the path
-        // the pipeline named).
+        // What each artifact was made from, under it, in the movie's order (`inputs` comes so; a
+        // source by the path the pipeline named).
         let nodes = Dictionary(l.tree.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         let named = Dictionary(l.sources.map { ($0.sha256, $0.uri) }, uniquingKeysWith: { a, _ in a })
-        let kinds = ["segment", "transition", "source", "font", "sticker", "watermark", "soundtrack"]
-        func rank(_ n: OutputLineage.Node) -> Int { kinds.firstIndex(of: n.kind) ?? kinds.count }
         func show(_ n: OutputLineage.Node, _ level: Int, _ path: Set<Int64>) {
-            let inputs = n.inputs.filter { !path.contains($0) }.compactMap { nodes[$0] }.sorted { ($0.item ?? .max, rank($0), $0.id) < ($1.item ?? .max, rank($1), $1.id) }
-            for m in inputs {
+            for m in n.inputs.filter({ !path.contains($0) }).compactMap({ nodes[$0] }) {
                 let uri = m.kind == "source" ? named[m.sha256] ?? m.uri : m.uri
                 print(String(repeating: "  ", count: level) + "← \(m.kind)\(m.item.map { " of item \($0 + 1)" } ?? "") \(m.sha256.prefix(12))… \(uri)")
                 show(m, level + 1, path.union([m.id]))

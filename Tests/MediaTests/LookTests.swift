@@ -105,17 +105,23 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
 @Suite struct TitleTests {
     /// A title of several lines sits on even baselines: a line of small letters ("ace") was
     /// drawn with its tops where capitals' tops go, so it sat higher, closer to the line above.
-    @Test func aTitlesLinesSitOnEvenBaselines() throws {
-        let dir = temporaryDirectory("title-baselines")
+    /// The lettering bands of frame 2 of a 640x360 title card of `text`, rendered through the
+    /// media engine.
+    static func titleBands(_ text: String, label: String) throws -> [(top: Int, bottom: Int, left: Int, right: Int)] {
+        let dir = temporaryDirectory(label)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
-        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .title(Title(text: "ACE\nace\nACE\nace", duration: 0.2)))])
+        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .title(Title(text: text, duration: 0.2)))])
         let t = try Planner.timeline(for: pipeline, facts: [:])
         let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "", frameCount: t[0].frameCount)
         _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
         _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "t")],
                            profile: profile, to: dir + "/out.mp4")
-        let bands = try letteringBands(dir + "/out.mp4", frame: 2).bands
+        return try letteringBands(dir + "/out.mp4", frame: 2).bands
+    }
+
+    @Test func aTitlesLinesSitOnEvenBaselines() throws {
+        let bands = try Self.titleBands("ACE\nace\nACE\nace", label: "title-baselines")
         // No descenders: each band's last row is its line's baseline.
         let baselines = bands.map(\.bottom), steps = zip(baselines.dropFirst(), baselines).map { $0 - $1 }
         #expect(bands.count == 4 && (steps.max() ?? 0) - (steps.min() ?? 0) <= 1, "baselines \(baselines): steps \(steps)")
@@ -124,17 +130,7 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
     /// A title longer than the frame holds at its size is drawn smaller, all of it inside the
     /// frame: it ran off the top and bottom (lettering in the first and last rows).
     @Test func aLongTitleIsShrunkToFitTheFrame() throws {
-        let dir = temporaryDirectory("title-long")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let profile = OutputProfile(path: "", width: 640, height: 360, fps: Rational(30, 1))
-        let text = (0..<120).map { "word\($0)" }.joined(separator: " ")
-        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .title(Title(text: text, duration: 0.2)))])
-        let t = try Planner.timeline(for: pipeline, facts: [:])
-        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "", frameCount: t[0].frameCount)
-        _ = try SegmentRenderer.render(spec, to: dir + "/seg.mov")
-        _ = try Concat.run([ConcatInput(path: dir + "/seg.mov", frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "t")],
-                           profile: profile, to: dir + "/out.mp4")
-        let bands = try letteringBands(dir + "/out.mp4", frame: 2).bands
+        let bands = try Self.titleBands((0..<120).map { "word\($0)" }.joined(separator: " "), label: "title-long")
         let top = bands.first?.top ?? 0, bottom = bands.last?.bottom ?? 360
         #expect(top >= 9 && bottom <= 351 && bottom - top > 180, "lettering from row \(top) to \(bottom) of 360")
     }
