@@ -320,13 +320,13 @@ public struct EditChain: Sendable {
     /// The smallest size lettering is shrunk to; text that does not fit even so is an error.
     public static let smallestTextSize = 8
 
-    /// `text` wrapped to `width` pixels (a glyph is about 0.55 of the font size wide) at `wanted`,
-    /// or at the largest smaller size whose lines (`height(size, lines)` tall) fit `room` pixels:
-    /// a long caption or title was drawn at its size and ran off the top and bottom of the frame.
+    /// `text` wrapped to `width` pixels (`wrap`, at least 3.3 ems) at `wanted`, or at the largest
+    /// smaller size whose lines (`height(size, lines)` tall) fit `room` pixels: a long caption or
+    /// title was drawn at its size and ran off the top and bottom of the frame.
     public static func fit(_ text: String, wanted: Int, width: Double, room: Double, height: (Int, Int) -> Int) -> TextLayout {
         var size = wanted
         while true {
-            let lines = wrap(text, maxCharacters: max(6, Int(width / (0.55 * Double(size)))))
+            let lines = wrap(text, maxWidth: max(3.3, width / Double(size)))
             let fits = Double(height(size, lines.count)) <= room
             if fits || size <= smallestTextSize { return TextLayout(size: size, lines: lines, fits: fits, wanted: wanted) }
             size = max(smallestTextSize, min(size - 1, Int(Double(size) * 0.95)))
@@ -404,21 +404,22 @@ public struct EditChain: Sendable {
     /// small letters ("ace") on the same baseline as one with capitals, not higher.
     public static func capitals(_ size: Int) -> Int { Int((Double(size) * 0.73).rounded()) }
 
-    /// Greedy word wrap to `maxCharacters` columns, a wide character (Chinese, Japanese, Korean)
-    /// taking two; explicit newlines are kept. A word wider than a line (a long URL, or a
-    /// Japanese sentence, which has no spaces) is broken between characters: it ran off both
-    /// edges of the frame.
-    public static func wrap(_ text: String, maxCharacters: Int) -> [String] {
+    /// Greedy word wrap to `maxWidth` ems (`advance`: a capital is wider than a small letter, an
+    /// "i" narrower; a line of capitals counted as small letters ran off both edges); explicit
+    /// newlines are kept. A word wider than a line (a long URL, or a Japanese sentence, which has
+    /// no spaces) is broken between characters: it ran off both edges of the frame.
+    public static func wrap(_ text: String, maxWidth: Double) -> [String] {
         var lines: [String] = []
+        let space = advance(" ")
         for paragraph in text.components(separatedBy: "\n") {
-            var line = "", used = 0
+            var line = "", used = 0.0
             for word in paragraph.split(separator: " ", omittingEmptySubsequences: true) {
-                let width = TerminalText.width(String(word))
-                if used > 0 && used + 1 + width <= maxCharacters { line += " " + word; used += 1 + width; continue }
-                if used > 0 { lines.append(line); line = ""; used = 0 }
+                let width = word.reduce(0) { $0 + advance($1) }
+                if !line.isEmpty && used + space + width <= maxWidth { line += " " + word; used += space + width; continue }
+                if !line.isEmpty { lines.append(line); line = ""; used = 0 }
                 for c in word {
-                    let w = TerminalText.width(String(c))
-                    if used > 0 && used + w > maxCharacters { lines.append(line); line = ""; used = 0 }
+                    let w = advance(c)
+                    if !line.isEmpty && used + w > maxWidth { lines.append(line); line = ""; used = 0 }
                     line.append(c); used += w
                 }
             }
@@ -426,6 +427,31 @@ public struct EditChain: Sendable {
         }
         return lines
     }
+
+    /// How far a character advances the pen, in ems: DejaVu Sans's own advances for ASCII (the
+    /// default font; others are close enough for wrapping), a wide character (Chinese, Japanese,
+    /// Korean) a whole em, other capitals, letters and digits as their ASCII kin.
+    public static func advance(_ c: Character) -> Double {
+        if let a = c.asciiValue, let w = asciiAdvance[Int(a)] { return w }
+        if TerminalText.width(String(c)) > 1 { return 1.0 }
+        if c.isUppercase { return 0.72 }
+        if c.isNumber { return 0.636 }
+        return 0.62
+    }
+
+    /// DejaVu Sans's advance widths (of 2,048 units to the em) for the printable ASCII characters, space to tilde.
+    static let asciiAdvance: [Int: Double] = {
+        let units = [651, 821, 748, 1716, 1303, 1946, 1597, 450, 799, 799, 1024, 1716, 651, 739, 651, 690,   // space … /
+                     1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303,                            // 0 … 9
+                     690, 690, 1716, 1716, 1716, 1087, 2048,                                                // : … @
+                     1401, 1405, 1430, 1577, 1294, 1178, 1587, 1540, 604, 604, 1343, 1141, 1767,            // A … M
+                     1532, 1612, 1235, 1612, 1423, 1300, 1251, 1499, 1401, 2025, 1403, 1251, 1403,          // N … Z
+                     799, 690, 799, 1716, 1024, 1024,                                                       // [ \ ] ^ _ `
+                     1255, 1300, 1126, 1300, 1260, 721, 1300, 1298, 569, 569, 1186, 569, 1995,              // a … m
+                     1298, 1253, 1300, 1300, 842, 1067, 803, 1298, 1212, 1675, 1212, 1212, 1075,            // n … z
+                     1303, 690, 1303, 1716]                                                                 // { | } ~
+        return Dictionary(uniqueKeysWithValues: units.enumerated().map { (32 + $0.offset, Double($0.element) / 2048) })
+    }()
 
     /// The look, then the adjustments, on BT.709 Y'CbCr. Filters that work on RGB get explicit
     /// BT.709 conversions around them (libavfilter's own would use BT.601).

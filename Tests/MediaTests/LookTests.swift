@@ -136,13 +136,17 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
     }
 
     @Test func wrapKeepsWordsAndNewlines() {
-        #expect(EditChain.wrap("one two three four", maxCharacters: 9) == ["one two", "three", "four"])
-        #expect(EditChain.wrap("a\nb c", maxCharacters: 20) == ["a", "b c"])
+        #expect(EditChain.wrap("one two three four", maxWidth: 5) == ["one two", "three four"])
+        #expect(EditChain.wrap("a\nb c", maxWidth: 20) == ["a", "b c"])
+        // Capitals take more room than small letters (counted alike, a line of capitals ran off
+        // both edges of the frame).
+        #expect(EditChain.wrap("wonderful moments with grandma", maxWidth: 10.5) == ["wonderful moments", "with grandma"])
+        #expect(EditChain.wrap("WONDERFUL MOMENTS WITH GRANDMA", maxWidth: 10.5) == ["WONDERFUL", "MOMENTS WITH", "GRANDMA"])
         // A word wider than a line is broken between characters (it ran off both edges); wide
         // characters take two columns, and Japanese, without spaces, is broken between them.
-        #expect(EditChain.wrap("unbreakablewordthatislong", maxCharacters: 10) == ["unbreakabl", "ewordthati", "slong"])
-        #expect(EditChain.wrap("see https://example.com/a/b ok", maxCharacters: 10) == ["see", "https://ex", "ample.com/", "a/b ok"])
-        #expect(EditChain.wrap("東京で夏休みを過ごしました", maxCharacters: 10) == ["東京で夏休", "みを過ごし", "ました"])
+        #expect(EditChain.wrap("unbreakablewordthatislong", maxWidth: 5.5) == ["unbreakab", "lewordthat", "islong"])
+        #expect(EditChain.wrap("see https://example.com/a/b ok", maxWidth: 5.5) == ["see", "https://exa", "mple.com/", "a/b ok"])
+        #expect(EditChain.wrap("東京で夏休みを過ごしました", maxWidth: 5) == ["東京で夏休", "みを過ごし", "ました"])
     }
 }
 
@@ -226,6 +230,14 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
 
     /// A caption longer than the frame holds at its size is drawn smaller, all of it inside the
     /// frame's margins: its first lines were above the frame's top.
+    /// A caption in capitals wraps inside the frame: wrapping counted a capital as a small
+    /// letter, and its first line ran off both edges.
+    @Test func aCaptionInCapitalsStaysInsideTheFrame() throws {
+        let out = try Self.textOnBlack(TextOverlay(value: "WONDERFUL MOMENTS WITH GRANDMA AND GRANDPA AT THE MOUNTAIN WATERFALL MEADOW", position: .bottom),
+                                       width: 640, height: 360, seconds: 0.5, label: "text-capitals")
+        try Self.expectTextInsideTheLowerThird(out)
+    }
+
     @Test func aLongCaptionIsShrunkToFitTheFrame() throws {
         let text = (0..<120).map { "word\($0)" }.joined(separator: " ")
         let out = try Self.textOnBlack(TextOverlay(value: text, position: .bottom), width: 640, height: 360, seconds: 0.5, label: "text-long")
