@@ -104,13 +104,13 @@ public struct EditChain: Sendable {
             // side, HEIC refused): segments showing one render again.
             + (f.edits.stickers.isEmpty && f.profile.watermark == nil ? "" : overlayImagesMark)
             // Words wider than a line (and wide characters) were not broken before, lines of
-            // several sat on their tallest letters, and text longer than the frame ran off it:
-            // lettered segments render again.
+            // several sat on their tallest letters, text longer than the frame ran off it, and
+            // lines of capitals were counted as small letters: lettered segments render again.
             + (f.edits.text == nil && !f.title ? "" : wrapMark)
     }
 
     /// What the fingerprint adds for a segment with lettering (a title, a text over an item).
-    public static let wrapMark = " (text wrapped by columns, long words broken, lines on baselines, shrunk to fit the frame)"
+    public static let wrapMark = " (text wrapped by each character's width, long words broken, lines on baselines, shrunk to fit the frame)"
 
     /// What the fingerprint adds for a chain that draws watermark or sticker images.
     public static let overlayImagesMark = " (overlay images upright, sRGB)"
