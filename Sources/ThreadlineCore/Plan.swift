@@ -275,8 +275,8 @@ public enum Planner {
         // Lettering too long for the frame at its size is drawn smaller, so that it all shows.
         for (i, item) in pipeline.items.enumerated() {
             for (what, l, _) in EditChain.lettering(item, pipeline.output) where l.fits && l.size < l.wanted {
-                notes.append(pipelineNote("\(item.label(index: i)): \(what) is too long for the \(pipeline.output.width)x\(pipeline.output.height) frame at size \(l.wanted): "
-                                          + "it is drawn at size \(l.size) (\(l.lines.count) lines)", at: item.location))
+                notes.append(pipelineNote("\(item.label(index: i)): \(what) is too large for the \(pipeline.output.width)x\(pipeline.output.height) frame at size \(l.wanted): "
+                                          + "it is drawn at size \(l.size) (\(l.lines.count) line\(l.lines.count == 1 ? "" : "s"))", at: item.location))
             }
         }
         // An item's transition goes into the next one: the last has none to go into.

@@ -38,9 +38,13 @@ import Testing
         let caption = EditChain.textLayout(try #require(p.items[2].edits.text), p.output)
         #expect(caption.fits && caption.size < caption.wanted && caption.lines.joined(separator: " ") == words(120), "\(caption)")
         let notes = Planner.pipelineNotes(for: p)
-        #expect(notes.contains { $0.hasPrefix("p.yaml:3:5: note: title 1 (\"word0 word1 word2 word3…\"): its text is too long for the 640x360 frame at size 36: it is drawn at size \(title.size)") }, "\(notes)")
-        #expect(notes.contains { $0.hasPrefix("p.yaml:5:5: note: clip 3 (a.mov): its text overlay is too long for the 640x360 frame at size 20: it is drawn at size \(caption.size)") }, "\(notes)")
+        #expect(notes.contains { $0.hasPrefix("p.yaml:3:5: note: title 1 (\"word0 word1 word2 word3…\"): its text is too large for the 640x360 frame at size 36: it is drawn at size \(title.size)") }, "\(notes)")
+        #expect(notes.contains { $0.hasPrefix("p.yaml:5:5: note: clip 3 (a.mov): its text overlay is too large for the 640x360 frame at size 20: it is drawn at size \(caption.size)") }, "\(notes)")
         #expect(notes.count == 2, "\(notes)")
+        // One line too tall at the size it asks for is drawn smaller too.
+        let big = try parse("output: { path: o.mp4, size: 320x180 }\nclips:\n  - title: { text: Hi, size: 1000 }\n")
+        #expect(Planner.pipelineNotes(for: big).first?.hasSuffix("title 1 (\"Hi\"): its text is too large for the 320x180 frame at size 1000: it is drawn at size 121 (1 line)") == true,
+                "\(Planner.pipelineNotes(for: big))")
         let e = try #require(error("""
         output: { path: o.mp4, size: 640x360 }
         clips:
