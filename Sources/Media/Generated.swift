@@ -33,7 +33,7 @@ enum TitleRenderer {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // One drawtext per line, each centred; text goes through files so no escaping can go wrong.
-        let lineHeight = Int((Double(size) * 1.3).rounded())
+        let lineHeight = EditChain.titleLineHeight(size)
         let top = (p.height - lineHeight * lines.count) / 2
         // Generated and lettered in RGB (the colours the user wrote), then converted to BT.709 once
         // by the edit chain like any RGB picture; drawing on Y'CbCr would use BT.601's matrix.

@@ -338,7 +338,7 @@ public struct EditChain: Sendable {
     /// the margins (5 % of the height each side).
     public static func textLayout(_ text: TextOverlay, _ profile: OutputProfile) -> TextLayout {
         fit(text.value, wanted: text.size ?? max(10, profile.height / 18), width: 0.9 * Double(profile.width), room: 0.9 * Double(profile.height)) { size, n in
-            (n - 1) * (size + size / 5) + size
+            (n - 1) * textLineAdvance(size) + size
         }
     }
 
@@ -346,9 +346,15 @@ public struct EditChain: Sendable {
     /// the frame's width, shrunk until its lines (1.3 sizes each) fit 90 % of its height.
     public static func titleLayout(_ title: Title, _ profile: OutputProfile) -> TextLayout {
         fit(title.text, wanted: title.size ?? max(12, profile.height / 10), width: 0.86 * Double(profile.width), room: 0.9 * Double(profile.height)) { size, n in
-            Int((Double(size) * 1.3).rounded()) * n
+            titleLineHeight(size) * n
         }
     }
+
+    /// How far apart a text overlay's lines are at `size`: 1.2 sizes.
+    public static func textLineAdvance(_ size: Int) -> Int { size + size / 5 }
+
+    /// How tall a title's line is at `size`: 1.3 sizes.
+    public static func titleLineHeight(_ size: Int) -> Int { Int((Double(size) * 1.3).rounded()) }
 
     /// An item's lettering as laid out: its title's ("its text") and its text overlay's ("its
     /// text overlay"), and what to do where one does not fit.
@@ -372,7 +378,7 @@ public struct EditChain: Sendable {
         guard let text = edits.text else { return [] }
         let size = Self.textSize(text, profile)
         let m = "h*0.05"
-        let n = files.text.count, advance = size + size / 5, ascent = Self.capitals(size)
+        let n = files.text.count, advance = Self.textLineAdvance(size), ascent = Self.capitals(size)
         let block = (n - 1) * advance   // from the first line's top to the last one's
         let x: String
         switch text.position {
@@ -432,7 +438,7 @@ public struct EditChain: Sendable {
     /// default font; others are close enough for wrapping), a wide character (Chinese, Japanese,
     /// Korean) a whole em, other capitals, letters and digits as their ASCII kin.
     public static func advance(_ c: Character) -> Double {
-        if let a = c.asciiValue, let w = asciiAdvance[Int(a)] { return w }
+        if let a = c.asciiValue, (32..<127).contains(a) { return asciiAdvance[Int(a) - 32] }
         if TerminalText.width(String(c)) > 1 { return 1.0 }
         if c.isUppercase { return 0.72 }
         if c.isNumber { return 0.636 }
@@ -440,7 +446,7 @@ public struct EditChain: Sendable {
     }
 
     /// DejaVu Sans's advance widths (of 2,048 units to the em) for the printable ASCII characters, space to tilde.
-    static let asciiAdvance: [Int: Double] = {
+    static let asciiAdvance: [Double] = {
         let units = [651, 821, 748, 1716, 1303, 1946, 1597, 450, 799, 799, 1024, 1716, 651, 739, 651, 690,   // space … /
                      1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303, 1303,                            // 0 … 9
                      690, 690, 1716, 1716, 1716, 1087, 2048,                                                // : … @
@@ -450,7 +456,7 @@ public struct EditChain: Sendable {
                      1255, 1300, 1126, 1300, 1260, 721, 1300, 1298, 569, 569, 1186, 569, 1995,              // a … m
                      1298, 1253, 1300, 1300, 842, 1067, 803, 1298, 1212, 1675, 1212, 1212, 1075,            // n … z
                      1303, 690, 1303, 1716]                                                                 // { | } ~
-        return Dictionary(uniqueKeysWithValues: units.enumerated().map { (32 + $0.offset, Double($0.element) / 2048) })
+        return units.map { Double($0) / 2048 }
     }()
 
     /// The look, then the adjustments, on BT.709 Y'CbCr. Filters that work on RGB get explicit

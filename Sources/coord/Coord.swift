@@ -449,7 +449,7 @@ struct LineageCommand: ParsableCommand {
         // A camera file is found too (a run copied it in): it is one of the run's inputs, not
         // something the run made, and the report would otherwise read as the file's making.
         if isFile, let kind = l.tree.first?.kind, kind != "output", kind != "movie" {
-            print("\(target) is \(kind == "source" ? "a source" : "a \(kind)"), not a movie: run \(l.run) read it\(kind == "source" ? " (its copy below)" : ""); the run's own lineage follows")
+            print("\(target) is a \(kind), not a movie: run \(l.run) read it\(kind == "source" ? " (its copy below)" : ""); the run's own lineage follows")
         }
         print("\(l.output)  sha256 \(l.sha256.prefix(16))…")
         print("run \(l.run) of \(l.pipeline) (pipeline sha256 \(l.pipelineSHA256.prefix(16))…)")
