@@ -106,6 +106,17 @@ final class InputFile {
         return end
     }
 
+    /// Where the video stream says it ends, in seconds from the container's start (`origin`), or
+    /// the container's end when the stream does not say. A file whose audio runs on after its
+    /// picture claims more in `duration` than its video does.
+    var videoClaimedEnd: Double {
+        guard let v = videoIndex else { return duration }
+        let st = stream(v).pointee
+        guard st.duration != tl_nopts_value(), st.duration > 0 else { return duration }
+        let start = st.start_time == tl_nopts_value() ? 0 : Double(st.start_time) * av_q2d(st.time_base) - origin
+        return start + Double(st.duration) * av_q2d(st.time_base)
+    }
+
     /// Clockwise rotation and mirroring from the video stream's display matrix.
     var displayMatrix: [Int32]? {
         guard let v = videoIndex else { return nil }

@@ -192,6 +192,9 @@ private final class SegmentJob {
     /// to the next frame's. Frames that fill none (60 fps shown at 30, what precedes the trim)
     /// may be skipped when nothing refers to them — x264's non-reference B-frames, typically —
     /// and the movie is the same. Anything uncertain counts as shown.
+    /// Where the video stream says it ends (`InputFile.videoClaimedEnd`), read once.
+    lazy var videoClaimedEnd: Double = input.videoClaimedEnd
+
     lazy var constantRate: Bool = {
         let st = input.stream(videoIndex).pointee
         let r = st.r_frame_rate, a = st.avg_frame_rate
@@ -204,8 +207,8 @@ private final class SegmentJob {
         let tb = av_q2d(video.timeBase)
         let t = Double(pkt.pointee.pts) * tb - origin
         let next = Double(pkt.pointee.pts + pkt.pointee.duration) * tb - origin
-        // Near the end of the file the last frame may fill the remaining slots.
-        guard next + 2 * Double(pkt.pointee.duration) * tb < input.duration else { return true }
+        // Near the end of the video the last frame may fill the remaining slots.
+        guard next + 2 * Double(pkt.pointee.duration) * tb < videoClaimedEnd else { return true }
         return firstSlot(next) > firstSlot(t) && firstSlot(t) < videoEnd
     }
 
@@ -251,11 +254,14 @@ private final class SegmentJob {
             guard let pending else {
                 throw MediaError(.decode, .permanent, file: name, "no video frame could be decoded")
             }
-            // A file that stops far before the time asked of it is truncated, not just short.
+            // A file whose video stops far before the time asked of it, and before the end its video
+            // stream claims, is truncated, not just short. Video that ends where its stream says while
+            // the audio runs on holds its last frame, as players show it.
             let wanted = spec.trimStart + Double(videoEnd) / fps * speed
-            if wanted - pendingTime > max(1.0, 0.25 * (wanted - spec.trimStart)) && input.duration - pendingTime > 1.0 {
+            let claimed = videoClaimedEnd
+            if wanted - pendingTime > max(1.0, 0.25 * (wanted - spec.trimStart)) && claimed - pendingTime > 1.0 {
                 throw MediaError(.decode, .permanent, file: name,
-                                 String(format: "the file is truncated: its video ends at %.3f s but it claims %.3f s", pendingTime, input.duration))
+                                 String(format: "the file is truncated: its video ends at %.3f s but it claims %.3f s", pendingTime, claimed))
             }
             try emit(pending, slots: nextSlot..<videoEnd)
             nextSlot = videoEnd

@@ -298,6 +298,38 @@ internal import CFFmpeg
         }
     }
 
+    /// A clip whose sound runs on after its picture (the container 3 s, the video stream 1 s) is
+    /// played as players play it: three seconds, the last frame held under the sound. It is not a
+    /// truncated file: its video ends where its own stream says it does. A file cut off mid-way
+    /// still fails.
+    @Test func aClipWhoseAudioOutlastsItsVideoHoldsItsLastFrame() throws {
+        let dir = temporaryDirectory()
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=1",
+                                   "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
+                                   "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "\(dir)/long.mp4"])
+        #expect(r.status == 0, "\(r.err)")
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 240, fps: Rational(30, 1))
+        let (out, timeline) = try Self.render([Self.video("\(dir)/long.mp4")], profile: profile, dir: dir)
+        #expect(timeline.map(\.frameCount) == [90])
+        let p = try ffprobe(out, countFrames: true)
+        #expect(p.frames == 90)
+        #expect(longestSilenceMs(try decodeAudio(out)) < 5)
+        // The picture stops moving where the video ends: the last frame is the one at 1 s.
+        let held = try playerFrame(out, frame: 45), last = try playerFrame(out, frame: 89), moving = try playerFrame(out, frame: 15)
+        #expect(held.rgb == last.rgb)
+        #expect(moving.rgb != last.rgb)
+
+        // The same picture cut off at its 40th frame, its index still claiming 4 s: truncated.
+        try Generate.clip("\(dir)/full.mp4", seconds: 4, tone: nil)
+        let positions = try run("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pos", "-of", "csv=p=0", "\(dir)/full.mp4"])
+        let cut = Int(positions.out.split(separator: "\n")[39].trimmingCharacters(in: .whitespaces))!
+        try FileManager.default.contents(atPath: "\(dir)/full.mp4")!.prefix(cut).write(to: URL(fileURLWithPath: "\(dir)/cut.mp4"))
+        let error = #expect(throws: MediaError.self) {
+            _ = try Self.render([Self.video("\(dir)/cut.mp4")], profile: profile, dir: dir)
+        }
+        #expect("\(String(describing: error))".contains("the file is truncated: its video ends at 1.267 s but it claims 4.000 s"), "\(String(describing: error))")
+    }
+
     @Test func twoClipsJoinExactly() throws {
         let dir = temporaryDirectory()
         try Generate.clip("\(dir)/a.mp4", fps: "30", seconds: 1.0)
