@@ -1572,12 +1572,14 @@ final class CoordinatorCore {
         switch task {
         case .fetch(let uri, _):
             // A submitter's file: keyed by its content.
-            if let f = run.files[uri] { return StageKey.compute(kind: .fetch, inputs: [f.sha256], parameters: ["uri": uri]) }
+            if let f = run.files[uri] {
+                return StageKey.compute(kind: .fetch, inputs: [f.sha256], parameters: ["uri": uri, "probe": MediaFacts.probeVersion])
+            }
             // Local sources: keyed by path, size and modification time; the reused copy is still
             // verified by hash. Remote sources are always fetched.
             guard uri.hasPrefix("/"), let a = try? FileManager.default.attributesOfItem(atPath: uri),
                   let size = (a[.size] as? NSNumber)?.int64Value, let mtime = (a[.modificationDate] as? Date)?.timeIntervalSince1970 else { return nil }
-            return StageKey.compute(kind: .fetch, inputs: [], parameters: ["uri": uri, "size": "\(size)", "mtime": "\(mtime)"])
+            return StageKey.compute(kind: .fetch, inputs: [], parameters: ["uri": uri, "size": "\(size)", "mtime": "\(mtime)", "probe": MediaFacts.probeVersion])
         case .segment(let spec):
             if spec.title != nil { return segmentKey(spec, sourceSHA256: "") }   // the title is all in the spec
             // The item's own source (one lookup; a scan of every item's source made a run's

@@ -221,6 +221,7 @@ extension MediaFacts {
             $0.isStill = isStill
             if let u = undecodableAudio { $0.undecodableAudio = u }
             $0.transparent = transparent == true
+            $0.interlaced = interlaced == true
         }
     }
     init(_ w: Threadline_Wire_MediaFacts) {
@@ -232,6 +233,7 @@ extension MediaFacts {
         isStill = w.isStill
         undecodableAudio = w.hasUndecodableAudio ? w.undecodableAudio : nil
         transparent = w.transparent ? true : nil
+        interlaced = w.interlaced ? true : nil
     }
 }
 

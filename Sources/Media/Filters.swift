@@ -70,6 +70,72 @@ final class VideoFilter {
     }
 }
 
+/// Makes an interlaced source's fields whole frames before the edit chain sees them: bwdif,
+/// which fills each field's missing lines from the field itself and from its neighbours in time,
+/// so motion is neither combed nor doubled. A frame per stored frame, or a frame per field
+/// (twice the rate) when the movie shows more frames a second than the source stores. Frames
+/// flagged progressive pass untouched. Like every temporal deinterlacer it holds a frame back:
+/// `push` hands on what is ready, `flush` the rest once the decoder is drained. Frames come out
+/// with their times in the stream's time base, as the decoder gave them.
+final class Deinterlacer {
+    private var graph: FilterGraph?
+    private var width: Int32 = 0, height: Int32 = 0, format: Int32 = -1
+    private let timeBase: AVRational
+    private let perField: Bool
+    private let file: String
+    private let out = Frame()
+
+    init(timeBase: AVRational, perField: Bool, file: String) {
+        self.timeBase = timeBase; self.perField = perField; self.file = file
+    }
+
+    /// Pushes a decoded frame and hands each whole frame that is ready to `take`, until it says
+    /// done (returns true then).
+    func push(_ frame: UnsafeMutablePointer<AVFrame>, take: (Frame) throws -> Bool) throws -> Bool {
+        if graph != nil && (frame.pointee.width != width || frame.pointee.height != height || frame.pointee.format != format) {
+            if try flush(take: take) { return true }
+        }
+        if graph == nil {
+            width = frame.pointee.width; height = frame.pointee.height; format = frame.pointee.format
+            let sar = frame.pointee.sample_aspect_ratio
+            let args = "video_size=\(width)x\(height):pix_fmt=\(format):time_base=\(timeBase.num)/\(timeBase.den)"
+                + ":pixel_aspect=\(sar.num > 0 && sar.den > 0 ? "\(sar.num)/\(sar.den)" : "1/1")"
+            graph = try FilterGraph(sources: [("in", "buffer", args)], sink: "buffersink",
+                                    description: "bwdif=mode=\(perField ? "send_field" : "send_frame"):parity=auto:deint=interlaced",
+                                    stage: .decode, file: file, what: "the deinterlacer")
+        }
+        frame.pointee.pts = frame.pointee.best_effort_timestamp
+        let ret = av_buffersrc_add_frame_flags(graph!.sources[0], frame, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+        if ret < 0 { throw MediaError(.decode, .permanent, file: file, "deinterlacing failed: \(avErrorString(ret))") }
+        return try drain(take: take)
+    }
+
+    /// Hands on the frames held back (the last one, or two fields' worth); the next push starts afresh.
+    func flush(take: (Frame) throws -> Bool) throws -> Bool {
+        guard let graph else { return false }
+        let ret = av_buffersrc_add_frame_flags(graph.sources[0], nil, 0)
+        if ret < 0 { throw MediaError(.decode, .permanent, file: file, "deinterlacing failed: \(avErrorString(ret))") }
+        defer { self.graph = nil }
+        return try drain(take: take)
+    }
+
+    private func drain(take: (Frame) throws -> Bool) throws -> Bool {
+        guard let graph else { return false }
+        let sinkBase = av_buffersink_get_time_base(graph.sink)
+        while true {
+            out.unref()
+            let ret = av_buffersink_get_frame(graph.sink, out.ptr)
+            if ret == tl_averror_eagain() || ret == tl_averror_eof() { return false }
+            if ret < 0 { throw MediaError(.decode, .permanent, file: file, "deinterlacing failed: \(avErrorString(ret))") }
+            if out.ptr.pointee.pts != tl_nopts_value() {
+                out.ptr.pointee.pts = av_rescale_q(out.ptr.pointee.pts, sinkBase, timeBase)
+            }
+            out.ptr.pointee.best_effort_timestamp = out.ptr.pointee.pts
+            if try take(out) { return true }
+        }
+    }
+}
+
 /// Converts decoded audio to 48 kHz interleaved stereo s16.
 final class Resampler {
     private var swr: OpaquePointer?

@@ -21,6 +21,7 @@ public enum Probe {
             let r = st.avg_frame_rate
             if r.num > 0 && r.den > 0 { facts.frameRate = av_q2d(r) }
             if SourceColour.hasAlpha(par.format) { facts.transparent = true }
+            if [AV_FIELD_TT, AV_FIELD_BB, AV_FIELD_TB, AV_FIELD_BT].contains(par.field_order) { facts.interlaced = true }
             if let m = input.displayMatrix {
                 let o = Orientation(displayMatrix: m)
                 facts.rotation = o.clockwise; facts.mirrored = o.mirrored

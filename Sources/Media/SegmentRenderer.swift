@@ -30,6 +30,9 @@ private final class SegmentJob {
     let orientation: Orientation?
     let fps: Double
     var filter: VideoFilter?
+    /// For an interlaced source (`SegmentSpec.interlaced`): its fields made whole frames before
+    /// they are timed and filtered.
+    let deinterlacer: Deinterlacer?
     /// The colour the filter was built for (a stream may change its tags).
     var filterColour: SourceColour?
     /// Bounce: the forward pass's frames, which source frame each slot showed, where the source's
@@ -88,6 +91,7 @@ private final class SegmentJob {
         tempo = audio != nil && spec.edits.speed != 1 ? try AudioTempo(speed: spec.edits.speed, file: fileName) : nil
         orientation = input.displayMatrix.map { Orientation(displayMatrix: $0) }
         fps = spec.profile.fps.double
+        deinterlacer = spec.interlaced == true ? Self.deinterlacer(spec, stream: input.stream(v), timeBase: video.timeBase) : nil
         forwardCount = spec.edits.bounce ? (spec.frameCount + 1) / 2 : spec.frameCount
         if !spec.edits.bounce, let cut = spec.cut, cut.end < spec.frameCount {
             videoEnd = cut.end
@@ -101,6 +105,20 @@ private final class SegmentJob {
 
         writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.sampleCount, path: path, name: spec.sourceName, keyframes: spec.keyframes,
                                    cut: spec.cut, frameCount: spec.frameCount)
+    }
+
+    /// A frame per field when the movie shows more frames of the source a second than it stores
+    /// (a 1080i clip of 29.97 frames in a 60 fps movie, or slowed down), else a frame per frame.
+    static func deinterlacer(_ spec: SegmentSpec, stream: UnsafeMutablePointer<AVStream>, timeBase: AVRational) -> Deinterlacer {
+        let rate = stream.pointee.avg_frame_rate
+        let stored = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 25
+        return Deinterlacer(timeBase: timeBase, perField: spec.profile.fps.double / spec.edits.speed > 1.25 * stored, file: spec.sourceName)
+    }
+
+    /// A decoded frame, made whole first when the source is interlaced, to `takeVideo`.
+    func takeDecoded(_ frame: Frame, origin: Double) throws -> Bool {
+        guard let deinterlacer else { return try takeVideo(frame, origin: origin) }
+        return try deinterlacer.push(frame.ptr) { try self.takeVideo($0, origin: origin) }
     }
 
     func run(isCancelled: () -> Bool) throws -> SegmentReport {
@@ -139,7 +157,7 @@ private final class SegmentJob {
             if idx == videoIndex && !videoDone {
                 // A frame the movie will not show needs decoding only if others refer to it.
                 video.ctx.pointee.skip_frame = mayShow(packet.ptr, origin: origin) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF
-                try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeVideo(frame, origin: origin) }
+                try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeDecoded(frame, origin: origin) }
             } else if let audio, idx == input.audioIndex, !audioDone {
                 try send(packet.ptr, to: audio, frame: frame, started: t0) { audioDone = try self.takeAudio(frame, origin: origin) }
             } else {
@@ -147,7 +165,8 @@ private final class SegmentJob {
             }
         }
         // Drain the decoders.
-        if !videoDone { try send(nil, to: video, frame: frame, started: now()) { videoDone = try self.takeVideo(frame, origin: origin) } }
+        if !videoDone { try send(nil, to: video, frame: frame, started: now()) { videoDone = try self.takeDecoded(frame, origin: origin) } }
+        if !videoDone, let deinterlacer { videoDone = try deinterlacer.flush { try self.takeVideo($0, origin: origin) } }
         if !audioDone, let audio { try send(nil, to: audio, frame: frame, started: now()) { audioDone = try self.takeAudio(frame, origin: origin) } }
         try finishVideo()
         try finishAudio()
@@ -203,7 +222,8 @@ private final class SegmentJob {
     }()
 
     func mayShow(_ pkt: UnsafeMutablePointer<AVPacket>, origin: Double) -> Bool {
-        guard constantRate, pkt.pointee.pts != tl_nopts_value(), pkt.pointee.duration > 0 else { return true }
+        // A deinterlacer reads each frame's neighbours: none is skipped.
+        guard deinterlacer == nil, constantRate, pkt.pointee.pts != tl_nopts_value(), pkt.pointee.duration > 0 else { return true }
         let tb = av_q2d(video.timeBase)
         let t = Double(pkt.pointee.pts) * tb - origin
         let next = Double(pkt.pointee.pts + pkt.pointee.duration) * tb - origin
@@ -397,15 +417,22 @@ private final class SegmentJob {
             avcodec_flush_buffers(video.ctx)
             let nextKey = g + 1 < keys.count ? keys[g + 1] : Int64.max
             var sawNextKey = false
+            // The forward pass's frames were made whole by the deinterlacer: so are these, by one
+            // of the group's own.
+            let fields = deinterlacer == nil ? nil : Self.deinterlacer(spec, stream: input.stream(videoIndex), timeBase: video.timeBase)
+            func keep(_ frame: Frame) throws -> Bool {
+                let ts = frame.ptr.pointee.best_effort_timestamp
+                if needed.contains(ts) && kept[ts] == nil {
+                    let out = Frame()
+                    frame.ptr.pointee.pts = Int64(2 * n - 2 - (slots.first { slotSource[$0] == ts } ?? 0))
+                    try filter.process(frame.ptr, into: out, file: name)
+                    kept[ts] = out
+                }
+                return false
+            }
             func take() throws {
                 while avcodec_receive_frame(video.ctx, raw.ptr) >= 0 {
-                    let ts = raw.ptr.pointee.best_effort_timestamp
-                    if needed.contains(ts) && kept[ts] == nil {
-                        let out = Frame()
-                        raw.ptr.pointee.pts = Int64(2 * n - 2 - (slots.first { slotSource[$0] == ts } ?? 0))
-                        try filter.process(raw.ptr, into: out, file: name)
-                        kept[ts] = out
-                    }
+                    if let fields { _ = try fields.push(raw.ptr, take: keep) } else { _ = try keep(raw) }
                     raw.unref()
                 }
             }
@@ -426,6 +453,7 @@ private final class SegmentJob {
             }
             avcodec_send_packet(video.ctx, nil)
             try take()
+            _ = try fields?.flush(take: keep)
             report.decodeSeconds += now() - t0
             for s in slots {
                 // A frame that did not decode again shows its nearest neighbour: every slot is written.

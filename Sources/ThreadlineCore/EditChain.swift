@@ -84,10 +84,11 @@ public struct EditChain: Sendable {
     public struct FingerprintInputs: Hashable, Sendable {
         public var edits: Edits
         public var profile: OutputProfile
-        public var kenBurns: Bool, still: Bool, transparent: Bool, title: Bool
+        public var kenBurns: Bool, still: Bool, transparent: Bool, title: Bool, interlaced: Bool
         public init(_ spec: SegmentSpec) {
             edits = spec.edits; profile = spec.profile
             kenBurns = spec.kenBurns != nil; still = spec.still == true; transparent = spec.transparent == true; title = spec.title != nil
+            interlaced = spec.interlaced == true
         }
     }
 
@@ -97,6 +98,7 @@ public struct EditChain: Sendable {
             + (chain.scalesFirst ? scaledFirstMark : "")
             + (f.kenBurns ? " (Ken Burns over a 4:2:0 base)" : "")
             + (f.still ? " (still: transparency over the background)" : "")
+            + (f.interlaced ? deinterlaceMark : "")
             // Bounced segments of open-GOP sources made before the way back read through to the
             // next key frame lack frames or repeat them: such segments render again.
             + (f.edits.bounce ? " (bounce, open groups read whole)" : "")
@@ -111,6 +113,10 @@ public struct EditChain: Sendable {
 
     /// What the fingerprint adds for a segment with lettering (a title, a text over an item).
     public static let wrapMark = " (text wrapped by each character's width, long words broken, lines on baselines, shrunk to fit the frame)"
+
+    /// What the fingerprint adds for an interlaced source: its fields are made whole frames
+    /// (`Deinterlace`) before the chain sees them.
+    public static let deinterlaceMark = " (interlaced: deinterlaced by bwdif, a frame per field when the output is faster)"
 
     /// What the fingerprint adds for a chain that draws watermark or sticker images.
     public static let overlayImagesMark = " (overlay images upright, sRGB)"

@@ -26,6 +26,14 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     /// Set when the pictures carry transparency (an animated GIF, ProRes 4444, a PNG with alpha):
     /// they render over the movie's background, and their segments' keys say so.
     public var transparent: Bool?
+    /// Set when the video is stored as interlaced fields (a camcorder's 1080i, DV): it is
+    /// deinterlaced before anything else, and its segments' keys say so.
+    public var interlaced: Bool?
+
+    /// Bumped when the probe reports something it did not before (`interlaced`): part of a fetch's
+    /// key, so a source fetched by an older probe is probed again rather than its facts reused
+    /// without the new one.
+    public static let probeVersion = "2"
 
     public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
                 videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,
@@ -153,6 +161,9 @@ public struct SegmentSpec: Sendable, Hashable, Codable {
     /// Set when the source's pictures have transparency (`MediaFacts.transparent`): part of the
     /// key, so segments rendered before transparency showed the background render again.
     public var transparent: Bool?
+    /// Set when the source is interlaced (`MediaFacts.interlaced`): its fields are made whole
+    /// frames first, and the key says so.
+    public var interlaced: Bool?
     /// A zoom and pan over the photo.
     public var kenBurns: KenBurns?
     /// Frames that must be key frames (where transitions cut the segment into parts).
@@ -181,10 +192,11 @@ public enum Planner {
             var profile = OutputProfile(path: "")
             profile.fit = fit
             let clip = SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0, edits: Edits(), profile: profile)
-            var transparent = clip, still = clip
+            var transparent = clip, still = clip, interlaced = clip
             transparent.transparent = true
             still.still = true
-            return [clip, transparent, still].map(EditChain.fingerprint)
+            interlaced.interlaced = true
+            return [clip, transparent, still, interlaced].map(EditChain.fingerprint)
         }
         return engineVersion + "+" + SHA256Hasher.hex(chains.joined(separator: "\n")).prefix(12)
     }()
@@ -544,6 +556,7 @@ public enum Planner {
         spec.keyframes = cuts.isEmpty ? nil : cuts
         spec.cut = cut(pipeline, index: index, frameCount: frameCount)
         if facts?.transparent == true { spec.transparent = true }
+        if facts?.interlaced == true, case .video = item.kind { spec.interlaced = true }
         switch item.kind {
         case .video(_, let trim): spec.trimStart = trim?.start ?? 0
         case .title(let t): spec.title = t

@@ -867,99 +867,130 @@ public nonisolated struct Threadline_Wire_Failure: Sendable {
   public init() {}
 }
 
-public nonisolated struct Threadline_Wire_MediaFacts: Sendable {
+public nonisolated struct Threadline_Wire_MediaFacts: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var duration: Double = 0
+  public var duration: Double {
+    get {_storage._duration}
+    set {_uniqueStorage()._duration = newValue}
+  }
 
-  public var width: Int64 = 0
+  public var width: Int64 {
+    get {_storage._width}
+    set {_uniqueStorage()._width = newValue}
+  }
 
-  public var height: Int64 = 0
+  public var height: Int64 {
+    get {_storage._height}
+    set {_uniqueStorage()._height = newValue}
+  }
 
   /// it has a video stream
-  public var video: Bool = false
+  public var video: Bool {
+    get {_storage._video}
+    set {_uniqueStorage()._video = newValue}
+  }
 
   /// it has an audio stream
-  public var audio: Bool = false
+  public var audio: Bool {
+    get {_storage._audio}
+    set {_uniqueStorage()._audio = newValue}
+  }
 
   public var videoCodec: String {
-    get {_videoCodec ?? String()}
-    set {_videoCodec = newValue}
+    get {_storage._videoCodec ?? String()}
+    set {_uniqueStorage()._videoCodec = newValue}
   }
   /// Returns true if `videoCodec` has been explicitly set.
-  public var hasVideoCodec: Bool {self._videoCodec != nil}
+  public var hasVideoCodec: Bool {_storage._videoCodec != nil}
   /// Clears the value of `videoCodec`. Subsequent reads from it will return its default value.
-  public mutating func clearVideoCodec() {self._videoCodec = nil}
+  public mutating func clearVideoCodec() {_uniqueStorage()._videoCodec = nil}
 
   public var audioCodec: String {
-    get {_audioCodec ?? String()}
-    set {_audioCodec = newValue}
+    get {_storage._audioCodec ?? String()}
+    set {_uniqueStorage()._audioCodec = newValue}
   }
   /// Returns true if `audioCodec` has been explicitly set.
-  public var hasAudioCodec: Bool {self._audioCodec != nil}
+  public var hasAudioCodec: Bool {_storage._audioCodec != nil}
   /// Clears the value of `audioCodec`. Subsequent reads from it will return its default value.
-  public mutating func clearAudioCodec() {self._audioCodec = nil}
+  public mutating func clearAudioCodec() {_uniqueStorage()._audioCodec = nil}
 
-  public var rotation: Int32 = 0
+  public var rotation: Int32 {
+    get {_storage._rotation}
+    set {_uniqueStorage()._rotation = newValue}
+  }
 
-  public var mirrored: Bool = false
+  public var mirrored: Bool {
+    get {_storage._mirrored}
+    set {_uniqueStorage()._mirrored = newValue}
+  }
 
   public var frameRate: Double {
-    get {_frameRate ?? 0}
-    set {_frameRate = newValue}
+    get {_storage._frameRate ?? 0}
+    set {_uniqueStorage()._frameRate = newValue}
   }
   /// Returns true if `frameRate` has been explicitly set.
-  public var hasFrameRate: Bool {self._frameRate != nil}
+  public var hasFrameRate: Bool {_storage._frameRate != nil}
   /// Clears the value of `frameRate`. Subsequent reads from it will return its default value.
-  public mutating func clearFrameRate() {self._frameRate = nil}
+  public mutating func clearFrameRate() {_uniqueStorage()._frameRate = nil}
 
-  public var container: String = String()
+  public var container: String {
+    get {_storage._container}
+    set {_uniqueStorage()._container = newValue}
+  }
 
   public var videoStream: Int32 {
-    get {_videoStream ?? 0}
-    set {_videoStream = newValue}
+    get {_storage._videoStream ?? 0}
+    set {_uniqueStorage()._videoStream = newValue}
   }
   /// Returns true if `videoStream` has been explicitly set.
-  public var hasVideoStream: Bool {self._videoStream != nil}
+  public var hasVideoStream: Bool {_storage._videoStream != nil}
   /// Clears the value of `videoStream`. Subsequent reads from it will return its default value.
-  public mutating func clearVideoStream() {self._videoStream = nil}
+  public mutating func clearVideoStream() {_uniqueStorage()._videoStream = nil}
 
   public var audioStream: Int32 {
-    get {_audioStream ?? 0}
-    set {_audioStream = newValue}
+    get {_storage._audioStream ?? 0}
+    set {_uniqueStorage()._audioStream = newValue}
   }
   /// Returns true if `audioStream` has been explicitly set.
-  public var hasAudioStream: Bool {self._audioStream != nil}
+  public var hasAudioStream: Bool {_storage._audioStream != nil}
   /// Clears the value of `audioStream`. Subsequent reads from it will return its default value.
-  public mutating func clearAudioStream() {self._audioStream = nil}
+  public mutating func clearAudioStream() {_uniqueStorage()._audioStream = nil}
 
-  public var isStill: Bool = false
+  public var isStill: Bool {
+    get {_storage._isStill}
+    set {_uniqueStorage()._isStill = newValue}
+  }
 
   /// an audio track no decoder can read (its codec)
   public var undecodableAudio: String {
-    get {_undecodableAudio ?? String()}
-    set {_undecodableAudio = newValue}
+    get {_storage._undecodableAudio ?? String()}
+    set {_uniqueStorage()._undecodableAudio = newValue}
   }
   /// Returns true if `undecodableAudio` has been explicitly set.
-  public var hasUndecodableAudio: Bool {self._undecodableAudio != nil}
+  public var hasUndecodableAudio: Bool {_storage._undecodableAudio != nil}
   /// Clears the value of `undecodableAudio`. Subsequent reads from it will return its default value.
-  public mutating func clearUndecodableAudio() {self._undecodableAudio = nil}
+  public mutating func clearUndecodableAudio() {_uniqueStorage()._undecodableAudio = nil}
 
   /// pictures with transparency (a GIF, ProRes 4444): shown over the background
-  public var transparent: Bool = false
+  public var transparent: Bool {
+    get {_storage._transparent}
+    set {_uniqueStorage()._transparent = newValue}
+  }
+
+  /// stored as interlaced fields (1080i, DV): deinterlaced first
+  public var interlaced: Bool {
+    get {_storage._interlaced}
+    set {_uniqueStorage()._interlaced = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _videoCodec: String? = nil
-  fileprivate var _audioCodec: String? = nil
-  fileprivate var _frameRate: Double? = nil
-  fileprivate var _videoStream: Int32? = nil
-  fileprivate var _audioStream: Int32? = nil
-  fileprivate var _undecodableAudio: String? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 public nonisolated struct Threadline_Wire_SegmentReport: Sendable {
@@ -2653,108 +2684,181 @@ nonisolated extension Threadline_Wire_Failure: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Threadline_Wire_MediaFacts: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".MediaFacts"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}duration\0\u{1}width\0\u{1}height\0\u{1}video\0\u{1}audio\0\u{3}video_codec\0\u{3}audio_codec\0\u{1}rotation\0\u{1}mirrored\0\u{3}frame_rate\0\u{1}container\0\u{3}video_stream\0\u{3}audio_stream\0\u{3}is_still\0\u{3}undecodable_audio\0\u{1}transparent\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}duration\0\u{1}width\0\u{1}height\0\u{1}video\0\u{1}audio\0\u{3}video_codec\0\u{3}audio_codec\0\u{1}rotation\0\u{1}mirrored\0\u{3}frame_rate\0\u{1}container\0\u{3}video_stream\0\u{3}audio_stream\0\u{3}is_still\0\u{3}undecodable_audio\0\u{1}transparent\0\u{1}interlaced\0")
+
+  fileprivate class _StorageClass {
+    var _duration: Double = 0
+    var _width: Int64 = 0
+    var _height: Int64 = 0
+    var _video: Bool = false
+    var _audio: Bool = false
+    var _videoCodec: String? = nil
+    var _audioCodec: String? = nil
+    var _rotation: Int32 = 0
+    var _mirrored: Bool = false
+    var _frameRate: Double? = nil
+    var _container: String = String()
+    var _videoStream: Int32? = nil
+    var _audioStream: Int32? = nil
+    var _isStill: Bool = false
+    var _undecodableAudio: String? = nil
+    var _transparent: Bool = false
+    var _interlaced: Bool = false
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _duration = source._duration
+      _width = source._width
+      _height = source._height
+      _video = source._video
+      _audio = source._audio
+      _videoCodec = source._videoCodec
+      _audioCodec = source._audioCodec
+      _rotation = source._rotation
+      _mirrored = source._mirrored
+      _frameRate = source._frameRate
+      _container = source._container
+      _videoStream = source._videoStream
+      _audioStream = source._audioStream
+      _isStill = source._isStill
+      _undecodableAudio = source._undecodableAudio
+      _transparent = source._transparent
+      _interlaced = source._interlaced
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularDoubleField(value: &self.duration) }()
-      case 2: try { try decoder.decodeSingularInt64Field(value: &self.width) }()
-      case 3: try { try decoder.decodeSingularInt64Field(value: &self.height) }()
-      case 4: try { try decoder.decodeSingularBoolField(value: &self.video) }()
-      case 5: try { try decoder.decodeSingularBoolField(value: &self.audio) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self._videoCodec) }()
-      case 7: try { try decoder.decodeSingularStringField(value: &self._audioCodec) }()
-      case 8: try { try decoder.decodeSingularInt32Field(value: &self.rotation) }()
-      case 9: try { try decoder.decodeSingularBoolField(value: &self.mirrored) }()
-      case 10: try { try decoder.decodeSingularDoubleField(value: &self._frameRate) }()
-      case 11: try { try decoder.decodeSingularStringField(value: &self.container) }()
-      case 12: try { try decoder.decodeSingularInt32Field(value: &self._videoStream) }()
-      case 13: try { try decoder.decodeSingularInt32Field(value: &self._audioStream) }()
-      case 14: try { try decoder.decodeSingularBoolField(value: &self.isStill) }()
-      case 15: try { try decoder.decodeSingularStringField(value: &self._undecodableAudio) }()
-      case 16: try { try decoder.decodeSingularBoolField(value: &self.transparent) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularDoubleField(value: &_storage._duration) }()
+        case 2: try { try decoder.decodeSingularInt64Field(value: &_storage._width) }()
+        case 3: try { try decoder.decodeSingularInt64Field(value: &_storage._height) }()
+        case 4: try { try decoder.decodeSingularBoolField(value: &_storage._video) }()
+        case 5: try { try decoder.decodeSingularBoolField(value: &_storage._audio) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._videoCodec) }()
+        case 7: try { try decoder.decodeSingularStringField(value: &_storage._audioCodec) }()
+        case 8: try { try decoder.decodeSingularInt32Field(value: &_storage._rotation) }()
+        case 9: try { try decoder.decodeSingularBoolField(value: &_storage._mirrored) }()
+        case 10: try { try decoder.decodeSingularDoubleField(value: &_storage._frameRate) }()
+        case 11: try { try decoder.decodeSingularStringField(value: &_storage._container) }()
+        case 12: try { try decoder.decodeSingularInt32Field(value: &_storage._videoStream) }()
+        case 13: try { try decoder.decodeSingularInt32Field(value: &_storage._audioStream) }()
+        case 14: try { try decoder.decodeSingularBoolField(value: &_storage._isStill) }()
+        case 15: try { try decoder.decodeSingularStringField(value: &_storage._undecodableAudio) }()
+        case 16: try { try decoder.decodeSingularBoolField(value: &_storage._transparent) }()
+        case 17: try { try decoder.decodeSingularBoolField(value: &_storage._interlaced) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.duration.bitPattern != 0 {
-      try visitor.visitSingularDoubleField(value: self.duration, fieldNumber: 1)
-    }
-    if self.width != 0 {
-      try visitor.visitSingularInt64Field(value: self.width, fieldNumber: 2)
-    }
-    if self.height != 0 {
-      try visitor.visitSingularInt64Field(value: self.height, fieldNumber: 3)
-    }
-    if self.video != false {
-      try visitor.visitSingularBoolField(value: self.video, fieldNumber: 4)
-    }
-    if self.audio != false {
-      try visitor.visitSingularBoolField(value: self.audio, fieldNumber: 5)
-    }
-    try { if let v = self._videoCodec {
-      try visitor.visitSingularStringField(value: v, fieldNumber: 6)
-    } }()
-    try { if let v = self._audioCodec {
-      try visitor.visitSingularStringField(value: v, fieldNumber: 7)
-    } }()
-    if self.rotation != 0 {
-      try visitor.visitSingularInt32Field(value: self.rotation, fieldNumber: 8)
-    }
-    if self.mirrored != false {
-      try visitor.visitSingularBoolField(value: self.mirrored, fieldNumber: 9)
-    }
-    try { if let v = self._frameRate {
-      try visitor.visitSingularDoubleField(value: v, fieldNumber: 10)
-    } }()
-    if !self.container.isEmpty {
-      try visitor.visitSingularStringField(value: self.container, fieldNumber: 11)
-    }
-    try { if let v = self._videoStream {
-      try visitor.visitSingularInt32Field(value: v, fieldNumber: 12)
-    } }()
-    try { if let v = self._audioStream {
-      try visitor.visitSingularInt32Field(value: v, fieldNumber: 13)
-    } }()
-    if self.isStill != false {
-      try visitor.visitSingularBoolField(value: self.isStill, fieldNumber: 14)
-    }
-    try { if let v = self._undecodableAudio {
-      try visitor.visitSingularStringField(value: v, fieldNumber: 15)
-    } }()
-    if self.transparent != false {
-      try visitor.visitSingularBoolField(value: self.transparent, fieldNumber: 16)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._duration.bitPattern != 0 {
+        try visitor.visitSingularDoubleField(value: _storage._duration, fieldNumber: 1)
+      }
+      if _storage._width != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._width, fieldNumber: 2)
+      }
+      if _storage._height != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._height, fieldNumber: 3)
+      }
+      if _storage._video != false {
+        try visitor.visitSingularBoolField(value: _storage._video, fieldNumber: 4)
+      }
+      if _storage._audio != false {
+        try visitor.visitSingularBoolField(value: _storage._audio, fieldNumber: 5)
+      }
+      try { if let v = _storage._videoCodec {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 6)
+      } }()
+      try { if let v = _storage._audioCodec {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 7)
+      } }()
+      if _storage._rotation != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._rotation, fieldNumber: 8)
+      }
+      if _storage._mirrored != false {
+        try visitor.visitSingularBoolField(value: _storage._mirrored, fieldNumber: 9)
+      }
+      try { if let v = _storage._frameRate {
+        try visitor.visitSingularDoubleField(value: v, fieldNumber: 10)
+      } }()
+      if !_storage._container.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._container, fieldNumber: 11)
+      }
+      try { if let v = _storage._videoStream {
+        try visitor.visitSingularInt32Field(value: v, fieldNumber: 12)
+      } }()
+      try { if let v = _storage._audioStream {
+        try visitor.visitSingularInt32Field(value: v, fieldNumber: 13)
+      } }()
+      if _storage._isStill != false {
+        try visitor.visitSingularBoolField(value: _storage._isStill, fieldNumber: 14)
+      }
+      try { if let v = _storage._undecodableAudio {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 15)
+      } }()
+      if _storage._transparent != false {
+        try visitor.visitSingularBoolField(value: _storage._transparent, fieldNumber: 16)
+      }
+      if _storage._interlaced != false {
+        try visitor.visitSingularBoolField(value: _storage._interlaced, fieldNumber: 17)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Threadline_Wire_MediaFacts, rhs: Threadline_Wire_MediaFacts) -> Bool {
-    if lhs.duration != rhs.duration {return false}
-    if lhs.width != rhs.width {return false}
-    if lhs.height != rhs.height {return false}
-    if lhs.video != rhs.video {return false}
-    if lhs.audio != rhs.audio {return false}
-    if lhs._videoCodec != rhs._videoCodec {return false}
-    if lhs._audioCodec != rhs._audioCodec {return false}
-    if lhs.rotation != rhs.rotation {return false}
-    if lhs.mirrored != rhs.mirrored {return false}
-    if lhs._frameRate != rhs._frameRate {return false}
-    if lhs.container != rhs.container {return false}
-    if lhs._videoStream != rhs._videoStream {return false}
-    if lhs._audioStream != rhs._audioStream {return false}
-    if lhs.isStill != rhs.isStill {return false}
-    if lhs._undecodableAudio != rhs._undecodableAudio {return false}
-    if lhs.transparent != rhs.transparent {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._duration != rhs_storage._duration {return false}
+        if _storage._width != rhs_storage._width {return false}
+        if _storage._height != rhs_storage._height {return false}
+        if _storage._video != rhs_storage._video {return false}
+        if _storage._audio != rhs_storage._audio {return false}
+        if _storage._videoCodec != rhs_storage._videoCodec {return false}
+        if _storage._audioCodec != rhs_storage._audioCodec {return false}
+        if _storage._rotation != rhs_storage._rotation {return false}
+        if _storage._mirrored != rhs_storage._mirrored {return false}
+        if _storage._frameRate != rhs_storage._frameRate {return false}
+        if _storage._container != rhs_storage._container {return false}
+        if _storage._videoStream != rhs_storage._videoStream {return false}
+        if _storage._audioStream != rhs_storage._audioStream {return false}
+        if _storage._isStill != rhs_storage._isStill {return false}
+        if _storage._undecodableAudio != rhs_storage._undecodableAudio {return false}
+        if _storage._transparent != rhs_storage._transparent {return false}
+        if _storage._interlaced != rhs_storage._interlaced {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -330,6 +330,48 @@ internal import CFFmpeg
         #expect("\(String(describing: error))".contains("the file is truncated: its video ends at 1.267 s but it claims 4.000 s"), "\(String(describing: error))")
     }
 
+    /// A camcorder's interlaced clip (1080i, DV) stores two fields a frame, a 60th of a second
+    /// apart: scaled as it is, a moving edge shows twice, combed. It is deinterlaced before
+    /// anything else (bwdif), a frame per field when the movie is faster than its frames, and on
+    /// a bounce's way back too. Judged against the same motion stored as whole frames, rendered
+    /// the same way: the deinterlaced render is closer to it than the interlaced picture taken as
+    /// it is (34.4 against 30.0 dB; at 60 fps a frame per frame would be 29.3). Its key says so.
+    @Test func anInterlacedClipIsDeinterlaced() throws {
+        let dir = temporaryDirectory()
+        let motion = "testsrc2=size=640x480:rate=60000/1001:duration=2"
+        var r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", motion, "-vf", "tinterlace=mode=interleave_top,setfield=tff",
+                                   "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0", "-flags", "+ildct+ilme", "-x264opts", "tff=1",
+                                   "-pix_fmt", "yuv420p", "\(dir)/fields.mp4"])
+        #expect(r.status == 0, "\(r.err)")
+        r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", motion, "-c:v", "libx264", "-preset", "ultrafast", "-qp", "0",
+                               "-pix_fmt", "yuv420p", "\(dir)/frames.mp4"])
+        #expect(r.status == 0, "\(r.err)")
+        let fields = try Probe.facts(path: "\(dir)/fields.mp4"), frames = try Probe.facts(path: "\(dir)/frames.mp4")
+        #expect(fields.interlaced == true)
+        #expect(frames.interlaced == nil)
+        for (fps, bounce) in [(30, false), (60, false), (30, true)] {
+            let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 480, fps: Rational(fps, 1))
+            func render(_ name: String, facts: MediaFacts, deinterlace: Bool = true) throws -> (String, SegmentSpec) {
+                var edits = Edits()
+                edits.bounce = bounce
+                let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/\(name).mp4", edits: edits).1])
+                let frameCount = try Planner.frameCount(of: pipeline.items[0], index: 0, facts: facts, fps: profile.fps)
+                var spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "\(dir)/\(name).mp4", frameCount: frameCount, facts: facts)
+                if !deinterlace { spec.interlaced = nil }
+                let out = "\(dir)/\(name)-\(fps)-\(bounce)-\(deinterlace).mov"
+                _ = try SegmentRenderer.render(spec, to: out)
+                return (out, spec)
+            }
+            let (deinterlaced, spec) = try render("fields", facts: fields)
+            let (combed, _) = try render("fields", facts: fields, deinterlace: false)
+            let (reference, progressive) = try render("frames", facts: frames)
+            #expect(spec.interlaced == true && progressive.interlaced == nil)
+            #expect(EditChain.fingerprint(spec) != EditChain.fingerprint(progressive))
+            let good = try psnr(deinterlaced, reference), bad = try psnr(combed, reference)
+            #expect(good > bad + 3, "\(fps) fps\(bounce ? ", bounce" : ""): PSNR \(good) dB deinterlaced, \(bad) dB as stored")
+        }
+    }
+
     @Test func twoClipsJoinExactly() throws {
         let dir = temporaryDirectory()
         try Generate.clip("\(dir)/a.mp4", fps: "30", seconds: 1.0)

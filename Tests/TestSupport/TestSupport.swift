@@ -166,6 +166,14 @@ public func ssim(_ a: String, _ b: String) throws -> Double {
     return Double(rest.prefix { "0123456789.".contains($0) }) ?? 0
 }
 
+/// PSNR (average, dB) between two images or videos, computed by ffmpeg.
+public func psnr(_ a: String, _ b: String) throws -> Double {
+    let r = try run("ffmpeg", ["-v", "info", "-i", a, "-i", b, "-lavfi", "[0:v][1:v]psnr", "-f", "null", "-"])
+    guard let range = r.err.range(of: "average:") else { throw GenerateError(message: "no PSNR in: \(r.err.suffix(500))") }
+    let rest = r.err[range.upperBound...].trimmingCharacters(in: .whitespaces)
+    return Double(rest.prefix { "0123456789.".contains($0) }) ?? 0
+}
+
 /// Extracts one frame as a PNG: the one at `time` (seeking), or the first the filter lets through.
 public func extractFrame(_ video: String, at time: Double, to png: String, filter: String? = nil, seek: Bool = true,
                          extra: [String] = [], inputOptions: [String] = []) throws {
