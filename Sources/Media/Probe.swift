@@ -21,7 +21,12 @@ public enum Probe {
             let r = st.avg_frame_rate
             if r.num > 0 && r.den > 0 { facts.frameRate = av_q2d(r) }
             if SourceColour.hasAlpha(par.format) { facts.transparent = true }
-            if [AV_FIELD_TT, AV_FIELD_BB, AV_FIELD_TB, AV_FIELD_BT].contains(par.field_order) { facts.interlaced = true }
+            // Interlaced by the stream's field order; DV stores fields whatever the container says
+            // (its frames carry the flag, its streams no order). The deinterlacer passes frames
+            // flagged progressive untouched.
+            if [AV_FIELD_TT, AV_FIELD_BB, AV_FIELD_TB, AV_FIELD_BT].contains(par.field_order) || par.codec_id == AV_CODEC_ID_DVVIDEO {
+                facts.interlaced = true
+            }
             if let m = input.displayMatrix {
                 let o = Orientation(displayMatrix: m)
                 facts.rotation = o.clockwise; facts.mirrored = o.mirrored

@@ -349,6 +349,11 @@ internal import CFFmpeg
         let fields = try Probe.facts(path: "\(dir)/fields.mp4"), frames = try Probe.facts(path: "\(dir)/frames.mp4")
         #expect(fields.interlaced == true)
         #expect(frames.interlaced == nil)
+        // DV stores fields, though its streams name no field order.
+        r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=720x480:rate=30000/1001:duration=0.2",
+                               "-c:v", "dvvideo", "-pix_fmt", "yuv411p", "\(dir)/tape.avi"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(try Probe.facts(path: "\(dir)/tape.avi").interlaced == true)
         for (fps, bounce) in [(30, false), (60, false), (30, true)] {
             let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 480, fps: Rational(fps, 1))
             func render(_ name: String, facts: MediaFacts, deinterlace: Bool = true) throws -> (String, SegmentSpec) {
