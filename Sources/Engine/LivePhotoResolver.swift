@@ -3,8 +3,13 @@ import ThreadlineCore
 import Media
 
 /// Turns live_photo items into what they show, before any work: the motion (a video item, looped
-/// for `use: loop`) or the still (a photo item). A missing half is an error at the item.
+/// for `use: loop`) or the still (a photo item). A missing half is an error at the item. An
+/// Android motion photo carries its motion inside the still (`MotionPhoto`): it is written out
+/// once under `motionFolder` (the person's cache) and shown from there.
 public enum LivePhotoResolver {
+    /// Where the movies of Android motion photos are written out, by content.
+    public static var motionFolder: String { Home.cacheFolder("threadline/motion-photos") }
+
     public static func resolve(_ pipeline: Pipeline) throws -> Pipeline {
         var p = pipeline
         for (i, item) in pipeline.items.enumerated() {
@@ -17,10 +22,17 @@ public enum LivePhotoResolver {
             let folder = (source.uri as NSString).deletingLastPathComponent
             switch use {
             case .motion, .loop, .bounce:
-                guard let movie = pair.movie else {
+                var embedded: String? = nil
+                if pair.movie == nil, let photo = pair.photo {
+                    do { embedded = try MotionPhoto.extractMovie(from: photo, to: motionFolder) } catch {
+                        throw PipelineError("\(item.label(index: i)): cannot write out the motion photo's movie under \(motionFolder): \(error.localizedDescription)",
+                                            at: item.location, hint: "free space there, or set XDG_CACHE_HOME to a writable folder")
+                    }
+                }
+                guard let movie = pair.movie ?? embedded else {
                     let how = pair.identifier.map { "no MOV in \(folder) carries its content identifier \($0) or its name" } ?? "no MOV in \(folder) has its name"
-                    throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's motion: \(how)", at: item.location,
-                                        hint: "put the .MOV beside the photo, or add use: still to show the photo")
+                    throw PipelineError("\(item.label(index: i)): cannot find the Live Photo's motion: \(how), and the photo holds none (as an Android motion photo does)",
+                                        at: item.location, hint: "put the .MOV beside the photo, or add use: still to show the photo")
                 }
                 p.items[i].kind = .video(source: SourceRef(movie), trim: trim)
                 if use == .loop { p.items[i].edits.loop = max(2, p.items[i].edits.loop) }

@@ -147,3 +147,93 @@ enum EXIF {
         return nil
     }
 }
+
+/// Android's counterpart of a Live Photo: one file, the still with its movie appended (Google's
+/// Motion Photo format 1.0, `…MP.jpg`; its MicroVideo predecessor, `MVIMG_…jpg`; Samsung's
+/// `MotionPhoto_Data` trailer). The still's XMP says where the movie is; the movie is checked to
+/// be one (an MP4 `ftyp` box there) before it is believed, as the format asks of readers.
+public enum MotionPhoto {
+    /// The byte range of the movie embedded in the still at `path`, or nil when it holds none.
+    public static func embeddedMovie(in path: String) -> Range<Int>? {
+        guard let data = try? Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped) else { return nil }
+        return embeddedMovie(in: data)
+    }
+
+    static func embeddedMovie(in data: Data) -> Range<Int>? {
+        // The XMP packet: in a JPEG's APP1 near the start, in a HEIC wherever its item lies.
+        let packet = data.range(of: Data("<x:xmpmeta".utf8)).map { data[$0.lowerBound..<min(data.endIndex, $0.lowerBound + (1 << 16))] } ?? Data()
+        let xmp = String(decoding: packet, as: UTF8.self)
+        var starts: [Int] = []
+        func number(_ pattern: String, in text: Substring) -> Int? {
+            guard let r = text.range(of: pattern, options: .regularExpression) else { return nil }
+            return Int(text[r].drop { !$0.isNumber }.prefix { $0.isNumber })
+        }
+        let whole = Substring(xmp)
+        // Camera:MotionPhoto 0 says "not a motion photo", whatever is appended.
+        if let flag = number(#"MotionPhoto(="|>)\d+"#, in: whole), flag <= 0 { return nil }
+        // Container:Directory: the item whose semantic is MotionPhoto, its length from the end.
+        var rest = whole
+        while let tag = rest.range(of: #"<[A-Za-z]*:?Item\b[^>]*>"#, options: .regularExpression) {
+            let element = rest[tag]
+            if element.contains(#"Semantic="MotionPhoto""#), let length = number(#"Length="\d+""#, in: element) {
+                starts.append(data.count - length)
+            }
+            rest = rest[tag.upperBound...]
+        }
+        // MicroVideo: the offset of the movie from the file's end.
+        if let offset = number(#"MicroVideoOffset(="|>)\d+"#, in: whole) { starts.append(data.count - offset) }
+        // Samsung: the movie follows its marker.
+        if let marker = data.range(of: Data("MotionPhoto_Data".utf8), options: .backwards) { starts.append(marker.upperBound - data.startIndex) }
+        for start in starts where start > 0 {
+            if let end = movieEnd(data, from: start) { return start..<end }
+        }
+        return nil
+    }
+
+    /// The top-level boxes of an MP4 or QuickTime file.
+    static let topLevelBoxes: Set<String> = ["ftyp", "moov", "mdat", "free", "skip", "wide", "uuid", "meta", "udta", "pdin", "moof", "mfra", "sidx", "styp"]
+
+    /// Where the ISO BMFF file starting at `start` ends: after its last whole top-level box
+    /// (Samsung's trailer follows it). Nil unless it starts with `ftyp` and holds a `moov`.
+    static func movieEnd(_ data: Data, from start: Int) -> Int? {
+        func u32(_ o: Int) -> UInt64 { data[data.startIndex + o..<data.startIndex + o + 4].reduce(0) { $0 << 8 | UInt64($1) } }
+        func type(_ o: Int) -> String { String(decoding: data[data.startIndex + o + 4..<data.startIndex + o + 8], as: UTF8.self) }
+        guard start + 8 <= data.count, type(start) == "ftyp" else { return nil }
+        var offset = start, sawMovie = false
+        while offset + 8 <= data.count {
+            var size = u32(offset)
+            if size == 1 {
+                guard offset + 16 <= data.count else { break }
+                size = u32(offset + 8) << 32 | u32(offset + 12)
+            } else if size == 0, type(offset) == "mdat" {
+                size = UInt64(data.count - offset)   // "to the end of the file"
+            }
+            let kind = type(offset)
+            guard size >= 8, size <= UInt64(data.count - offset), Self.topLevelBoxes.contains(kind) else { break }
+            if kind == "moov" { sawMovie = true }
+            offset += Int(size)
+        }
+        return sawMovie ? offset : nil
+    }
+
+    /// Writes the movie embedded in `photo` under `folder` (named by its content, so an unchanged
+    /// photo reuses it) and returns its path; nil when the photo holds none.
+    public static func extractMovie(from photo: String, to folder: String) throws -> String? {
+        let data = try Data(contentsOf: URL(fileURLWithPath: photo), options: .alwaysMapped)
+        guard let range = embeddedMovie(in: data) else { return nil }
+        let movie = data[(data.startIndex + range.lowerBound)..<(data.startIndex + range.upperBound)]
+        let stem = ((photo as NSString).lastPathComponent as NSString).deletingPathExtension
+        let dir = folder + "/" + SHA256Hasher.hex(Data(movie))
+        let path = dir + "/" + stem + ".mp4"
+        if FileManager.default.fileExists(atPath: path) { return path }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let part = path + ".part-\(getpid())"
+        try Data(movie).write(to: URL(fileURLWithPath: part))
+        guard rename(part, path) == 0 else {
+            let why = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(atPath: part)
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path, NSLocalizedDescriptionKey: why])
+        }
+        return path
+    }
+}

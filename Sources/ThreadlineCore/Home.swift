@@ -16,4 +16,11 @@ public enum Home {
         let xdg = ProcessInfo.processInfo.environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
         return (xdg ?? directory + "/.local/share") + "/" + name
     }
+
+    /// `$XDG_CACHE_HOME/name`; `$XDG_CACHE_HOME` is `~/.cache` when unset or not absolute: files
+    /// that can be made again from others, and may be removed at any time.
+    public static func cacheFolder(_ name: String) -> String {
+        let xdg = ProcessInfo.processInfo.environment["XDG_CACHE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        return (xdg ?? directory + "/.cache") + "/" + name
+    }
 }

@@ -56,6 +56,61 @@ import TestSupport
         #expect(try ffprobe(dir + "/slow.mp4", countFrames: true).frames == 36)
     }
 
+    /// An Android phone keeps a motion photo as one file: the JPEG with its movie appended, the
+    /// XMP saying where (Google's Motion Photo format, its MicroVideo predecessor), or Samsung's
+    /// marker before it. `live_photo:` shows that movie, written out once into the person's cache
+    /// (by content); `use: still` the photo. A photo whose XMP says it is no motion photo, or
+    /// whose "movie" is not one, has none.
+    @Test func anAndroidMotionPhotoShowsTheMovieInside() throws {
+        let dir = temporaryDirectory("android")
+        var r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240", "-frames:v", "1", dir + "/still.jpg"])
+        #expect(r.status == 0)
+        try Generate.clip(dir + "/motion.mp4", seconds: 1.5, tone: 500)
+        let jpeg = try Data(contentsOf: URL(fileURLWithPath: dir + "/still.jpg")), movie = try Data(contentsOf: URL(fileURLWithPath: dir + "/motion.mp4"))
+        func photo(_ name: String, xmp: String?, marker: Data = Data(), trailer: Data = Data()) throws {
+            var body = jpeg
+            if let xmp {
+                let payload = Data("http://ns.adobe.com/xap/1.0/\u{0}".utf8) + Data(xmp.utf8)
+                let length = payload.count + 2
+                body = jpeg.prefix(2) + Data([0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)]) + payload + jpeg.dropFirst(2)
+            }
+            try (body + marker + movie + trailer).write(to: URL(fileURLWithPath: dir + "/" + name))
+        }
+        let rdf = #"<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">"#
+        let google = rdf + #"<rdf:Description rdf:about="" xmlns:Camera="http://ns.google.com/photos/1.0/camera/" xmlns:Container="http://ns.google.com/photos/1.0/container/" xmlns:Item="http://ns.google.com/photos/1.0/container/item/" Camera:MotionPhoto="FLAG" Camera:MotionPhotoVersion="1" Camera:MotionPhotoPresentationTimestampUs="750000"><Container:Directory><rdf:Seq><rdf:li rdf:parseType="Resource"><Container:Item Item:Mime="image/jpeg" Item:Semantic="Primary" Item:Length="0" Item:Padding="0"/></rdf:li><rdf:li rdf:parseType="Resource"><Container:Item Item:Mime="video/mp4" Item:Semantic="MotionPhoto" Item:Length="LENGTH" Item:Padding="0"/></rdf:li></rdf:Seq></Container:Directory></rdf:Description></rdf:RDF></x:xmpmeta>"#
+            .replacingOccurrences(of: "LENGTH", with: "\(movie.count)")
+        try photo("PXL_20260614_101500123.MP.jpg", xmp: google.replacingOccurrences(of: "FLAG", with: "1"))
+        try photo("MVIMG_20190101_120000.jpg", xmp: rdf + #"<rdf:Description rdf:about="" xmlns:GCamera="http://ns.google.com/photos/1.0/camera/" GCamera:MicroVideo="1" GCamera:MicroVideoVersion="1" GCamera:MicroVideoOffset="\#(movie.count)"/></rdf:RDF></x:xmpmeta>"#)
+        try photo("20230501_101010.jpg", xmp: nil, marker: Data("MotionPhoto_Data".utf8), trailer: Data("\u{0}\u{0}\u{0}\u{0}SEFHxxxxxxxxSEFT".utf8))
+        try photo("PXL_not_motion.MP.jpg", xmp: google.replacingOccurrences(of: "FLAG", with: "0"))
+        for name in ["PXL_20260614_101500123.MP.jpg", "MVIMG_20190101_120000.jpg", "20230501_101010.jpg"] {
+            let range = try #require(MotionPhoto.embeddedMovie(in: dir + "/" + name), "\(name)")
+            #expect(range.count == movie.count, "\(name): \(range)")
+        }
+        #expect(MotionPhoto.embeddedMovie(in: dir + "/PXL_not_motion.MP.jpg") == nil)
+        #expect(MotionPhoto.embeddedMovie(in: dir + "/still.jpg") == nil)
+
+        let cache = dir + "/cache"
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x240",
+                          clips: ["live_photo: PXL_20260614_101500123.MP.jpg", "live_photo: MVIMG_20190101_120000.jpg", "live_photo: 20230501_101010.jpg",
+                                  "live_photo: PXL_20260614_101500123.MP.jpg\n    use: still\n    duration: 1"])
+        r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 120, environment: ["XDG_CACHE_HOME": cache])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(try ffprobe(dir + "/out.mp4", countFrames: true).frames == 3 * 45 + 30)
+        // Written out once, byte for byte the movie (the three files hold the same one).
+        let written = try FileManager.default.subpathsOfDirectory(atPath: cache + "/threadline/motion-photos").filter { $0.hasSuffix(".mp4") }
+        #expect(written.count == 3 && Set(written.map { ($0 as NSString).deletingLastPathComponent }).count == 1, "\(written)")
+        for w in written { #expect(try Data(contentsOf: URL(fileURLWithPath: cache + "/threadline/motion-photos/" + w)) == movie) }
+        // Lineage names the photo the pipeline names.
+        let items = try LineageStore(path: dir + "/state/lineage.db").rows("SELECT label FROM item ORDER BY idx").map { $0["label"] ?? "" }
+        #expect(items.first == "live photo 1 (PXL_20260614_101500123.MP.jpg)", "\(items)")
+
+        try writePipeline(dir + "/no.yaml", output: dir + "/no.mp4", clips: ["live_photo: PXL_not_motion.MP.jpg"])
+        let none = try run(coordPath, ["submit", dir + "/no.yaml", "--state", dir + "/state"], timeout: 60, environment: ["XDG_CACHE_HOME": cache])
+        #expect(none.status == 2)
+        #expect(none.err.contains("cannot find the Live Photo's motion") && none.err.contains("Android motion photo"), "\(none.err)")
+    }
+
     @Test func aLonePhotoIsALocatedErrorUnlessUsedAsAStill() throws {
         let dir = temporaryDirectory("lone")
         let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240", "-frames:v", "1", dir + "/lonely.jpg"])
