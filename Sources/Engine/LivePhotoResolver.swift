@@ -12,6 +12,7 @@ public enum LivePhotoResolver {
 
     public static func resolve(_ pipeline: Pipeline) throws -> Pipeline {
         var p = pipeline
+        var pruned = false
         for (i, item) in pipeline.items.enumerated() {
             guard case .livePhoto(let source, let use, let duration, let trim) = item.kind else { continue }
             guard !source.isRemote else {
@@ -24,6 +25,7 @@ public enum LivePhotoResolver {
             case .motion, .loop, .bounce:
                 var embedded: String? = nil
                 if pair.movie == nil, let photo = pair.photo {
+                    if !pruned { MotionPhoto.prune(motionFolder); pruned = true }
                     do { embedded = try MotionPhoto.extractMovie(from: photo, to: motionFolder) } catch {
                         throw PipelineError("\(item.label(index: i)): cannot write out the motion photo's movie under \(motionFolder): \(error.localizedDescription)",
                                             at: item.location, hint: "free space there, or set XDG_CACHE_HOME to a writable folder")

@@ -105,6 +105,17 @@ import TestSupport
         let items = try LineageStore(path: dir + "/state/lineage.db").rows("SELECT label FROM item ORDER BY idx").map { $0["label"] ?? "" }
         #expect(items.first == "live photo 1 (PXL_20260614_101500123.MP.jpg)", "\(items)")
 
+        // Movies unused for 30 days are removed (the next submit writes them out again); used ones stay.
+        let folder = cache + "/threadline/motion-photos"
+        let kept = try #require(written.first.map { folder + "/" + ($0 as NSString).deletingLastPathComponent })
+        try FileManager.default.createDirectory(atPath: folder + "/old", withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -31 * 86_400)], ofItemAtPath: folder + "/old")
+        MotionPhoto.prune(folder)
+        #expect(!FileManager.default.fileExists(atPath: folder + "/old"))
+        #expect(FileManager.default.fileExists(atPath: kept))
+        MotionPhoto.prune(folder, now: Date(timeIntervalSinceNow: 31 * 86_400))
+        #expect(!FileManager.default.fileExists(atPath: kept))
+
         try writePipeline(dir + "/no.yaml", output: dir + "/no.mp4", clips: ["live_photo: PXL_not_motion.MP.jpg"])
         let none = try run(coordPath, ["submit", dir + "/no.yaml", "--state", dir + "/state"], timeout: 60, environment: ["XDG_CACHE_HOME": cache])
         #expect(none.status == 2)
