@@ -108,11 +108,12 @@ private final class SegmentJob {
     }
 
     /// A frame per field when the movie shows more frames of the source a second than it stores
-    /// (a 1080i clip of 29.97 frames in a 60 fps movie, or slowed down), else a frame per frame.
+    /// (a 1080i clip of 29.97 frames in a 60 fps movie, 50i PAL in a 30 fps one, or slowed down):
+    /// each slot then shows the field nearest its time. Else (29.97i at 30) a frame per frame.
     static func deinterlacer(_ spec: SegmentSpec, stream: UnsafeMutablePointer<AVStream>, timeBase: AVRational) -> Deinterlacer {
         let rate = stream.pointee.avg_frame_rate
         let stored = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 25
-        return Deinterlacer(timeBase: timeBase, perField: spec.profile.fps.double / spec.edits.speed > 1.25 * stored, file: spec.sourceName)
+        return Deinterlacer(timeBase: timeBase, perField: spec.profile.fps.double / spec.edits.speed > 1.1 * stored, file: spec.sourceName)
     }
 
     /// A decoded frame, made whole first when the source is interlaced, to `takeVideo`.

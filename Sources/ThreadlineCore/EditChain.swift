@@ -116,7 +116,7 @@ public struct EditChain: Sendable {
 
     /// What the fingerprint adds for an interlaced source: its fields are made whole frames
     /// (`Deinterlace`) before the chain sees them.
-    public static let deinterlaceMark = " (interlaced: deinterlaced by bwdif, a frame per field when the output is faster)"
+    public static let deinterlaceMark = " (interlaced: deinterlaced by bwdif, a frame per field when the output shows over 1.1x the source's frames)"
 
     /// What the fingerprint adds for a chain that draws watermark or sticker images.
     public static let overlayImagesMark = " (overlay images upright, sRGB)"
