@@ -42,6 +42,26 @@ public enum FileChecks {
 
     static let emptyFile = "is empty (0 bytes)"
 
+    /// `path` as it is spelled on disk, where a part of it is spelled in another Unicode form: a
+    /// file copied from a Mac keeps its name decomposed ("Cafe" + U+0301), a pipeline typed here
+    /// composes it ("Caf" + U+00E9); Linux compares bytes, so the same name was "file not found".
+    /// Each part missing as written is replaced by the one entry of its folder that is the same
+    /// text (canonically equivalent, as Swift compares strings); from the first part with no such
+    /// entry on (a movie not written yet), the rest as written.
+    public static func spelledOnDisk(_ path: String) -> String {
+        guard path.hasPrefix("/"), access(path, F_OK) != 0, errno == ENOENT else { return path }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        var found = ""
+        for (k, part) in parts.enumerated() {
+            let literal = found + "/" + part
+            if access(literal, F_OK) == 0 { found = literal; continue }
+            let twins = ((try? FileManager.default.contentsOfDirectory(atPath: found.isEmpty ? "/" : found)) ?? []).filter { $0 == part }
+            guard twins.count == 1 else { return ([found] + parts[k...]).joined(separator: "/") }
+            found += "/" + twins[0]
+        }
+        return found
+    }
+
     /// Removes `path`; nil when done, else the path and why not, in the system's words.
     public static func remove(_ path: String) -> String? {
         do { try FileManager.default.removeItem(atPath: path); return nil } catch { return "\(path) (\(reason(error)))" }

@@ -677,7 +677,7 @@ struct Context {
         if p.hasPrefix("file://") { p = String(p.dropFirst(7)) }
         if p.hasPrefix("~/") { p = Home.directory + p.dropFirst(1) }
         let url = p.hasPrefix("/") ? URL(fileURLWithPath: p) : URL(fileURLWithPath: base).appendingPathComponent(p)
-        return url.standardizedFileURL.path
+        return FileChecks.spelledOnDisk(url.standardizedFileURL.path)
     }
 
     /// A local file the movie depends on (watermark, soundtrack): resolved, checked readable and

@@ -190,6 +190,23 @@ import Testing
         #expect(Planner.pipelineNotes(for: inner) == [])
     }
 
+    /// Files copied from a Mac keep their names decomposed ("E" + U+0301); a pipeline typed here
+    /// composes them ("\u{C9}"). The bytes differ, the text is the same: the file is found, and a
+    /// movie goes into the folder as it is spelled on disk. Names that are not the same text are
+    /// still not found.
+    @Test func aNameTypedInAnotherUnicodeFormFindsItsFile() throws {
+        let folder = dir + "/E\u{301}te\u{301}"           // "Été", decomposed
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: folder + "/Cafe\u{301}.mp4", contents: Data([0]))
+        try "output: { path: \u{C9}t\u{E9}/film.mp4 }\nclips:\n  - video: \u{C9}t\u{E9}/Caf\u{E9}.mp4\n"
+            .write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let p = try PipelineLoader.load(path: dir + "/p.yaml")
+        #expect(Array(p.items[0].sources[0].uri.utf8) == Array((folder + "/Cafe\u{301}.mp4").utf8))
+        #expect(Array(p.output.path.utf8) == Array((folder + "/film.mp4").utf8))
+        try "output: { path: o.mp4 }\nclips:\n  - video: \u{C9}t\u{E9}/Cafe.mp4\n".write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        #expect(throws: PipelineError.self) { _ = try PipelineLoader.load(path: dir + "/p.yaml") }
+    }
+
     /// A file saved in Latin-1: the error points at the first byte that is not UTF-8.
     @Test func textThatIsNotUTF8IsAnErrorAtItsFirstBadByte() throws {
         let dir = FileManager.default.temporaryDirectory.path + "/threadline-utf8-\(UUID().uuidString.prefix(8))"
