@@ -42,6 +42,13 @@ public enum FileChecks {
 
     static let emptyFile = "is empty (0 bytes)"
 
+    /// The entry of `path`'s folder whose name differs from its own only in case, when there is one.
+    static func sameButCase(_ path: String) -> String? {
+        let folder = (path as NSString).deletingLastPathComponent, name = (path as NSString).lastPathComponent.lowercased()
+        let twins = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.lowercased() == name }
+        return twins.count == 1 ? twins[0] : nil
+    }
+
     /// `path` as it is spelled on disk, where a part of it is spelled in another Unicode form: a
     /// file copied from a Mac keeps its name decomposed ("Cafe" + U+0301), a pipeline typed here
     /// composes it ("Caf" + U+00E9); Linux compares bytes, so the same name was "file not found".
@@ -110,8 +117,13 @@ public enum FileChecks {
     }
 
     /// What to do about a source that `sourceProblem` refused, when there is something to say.
-    public static func sourceHint(_ problem: String, base: String) -> String? {
-        if problem.hasPrefix("file not found") { return "paths are relative to the pipeline file's folder (\(base))" }
+    /// `path`: the file, to name one in its folder that differs only in case (`IMG_0001.JPG`
+    /// from a phone, typed `IMG_0001.jpg`: other files on Linux).
+    public static func sourceHint(_ problem: String, base: String, path: String? = nil) -> String? {
+        if problem.hasPrefix("file not found") {
+            if let path, let other = sameButCase(path) { return "its folder has \(other): names differ by case on Linux; write it as it is" }
+            return "paths are relative to the pipeline file's folder (\(base))"
+        }
         if problem.hasSuffix(emptyFile) {
             return "a copy or download that did not finish leaves such a file, and photo libraries keep one for a file still in the cloud: copy it again, or remove the item"
         }

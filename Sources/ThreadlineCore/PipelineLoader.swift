@@ -702,7 +702,7 @@ struct Context {
         let ref = SourceRef(resolved)
         if checkFiles && !ref.isRemote {
             if let problem = FileChecks.sourceProblem(resolved) {
-                throw error(problem, at: node, hint: FileChecks.sourceHint(problem, base: base))
+                throw error(problem, at: node, hint: FileChecks.sourceHint(problem, base: base, path: resolved))
             }
         }
         return ref

@@ -193,7 +193,7 @@ import Testing
     /// Files copied from a Mac keep their names decomposed ("E" + U+0301); a pipeline typed here
     /// composes them ("\u{C9}"). The bytes differ, the text is the same: the file is found, and a
     /// movie goes into the folder as it is spelled on disk. Names that are not the same text are
-    /// still not found.
+    /// still not found; one that differs only by case (a phone's IMG_0001.JPG) is named in the hint.
     @Test func aNameTypedInAnotherUnicodeFormFindsItsFile() throws {
         let folder = dir + "/E\u{301}te\u{301}"           // "Été", decomposed
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -205,6 +205,10 @@ import Testing
         #expect(Array(p.output.path.utf8) == Array((folder + "/film.mp4").utf8))
         try "output: { path: o.mp4 }\nclips:\n  - video: \u{C9}t\u{E9}/Cafe.mp4\n".write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
         #expect(throws: PipelineError.self) { _ = try PipelineLoader.load(path: dir + "/p.yaml") }
+        // Names that differ by case are other files here: not taken, but named in the hint.
+        try "output: { path: o.mp4 }\nclips:\n  - video: media/B.MP4\n".write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let e = try #require(#expect(throws: PipelineError.self) { _ = try PipelineLoader.load(path: dir + "/p.yaml") })
+        #expect(e.message.hasPrefix("file not found") && e.hint == "its folder has b.mp4: names differ by case on Linux; write it as it is", "\(e)")
     }
 
     /// A file saved in Latin-1: the error points at the first byte that is not UTF-8.
