@@ -224,13 +224,13 @@ public enum MotionPhoto {
         guard let range = embeddedMovie(in: data) else { return nil }
         let movie = data[(data.startIndex + range.lowerBound)..<(data.startIndex + range.upperBound)]
         let stem = ((photo as NSString).lastPathComponent as NSString).deletingPathExtension
-        let dir = folder + "/" + SHA256Hasher.hex(Data(movie))
+        let dir = folder + "/" + SHA256Hasher.hex(movie)
         let path = dir + "/" + stem + ".mp4"
         defer { FileManager.default.createFile(atPath: dir + "/.used", contents: nil) }
         if FileManager.default.fileExists(atPath: path) { return path }
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let part = path + ".part-\(getpid())"
-        try Data(movie).write(to: URL(fileURLWithPath: part))
+        try movie.write(to: URL(fileURLWithPath: part))
         guard rename(part, path) == 0 else {
             let why = String(cString: strerror(errno))
             try? FileManager.default.removeItem(atPath: part)

@@ -212,15 +212,15 @@ private final class SegmentJob {
     /// to the next frame's. Frames that fill none (60 fps shown at 30, what precedes the trim)
     /// may be skipped when nothing refers to them — x264's non-reference B-frames, typically —
     /// and the movie is the same. Anything uncertain counts as shown.
-    /// Where the video stream says it ends (`InputFile.videoClaimedEnd`), read once.
-    lazy var videoClaimedEnd: Double = input.videoClaimedEnd
-
     lazy var constantRate: Bool = {
         let st = input.stream(videoIndex).pointee
         let r = st.r_frame_rate, a = st.avg_frame_rate
         guard !spec.edits.bounce, video.ctx.pointee.thread_count <= 1, r.num > 0, r.den > 0, a.num > 0, a.den > 0 else { return false }
         return abs(av_q2d(r) / av_q2d(a) - 1) < 0.001
     }()
+
+    /// Where the video stream says it ends (`InputFile.videoClaimedEnd`), read once.
+    lazy var videoClaimedEnd: Double = input.videoClaimedEnd
 
     func mayShow(_ pkt: UnsafeMutablePointer<AVPacket>, origin: Double) -> Bool {
         // A deinterlacer reads each frame's neighbours: none is skipped.

@@ -115,7 +115,7 @@ public struct EditChain: Sendable {
     public static let wrapMark = " (text wrapped by each character's width, long words broken, lines on baselines, shrunk to fit the frame)"
 
     /// What the fingerprint adds for an interlaced source: its fields are made whole frames
-    /// (`Deinterlace`) before the chain sees them.
+    /// (Media's `Deinterlacer`) before the chain sees them.
     public static let deinterlaceMark = " (interlaced: deinterlaced by bwdif, a frame per field when the output shows over 1.1x the source's frames)"
 
     /// What the fingerprint adds for a chain that draws watermark or sticker images.

@@ -42,11 +42,16 @@ public enum FileChecks {
 
     static let emptyFile = "is empty (0 bytes)"
 
+    /// The one entry of `folder` whose name `matches`, when exactly one does.
+    static func onlyEntry(of folder: String, _ matches: (String) -> Bool) -> String? {
+        let found = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter(matches)
+        return found.count == 1 ? found[0] : nil
+    }
+
     /// The entry of `path`'s folder whose name differs from its own only in case, when there is one.
     static func sameButCase(_ path: String) -> String? {
-        let folder = (path as NSString).deletingLastPathComponent, name = (path as NSString).lastPathComponent.lowercased()
-        let twins = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.lowercased() == name }
-        return twins.count == 1 ? twins[0] : nil
+        let name = (path as NSString).lastPathComponent.lowercased()
+        return onlyEntry(of: (path as NSString).deletingLastPathComponent) { $0.lowercased() == name }
     }
 
     /// `path` as it is spelled on disk, where a part of it is spelled in another Unicode form: a
@@ -62,9 +67,8 @@ public enum FileChecks {
         for (k, part) in parts.enumerated() {
             let literal = found + "/" + part
             if access(literal, F_OK) == 0 { found = literal; continue }
-            let twins = ((try? FileManager.default.contentsOfDirectory(atPath: found.isEmpty ? "/" : found)) ?? []).filter { $0 == part }
-            guard twins.count == 1 else { return ([found] + parts[k...]).joined(separator: "/") }
-            found += "/" + twins[0]
+            guard let twin = onlyEntry(of: found.isEmpty ? "/" : found, { $0 == part }) else { return ([found] + parts[k...]).joined(separator: "/") }
+            found += "/" + twin
         }
         return found
     }
