@@ -73,7 +73,7 @@ enum Assets {
     .items figure { margin: 0; background: var(--panel); border: 1px solid var(--line); border-radius: 6px; overflow: hidden; }
     .items .poster { aspect-ratio: 16 / 9; background: #000; display: flex; align-items: center; justify-content: center; color: var(--muted); }
     .items img { width: 100%; height: 100%; object-fit: contain; display: block; }
-    .items figcaption { padding: .4em .5em; font-size: .85em; }
+    .items figcaption { padding: .4em .5em; font-size: .85em; overflow-wrap: anywhere; }
     video { max-width: 100%; width: 640px; background: #000; border-radius: 6px; }
     .lineage li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; }
     .workers .slots { font-size: .85em; color: var(--muted); }

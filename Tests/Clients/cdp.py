@@ -156,6 +156,8 @@ def live_run(b, base, run, out):
         return { widest: Math.max(0, ...bars.map(b => b[0])), misdrawn: bars.filter(([given, painted]) => Math.abs(given - painted) > 1) }; })()""")
     return {"statuses": statuses[:20], "etas": etas[:40], "gantt_waiting": gantt_waiting, "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0,
             "video_duration": duration or 0, "reloaded": marker != 42,
+            # Item captions wider than their card (cut off at its edge): a phone's long file name.
+            "captions_cut": b.eval("[...document.querySelectorAll('#items figcaption')].filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent)"),
             "lineage_items": b.eval("document.querySelectorAll('#lineage li').length"),
             # Each entry's indent and first words ("1.5 segment of item 3"): the tree as drawn.
             "lineage_tree": b.eval("[...document.querySelectorAll('#lineage li')].map(li => parseFloat(li.style.marginLeft || '0') + ' ' + li.textContent.trim().split(' ').slice(0, 4).join(' '))")}

@@ -267,6 +267,11 @@ import TestSupport
         let dir = temporaryDirectory("dashboard-live")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let pipeline = try ClusterTests.project(dir, items: 12, seconds: 3, output: "640x360", preset: "veryfast")
+        // One clip named as an Android phone names it: a word longer than its card is wide.
+        let phoneName = "VID_20260614_101500123_HDR10PLUS.mp4"
+        try FileManager.default.moveItem(atPath: dir + "/c1.mp4", toPath: dir + "/" + phoneName)
+        try String(contentsOfFile: pipeline, encoding: .utf8).replacingOccurrences(of: "video: c1.mp4", with: "video: " + phoneName)
+            .write(toFile: pipeline, atomically: true, encoding: .utf8)
         let state = dir + "/state"
         let procs = ServiceProcesses(directory: dir)
         defer { procs.stopAll() }
@@ -317,6 +322,7 @@ import TestSupport
         #expect(((seen["gantt_widest"] as? NSNumber)?.doubleValue ?? 0) > 300, "zoomed in, some bar is wide: \(seen)")
         #expect((seen["gantt_misdrawn"] as? [Any])?.isEmpty == true, "bars painted at another width than given: \(seen)")
         #expect(seen["posters"] as? Int == 12, "every item's poster loaded: \(seen)")
+        #expect((seen["captions_cut"] as? [Any])?.isEmpty == true, "item captions cut off at their card's edge: \(seen["captions_cut"] ?? "")")
         let movie = try ffprobe(dir + "/out.mp4")
         let videoDuration = seen["video_duration"] as? Double ?? 0
         #expect(abs(videoDuration - movie.duration) < 0.05, "<video> duration \(videoDuration) vs the movie's \(movie.duration)")
@@ -378,7 +384,7 @@ import TestSupport
         // The bytes the farm moved: the project's clips up from the submitter and out to the
         // worker (its own store), the segments back, the movie down.
         let clips = try (0..<12).reduce(Int64(0)) { sum, i in
-            sum + ((try FileManager.default.attributesOfItem(atPath: dir + "/c\(i).mp4")[.size] as? NSNumber)?.int64Value ?? 0)
+            sum + ((try FileManager.default.attributesOfItem(atPath: dir + (i == 1 ? "/" + phoneName : "/c\(i).mp4"))[.size] as? NSNumber)?.int64Value ?? 0)
         }
         for direction in ["received", "sent"] {
             let line = metrics.text.split(separator: "\n").first { $0.hasPrefix("threadline_transfer_bytes_total{direction=\"\(direction)\"}") }
