@@ -107,6 +107,30 @@ private final class SegmentJob {
                                    cut: spec.cut, frameCount: spec.frameCount)
     }
 
+    /// Seeks to the key frame at or before the trim start. A container without an index (MPEG-TS:
+    /// a camcorder's .MTS) is sought by bisecting its bytes and may land past the key frame the
+    /// start needs (a clip with one key frame, at its start: nothing after the seek decoded, and
+    /// the render failed with "no video frame could be decoded"). The first video key frame after
+    /// the seek is looked at without decoding; when it lies past the start, or there is none,
+    /// the file is read from its beginning and what precedes the start dropped.
+    func seekToTrimStart(origin: Double) {
+        let ts = Int64(((origin + spec.trimStart) * Double(AV_TIME_BASE)).rounded(.down))
+        func seek() -> Bool { av_seek_frame(input.ctx, -1, ts, AVSEEK_FLAG_BACKWARD) >= 0 }
+        func fromTheBeginning() { av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD) }
+        guard seek() else { return fromTheBeginning() }
+        var key: Double? = nil
+        while av_read_frame(input.ctx, packet.ptr) >= 0 {
+            defer { packet.unref() }
+            let p = packet.ptr.pointee
+            guard p.stream_index == videoIndex, (p.flags & AV_PKT_FLAG_KEY) != 0 else { continue }
+            let pts = p.pts != tl_nopts_value() ? p.pts : p.dts
+            key = pts == tl_nopts_value() ? nil : Double(pts) * av_q2d(video.timeBase) - origin
+            break
+        }
+        if let key, key <= spec.trimStart + 0.5 / fps, seek() { return }
+        fromTheBeginning()
+    }
+
     /// A frame per field when the movie shows more frames of the source a second than it stores
     /// (a 1080i clip of 29.97 frames in a 60 fps movie, 50i PAL in a 30 fps one, or slowed down):
     /// each slot then shows the field nearest its time. Else (29.97i at 30) a frame per frame.
@@ -124,12 +148,7 @@ private final class SegmentJob {
 
     func run(isCancelled: () -> Bool) throws -> SegmentReport {
         let origin = input.origin
-        if spec.trimStart > 0 {
-            let ts = Int64(((origin + spec.trimStart) * Double(AV_TIME_BASE)).rounded(.down))
-            if av_seek_frame(input.ctx, -1, ts, AVSEEK_FLAG_BACKWARD) < 0 {
-                av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD)   // decode from the start and drop
-            }
-        }
+        if spec.trimStart > 0 { seekToTrimStart(origin: origin) }
         let frame = Frame()
         var videoDone = false
         var audioDone = audio == nil

@@ -383,6 +383,31 @@ internal import CFFmpeg
         }
     }
 
+    /// An MPEG-TS (a camcorder's .MTS) has no index: seeking bisects its bytes and landed past
+    /// the only key frame of a clip that has one, so a trim that starts later decoded nothing
+    /// ("no video frame could be decoded"). Trimmed, it renders the very frames its MP4 remux
+    /// (the same stream, with an index) does.
+    @Test func aTrimmedTransportStreamWithOneKeyFrameRenders() throws {
+        let dir = temporaryDirectory()
+        var r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=3",
+                                   "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-c:v", "libx264", "-preset", "ultrafast",
+                                   "-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "mpegts", "\(dir)/clip.mts"])
+        #expect(r.status == 0, "\(r.err)")
+        r = try run("ffmpeg", ["-v", "error", "-y", "-i", "\(dir)/clip.mts", "-c", "copy", "\(dir)/clip.mp4"])
+        #expect(r.status == 0, "\(r.err)")
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 240, fps: Rational(30, 1))
+        var pictures: [String] = []
+        for name in ["clip.mts", "clip.mp4"] {
+            let pipeline = Pipeline(name: "t", output: profile, items: [Self.video("\(dir)/\(name)", trim: Trim(start: 1.0, end: 2.0)).1])
+            let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: "\(dir)/\(name)", frameCount: 30)
+            let report = try SegmentRenderer.render(spec, to: "\(dir)/\(name).mov")
+            #expect(report.framesOut == 30)
+            pictures.append(try run("ffmpeg", ["-v", "error", "-i", "\(dir)/\(name).mov", "-an", "-f", "framemd5", "-"]).out
+                .split(separator: "\n").filter { !$0.hasPrefix("#") }.map { String($0.split(separator: ",").last!) }.joined(separator: " "))
+        }
+        #expect(pictures[0] == pictures[1], "the .mts and its remux show other frames")
+    }
+
     @Test func twoClipsJoinExactly() throws {
         let dir = temporaryDirectory()
         try Generate.clip("\(dir)/a.mp4", fps: "30", seconds: 1.0)
