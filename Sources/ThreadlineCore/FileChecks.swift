@@ -42,6 +42,13 @@ public enum FileChecks {
 
     static let emptyFile = "is empty (0 bytes)"
 
+    /// What to do about a file a pipeline names that is not there: the one in its folder that
+    /// differs only by case, when there is one, else where relative paths start.
+    public static func notFoundHint(base: String, path: String?) -> String {
+        if let path, let other = sameButCase(path) { return "its folder has \(other): names differ by case on Linux; write it as it is" }
+        return "paths are relative to the pipeline file's folder (\(base))"
+    }
+
     /// The one entry of `folder` whose name `matches`, when exactly one does.
     static func onlyEntry(of folder: String, _ matches: (String) -> Bool) -> String? {
         let found = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter(matches)
@@ -124,10 +131,7 @@ public enum FileChecks {
     /// `path`: the file, to name one in its folder that differs only in case (`IMG_0001.JPG`
     /// from a phone, typed `IMG_0001.jpg`: other files on Linux).
     public static func sourceHint(_ problem: String, base: String, path: String? = nil) -> String? {
-        if problem.hasPrefix("file not found") {
-            if let path, let other = sameButCase(path) { return "its folder has \(other): names differ by case on Linux; write it as it is" }
-            return "paths are relative to the pipeline file's folder (\(base))"
-        }
+        if problem.hasPrefix("file not found") { return notFoundHint(base: base, path: path) }
         if problem.hasSuffix(emptyFile) {
             return "a copy or download that did not finish leaves such a file, and photo libraries keep one for a file still in the cloud: copy it again, or remove the item"
         }

@@ -689,7 +689,7 @@ struct Context {
             throw error("\(what): \(problem)", at: node)
         }
         guard FileManager.default.isReadableFile(atPath: path), let sha = try? SHA256Hasher.hex(fileAt: path) else {
-            throw error("\(what) not found: \(path)", at: node, hint: FileChecks.sourceHint("file not found", base: base, path: path))
+            throw error("\(what) not found: \(path)", at: node, hint: FileChecks.notFoundHint(base: base, path: path))
         }
         return (path, sha)
     }

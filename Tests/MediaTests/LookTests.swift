@@ -103,8 +103,6 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
 }
 
 @Suite struct TitleTests {
-    /// A title of several lines sits on even baselines: a line of small letters ("ace") was
-    /// drawn with its tops where capitals' tops go, so it sat higher, closer to the line above.
     /// The lettering bands of frame 2 of a 640x360 title card of `text`, rendered through the
     /// media engine.
     static func titleBands(_ text: String, label: String) throws -> [(top: Int, bottom: Int, left: Int, right: Int)] {
@@ -120,6 +118,8 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
         return try letteringBands(dir + "/out.mp4", frame: 2).bands
     }
 
+    /// A title of several lines sits on even baselines: a line of small letters ("ace") was
+    /// drawn with its tops where capitals' tops go, so it sat higher, closer to the line above.
     @Test func aTitlesLinesSitOnEvenBaselines() throws {
         let bands = try Self.titleBands("ACE\nace\nACE\nace", label: "title-baselines")
         // No descenders: each band's last row is its line's baseline.
@@ -228,8 +228,6 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
         try Self.expectTextInsideTheLowerThird(out)
     }
 
-    /// A caption longer than the frame holds at its size is drawn smaller, all of it inside the
-    /// frame's margins: its first lines were above the frame's top.
     /// A caption in capitals wraps inside the frame: wrapping counted a capital as a small
     /// letter, and its first line ran off both edges.
     @Test func aCaptionInCapitalsStaysInsideTheFrame() throws {
@@ -238,6 +236,8 @@ func letteringBands(_ video: String, frame index: Int) throws -> (bands: [(top: 
         try Self.expectTextInsideTheLowerThird(out)
     }
 
+    /// A caption longer than the frame holds at its size is drawn smaller, all of it inside the
+    /// frame's margins: its first lines were above the frame's top.
     @Test func aLongCaptionIsShrunkToFitTheFrame() throws {
         let text = (0..<120).map { "word\($0)" }.joined(separator: " ")
         let out = try Self.textOnBlack(TextOverlay(value: text, position: .bottom), width: 640, height: 360, seconds: 0.5, label: "text-long")
