@@ -122,7 +122,8 @@ public enum LibraryScanner {
     }
 
     /// The library's dated items. A still and a movie in one folder with the same Apple content
-    /// identifier are one Live Photo (by the still's path); names are never used to pair.
+    /// identifier are one Live Photo (by the still's path); names are never used to pair. An
+    /// Android motion photo is one too, on its own.
     public static func items(_ entries: [LibraryIndex.Entry]) -> [Suggestions.Item] {
         let readable = entries.filter { $0.kind != nil }
         var movieFor: [String: LibraryIndex.Entry] = [:]   // folder + identifier → movie
@@ -140,6 +141,9 @@ public enum LibraryScanner {
             } else if let local = e.local {
                 items.append(.init(path: e.path, kind: .photo, local: local))
             }
+        }
+        for e in readable where e.kind == CaptureInfo.Kind.motionPhoto.rawValue {
+            if let local = e.local { items.append(.init(path: e.path, kind: .motionPhoto, local: local, seconds: e.seconds)) }
         }
         for e in readable where e.kind == "video" && !paired.contains(e.path) {
             if let local = e.local { items.append(.init(path: e.path, kind: .video, local: local, seconds: e.seconds)) }

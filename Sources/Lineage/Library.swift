@@ -9,7 +9,8 @@ public final class LibraryIndex: @unchecked Sendable {
         public var path: String
         public var size: Int64
         public var mtime: Double
-        /// "photo" or "video"; nil when the file could not be read.
+        /// "photo", "video" or "motion_photo" (an Android photo with its movie inside); nil when
+        /// the file could not be read.
         public var kind: String?
         public var local: String?
         public var offsetMinutes: Int?
@@ -62,6 +63,10 @@ public final class LibraryIndex: @unchecked Sendable {
                 ALTER TABLE asset ADD COLUMN seconds REAL;
                 UPDATE asset SET mtime = -1 WHERE kind = 'video';
                 """)
+        }
+        // Android motion photos: JPEG photos indexed before are read again by the next scan.
+        m.registerMigration("v3 motion photos") { db in
+            try db.execute(sql: "UPDATE asset SET mtime = -1 WHERE kind = 'photo' AND (path LIKE '%.jpg' OR path LIKE '%.jpeg')")
         }
         try m.migrate(db)
     }

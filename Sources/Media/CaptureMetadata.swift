@@ -8,7 +8,9 @@ internal import CExif
 /// EXIF (libexif) for JPEG and for the EXIF block libheif hands out for HEIC; container metadata
 /// (libavformat) for MOV/MP4. No pixels are decoded.
 public struct CaptureInfo: Sendable, Equatable, Codable {
-    public enum Kind: String, Sendable, Codable { case photo, video }
+    /// A motion photo is an Android photo with its movie inside (Google's Motion Photo format,
+    /// MicroVideo, Samsung's trailer): `live_photo:` in a pipeline shows that movie.
+    public enum Kind: String, Sendable, Codable { case photo, video, motionPhoto = "motion_photo" }
     public var kind: Kind
     /// The wall-clock time where it was taken, "YYYY-MM-DDTHH:MM:SS" plus ".fff" when known;
     /// nil when the file carries no capture date.
@@ -19,7 +21,8 @@ public struct CaptureInfo: Sendable, Equatable, Codable {
     public var dateSource: String?
     /// Apple's Live Photo content identifier (MakerApple tag 17 / com.apple.quicktime.content.identifier).
     public var contentIdentifier: String?
-    /// A movie's length in seconds as its container states it (nil for photos, or when unstated).
+    /// A movie's length in seconds as its container states it (a motion photo's: its movie's; nil
+    /// for photos, or when unstated).
     public var seconds: Double?
 
     public init(kind: Kind, local: String? = nil, offsetMinutes: Int? = nil, dateSource: String? = nil, contentIdentifier: String? = nil,
@@ -53,9 +56,16 @@ public enum CaptureMetadata {
         guard head.count == 3, head[0] == 0xFF, head[1] == 0xD8, head[2] == 0xFF else {
             throw MediaError(.fetch, .permanent, file: name, "is not a JPEG")
         }
-        guard let exif = tl_exif_load_file(path) else { return CaptureInfo(kind: .photo) }
-        defer { exif_data_unref(exif) }
-        return fromEXIF(exif)
+        var info = CaptureInfo(kind: .photo)
+        if let exif = tl_exif_load_file(path) {
+            info = fromEXIF(exif)
+            exif_data_unref(exif)
+        }
+        if let movie = MotionPhoto.markedMovie(in: path) {
+            info.kind = .motionPhoto
+            info.seconds = MotionPhoto.seconds(of: movie, in: path)
+        }
+        return info
     }
 
     static func heic(_ path: String, name: String) throws -> CaptureInfo {

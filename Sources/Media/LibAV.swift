@@ -189,3 +189,12 @@ func openLocalInput(_ ctx: inout UnsafeMutablePointer<AVFormatContext>?, _ path:
     let url = path.hasPrefix("/") ? "file:" + path : path
     return avformat_open_input(&ctx, url, nil, &opts)
 }
+
+/// Opens bytes `range` of the local file at `path` (absolute) as a file of its own, through
+/// FFmpeg's subfile protocol: the movie inside an Android motion photo.
+func openLocalInput(_ ctx: inout UnsafeMutablePointer<AVFormatContext>?, _ path: String, range: Range<Int>) -> Int32 {
+    var opts: OpaquePointer? = nil
+    av_dict_set(&opts, "protocol_whitelist", "subfile,file", 0)
+    defer { av_dict_free(&opts) }
+    return avformat_open_input(&ctx, "subfile,,start,\(range.lowerBound),end,\(range.upperBound),,:file:" + path, nil, &opts)
+}

@@ -159,6 +159,32 @@ public enum MotionPhoto {
         return embeddedMovie(in: data)
     }
 
+    /// The movie embedded in the photo at `path`, looked for only where the file says it may hold
+    /// one: its first 256 KiB (a JPEG's XMP) name a motion photo (`MotionPhoto`, `MicroVideo`), or
+    /// it ends with Samsung's trailer (`SEFT`). A library scan asks this of every photo; a plain
+    /// one costs those bytes and its last four, not a read of the whole file.
+    public static func markedMovie(in path: String) -> Range<Int>? {
+        guard let file = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? file.close() }
+        let head = (try? file.read(upToCount: 256 << 10)) ?? Data()
+        var marked = head.range(of: Data("MotionPhoto".utf8)) != nil || head.range(of: Data("MicroVideo".utf8)) != nil
+        if !marked, let end = try? file.seekToEnd(), end >= 4, (try? file.seek(toOffset: end - 4)) != nil {
+            marked = (try? file.read(upToCount: 4)) == Data("SEFT".utf8)
+        }
+        return marked ? embeddedMovie(in: path) : nil
+    }
+
+    /// How long the movie at `range` of the file at `path` plays, as its header says (no packets
+    /// read), or nil when it does not say.
+    public static func seconds(of range: Range<Int>, in path: String) -> Double? {
+        _ = configureLogging
+        var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
+        guard openLocalInput(&ctx, path, range: range) >= 0, let c = ctx else { return nil }
+        defer { avformat_close_input(&ctx) }
+        guard c.pointee.duration != tl_nopts_value(), c.pointee.duration > 0 else { return nil }
+        return Double(c.pointee.duration) / Double(AV_TIME_BASE)
+    }
+
     static func embeddedMovie(in data: Data) -> Range<Int>? {
         // The XMP packet: in a JPEG's APP1 near the start, in a HEIC wherever its item lies.
         let packet = data.range(of: Data("<x:xmpmeta".utf8)).map { data[$0.lowerBound..<min(data.endIndex, $0.lowerBound + (1 << 16))] } ?? Data()

@@ -35,16 +35,17 @@ public enum Suggestions {
         static func isLeap(_ y: Int) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
     }
 
-    /// One item of the library: a photo, a video, or a Live Photo (by its still's path).
+    /// One item of the library: a photo, a video, a Live Photo (by its still's path), or an
+    /// Android motion photo (one file, its movie inside).
     public struct Item: Sendable, Equatable {
-        public enum Kind: String, Sendable { case photo, video, livePhoto = "live_photo" }
+        public enum Kind: String, Sendable { case photo, video, livePhoto = "live_photo", motionPhoto = "motion_photo" }
         public var path: String
         public var kind: Kind
         /// Local capture time, "YYYY-MM-DDTHH:MM:SS[.fff]" (sorts as it reads).
         public var local: String
         /// The Live Photo's movie, when `kind` is live_photo.
         public var motion: String?
-        /// How long a video (or a Live Photo's movie) plays, when its file says.
+        /// How long a video (or a Live Photo's or motion photo's movie) plays, when its file says.
         public var seconds: Double?
         public init(path: String, kind: Kind, local: String, motion: String? = nil, seconds: Double? = nil) {
             self.path = path; self.kind = kind; self.local = local; self.motion = motion; self.seconds = seconds

@@ -221,7 +221,7 @@ struct SuggestList: ParsableCommand {
         for (k, item) in s.items.enumerated() {
             switch item.kind {
             case .photo: body += "  - photo: \(q(item.path))\n    duration: \(n(photo))\n"
-            case .livePhoto: body += "  - live_photo: \(q(item.path))\n"
+            case .livePhoto, .motionPhoto: body += "  - live_photo: \(q(item.path))\n"
             case .video: body += "  - video: \(q(item.path))\n"
             }
             body += transition(after: k + 1)
@@ -248,11 +248,20 @@ struct SuggestList: ParsableCommand {
             var captions: [Int: String] = [0: s.title]
             for (k, item) in s.items.enumerated() {
                 // The day is in the title; each poster says its time and what it is.
-                captions[k + 1] = String(item.local.dropFirst(11).prefix(5)) + "  " + (item.kind == .livePhoto ? "Live Photo" : item.kind.rawValue)
+                captions[k + 1] = String(item.local.dropFirst(11).prefix(5)) + "  " + Self.caption(item.kind)
             }
             try writeThumbnails(p, folder: posters, width: 240, columns: 5, sheet: sheet, captions: captions) { _ in }
         }
         return draft
+    }
+
+    /// What a contact sheet's poster says an item is.
+    static func caption(_ kind: Suggestions.Item.Kind) -> String {
+        switch kind {
+        case .photo, .video: return kind.rawValue
+        case .livePhoto: return "Live Photo"
+        case .motionPhoto: return "motion photo"
+        }
     }
 
     static let signaturePrefix = "# draft sha256: "

@@ -66,23 +66,16 @@ import TestSupport
         var r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240", "-frames:v", "1", dir + "/still.jpg"])
         #expect(r.status == 0)
         try Generate.clip(dir + "/motion.mp4", seconds: 1.5, tone: 500)
-        let jpeg = try Data(contentsOf: URL(fileURLWithPath: dir + "/still.jpg")), movie = try Data(contentsOf: URL(fileURLWithPath: dir + "/motion.mp4"))
+        let movie = try Data(contentsOf: URL(fileURLWithPath: dir + "/motion.mp4"))
         func photo(_ name: String, xmp: String?, marker: Data = Data(), trailer: Data = Data()) throws {
-            var body = jpeg
-            if let xmp {
-                let payload = Data("http://ns.adobe.com/xap/1.0/\u{0}".utf8) + Data(xmp.utf8)
-                let length = payload.count + 2
-                body = jpeg.prefix(2) + Data([0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)]) + payload + jpeg.dropFirst(2)
-            }
-            try (body + marker + movie + trailer).write(to: URL(fileURLWithPath: dir + "/" + name))
+            try Generate.appendMovie(dir + "/" + name, still: dir + "/still.jpg", movie: dir + "/motion.mp4", xmp: xmp.map { Data($0.utf8) },
+                                     marker: marker, trailer: trailer)
         }
+        try Generate.motionPhoto(dir + "/PXL_20260614_101500123.MP.jpg", still: dir + "/still.jpg", movie: dir + "/motion.mp4")
         let rdf = #"<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">"#
-        let google = rdf + #"<rdf:Description rdf:about="" xmlns:Camera="http://ns.google.com/photos/1.0/camera/" xmlns:Container="http://ns.google.com/photos/1.0/container/" xmlns:Item="http://ns.google.com/photos/1.0/container/item/" Camera:MotionPhoto="FLAG" Camera:MotionPhotoVersion="1" Camera:MotionPhotoPresentationTimestampUs="750000"><Container:Directory><rdf:Seq><rdf:li rdf:parseType="Resource"><Container:Item Item:Mime="image/jpeg" Item:Semantic="Primary" Item:Length="0" Item:Padding="0"/></rdf:li><rdf:li rdf:parseType="Resource"><Container:Item Item:Mime="video/mp4" Item:Semantic="MotionPhoto" Item:Length="LENGTH" Item:Padding="0"/></rdf:li></rdf:Seq></Container:Directory></rdf:Description></rdf:RDF></x:xmpmeta>"#
-            .replacingOccurrences(of: "LENGTH", with: "\(movie.count)")
-        try photo("PXL_20260614_101500123.MP.jpg", xmp: google.replacingOccurrences(of: "FLAG", with: "1"))
         try photo("MVIMG_20190101_120000.jpg", xmp: rdf + #"<rdf:Description rdf:about="" xmlns:GCamera="http://ns.google.com/photos/1.0/camera/" GCamera:MicroVideo="1" GCamera:MicroVideoVersion="1" GCamera:MicroVideoOffset="\#(movie.count)"/></rdf:RDF></x:xmpmeta>"#)
         try photo("20230501_101010.jpg", xmp: nil, marker: Data("MotionPhoto_Data".utf8), trailer: Data("\u{0}\u{0}\u{0}\u{0}SEFHxxxxxxxxSEFT".utf8))
-        try photo("PXL_not_motion.MP.jpg", xmp: google.replacingOccurrences(of: "FLAG", with: "0"))
+        try Generate.motionPhoto(dir + "/PXL_not_motion.MP.jpg", still: dir + "/still.jpg", movie: dir + "/motion.mp4", flag: 0)
         for name in ["PXL_20260614_101500123.MP.jpg", "MVIMG_20190101_120000.jpg", "20230501_101010.jpg"] {
             let range = try #require(MotionPhoto.embeddedMovie(in: dir + "/" + name), "\(name)")
             #expect(range.count == movie.count, "\(name): \(range)")

@@ -297,6 +297,47 @@ import TestSupport
         #expect(plan.status == 0, "\(plan.err)")
     }
 
+    /// A Pixel's day: every photo a motion photo (its movie inside the JPEG), one with the motion
+    /// turned off (Camera:MotionPhoto 0, a movie still appended). The scan listed them all as
+    /// photos, so the draft showed stills where the phone shows motion. A motion photo is now a
+    /// `live_photo:` item, its fades fitted to its movie's length; the draft renders that movie.
+    @Test(.enabled(if: tools(haveExiftool), "needs exiftool (libimage-exiftool-perl, scripts/test-tools)"))
+    func anAndroidMotionPhotoIsSuggestedWithItsMovie() throws {
+        let dir = temporaryDirectory("suggest-motion")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let root = dir + "/Pictures"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        for (k, colour) in ["red", "green", "blue"].enumerated() {
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=\(colour):s=320x240", "-frames:v", "1", "\(dir)/still\(k).jpg"])
+            #expect(r.status == 0, "\(r.err)")
+        }
+        let e = try run("exiftool", ["-q", "-overwrite_original", "-DateTimeOriginal=2026:06:15 10:00:00", "-OffsetTimeOriginal=+02:00",
+                                     dir + "/still0.jpg", dir + "/still1.jpg", dir + "/still2.jpg"])
+        #expect(e.status == 0, "exiftool: \(e.err)")
+        try Generate.clip(dir + "/motion.mp4", seconds: 0.8, tone: 500)
+        try Generate.motionPhoto(root + "/PXL_20260615_080000001.MP.jpg", still: dir + "/still0.jpg", movie: dir + "/motion.mp4")
+        try Generate.motionPhoto(root + "/PXL_20260615_080000002.MP.jpg", still: dir + "/still1.jpg", movie: dir + "/motion.mp4", flag: 0)
+        try FileManager.default.copyItem(atPath: dir + "/still2.jpg", toPath: root + "/PXL_20260615_080000003.jpg")
+        let lib = Library(root: root, state: dir + "/state", out: dir + "/drafts")
+        #expect(try Self.coord(["enable", root], lib).status == 0)
+        let listed = try Self.list(lib)
+        let draft = try #require(listed.json.first?["pipeline"] as? String, "\(listed.err)")
+        let text = try String(contentsOfFile: draft, encoding: .utf8)
+        // The 0.8 s movie gives each side at most 0.4 s less a frame: 0.36 s fades around it.
+        #expect(text.contains("""
+              - live_photo: "\(root)/PXL_20260615_080000001.MP.jpg"
+                transition: { type: fade, duration: 0.36 }
+              - photo: "\(root)/PXL_20260615_080000002.MP.jpg"
+            """), "\(text)")
+        #expect(text.contains("- photo: \"\(root)/PXL_20260615_080000003.jpg\""), "\(text)")
+        #expect(text.contains("transition: { type: fade, duration: 0.36 }\n  - live_photo:"), "the fade into it too: \(text)")
+        let plan = try run(coordPath, ["plan", draft, "--json"], timeout: 120)
+        #expect(plan.status == 0, "\(plan.err)")
+        // The motion photo's item plays its 0.8 s movie (24 frames), not a 3 s still.
+        let timeline = ((try? JSONSerialization.jsonObject(with: Data(plan.out.utf8))) as? [String: Any])?["timeline"] as? [[String: Any]]
+        #expect(timeline?.map { $0["frameCount"] as? Int ?? -1 } == [75, 24, 90, 90], "\(plan.out.suffix(1500))")
+    }
+
     /// 10,000 files (dated JPEGs and MOVs in 100 folders): the first scan reads metadata only;
     /// a rescan with nothing changed reads nothing.
     @Test func tenThousandFilesScanOnceAndRescanQuickly() throws {

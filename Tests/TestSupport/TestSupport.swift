@@ -94,6 +94,32 @@ public enum Generate {
         if let rotation { try setDisplayRotation(path, clockwise: rotation) }
     }
 
+    /// An Android motion photo as Google's Motion Photo format 1.0 writes one: the JPEG at `still`
+    /// with an XMP packet (APP1, after SOI) whose `Camera:MotionPhoto` is `flag` and whose
+    /// container directory gives the movie's length, then the movie at `movie` appended.
+    public static func motionPhoto(_ path: String, still: String, movie: String, flag: Int = 1) throws {
+        let xmp = Data(motionPhotoXMP(flag: flag, movieLength: try Data(contentsOf: URL(fileURLWithPath: movie)).count).utf8)
+        try appendMovie(path, still: still, movie: movie, xmp: xmp)
+    }
+
+    /// The XMP packet of a Google motion photo (Camera:MotionPhoto = `flag`, the movie's length).
+    public static func motionPhotoXMP(flag: Int, movieLength: Int) -> String {
+        #"<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">"#
+            + #"<rdf:Description rdf:about="" xmlns:Camera="http://ns.google.com/photos/1.0/camera/" xmlns:Container="http://ns.google.com/photos/1.0/container/" xmlns:Item="http://ns.google.com/photos/1.0/container/item/" Camera:MotionPhoto="\#(flag)" Camera:MotionPhotoVersion="1" Camera:MotionPhotoPresentationTimestampUs="750000"><Container:Directory><rdf:Seq><rdf:li rdf:parseType="Resource"><Container:Item Item:Mime="image/jpeg" Item:Semantic="Primary" Item:Length="0" Item:Padding="0"/></rdf:li><rdf:li rdf:parseType="Resource"><Container:Item Item:Mime="video/mp4" Item:Semantic="MotionPhoto" Item:Length="\#(movieLength)" Item:Padding="0"/></rdf:li></rdf:Seq></Container:Directory></rdf:Description></rdf:RDF></x:xmpmeta>"#
+    }
+
+    /// The JPEG at `still` with `xmp` (when given) in an APP1 segment after SOI, then `marker`,
+    /// the movie at `movie` and `trailer`: the shapes Android phones write.
+    public static func appendMovie(_ path: String, still: String, movie: String, xmp: Data?, marker: Data = Data(), trailer: Data = Data()) throws {
+        var body = try Data(contentsOf: URL(fileURLWithPath: still))
+        if let xmp {
+            let payload = Data("http://ns.adobe.com/xap/1.0/\u{0}".utf8) + xmp
+            let length = payload.count + 2
+            body = body.prefix(2) + Data([0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)]) + payload + body.dropFirst(2)
+        }
+        try (body + marker + Data(contentsOf: URL(fileURLWithPath: movie)) + trailer).write(to: URL(fileURLWithPath: path))
+    }
+
     /// Writes a display matrix into the first track header (tkhd) of an MP4/MOV, as phones do
     /// for portrait video; ffmpeg 5.1's command line cannot write one.
     public static func setDisplayRotation(_ path: String, clockwise degrees: Int) throws {
