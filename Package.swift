@@ -39,6 +39,7 @@ let package = Package(
         .systemLibrary(name: "CLCMS", path: "Sources/CLCMS", pkgConfig: "lcms2", providers: [.apt(["liblcms2-dev"])]),
         .systemLibrary(name: "CFreeType", path: "Sources/CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
         .systemLibrary(name: "CExif", path: "Sources/CExif", pkgConfig: "libexif", providers: [.apt(["libexif-dev"])]),
+        .systemLibrary(name: "CFontconfig", path: "Sources/CFontconfig", pkgConfig: "fontconfig", providers: [.apt(["libfontconfig-dev"])]),
         .target(name: "CSupport", path: "Sources/CSupport", cSettings: [.unsafeFlags(["-O2"])]),
 
         // Pure: pipeline model, YAML loading with locations, planning, stage keys.
@@ -46,7 +47,7 @@ let package = Package(
                 dependencies: ["CSupport", .product(name: "Yams", package: "Yams"), .product(name: "Crypto", package: "swift-crypto"),
                                .product(name: "NIOCore", package: "swift-nio")]),
         // Owns FFmpeg.
-        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "CExif", "CFreeType", "ThreadlineCore", "CSupport"]),
+        .target(name: "Media", dependencies: ["CFFmpeg", "CHeif", "CLCMS", "CExif", "CFreeType", "CFontconfig", "ThreadlineCore", "CSupport"]),
         // Owns ZeroMQ.
         .target(name: "Transport", dependencies: ["CZeroMQ"]),
         // The farm protocol's messages, versioned and separate from the engine's model

@@ -1,5 +1,6 @@
 import Foundation
 import CFreeType
+import CFontconfig
 import ThreadlineCore
 
 /// What a font can draw, asked before rendering. FFmpeg's drawtext draws every character with
@@ -16,6 +17,40 @@ public enum Fonts {
     /// they are not asked about.
     public static func missing(in text: String, font: String) throws(Unreadable) -> [Character] {
         try Face(font).missing(in: text)
+    }
+
+    /// A font installed on this machine that draws every character of `text`: fontconfig's
+    /// choices for those characters (as a browser falls back for a page's words), outline fonts
+    /// only (drawtext draws no colour emoji), the first face of its file (the one drawtext opens),
+    /// checked with FreeType as drawtext will read it. Nil when none draws them all.
+    public static func fallback(covering text: String) -> String? {
+        let visible = text.unicodeScalars.filter { !isInvisible($0) }
+        guard !visible.isEmpty, FcInit() != 0, let config = FcConfigGetCurrent(),
+              let wanted = FcCharSetCreate(), let pattern = FcPatternCreate() else { return nil }
+        defer { FcCharSetDestroy(wanted); FcPatternDestroy(pattern) }
+        for s in visible { FcCharSetAddChar(wanted, s.value) }
+        FcPatternAddCharSet(pattern, FC_CHARSET, wanted)
+        FcPatternAddBool(pattern, FC_OUTLINE, FcBool(FcTrue))
+        _ = "sans-serif".withCString { FcPatternAddString(pattern, FC_FAMILY, UnsafeRawPointer($0).assumingMemoryBound(to: FcChar8.self)) }
+        FcConfigSubstitute(config, pattern, FcMatchPattern)
+        FcDefaultSubstitute(pattern)
+        var result = FcResultNoMatch
+        guard let sorted = FcFontSort(config, pattern, FcBool(FcFalse), nil, &result) else { return nil }
+        defer { FcFontSetDestroy(sorted) }
+        for k in 0..<Int(sorted.pointee.nfont) {
+            guard let font = sorted.pointee.fonts[k] else { continue }
+            var file: UnsafeMutablePointer<FcChar8>?, index: Int32 = 0, colour: FcBool = FcBool(FcFalse), outline: FcBool = FcBool(FcTrue)
+            var has: OpaquePointer?
+            guard FcPatternGetString(font, FC_FILE, 0, &file) == FcResultMatch, let file,
+                  FcPatternGetCharSet(font, FC_CHARSET, 0, &has) == FcResultMatch, let has, FcCharSetIsSubset(wanted, has) != 0 else { continue }
+            _ = FcPatternGetInteger(font, FC_INDEX, 0, &index)
+            _ = FcPatternGetBool(font, FC_COLOR, 0, &colour)
+            _ = FcPatternGetBool(font, FC_OUTLINE, 0, &outline)
+            guard index == 0, colour == FcBool(FcFalse), outline != FcBool(FcFalse) else { continue }
+            let path = String(cString: UnsafeRawPointer(file).assumingMemoryBound(to: CChar.self))
+            if let face = try? Face(path), face.missing(in: text).isEmpty { return path }
+        }
+        return nil
     }
 
     /// One font file, open.
@@ -56,6 +91,40 @@ public enum Fonts {
         return (0xFE00...0xFE0F).contains(s.value) || (0xE0100...0xE01EF).contains(s.value)
     }
 
+    /// Gives each title and text that the default font cannot draw a font installed here that
+    /// can (`fallback(covering:)`), as a browser would; words in another font the pipeline names
+    /// are left in it. Returns a note for each: which font draws them now, and why. The font is
+    /// then one of the pipeline's files: a remote submit sends it to the farm.
+    public static func fallbacks(_ pipeline: inout Pipeline) -> [String] {
+        var notes: [String] = []
+        var face: Face?, chosen: [String: String?] = [:]
+        func replacement(_ text: String) -> (font: String, lacking: [Character])? {
+            guard let missing = (face ?? (try? Face(Title.defaultFont))).map({ f in face = f; return f.missing(in: text) }), !missing.isEmpty else { return nil }
+            if chosen[text] == nil { chosen[text] = fallback(covering: text) }
+            return chosen[text]!.map { ($0, missing) }
+        }
+        func note(_ i: Int, _ item: Item, _ what: String, _ font: String, _ lacking: [Character]) {
+            let shown = lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
+            notes.append(pipelineNote("\(item.label(index: i)): the default font \((Title.defaultFont as NSString).lastPathComponent) has no \(shown): "
+                + "\(what) is drawn with \(font), installed here, which has \(lacking.count == 1 ? "it" : "them") (font: PATH chooses another)",
+                at: item.location))
+        }
+        for i in pipeline.items.indices {
+            let item = pipeline.items[i]
+            if case .title(var t) = item.kind, t.font == Title.defaultFont, let (font, lacking) = replacement(t.text) {
+                t.font = font
+                pipeline.items[i].kind = .title(t)
+                note(i, item, "the title", font, lacking)
+            }
+            if var t = item.edits.text, t.font == Title.defaultFont, let (font, lacking) = replacement(t.value) {
+                t.font = font
+                pipeline.items[i].edits.text = t
+                note(i, item, "its text", font, lacking)
+            }
+        }
+        return notes
+    }
+
     /// The notes `coord plan` and `coord submit` print for a pipeline's words (titles and text
     /// over items) that its fonts cannot draw, with each item's file:line:col; an error for a font
     /// that cannot be read at all (drawtext would fail on every worker).
@@ -79,7 +148,8 @@ public enum Fonts {
                 let font = (w.font as NSString).lastPathComponent
                 let one = lacking.count == 1
                 notes.append(pipelineNote("\(item.label(index: i)): the font \(font) has no \(shown): \(one ? "it is" : "they are") drawn as "
-                    + "\(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)", at: item.location))
+                    + "\(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)"
+                    + (w.font == Title.defaultFont ? ", or install one (none here has \(one ? "it" : "them all"))" : ""), at: item.location))
             }
         }
         return notes

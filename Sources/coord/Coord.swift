@@ -78,11 +78,11 @@ func loadPipeline(_ path: String) throws -> Pipeline {
 /// as a clip's trim does), words its fonts cannot draw (empty boxes). A font that is not one is
 /// an error, and so is a watermark or sticker image that is no picture.
 func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -> (pipeline: Pipeline, notes: [String]) {
-        let p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
+        var p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
         if let stateDirectory, let problem = FileChecks.outputProblem(p.output.path, inputs: [], stateDirectory: stateDirectory) {
             throw PipelineError("output.path: \(problem)", at: p.outputLocation, hint: "choose a path outside the state folder")
         }
-        var notes = Planner.pipelineNotes(for: p)
+        var notes = Planner.pipelineNotes(for: p) + Fonts.fallbacks(&p)
         if let st = p.output.soundtrack {
             let song = (st.source as NSString).lastPathComponent
             let facts: MediaFacts

@@ -177,7 +177,7 @@ import TestSupport
                 text: "Zoë — ½ price"
             """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
         let note = "p.yaml:4:5: note: title 1 (\"Tokyo 日本 🏖️\\n日\"): the font DejaVuSans.ttf has no 日 本 🏖️: they are drawn as empty boxes; "
-            + "give the title a font that has them (font: PATH)"
+            + "give the title a font that has them (font: PATH), or install one (none here has them all)"
         for args in [["plan", dir + "/p.yaml"], ["submit", dir + "/p.yaml", "--state", dir + "/state"]] {
             let r = try run(coordPath, args, timeout: 120)
             #expect(r.status == 0, "\(args[0]): \(r.err)")
@@ -204,6 +204,44 @@ import TestSupport
             .write(toFile: dir + "/g.yaml", atomically: true, encoding: .utf8)
         let gif = try run(coordPath, ["submit", dir + "/g.yaml", "--state", dir + "/state"], timeout: 120)
         #expect(gif.status == 0 && gif.err.contains("g.yaml:3:23: note: soundtrack: g.gif is an animated GIF, which has no sound"), "\(gif.err)")
+    }
+
+    /// A title in Chinese came out as empty boxes with the note "give the title a font that has
+    /// them", though a Chinese font was installed: the default font was the only one asked. Words
+    /// the default font cannot draw are now drawn with an installed font that has them all (as a
+    /// browser falls back), said in a note; a font the pipeline names is left as it is.
+    @Test(.enabled(if: !chineseFonts().isEmpty || requireChineseFont(), "no Chinese font installed (scripts/test-tools installs fonts-wqy-microhei)"))
+    func aTitleInChineseIsDrawnWithAnInstalledFontThatHasIt() throws {
+        let dir = temporaryDirectory("font-fallback")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let installed = Self.chineseFonts()
+        func render(_ name: String, font: String?) throws -> (notes: [String], frames: [String]) {
+            let title = "{ text: \"夏天 2026 海边\", duration: 0.5\(font.map { ", font: \"\($0)\"" } ?? "") }"
+            try "version: 1\noutput: { path: \(name).mp4, size: 320x180, fps: 30 }\nclips:\n  - title: \(title)\n"
+                .write(toFile: "\(dir)/\(name).yaml", atomically: true, encoding: .utf8)
+            let r = try run(coordPath, ["submit", "\(dir)/\(name).yaml", "--state", dir + "/state"], timeout: 120)
+            #expect(r.status == 0, "\(r.err)")
+            return (r.err.split(separator: "\n").filter { $0.contains("note:") }.map(String.init), try frameMD5s("\(dir)/\(name).mp4"))
+        }
+        let fallback = try render("fallback", font: nil)
+        let said = "\(dir)/fallback.yaml:4:5: note: title 1 (\"夏天 2026 海边\"): the default font DejaVuSans.ttf has no 夏 天 海 边: the title is drawn with "
+        let font = try #require(installed.first { fallback.notes == [said + "\($0), installed here, which has them (font: PATH chooses another)"] },
+                                "one of \(installed): \(fallback.notes)")
+        let named = try render("named", font: font)
+        #expect(named.notes.isEmpty && named.frames == fallback.frames, "the same pixels as naming that font")
+        let dejavu = try render("dejavu", font: "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf")
+        #expect(dejavu.notes.first?.contains("drawn as empty boxes") == true && dejavu.frames != fallback.frames, "\(dejavu.notes)")
+    }
+
+    /// The Chinese outline fonts (first faces) fontconfig lists: fc-list, not the code under test.
+    static func chineseFonts() -> [String] {
+        guard let r = try? run("fc-list", ["--format", "%{file}\n", ":lang=zh:outline=true:index=0"]), r.status == 0 else { return [] }
+        return r.out.split(separator: "\n").map(String.init)
+    }
+
+    static func requireChineseFont() -> Bool {
+        if clientsRequired { Issue.record("no Chinese font installed: scripts/test-tools installs fonts-wqy-microhei") }
+        return false
     }
 
     /// A sticker or watermark that is no picture (a typo naming the pipeline, a notes file)
