@@ -37,7 +37,10 @@ public struct CaptureInfo: Sendable, Equatable, Codable {
 
 public enum CaptureMetadata {
     public static let photoExtensions: Set<String> = ["jpg", "jpeg", "heic", "heif"]
-    public static let movieExtensions: Set<String> = ["mov", "mp4", "m4v"]
+    /// Phones' and cameras' movies whose containers carry a date libavformat reads: QuickTime and
+    /// MP4, old phones' 3GP, and the AVI of 2000s compact cameras (its IDIT chunk, the camera's
+    /// clock, which libavformat gives as `creation_time`).
+    public static let movieExtensions: Set<String> = ["mov", "mp4", "m4v", "3gp", "3g2", "avi"]
 
     /// The capture facts of `path`, or an error when the file cannot be read as what its name says.
     public static func read(_ path: String) throws -> CaptureInfo {
@@ -46,7 +49,7 @@ public enum CaptureMetadata {
         if movieExtensions.contains(ext) { return try movie(path, name: name) }
         if ext == "heic" || ext == "heif" { return try heic(path, name: name) }
         if ext == "jpg" || ext == "jpeg" { return try jpeg(path, name: name) }
-        throw MediaError(.fetch, .permanent, file: name, "not a photo or movie this library reads (JPEG, HEIC, MOV, MP4)")
+        throw MediaError(.fetch, .permanent, file: name, "not a photo or movie this library reads (JPEG, HEIC, MOV, MP4, 3GP, AVI)")
     }
 
     static func jpeg(_ path: String, name: String) throws -> CaptureInfo {

@@ -338,6 +338,47 @@ import TestSupport
         #expect(timeline?.map { $0["frameCount"] as? Int ?? -1 } == [75, 24, 90, 90], "\(plan.out.suffix(1500))")
     }
 
+    /// "On this day" from a 2000s family library: an old phone's .3gp and a compact camera's
+    /// .avi (dated by its IDIT chunk) were never scanned (MOV/MP4 only), so those years had no
+    /// memories. Both are read now, by the dates their containers carry.
+    @Test func oldPhonesAndCamerasMoviesAreRemembered() throws {
+        let dir = temporaryDirectory("suggest-old")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let root = dir + "/Pictures/2009"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        func movie(_ name: String, _ codecs: [String], metadata: [String]) throws {
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=15", "-f", "lavfi", "-i", "sine=sample_rate=8000",
+                                       "-t", "1"] + codecs + metadata + [root + "/" + name])
+            #expect(r.status == 0, "\(r.err)")
+        }
+        try movie("VID00012.3gp", ["-c:v", "h263", "-c:a", "aac", "-ac", "1"], metadata: ["-metadata", "creation_time=2009-06-19T14:00:00Z"])
+        try movie("MVI_0042.MOV", ["-c:v", "libx264", "-c:a", "aac"], metadata: ["-metadata", "creation_time=2009-06-19T15:00:00Z"])
+        // A camera's AVI: MJPEG and PCM, its date in an IDIT chunk of the header list (ffmpeg
+        // writes none; Canon and Nikon compacts did).
+        try movie("plain.avi", ["-c:v", "mjpeg", "-c:a", "pcm_u8", "-ac", "1"], metadata: [])
+        var avi = try Data(contentsOf: URL(fileURLWithPath: root + "/plain.avi"))
+        try FileManager.default.removeItem(atPath: root + "/plain.avi")
+        func u32(_ at: Int) -> Int { Int(avi[at]) | Int(avi[at + 1]) << 8 | Int(avi[at + 2]) << 16 | Int(avi[at + 3]) << 24 }
+        func le(_ v: Int) -> Data { Data([UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24 & 0xFF)]) }
+        let list = try #require(avi.range(of: Data("LIST".utf8), in: 12..<avi.count)?.lowerBound)
+        #expect(avi[(list + 8)..<(list + 12)] == Data("hdrl".utf8))
+        let value = Data("FRI JUN 19 16:00:00 2009\n\u{0}".utf8), chunk = Data("IDIT".utf8) + le(value.count) + value
+        let listSize = u32(list + 4), riffSize = u32(4)
+        avi.insert(contentsOf: chunk, at: list + 8 + listSize)
+        avi.replaceSubrange((list + 4)..<(list + 8), with: le(listSize + chunk.count))
+        avi.replaceSubrange(4..<8, with: le(riffSize + chunk.count))
+        try avi.write(to: URL(fileURLWithPath: root + "/MVI_0043.AVI"))
+
+        let lib = Library(root: dir + "/Pictures", state: dir + "/state", out: dir + "/drafts")
+        #expect(try Self.coord(["enable", lib.root, "--memories"], lib).status == 0)
+        let listed = try Self.list(lib, ["--no-contact-sheets"])
+        let memory = try #require(listed.json.first { $0["kind"] as? String == "on_this_day" }, "\(listed.raw) \(listed.err)")
+        #expect(memory["title"] as? String == "19 June 2009")
+        #expect(memory["items"] as? [String] == ["VID00012.3gp", "MVI_0042.MOV", "MVI_0043.AVI"].map { root + "/" + $0 }, "\(memory)")
+        let plan = try run(coordPath, ["plan", try #require(memory["pipeline"] as? String)], timeout: 120)
+        #expect(plan.status == 0, "\(plan.err)")
+    }
+
     /// 10,000 files (dated JPEGs and MOVs in 100 folders): the first scan reads metadata only;
     /// a rescan with nothing changed reads nothing.
     @Test func tenThousandFilesScanOnceAndRescanQuickly() throws {
