@@ -29,10 +29,14 @@ enum Assets {
     .clock-off { color: var(--lost); font-size: .9em; }
     .live { color: var(--cancelled); font-size: .8em; margin-left: auto; }
     .live.on { color: var(--succeeded); }
-    main { padding: 1em 1.2em 3em; }
+    main { padding: 1em 1.2em 3em; overflow-wrap: break-word; }   /* a sha256 or a path breaks rather than widen the page */
     h1 { font-size: 1.35em; margin: .2em 0 .4em; }
     h2 { font-size: 1.05em; margin: 1.6em 0 .5em; color: var(--muted); font-weight: 600; text-transform: uppercase; letter-spacing: .04em; }
     table { border-collapse: collapse; width: 100%; }
+    /* A table wider than the window scrolls on its own; the page never grows sideways. */
+    .scroll { overflow-x: auto; }
+    /* A phone: a run's name, state, items, duration and time left; a worker's slots and heartbeat. */
+    @media (max-width: 640px) { .wide { display: none; } main { padding: .8em .6em 2em; } th, td { padding: .35em .4em; } }
     th, td { text-align: left; padding: .35em .6em; border-bottom: 1px solid var(--line); vertical-align: top; }
     th { color: var(--muted); font-weight: 600; font-size: .9em; }
     td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -52,7 +56,7 @@ enum Assets {
     .where { color: #ffa198; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
     .summary { display: flex; flex-wrap: wrap; gap: 1.5em; color: var(--muted); }
     .summary b { color: var(--text); font-weight: 600; }
-    progress { width: 320px; height: 10px; }
+    progress { width: 320px; max-width: 100%; height: 10px; }
     #gantt-wrap { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: .5em; overflow: hidden; }
     #gantt { width: 100%; display: block; user-select: none; cursor: crosshair; }
     #gantt text { fill: var(--text); font-size: 11px; pointer-events: none; }
@@ -66,7 +70,7 @@ enum Assets {
     #gantt rect.brush { fill: rgba(121,184,255,.18); stroke: #79b8ff; }
     .legend { display: flex; gap: 1em; flex-wrap: wrap; margin: .4em 0; color: var(--muted); font-size: .9em; }
     .legend i { display: inline-block; width: .9em; height: .9em; border-radius: 2px; vertical-align: -.1em; margin-right: .3em; }
-    .zoom { display: flex; gap: .6em; align-items: center; margin: .4em 0; color: var(--muted); }
+    .zoom { display: flex; flex-wrap: wrap; gap: .6em; align-items: center; margin: .4em 0; color: var(--muted); }
     .zoom input { width: 6em; background: var(--bg); color: var(--text); border: 1px solid var(--line); border-radius: 4px; padding: .15em .3em; }
     button { background: var(--panel); color: var(--text); border: 1px solid var(--line); border-radius: 4px; padding: .2em .7em; cursor: pointer; }
     .items { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: .8em; }
@@ -75,7 +79,7 @@ enum Assets {
     .items img { width: 100%; height: 100%; object-fit: contain; display: block; }
     .items figcaption { padding: .4em .5em; font-size: .85em; overflow-wrap: anywhere; }
     video { max-width: 100%; width: 640px; background: #000; border-radius: 6px; }
-    .lineage li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; }
+    .lineage li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; overflow-wrap: anywhere; }
     .workers .slots { font-size: .85em; color: var(--muted); }
     """#
 
@@ -128,24 +132,24 @@ enum Assets {
     async function drawFarm() {
       const [farm, runs, workers] = await Promise.all([api('/api/farm'), api('/api/runs?limit=' + (showAll ? 100000 : 200)), api('/api/workers')]);
       document.getElementById('status').textContent = farm.status;
-      let h = '<h2>Runs</h2><table id="runs"><thead><tr><th>Run</th><th>State</th><th>Stages</th><th class="num">Items</th><th title="The name its client gave, and the key it came with: the runs of each key share the farm equally">Submitter</th><th>Started</th><th class="num">Duration</th><th class="num">ETA</th></tr></thead><tbody>';
+      let h = '<h2>Runs</h2><div class="scroll"><table id="runs"><thead><tr><th>Run</th><th>State</th><th class="wide">Stages</th><th class="num">Items</th><th class="wide" title="The name its client gave, and the key it came with: the runs of each key share the farm equally">Submitter</th><th class="wide">Started</th><th class="num">Duration</th><th class="num">ETA</th></tr></thead><tbody>';
       for (const r of runs) {
         h += `<tr data-run="${r.id}" data-state="${esc(r.state)}"><td><a href="/runs/${r.id}">${esc(r.name)}</a> <span class="muted">#${r.id}</span></td>` +
-          `<td>${state(r.state)}</td><td>${stageBar(r.stages)}</td><td class="num items-done">${r.items_done}/${r.items}</td>` +
-          `<td class="submitter">${esc(r.submitter || '')}${r.owner_key ? ` <span class="muted">key ${esc(r.owner_key)}</span>` : ''}</td><td>${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num eta">${timeLeft(r, farm)}</td></tr>`;
+          `<td>${state(r.state)}</td><td class="wide">${stageBar(r.stages)}</td><td class="num items-done">${r.items_done}/${r.items}</td>` +
+          `<td class="submitter wide">${esc(r.submitter || '')}${r.owner_key ? ` <span class="muted">key ${esc(r.owner_key)}</span>` : ''}</td><td class="wide">${fmtTime(r.started)}</td><td class="num">${fmtDur(r.duration_s)}</td><td class="num eta">${timeLeft(r, farm)}</td></tr>`;
       }
-      h += '</tbody></table>';
+      h += '</tbody></table></div>';
       if (!showAll && runs.length >= 200) h += '<p><button id="all">Show every run</button></p>';
       if (!runs.length) h += '<p class="muted">No runs yet: <code>coord submit pipeline.yaml</code> starts one.</p>';
-      h += '<h2>Workers</h2><table class="workers" id="workers"><thead><tr><th>Worker</th><th>Host</th><th>State</th><th class="num">Slots busy</th><th class="num">Heartbeat</th><th class="num" title="Artifacts in its store, as far as the coordinator knows: work goes where its inputs are">Holds</th><th>Running</th></tr></thead><tbody>';
+      h += '<h2>Workers</h2><div class="scroll"><table class="workers" id="workers"><thead><tr><th>Worker</th><th class="wide">Host</th><th>State</th><th class="num">Slots busy</th><th class="num">Heartbeat</th><th class="num wide" title="Artifacts in its store, as far as the coordinator knows: work goes where its inputs are">Holds</th><th>Running</th></tr></thead><tbody>';
       for (const w of workers) {
-        h += `<tr><td>${esc(w.id)}</td><td>${esc(w.host)}</td><td>${state(w.state)}</td><td class="num">${w.busy}/${w.slots}</td>` +
-          `<td class="num">${fmtDur(w.heartbeat_age_s)} ago${w.clock_offset_s == null ? '' : `<br><span class="clock-off" title="Its attempts' times are recorded on the coordinator's clock; keep the hosts in sync with NTP">clock ${fmtDur(Math.abs(w.clock_offset_s))} ${w.clock_offset_s > 0 ? 'behind' : 'ahead'}</span>`}</td><td class="num">${w.holds == null ? '—' : w.holds}</td><td class="slots">${w.running.map(s => `run ${s.run}: ${esc(s.stage)}`).join('<br>')}</td></tr>`;
+        h += `<tr><td>${esc(w.id)}</td><td class="wide">${esc(w.host)}</td><td>${state(w.state)}</td><td class="num">${w.busy}/${w.slots}</td>` +
+          `<td class="num">${fmtDur(w.heartbeat_age_s)} ago${w.clock_offset_s == null ? '' : `<br><span class="clock-off" title="Its attempts' times are recorded on the coordinator's clock; keep the hosts in sync with NTP">clock ${fmtDur(Math.abs(w.clock_offset_s))} ${w.clock_offset_s > 0 ? 'behind' : 'ahead'}</span>`}</td><td class="num wide">${w.holds == null ? '—' : w.holds}</td><td class="slots">${w.running.map(s => `run ${s.run}: ${esc(s.stage)}`).join('<br>')}</td></tr>`;
       }
       if (!workers.length) h += '<tr><td colspan="7" class="muted">No workers seen in the last hour.</td></tr>';
-      h += '</tbody></table><h2>Recent failures</h2>';
-      h += farm.failures.length ? '<table id="failures"><thead><tr><th>Where</th><th>Error</th></tr></thead><tbody>' + farm.failures.map(f =>
-        `<tr><td>${esc(f.stage)}<br><span class="muted">${esc(f.worker || '')} · ${fmtTime(f.finished)}</span></td><td>${f.location ? `<span class="where">${esc(f.location)}</span> ` : ''}${esc(f.error || f.state)}</td></tr>`).join('') + '</tbody></table>'
+      h += '</tbody></table></div><h2>Recent failures</h2>';
+      h += farm.failures.length ? '<div class="scroll"><table id="failures"><thead><tr><th>Where</th><th>Error</th></tr></thead><tbody>' + farm.failures.map(f =>
+        `<tr><td>${esc(f.stage)}<br><span class="muted">${esc(f.worker || '')} · ${fmtTime(f.finished)}</span></td><td>${f.location ? `<span class="where">${esc(f.location)}</span> ` : ''}${esc(f.error || f.state)}</td></tr>`).join('') + '</tbody></table></div>'
         : '<p class="muted">None.</p>';
       document.getElementById('main').innerHTML = h;
       const all = document.getElementById('all');
@@ -194,9 +198,9 @@ enum Assets {
           `${it.location ? `<br><span class="where">${esc(it.location)}</span>` : ''}</figcaption></figure>`;
       }).join('') + '</div>';
       if (d.failures.length) {
-        h += '<h2>Failures</h2><table id="failures"><thead><tr><th>Stage</th><th>Attempt</th><th>File</th><th>Error</th></tr></thead><tbody>' + d.failures.map(f =>
+        h += '<h2>Failures</h2><div class="scroll"><table id="failures"><thead><tr><th>Stage</th><th>Attempt</th><th>File</th><th>Error</th></tr></thead><tbody>' + d.failures.map(f =>
           `<tr><td>${esc(f.stage)}${f.location ? `<br><span class="where">${esc(f.location)}</span>` : ''}</td><td>${f.attempt_no == null ? 'refused' : f.attempt_no} · ${esc(f.state)}<br><span class="muted">${esc(f.worker || '')}</span></td>` +
-          `<td>${esc(f.file || '')}</td><td>${esc(f.error || '')}</td></tr>`).join('') + '</tbody></table>';
+          `<td>${esc(f.file || '')}</td><td>${esc(f.error || '')}</td></tr>`).join('') + '</tbody></table></div>';
       }
       if (d.movie) {
         h += `<h2>Movie</h2><video id="movie" controls preload="metadata" src="${withToken('/artifacts/' + d.movie.sha256)}"></video>` +

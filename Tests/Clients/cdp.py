@@ -250,6 +250,25 @@ def running_bars(b, base, run, out, offset):
     return {"samples": samples, "missing": missing, "axis_over": axis_over}
 
 
+def narrow(b, base, out, runs):
+    """The farm page and run pages on a phone (390 px wide): how many pixels each page is wider
+    than the window, and which of the runs table's headings show without scrolling."""
+    b.send("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+    pages = {}
+    for path in ["/"] + [f"/runs/{r}" for r in runs]:
+        b.navigate(f"{base}{path}")
+        b.wait("!!document.querySelector('#runs tbody tr, #run-state')", 30)
+        time.sleep(0.5)
+        pages[path] = {"overflow": b.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth")}
+        if path == "/":
+            pages[path]["headings"] = b.eval("[...document.querySelectorAll('#runs th')].filter(th => th.offsetParent && th.getBoundingClientRect().right <= window.innerWidth).map(th => th.textContent)")
+        data = b.send("Page.captureScreenshot", format="png")["data"]
+        with open(os.path.join(out, "phone-" + ("farm" if path == "/" else path.strip("/").replace("/", "-")) + ".png"), "wb") as f:
+            f.write(base64.b64decode(data))
+    b.send("Emulation.clearDeviceMetricsOverride")
+    return pages
+
+
 def main():
     what = sys.argv[1]
     b = Browser()
@@ -264,6 +283,8 @@ def main():
             r = restart(b, sys.argv[2], sys.argv[3])
         elif what == "running-bars":
             r = running_bars(b, sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        elif what == "narrow":
+            r = narrow(b, sys.argv[2], sys.argv[3], sys.argv[4:])
         elif what == "gantt-time":
             r = gantt_time(b, sys.argv[2], sys.argv[3], sys.argv[4])
         else:

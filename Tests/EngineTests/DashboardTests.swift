@@ -359,6 +359,13 @@ import TestSupport
         #expect((farmPage["runs"] as? [Any])?.count == 2 && farmPage["workers"] as? Int == 1, "\(farmPage)")
         #expect((farmPage["status"] as? String ?? "").contains("1 worker"), "\(farmPage)")
         #expect((farmPage["failures"] as? Int ?? 0) >= 1)
+        // On a phone (390 px): no page is wider than the window (a table scrolls on its own, a
+        // sha256 breaks), and the runs table shows each run's state, items, duration and time
+        // left without scrolling. Before, the farm page was 776 px wide and the run page 554.
+        let phone = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "narrow", base, shots, "1", "2"], timeout: 120)
+        let phonePages = try #require(try JSONSerialization.jsonObject(with: Data(phone.out.utf8)) as? [String: [String: Any]], "browser: \(phone.err)")
+        #expect(phonePages.count == 3 && phonePages.values.allSatisfy { $0["overflow"] as? Int == 0 }, "\(phonePages)")
+        #expect(phonePages["/"]?["headings"] as? [String] == ["Run", "State", "Items", "Duration", "ETA"], "\(phonePages)")
 
         // Prometheus's view equals lineage's counts.
         let outcomes = try FarmReader(path: state + "/lineage.db").stageOutcomes()
