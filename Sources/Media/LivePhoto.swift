@@ -159,19 +159,43 @@ public enum MotionPhoto {
         return embeddedMovie(in: data)
     }
 
-    /// The movie embedded in the photo at `path`, looked for only where the file says it may hold
-    /// one: its first 256 KiB (a JPEG's XMP) name a motion photo (`MotionPhoto`, `MicroVideo`), or
-    /// it ends with Samsung's trailer (`SEFT`). A library scan asks this of every photo; a plain
-    /// one costs those bytes and its last four, not a read of the whole file.
+    /// The movie embedded in the JPEG at `path`, looked for only where the file says it may hold
+    /// one: its XMP names a motion photo (`MotionPhoto`, `MicroVideo`), or it ends with Samsung's
+    /// trailer (`SEFT`). A library scan asks this of every photo, over a network share too: a
+    /// plain one costs its segment headers (the EXIF block is stepped over, not read), its XMP
+    /// when it has one, and its last four bytes.
     public static func markedMovie(in path: String) -> Range<Int>? {
         guard let file = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? file.close() }
-        let head = (try? file.read(upToCount: 256 << 10)) ?? Data()
-        var marked = head.range(of: Data("MotionPhoto".utf8)) != nil || head.range(of: Data("MicroVideo".utf8)) != nil
+        var marked = false
+        if let xmp = jpegXMP(file) { marked = xmp.range(of: Data("MotionPhoto".utf8)) != nil || xmp.range(of: Data("MicroVideo".utf8)) != nil }
         if !marked, let end = try? file.seekToEnd(), end >= 4, (try? file.seek(toOffset: end - 4)) != nil {
             marked = (try? file.read(upToCount: 4)) == Data("SEFT".utf8)
         }
         return marked ? embeddedMovie(in: path) : nil
+    }
+
+    /// The XMP packet of a JPEG (its APP1 segment named by Adobe's namespace), found by stepping
+    /// from segment header to segment header until the image data starts (ITU T.81 B.1.1.2).
+    static func jpegXMP(_ file: FileHandle) -> Data? {
+        func bytes(_ n: Int) -> [UInt8]? { (try? file.read(upToCount: n)).flatMap { $0.count == n ? [UInt8]($0) : nil } }
+        guard (try? file.seek(toOffset: 0)) != nil, bytes(2) == [0xFF, 0xD8] else { return nil }
+        let namespace = Data("http://ns.adobe.com/xap/1.0/\u{0}".utf8)
+        for _ in 0..<64 {
+            guard var marker = bytes(2), marker[0] == 0xFF else { return nil }
+            while marker[1] == 0xFF { guard let next = bytes(1) else { return nil }; marker[1] = next[0] }   // fill bytes
+            if marker[1] == 0xDA || marker[1] == 0xD9 { return nil }                                       // image data, or the end
+            if (0xD0...0xD7).contains(marker[1]) || marker[1] == 0x01 { continue }                         // no length
+            guard let length = bytes(2).map({ Int($0[0]) << 8 | Int($0[1]) }), length >= 2 else { return nil }
+            var rest = length - 2
+            if marker[1] == 0xE1, rest > namespace.count {
+                guard let name = bytes(namespace.count) else { return nil }
+                rest -= namespace.count
+                if Data(name) == namespace { return (try? file.read(upToCount: rest)).flatMap { $0.count == rest ? $0 : nil } }
+            }
+            guard let here = try? file.offset(), (try? file.seek(toOffset: here + UInt64(rest))) != nil else { return nil }
+        }
+        return nil
     }
 
     /// How long the movie at `range` of the file at `path` plays, as its header says (no packets

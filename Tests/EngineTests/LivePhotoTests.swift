@@ -82,6 +82,18 @@ import TestSupport
         }
         #expect(MotionPhoto.embeddedMovie(in: dir + "/PXL_not_motion.MP.jpg") == nil)
         #expect(MotionPhoto.embeddedMovie(in: dir + "/still.jpg") == nil)
+        // A library scan's cheaper look (segment headers, the XMP, the last bytes) finds the same
+        // three, also with the XMP behind a 60 KB EXIF block as cameras write it, and nothing in
+        // a plain photo or one whose XMP says it is none.
+        let still = try Data(contentsOf: URL(fileURLWithPath: dir + "/still.jpg"))
+        func segment(_ marker: UInt8, _ payload: Data) -> Data { Data([0xFF, marker, UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)]) + payload }
+        let xmp = Data("http://ns.adobe.com/xap/1.0/\u{0}".utf8) + Data(Generate.motionPhotoXMP(flag: 1, movieLength: movie.count).utf8)
+        try (still.prefix(2) + segment(0xE1, Data("Exif\u{0}\u{0}".utf8) + Data(repeating: 0x20, count: 60_000)) + segment(0xE1, xmp)
+             + still.dropFirst(2) + movie).write(to: URL(fileURLWithPath: dir + "/PXL_exif_first.MP.jpg"))
+        for name in ["PXL_20260614_101500123.MP.jpg", "MVIMG_20190101_120000.jpg", "20230501_101010.jpg", "PXL_exif_first.MP.jpg"] {
+            #expect(MotionPhoto.markedMovie(in: dir + "/" + name)?.count == movie.count, "\(name)")
+        }
+        #expect(MotionPhoto.markedMovie(in: dir + "/PXL_not_motion.MP.jpg") == nil && MotionPhoto.markedMovie(in: dir + "/still.jpg") == nil)
 
         let cache = dir + "/cache"
         try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x240",
