@@ -232,9 +232,13 @@ public enum MotionPhoto {
         }
         // MicroVideo: the offset of the movie from the file's end.
         if let offset = number(#"MicroVideoOffset(="|>)\d+"#, in: whole) { starts.append(data.count - offset) }
-        // Samsung: the movie follows its marker.
-        if let marker = data.range(of: Data("MotionPhoto_Data".utf8), options: .backwards) { starts.append(marker.upperBound - data.startIndex) }
         for start in starts where start > 0 {
+            if let end = movieEnd(data, from: start) { return start..<end }
+        }
+        // Samsung: the movie follows its marker. Searched for only when the XMP named none (the
+        // search reads the file from its end back to the marker).
+        if let marker = data.range(of: Data("MotionPhoto_Data".utf8), options: .backwards) {
+            let start = marker.upperBound - data.startIndex
             if let end = movieEnd(data, from: start) { return start..<end }
         }
         return nil
