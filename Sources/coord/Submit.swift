@@ -60,12 +60,17 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "Log the coordinator's decisions to standard error.")
     var verbose = false
 
+    @Option(name: .long, help: ArgumentHelp("Without --coordinator: after rendering, remove from the state folder the artifacts (source copies, segments, movies) of runs older than this many days, at most every 6 hours, as `coord gc` does (0: never). The movies written to their output paths stay.",
+                                            valueName: "days"))
+    var gcKeepDays: Double = 14
+
     func validate() throws {
         guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") }
         guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
         guard (0...64).contains(threads) else { throw ValidationError("--threads must be between 0 and 64") }
         guard !files.isEmpty else { throw ValidationError("name at least one pipeline file") }
         if detach && cluster.coordinator == nil { throw ValidationError("--detach needs --coordinator") }
+        guard gcKeepDays >= 0, gcKeepDays.isFinite else { throw ValidationError("--gc-keep-days must be 0 (never) or more days") }
     }
 
     func run() throws {
@@ -240,6 +245,8 @@ struct Submit: ParsableCommand {
         })
         display.finish()
         cluster.shutdown()
+        // After the summary: the collection is said last.
+        defer { collectGarbage(stateDirectory) }
         if let why = cluster.failure {
             // Nothing can render here until the worker starts: one error, not one per project.
             display.interrupted()
@@ -279,6 +286,31 @@ struct Submit: ParsableCommand {
         }
         try reportProjects(reports, seconds: Clocks.steady - started, json: json)
     }
+
+    /// The state folder's store keeps a copy of every source and segment a local render used:
+    /// left alone, a person's folder grew by each month's footage for ever, unseen. After a local
+    /// render, at most every 6 hours (the stamp file's time), the artifacts of runs older than
+    /// `--gc-keep-days` go, as `coord serve` collects its own (never a live or interrupted run's,
+    /// never a file younger than an hour); what went is said on standard error.
+    func collectGarbage(_ stateDirectory: String) {
+        guard gcKeepDays > 0 else { return }
+        let stamp = stateDirectory + "/gc.stamp"
+        if let last = (try? FileManager.default.attributesOfItem(atPath: stamp))?[.modificationDate] as? Date,
+           Date().timeIntervalSince(last) < Self.gcEvery { return }
+        FileManager.default.createFile(atPath: stamp, contents: nil)
+        do {
+            let r = try LineageStore.collectGarbage(databasePath: stateDirectory + "/lineage.db", storeRoot: stateDirectory, keepDays: gcKeepDays)
+            if r.removed > 0 {
+                errorLine("state folder \(stateDirectory): removed \(r.removed) artifact\(r.removed == 1 ? "" : "s") (\(ByteSize.text(r.removedBytes))) of runs "
+                          + "older than \(String(format: "%g", gcKeepDays)) days; the movies written stay (--gc-keep-days)")
+            }
+            if r.notRemoved > 0 { errorLine("warning: \(r.notRemoved) old files in \(stateDirectory) could not be removed; the first: \(r.firstFailure ?? "?")") }
+        } catch {
+            errorLine("warning: could not collect old artifacts in \(stateDirectory): \(error)")
+        }
+    }
+
+    static let gcEvery: Double = 6 * 3600
 
     // MARK: remote
 

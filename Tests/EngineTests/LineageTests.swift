@@ -325,6 +325,49 @@ import TestSupport
         #expect(try ffprobe(dir + "/old-out.mp4", countFrames: true).frames == 30)
     }
 
+    /// A local `coord submit` kept a copy of every source, segment and movie in the state folder
+    /// for ever: a person rendering a month of phone footage a month grew ~/.local/share by that
+    /// much each time, unseen (only `coord serve` collected). After a local render, at most every
+    /// 6 hours, the artifacts of runs older than --gc-keep-days go, and the submit says so.
+    @Test func aLocalSubmitCollectsOldRunsArtifactsAtMostEverySixHours() throws {
+        let dir = temporaryDirectory("gc-local")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Generate.clip(dir + "/old.mp4", width: 320, height: 240, seconds: 1, tone: 300)
+        try Generate.clip(dir + "/new.mp4", width: 320, height: 240, seconds: 1, tone: 600)
+        try writePipeline(dir + "/old.yaml", output: dir + "/old-out.mp4", size: "320x240", clips: ["video: old.mp4"])
+        try writePipeline(dir + "/new.yaml", output: dir + "/new-out.mp4", size: "320x240", clips: ["video: new.mp4"])
+        func submit(_ p: String, _ extra: [String] = []) throws -> String {
+            let r = try run(coordPath, ["submit", dir + "/\(p).yaml", "--state", dir + "/state", "--workers", "1"] + extra, timeout: 120)
+            #expect(r.status == 0, "\(r.err)")
+            return r.err
+        }
+        _ = try submit("old")
+        let db = dir + "/state/lineage.db"
+        // The first run was a month ago, and its files were written more than an hour ago.
+        try LineageStore(path: db).rewriteSubmittedAt(runID: 1, to: Date().timeIntervalSince1970 - 30 * 86_400)
+        let oldFiles = try LineageStore.readRows(path: db, """
+            SELECT DISTINCT ar.uri FROM artifact ar JOIN attempt_io io ON io.artifact_id = ar.id JOIN attempt a ON a.id = io.attempt_id
+            JOIN stage s ON s.id = a.stage_id WHERE s.run_id = 1 AND ar.kind != 'output'
+            """).map { $0["uri"]! }
+        #expect(oldFiles.count == 3)
+        let hoursAgo = { (h: Double) in [FileAttributeKey.modificationDate: Date(timeIntervalSinceNow: -h * 3600)] }
+        for f in oldFiles { try FileManager.default.setAttributes(hoursAgo(2), ofItemAtPath: f) }
+        // Collected within the last 6 hours (the first submit did): nothing goes, nothing said.
+        var said = try submit("new")
+        #expect(!said.contains("removed") && oldFiles.allSatisfy { FileManager.default.fileExists(atPath: $0) }, "\(said)")
+        // 0: never.
+        try FileManager.default.setAttributes(hoursAgo(7), ofItemAtPath: dir + "/state/gc.stamp")
+        said = try submit("new", ["--gc-keep-days", "0"])
+        #expect(!said.contains("removed") && oldFiles.allSatisfy { FileManager.default.fileExists(atPath: $0) }, "\(said)")
+        // Past 6 hours: the old run's files go, the new run's and both movies stay.
+        said = try submit("new")
+        #expect(said.contains("state folder \(dir)/state: removed 3 artifacts") && said.contains("of runs older than 14 days"), "\(said)")
+        #expect(oldFiles.allSatisfy { !FileManager.default.fileExists(atPath: $0) })
+        #expect(FileManager.default.fileExists(atPath: dir + "/old-out.mp4") && FileManager.default.fileExists(atPath: dir + "/new-out.mp4"))
+        let doctor = try run(coordPath, ["doctor", "--state", dir + "/state"], timeout: 60)
+        #expect(doctor.status == 0, "\(doctor.out)\(doctor.err)")
+    }
+
     @Test func exportLineageEmitsOpenLineageRunEvents() throws {
         let dir = LineageTests.render
         let r = try run(coordPath, ["export-lineage", "1", "--state", dir + "/state"], timeout: 60)
