@@ -71,6 +71,23 @@ public enum Fonts {
         }
         deinit { FT_Done_Face(face); FT_Done_FreeType(library) }
 
+        /// Its family name ("Lohit Devanagari"), as libass looks fonts up.
+        var family: String { face.pointee.family_name.map { String(cString: $0) } ?? "" }
+
+        /// How many ems tall libass takes a font size of this font to be: libass (as VSFilter)
+        /// sizes a font so that its OS/2 win ascent plus descent is the size, or its hhea
+        /// ascender less descender without an OS/2 table.
+        var heightPerEm: Double {
+            let em = Double(face.pointee.units_per_EM)
+            guard em > 0 else { return 1 }
+            if let os2 = FT_Get_Sfnt_Table(face, FT_SFNT_OS2)?.assumingMemoryBound(to: TT_OS2.self),
+               case let h = Double(os2.pointee.usWinAscent) + Double(os2.pointee.usWinDescent), h > 0 {
+                return h / em
+            }
+            let h = Double(face.pointee.ascender) - Double(face.pointee.descender)
+            return h > 0 ? h / em : 1
+        }
+
         func missing(in text: String) -> [Character] {
             var seen = Set<Character>(), missing: [Character] = []
             for c in text where seen.insert(c).inserted {
@@ -123,6 +140,26 @@ public enum Fonts {
             }
         }
         return notes
+    }
+
+    /// Writes what libass needs to draw `lines` in `font` (`ShapedText`): the ASS script and a
+    /// folder holding only the font (a link to it), both under `folder`. Returns their paths.
+    static func shapedLettering(font: String, lines: [String], size: Int, colour: String, shadow: Bool, placement: ShapedText.Placement,
+                                profile: OutputProfile, window: (from: Double, to: Double)?, folder: String, file: String) throws -> (script: String, fonts: String) {
+        let face: Face
+        do throws(Unreadable) { face = try Face(font) } catch { throw MediaError(.transform, .permanent, file: file, "font: \(error.description)") }
+        let fonts = folder + "/fonts"
+        let script = folder + "/lettering.ass"
+        do {
+            try FileManager.default.createDirectory(atPath: fonts, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: fonts + "/" + "font", withDestinationPath: font)
+            try ShapedText.script(lines: lines, size: size, family: face.family, heightPerEm: face.heightPerEm, colour: colour, shadow: shadow,
+                                  placement: placement, width: profile.width, height: profile.height, window: window)
+                .write(toFile: script, atomically: true, encoding: .utf8)
+        } catch {
+            throw MediaError(.transform, .retryable, file: file, "cannot write the lettering's files under \(folder): \(FileChecks.reason(error))")
+        }
+        return (script, fonts)
     }
 
     /// The notes `coord plan` and `coord submit` print for a pipeline's words (titles and text

@@ -40,7 +40,13 @@ enum TitleRenderer {
         var chain = ["color=c=\(filterColor(title.background)):s=\(p.width)x\(p.height):r=\(p.fps.num)/\(p.fps.den)", "format=rgb24"]
         // A font named with a quote, a colon or a comma is linked under a plain name.
         let font = try Scratch.graphName(title.font, link: dir + "/font", what: "font", file: name)
-        for (k, line) in lines.enumerated() {
+        if ShapedText.drawnByLibass(title.text) {
+            // Words that join and reorder (`ShapedText`): libass shapes them, centred as drawtext's are.
+            let (script, fonts) = try Fonts.shapedLettering(font: title.font, lines: lines, size: size, colour: filterColor(title.color), shadow: false,
+                                                           placement: .title, profile: p, window: nil, folder: dir + "/lettering", file: name)
+            chain.append(EditChain.assFilter(script: script, fonts: fonts))
+        }
+        for (k, line) in lines.enumerated() where !ShapedText.drawnByLibass(title.text) {
             let file = "\(dir)/line\(k).txt"
             try line.write(toFile: file, atomically: true, encoding: .utf8)
             // One line as it always was; several on baselines (`EditChain.capitals`).

@@ -54,6 +54,15 @@ final class OverlayFiles {
                 }
                 paths.font = try Scratch.graphName(text.font, link: Scratch.path("font"), what: "font", file: name)
                 if paths.font != text.font { made.append(paths.font!) }
+                if ShapedText.drawnByLibass(text.value) {
+                    let folder = Scratch.path("lettering")
+                    made.append(folder)
+                    let chain = EditChain(edits: edits, profile: profile, files: .placeholders(edits, profile))
+                    (paths.ass, paths.fonts) = try Fonts.shapedLettering(
+                        font: text.font, lines: EditChain.textLines(text, profile), size: EditChain.textSize(text, profile), colour: drawColour(text.color),
+                        shadow: true, placement: .overlay(text.position, frameHeight: profile.height), profile: profile,
+                        window: chain.windowEdges(text.start, text.end), folder: folder, file: name)
+                }
             }
             if let w = profile.watermark { paths.watermark = try copy(w.image, what: "watermark image") }
             paths.stickers = try edits.stickers.map { try copy($0.image, what: "sticker image") }

@@ -34,6 +34,9 @@ public struct EditChain: Sendable {
         /// The text's font under a name a graph can hold (`Edits.text.font` when nil: placeholders
         /// keep the font's own path, so fingerprints do not change with scratch names).
         public var font: String? = nil
+        /// Lettering libass draws (`ShapedText`): its ASS script, and a folder holding only its font.
+        public var ass: String? = nil
+        public var fonts: String? = nil
         public init(text: [String] = ["TEXT"], watermark: String = "WATERMARK", stickers: [String] = []) {
             self.text = text; self.watermark = watermark; self.stickers = stickers
         }
@@ -85,10 +88,13 @@ public struct EditChain: Sendable {
         public var edits: Edits
         public var profile: OutputProfile
         public var kenBurns: Bool, still: Bool, transparent: Bool, title: Bool, interlaced: Bool
+        /// A title in a script libass draws (`ShapedText`).
+        public var shapedTitle: Bool
         public init(_ spec: SegmentSpec) {
             edits = spec.edits; profile = spec.profile
             kenBurns = spec.kenBurns != nil; still = spec.still == true; transparent = spec.transparent == true; title = spec.title != nil
             interlaced = spec.interlaced == true
+            shapedTitle = spec.title.map { ShapedText.drawnByLibass($0.text) } ?? false
         }
     }
 
@@ -109,7 +115,13 @@ public struct EditChain: Sendable {
             // several sat on their tallest letters, text longer than the frame ran off it, and
             // lines of capitals were counted as small letters: lettered segments render again.
             + (f.edits.text == nil && !f.title ? "" : wrapMark)
+            // Its words were drawn a glyph per character, vowel signs out of place ("दविाली"):
+            // a title in such a script renders again (a text overlay's chain names `ass` itself).
+            + (f.shapedTitle ? shapedMark : "")
     }
+
+    /// What the fingerprint adds for a title libass letters (`ShapedText`).
+    public static let shapedMark = " (lettering shaped by libass)"
 
     /// What the fingerprint adds for a segment with lettering (a title, a text over an item).
     public static let wrapMark = " (text wrapped by each character's width, long words broken, lines on baselines, shrunk to fit the frame)"
@@ -283,15 +295,28 @@ public struct EditChain: Sendable {
     /// rounding cannot move them.
     public func window(_ start: Double?, _ end: Double?) -> String? {
         guard start != nil || end != nil else { return nil }
-        let fps = profile.fps.double
-        func edge(_ seconds: Double) -> String {
-            let frame = (seconds * fps - 1e-9).rounded(.up)          // the first slot at or after `seconds`
-            return String(format: "%.9f", (frame - 0.5) / fps)
-        }
         var terms: [String] = []
-        if let start { terms.append("gte(t,\(edge(start)))") }
-        if let end { terms.append("lt(t,\(edge(end)))") }
+        if let start { terms.append("gte(t,\(String(format: "%.9f", edge(start))))") }
+        if let end { terms.append("lt(t,\(String(format: "%.9f", edge(end))))") }
         return terms.joined(separator: "*")
+    }
+
+    /// Half a slot before the first slot at or after `seconds`: where a window opens or closes.
+    public func edge(_ seconds: Double) -> Double {
+        let fps = profile.fps.double
+        let frame = (seconds * fps - 1e-9).rounded(.up)          // the first slot at or after `seconds`
+        return (frame - 0.5) / fps
+    }
+
+    /// The seconds lettering shows, as `window` opens and closes it (nil: all along).
+    public func windowEdges(_ start: Double?, _ end: Double?) -> (from: Double, to: Double)? {
+        guard start != nil || end != nil else { return nil }
+        return (start.map(edge) ?? 0, end.map(edge) ?? 36_000)
+    }
+
+    /// FFmpeg's `ass` filter drawing `script` with the fonts in `fonts` only, shaped by HarfBuzz.
+    public static func assFilter(script: String?, fonts: String?) -> String {
+        "ass=filename='\(script ?? "ASS")':fontsdir='\(fonts ?? "FONTS")':shaping=complex"
     }
 
     // MARK: pieces
@@ -382,6 +407,7 @@ public struct EditChain: Sendable {
     /// lines of one text on the left). Lines are 1.2 sizes apart, on baselines (`capitals`).
     public var textOverlay: [String] {
         guard let text = edits.text else { return [] }
+        if ShapedText.drawnByLibass(text.value) { return [Self.assFilter(script: files.ass, fonts: files.fonts)] }
         let size = Self.textSize(text, profile)
         let m = "h*0.05"
         let n = files.text.count, advance = Self.textLineAdvance(size), ascent = Self.capitals(size)

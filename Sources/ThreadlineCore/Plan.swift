@@ -192,11 +192,14 @@ public enum Planner {
             var profile = OutputProfile(path: "")
             profile.fit = fit
             let clip = SegmentSpec(sourcePath: "", sourceName: "", trimStart: 0, frameCount: 1, sampleCount: 0, edits: Edits(), profile: profile)
-            var transparent = clip, still = clip, interlaced = clip
+            var transparent = clip, still = clip, interlaced = clip, shapedTitle = clip, shapedText = clip
             transparent.transparent = true
             still.still = true
             interlaced.interlaced = true
-            return [clip, transparent, still, interlaced].map(EditChain.fingerprint)
+            // Lettering libass shapes (`ShapedText`): a worker drawing it with drawtext differs.
+            shapedTitle.title = Title(text: "दि")
+            shapedText.edits.text = TextOverlay(value: "दि")
+            return [clip, transparent, still, interlaced, shapedTitle, shapedText].map(EditChain.fingerprint)
         }
         return engineVersion + "+" + SHA256Hasher.hex(chains.joined(separator: "\n")).prefix(12)
     }()

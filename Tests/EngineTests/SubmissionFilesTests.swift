@@ -233,6 +233,57 @@ import TestSupport
         #expect(dejavu.notes.first?.contains("drawn as empty boxes") == true && dejavu.frames != fallback.frames, "\(dejavu.notes)")
     }
 
+    /// A title or caption in Hindi came out misspelt: FFmpeg 5.1's drawtext sets one glyph per
+    /// character, so the vowel sign of "दि" stood after its consonant ("दविाली" for "दिवाली").
+    /// Lettering in such scripts is now drawn by libass, which shapes with HarfBuzz: the sign's
+    /// loop, the highest ink, is left of the middle, and the two glyphs overlap as one syllable
+    /// (set apart, they are 1.5 times as wide). A caption's window holds as drawtext's does.
+    @Test(.enabled(if: !devanagariFonts().isEmpty || requireDevanagariFont(), "no Devanagari font installed (scripts/test-tools installs fonts-lohit-deva)"))
+    func hindiLetteringIsShaped() throws {
+        let dir = temporaryDirectory("shaped")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let font = try #require(Self.devanagariFonts().first)
+        let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=640x360:r=30:d=1", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                   dir + "/black.mp4"])
+        #expect(r.status == 0, "\(r.err)")
+        try """
+            version: 1
+            output: { path: out.mp4, size: 640x360, fps: 30 }
+            clips:
+              - title: { text: "दि", duration: 1, size: 200, font: "\(font)" }
+              - video: black.mp4
+                text: { value: "दि", size: 200, position: center, start: 0.5, font: "\(font)" }
+            """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let submit = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 120)
+        #expect(submit.status == 0, "\(submit.err)")
+        /// The ink (luma over half) of a frame: its columns, and the mean column of its top 4 rows.
+        func ink(_ frame: Int) throws -> (x0: Int, x1: Int, topX: Double)? {
+            let (w, h, rgb) = try playerFrame(dir + "/out.mp4", frame: frame)
+            var points: [(x: Int, y: Int)] = []
+            for y in 0..<h { for x in 0..<w where rgb[(y * w + x) * 3 + 1] > 128 { points.append((x, y)) } }
+            guard let top = points.map(\.y).min(), let x0 = points.map(\.x).min(), let x1 = points.map(\.x).max() else { return nil }
+            let high = points.filter { $0.y <= top + 3 }.map { Double($0.x) }
+            return (x0, x1, high.reduce(0, +) / Double(high.count))
+        }
+        for (what, frame) in [("title", 15), ("caption", 54)] {
+            let i = try #require(try ink(frame), "\(what): no lettering")
+            #expect(i.topX < Double(i.x0 + i.x1) / 2, "\(what): the vowel sign's loop is right of the middle (\(i)): drawn after its consonant")
+            #expect(i.x1 - i.x0 < 200, "\(what): \(i.x1 - i.x0) px wide: two glyphs side by side")
+        }
+        #expect(try ink(36) == nil, "the caption shows from 0.5 s only")
+    }
+
+    /// Devanagari outline fonts (first faces), from fc-list.
+    static func devanagariFonts() -> [String] {
+        guard let r = try? run("fc-list", ["--format", "%{file}\n", ":lang=hi:outline=true:index=0"]), r.status == 0 else { return [] }
+        return r.out.split(separator: "\n").map(String.init).sorted()
+    }
+
+    static func requireDevanagariFont() -> Bool {
+        if clientsRequired { Issue.record("no Devanagari font installed: scripts/test-tools installs fonts-lohit-deva") }
+        return false
+    }
+
     /// The Chinese outline fonts (first faces) fontconfig lists: fc-list, not the code under test.
     static func chineseFonts() -> [String] {
         guard let r = try? run("fc-list", ["--format", "%{file}\n", ":lang=zh:outline=true:index=0"]), r.status == 0 else { return [] }
