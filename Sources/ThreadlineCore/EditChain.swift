@@ -308,6 +308,25 @@ public struct EditChain: Sendable {
         return (frame - 0.5) / fps
     }
 
+    /// The edits as they stand at `seconds` into the item, for a picture of that one moment (a
+    /// poster, rendered as a segment of one frame whose time is 0): a windowed text or sticker
+    /// showing then shows all along, one not showing then is left out.
+    public func at(_ seconds: Double) -> Edits {
+        var e = edits
+        let slot = (seconds * profile.fps.double).rounded() / profile.fps.double
+        func shown(_ start: Double?, _ end: Double?) -> Bool { start.map { slot >= edge($0) } ?? true && end.map { slot < edge($0) } ?? true }
+        if let t = e.text, t.isWindowed {
+            e.text = shown(t.start, t.end) ? { var all = t; all.start = nil; all.end = nil; return all }() : nil
+        }
+        e.stickers = e.stickers.compactMap { s in
+            guard s.isWindowed else { return s }
+            guard shown(s.start, s.end) else { return nil }
+            var all = s; all.start = nil; all.end = nil
+            return all
+        }
+        return e
+    }
+
     /// The seconds lettering shows, as `window` opens and closes it (nil: all along).
     public func windowEdges(_ start: Double?, _ end: Double?) -> (from: Double, to: Double)? {
         guard start != nil || end != nil else { return nil }

@@ -569,9 +569,11 @@ func writeThumbnails(_ p: Pipeline, folder: String, width: Int, columns: Int, sh
     var posters: [String] = [], captions: [String] = []
     for t in timeline {
         var spec = Planner.segmentSpec(small, index: t.item, sourcePath: p.items[t.item].sources.first?.uri ?? "", frameCount: t.segmentFrames)
-        if case .video = p.items[t.item].kind {
-            spec.trimStart += Timing.seconds(frames: t.segmentFrames / 2, fps: p.output.fps) * p.items[t.item].edits.speed
-        }
+        // The poster is the item's middle frame; it renders as a segment of that one frame, at
+        // time 0: a caption or sticker shown from 0.5 s was missing from a 2 s clip's poster.
+        let middle = Timing.seconds(frames: t.segmentFrames / 2, fps: p.output.fps)
+        if case .video = p.items[t.item].kind { spec.trimStart += middle * p.items[t.item].edits.speed }
+        spec.edits = EditChain(edits: spec.edits, profile: spec.profile, files: .init()).at(middle)
         let png = String(format: "%@/item-%02d.png", folder, t.item + 1)
         do { try Thumbnails.poster(spec, to: png) } catch {
             errorLine("\(p.items[t.item].location.map { "\($0): " } ?? "")error: \(p.items[t.item].label(index: t.item)): \(error)")

@@ -116,6 +116,36 @@ extension ExamplePipelineTests {
         #expect(top.r < 3 && bottom.r < 3, "the title runs off the poster: \(top), \(bottom)")
         #expect(middle.r > 20, "no title: \(middle)")
     }
+
+    /// A poster is the item's middle frame with its edits as they are then: a caption shown from
+    /// 0.5 s of a 2 s clip was missing from its poster (rendered as one frame at time 0), and one
+    /// that ends at 0.5 s must not be on it; a sticker likewise.
+    @Test func aPosterShowsWhatTheMiddleFrameShows() throws {
+        let dir = temporaryDirectory("thumbs-window")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r0 = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=320x180:r=30:d=2", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                                    dir + "/black.mp4"])
+        #expect(r0.status == 0, "\(r0.err)")
+        let r1 = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=white:s=64x64", "-frames:v", "1", dir + "/white.png"])
+        #expect(r1.status == 0, "\(r1.err)")
+        try """
+        version: 1
+        output: { path: \(dir)/out.mp4, size: 320x180 }
+        clips:
+          - video: black.mp4
+            text: { value: "LATER", position: center, size: 40, start: 0.5 }
+          - video: black.mp4
+            text: { value: "EARLIER", position: center, size: 40, end: 0.5 }
+          - video: black.mp4
+            stickers: [{ image: white.png, x: 0.5, y: 0.5, size: 0.3, start: 0.5 }]
+        """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
+        let r = try run(coordPath, ["thumbnails", dir + "/p.yaml", "--out", dir + "/t", "--width", "320"], timeout: 120)
+        #expect(r.status == 0, "\(r.err)")
+        let middle = { (k: Int) in try frameRGBMeans(dir + "/t/item-0\(k).png", frame: 0, x0: 0.3, x1: 0.7, y0: 0.35, y1: 0.65).g }
+        #expect(try middle(1) > 20, "the caption shown from 0.5 s is missing")
+        #expect(try middle(2) < 3, "the caption that ended at 0.5 s is there")
+        #expect(try middle(3) > 100, "the sticker shown from 0.5 s is missing")
+    }
 }
 
 extension ExamplePipelineTests {
