@@ -192,10 +192,8 @@ enum KenBurnsRenderer {
         let fullW = min(Double(bw), Double(bh) * Double(W) / Double(H)), fullH = fullW * Double(H) / Double(W)
         for slot in 0..<spec.frameCount where writer.wants(slot) {
             t0 = now()
-            let u = Double(slot) / Double(n)
-            let zoom = kb.from.zoom * pow(kb.to.zoom / kb.from.zoom, u)         // constant perceived zoom speed
-            let cx = (kb.from.x + (kb.to.x - kb.from.x) * u) * Double(bw)
-            let cy = (kb.from.y + (kb.to.y - kb.from.y) * u) * Double(bh)
+            let view = kb.framing(at: Double(slot) / Double(n))
+            let zoom = view.zoom, cx = view.x * Double(bw), cy = view.y * Double(bh)
             // Even sizes: the colour planes' window is exactly half the luma window.
             var ww = Int((fullW / zoom / 2).rounded()) * 2, wh = Int((fullH / zoom / 2).rounded()) * 2
             ww = max(2, min(ww, bw & ~1)); wh = max(2, min(wh, bh & ~1))

@@ -377,6 +377,12 @@ public struct KenBurns: Sendable, Hashable, Codable {
     public var from: Framing
     public var to: Framing
     public init(from: Framing, to: Framing) { self.from = from; self.to = to }
+
+    /// The framing `u` of the way along (0: `from`, 1: `to`): the zoom at a constant perceived
+    /// speed (geometric), the centre moving evenly.
+    public func framing(at u: Double) -> Framing {
+        Framing(zoom: from.zoom * pow(to.zoom / from.zoom, u), x: from.x + (to.x - from.x) * u, y: from.y + (to.y - from.y) * u)
+    }
 }
 
 /// Named looks, as casual movie apps offer them.

@@ -574,6 +574,11 @@ func writeThumbnails(_ p: Pipeline, folder: String, width: Int, columns: Int, sh
         let middle = Timing.seconds(frames: t.segmentFrames / 2, fps: p.output.fps)
         if case .video = p.items[t.item].kind { spec.trimStart += middle * p.items[t.item].edits.speed }
         spec.edits = EditChain(edits: spec.edits, profile: spec.profile, files: .init()).at(middle)
+        // A Ken Burns photo's poster is its view at that frame, not at its first.
+        if let kb = spec.kenBurns {
+            let view = kb.framing(at: Double(t.segmentFrames / 2) / Double(max(1, t.segmentFrames - 1)))
+            spec.kenBurns = KenBurns(from: view, to: view)
+        }
         let png = String(format: "%@/item-%02d.png", folder, t.item + 1)
         do { try Thumbnails.poster(spec, to: png) } catch {
             errorLine("\(p.items[t.item].location.map { "\($0): " } ?? "")error: \(p.items[t.item].label(index: t.item)): \(error)")

@@ -145,6 +145,25 @@ extension ExamplePipelineTests {
         #expect(try middle(1) > 20, "the caption shown from 0.5 s is missing")
         #expect(try middle(2) < 3, "the caption that ended at 0.5 s is there")
         #expect(try middle(3) > 100, "the sticker shown from 0.5 s is missing")
+
+        // A Ken Burns photo's poster is its view at the middle frame: a box a fifth of the
+        // picture wide, zoomed 1 to 2, is √2 times a fifth wide there (a fifth: its first frame).
+        let r2 = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=1280x720,drawbox=x=512:y=288:w=256:h=144:color=white:t=fill",
+                                    "-frames:v", "1", dir + "/box.png"])
+        #expect(r2.status == 0, "\(r2.err)")
+        try """
+        version: 1
+        output: { path: \(dir)/kb.mp4, size: 1280x720 }
+        clips:
+          - photo: box.png
+            duration: 2
+            ken_burns: { from: { zoom: 1 }, to: { zoom: 2 } }
+        """.write(toFile: dir + "/kb.yaml", atomically: true, encoding: .utf8)
+        let kb = try run(coordPath, ["thumbnails", dir + "/kb.yaml", "--out", dir + "/kb", "--width", "320"], timeout: 120)
+        #expect(kb.status == 0, "\(kb.err)")
+        let (w, h, rgb) = try playerFrame(dir + "/kb/item-01.png", frame: 0)
+        let white = (0..<w).filter { rgb[((h / 2) * w + $0) * 3 + 1] > 128 }.count
+        #expect(abs(Double(white) / Double(w) - 0.2 * 2.0.squareRoot()) < 0.02, "the box is \(white) of \(w) px wide")
     }
 }
 
