@@ -114,15 +114,16 @@ public enum Fonts {
     /// then one of the pipeline's files: a remote submit sends it to the farm.
     public static func fallbacks(_ pipeline: inout Pipeline) -> [String] {
         var notes: [String] = []
-        var face: Face?, chosen: [String: String?] = [:]
+        guard let defaultFace = try? Face(Title.defaultFont) else { return [] }   // `notes(for:)` says it cannot be read
+        var chosen: [String: String?] = [:]
         func replacement(_ text: String) -> (font: String, lacking: [Character])? {
-            guard let missing = (face ?? (try? Face(Title.defaultFont))).map({ f in face = f; return f.missing(in: text) }), !missing.isEmpty else { return nil }
+            let missing = defaultFace.missing(in: text)
+            guard !missing.isEmpty else { return nil }
             if chosen[text] == nil { chosen[text] = fallback(covering: text) }
             return chosen[text]!.map { ($0, missing) }
         }
         func note(_ i: Int, _ item: Item, _ what: String, _ font: String, _ lacking: [Character]) {
-            let shown = lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
-            notes.append(pipelineNote("\(item.label(index: i)): the default font \((Title.defaultFont as NSString).lastPathComponent) has no \(shown): "
+            notes.append(pipelineNote("\(item.label(index: i)): the default font \((Title.defaultFont as NSString).lastPathComponent) has no \(listed(lacking)): "
                 + "\(what) is drawn with \(font), installed here, which has \(lacking.count == 1 ? "it" : "them") (font: PATH chooses another)",
                 at: item.location))
         }
@@ -140,6 +141,11 @@ public enum Fonts {
             }
         }
         return notes
+    }
+
+    /// Characters a font lacks, as a note lists them: the first eight, and how many more.
+    static func listed(_ lacking: [Character]) -> String {
+        lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
     }
 
     /// Writes what libass needs to draw `lines` in `font` (`ShapedText`): the ASS script and a
@@ -181,10 +187,9 @@ public enum Fonts {
                     throw PipelineError("\(item.label(index: i)): font: \(error.description)", at: item.location)
                 }
                 guard !lacking.isEmpty else { continue }
-                let shown = lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
                 let font = (w.font as NSString).lastPathComponent
                 let one = lacking.count == 1
-                notes.append(pipelineNote("\(item.label(index: i)): the font \(font) has no \(shown): \(one ? "it is" : "they are") drawn as "
+                notes.append(pipelineNote("\(item.label(index: i)): the font \(font) has no \(listed(lacking)): \(one ? "it is" : "they are") drawn as "
                     + "\(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)"
                     + (w.font == Title.defaultFont ? ", or install one (none here has \(one ? "it" : "them all"))" : ""), at: item.location))
             }

@@ -38,21 +38,22 @@ enum TitleRenderer {
         // Generated and lettered in RGB (the colours the user wrote), then converted to BT.709 once
         // by the edit chain like any RGB picture; drawing on Y'CbCr would use BT.601's matrix.
         var chain = ["color=c=\(filterColor(title.background)):s=\(p.width)x\(p.height):r=\(p.fps.num)/\(p.fps.den)", "format=rgb24"]
-        // A font named with a quote, a colon or a comma is linked under a plain name.
-        let font = try Scratch.graphName(title.font, link: dir + "/font", what: "font", file: name)
         if ShapedText.drawnByLibass(title.text) {
             // Words that join and reorder (`ShapedText`): libass shapes them, centred as drawtext's are.
             let (script, fonts) = try Fonts.shapedLettering(font: title.font, lines: lines, size: size, colour: filterColor(title.color), shadow: false,
                                                            placement: .title, profile: p, window: nil, folder: dir + "/lettering", file: name)
             chain.append(EditChain.assFilter(script: script, fonts: fonts))
-        }
-        for (k, line) in lines.enumerated() where !ShapedText.drawnByLibass(title.text) {
-            let file = "\(dir)/line\(k).txt"
-            try line.write(toFile: file, atomically: true, encoding: .utf8)
-            // One line as it always was; several on baselines (`EditChain.capitals`).
-            let y = lines.count == 1 ? "\(top)" : "\(top + k * lineHeight + EditChain.capitals(size))-max_glyph_a"
-            chain.append("drawtext=fontfile='\(font)':textfile='\(file)':expansion=none:fontsize=\(size)"
-                         + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(y)")
+        } else {
+            // A font named with a quote, a colon or a comma is linked under a plain name.
+            let font = try Scratch.graphName(title.font, link: dir + "/font", what: "font", file: name)
+            for (k, line) in lines.enumerated() {
+                let file = "\(dir)/line\(k).txt"
+                try line.write(toFile: file, atomically: true, encoding: .utf8)
+                // One line as it always was; several on baselines (`EditChain.capitals`).
+                let y = lines.count == 1 ? "\(top)" : "\(top + k * lineHeight + EditChain.capitals(size))-max_glyph_a"
+                chain.append("drawtext=fontfile='\(font)':textfile='\(file)':expansion=none:fontsize=\(size)"
+                             + ":fontcolor=\(filterColor(title.color)):x=(w-text_w)/2:y=\(y)")
+            }
         }
         let files = try OverlayFiles(edits: spec.edits, profile: p, name: name)
         let edit = EditChain(edits: spec.edits, profile: p, files: files.paths)

@@ -314,7 +314,7 @@ public struct EditChain: Sendable {
     public func at(_ seconds: Double) -> Edits {
         var e = edits
         let slot = (seconds * profile.fps.double).rounded() / profile.fps.double
-        func shown(_ start: Double?, _ end: Double?) -> Bool { start.map { slot >= edge($0) } ?? true && end.map { slot < edge($0) } ?? true }
+        func shown(_ start: Double?, _ end: Double?) -> Bool { (start.map { slot >= edge($0) } ?? true) && (end.map { slot < edge($0) } ?? true) }
         if let t = e.text, t.isWindowed {
             e.text = shown(t.start, t.end) ? { var all = t; all.start = nil; all.end = nil; return all }() : nil
         }

@@ -67,9 +67,9 @@ public enum ShapedText {
     /// (2 px, black at 60 %), `window` the seconds it shows (nil: all along).
     public static func script(lines: [String], size: Int, family: String, heightPerEm: Double, colour: String, shadow: Bool,
                               placement: Placement, width: Int, height: Int, window: (from: Double, to: Double)?) -> String {
-        let hex = colour.hasPrefix("0x") ? String(colour.dropFirst(2)) : "FFFFFF"
-        let rgb = hex.count == 6 ? hex : "FFFFFF"
-        let r = rgb.prefix(2), g = rgb.dropFirst(2).prefix(2), b = rgb.suffix(2)
+        // "0xRRGGBB" (`filterColor`, `drawColour`; their "black" for a colour they cannot read).
+        let hex = colour.hasPrefix("0x") && colour.count == 8 ? String(colour.dropFirst(2)) : "000000"
+        let r = hex.prefix(2), g = hex.dropFirst(2).prefix(2), b = hex.suffix(2)
         let primary = "&H00\(b)\(g)\(r)"
         let fontSize = String(format: "%.2f", Double(size) * heightPerEm)
         // Names with commas would split the style's fields.

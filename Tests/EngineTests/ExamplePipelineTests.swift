@@ -123,24 +123,27 @@ extension ExamplePipelineTests {
     @Test func aPosterShowsWhatTheMiddleFrameShows() throws {
         let dir = temporaryDirectory("thumbs-window")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let r0 = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=320x180:r=30:d=2", "-c:v", "libx264", "-pix_fmt", "yuv420p",
-                                    dir + "/black.mp4"])
-        #expect(r0.status == 0, "\(r0.err)")
-        let r1 = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=white:s=64x64", "-frames:v", "1", dir + "/white.png"])
-        #expect(r1.status == 0, "\(r1.err)")
-        try """
-        version: 1
-        output: { path: \(dir)/out.mp4, size: 320x180 }
-        clips:
-          - video: black.mp4
-            text: { value: "LATER", position: center, size: 40, start: 0.5 }
-          - video: black.mp4
-            text: { value: "EARLIER", position: center, size: 40, end: 0.5 }
-          - video: black.mp4
-            stickers: [{ image: white.png, x: 0.5, y: 0.5, size: 0.3, start: 0.5 }]
-        """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
-        let r = try run(coordPath, ["thumbnails", dir + "/p.yaml", "--out", dir + "/t", "--width", "320"], timeout: 120)
-        #expect(r.status == 0, "\(r.err)")
+        func ffmpeg(_ args: [String]) throws {
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i"] + args)
+            #expect(r.status == 0, "\(r.err)")
+        }
+        /// `coord thumbnails` of a pipeline of `clips` with a `size` output, into `dir/name`.
+        func thumbnails(_ name: String, size: String, clips: String) throws {
+            try "version: 1\noutput: { path: \(dir)/\(name).mp4, size: \(size) }\nclips:\n\(clips)".write(toFile: "\(dir)/\(name).yaml", atomically: true, encoding: .utf8)
+            let r = try run(coordPath, ["thumbnails", "\(dir)/\(name).yaml", "--out", "\(dir)/\(name)", "--width", "320"], timeout: 120)
+            #expect(r.status == 0, "\(r.err)")
+        }
+        try ffmpeg(["color=c=black:s=320x180:r=30:d=2", "-c:v", "libx264", "-pix_fmt", "yuv420p", dir + "/black.mp4"])
+        try ffmpeg(["color=c=white:s=64x64", "-frames:v", "1", dir + "/white.png"])
+        try thumbnails("t", size: "320x180", clips: """
+              - video: black.mp4
+                text: { value: "LATER", position: center, size: 40, start: 0.5 }
+              - video: black.mp4
+                text: { value: "EARLIER", position: center, size: 40, end: 0.5 }
+              - video: black.mp4
+                stickers: [{ image: white.png, x: 0.5, y: 0.5, size: 0.3, start: 0.5 }]
+
+            """)
         let middle = { (k: Int) in try frameRGBMeans(dir + "/t/item-0\(k).png", frame: 0, x0: 0.3, x1: 0.7, y0: 0.35, y1: 0.65).g }
         #expect(try middle(1) > 20, "the caption shown from 0.5 s is missing")
         #expect(try middle(2) < 3, "the caption that ended at 0.5 s is there")
@@ -148,19 +151,13 @@ extension ExamplePipelineTests {
 
         // A Ken Burns photo's poster is its view at the middle frame: a box a fifth of the
         // picture wide, zoomed 1 to 2, is √2 times a fifth wide there (a fifth: its first frame).
-        let r2 = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=1280x720,drawbox=x=512:y=288:w=256:h=144:color=white:t=fill",
-                                    "-frames:v", "1", dir + "/box.png"])
-        #expect(r2.status == 0, "\(r2.err)")
-        try """
-        version: 1
-        output: { path: \(dir)/kb.mp4, size: 1280x720 }
-        clips:
-          - photo: box.png
-            duration: 2
-            ken_burns: { from: { zoom: 1 }, to: { zoom: 2 } }
-        """.write(toFile: dir + "/kb.yaml", atomically: true, encoding: .utf8)
-        let kb = try run(coordPath, ["thumbnails", dir + "/kb.yaml", "--out", dir + "/kb", "--width", "320"], timeout: 120)
-        #expect(kb.status == 0, "\(kb.err)")
+        try ffmpeg(["color=c=black:s=1280x720,drawbox=x=512:y=288:w=256:h=144:color=white:t=fill", "-frames:v", "1", dir + "/box.png"])
+        try thumbnails("kb", size: "1280x720", clips: """
+              - photo: box.png
+                duration: 2
+                ken_burns: { from: { zoom: 1 }, to: { zoom: 2 } }
+
+            """)
         let (w, h, rgb) = try playerFrame(dir + "/kb/item-01.png", frame: 0)
         let white = (0..<w).filter { rgb[((h / 2) * w + $0) * 3 + 1] > 128 }.count
         #expect(abs(Double(white) / Double(w) - 0.2 * 2.0.squareRoot()) < 0.02, "the box is \(white) of \(w) px wide")
