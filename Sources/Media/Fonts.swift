@@ -148,9 +148,9 @@ public enum Fonts {
         lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
     }
 
-    /// Writes what libass needs to draw `lines` in `font` (`ShapedText`): the ASS script and a
+    /// Writes what libass needs to draw `text` in `font` (`ShapedText`): the ASS script and a
     /// folder holding only the font (a link to it), both under `folder`. Returns their paths.
-    static func shapedLettering(font: String, lines: [String], size: Int, colour: String, shadow: Bool, placement: ShapedText.Placement,
+    static func shapedLettering(font: String, text: String, size: Int, colour: String, shadow: Bool, placement: ShapedText.Placement,
                                 profile: OutputProfile, window: (from: Double, to: Double)?, folder: String, file: String) throws -> (script: String, fonts: String) {
         let face: Face
         do throws(Unreadable) { face = try Face(font) } catch { throw MediaError(.transform, .permanent, file: file, "font: \(error.description)") }
@@ -159,7 +159,7 @@ public enum Fonts {
         do {
             try FileManager.default.createDirectory(atPath: fonts, withIntermediateDirectories: true)
             try FileManager.default.createSymbolicLink(atPath: fonts + "/" + "font", withDestinationPath: font)
-            try ShapedText.script(lines: lines, size: size, family: face.family, heightPerEm: face.heightPerEm, colour: colour, shadow: shadow,
+            try ShapedText.script(text: text, size: size, family: face.family, heightPerEm: face.heightPerEm, colour: colour, shadow: shadow,
                                   placement: placement, width: profile.width, height: profile.height, window: window)
                 .write(toFile: script, atomically: true, encoding: .utf8)
         } catch {

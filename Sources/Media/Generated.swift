@@ -40,8 +40,8 @@ enum TitleRenderer {
         var chain = ["color=c=\(filterColor(title.background)):s=\(p.width)x\(p.height):r=\(p.fps.num)/\(p.fps.den)", "format=rgb24"]
         if ShapedText.drawnByLibass(title.text) {
             // Words that join and reorder (`ShapedText`): libass shapes them, centred as drawtext's are.
-            let (script, fonts) = try Fonts.shapedLettering(font: title.font, lines: lines, size: size, colour: filterColor(title.color), shadow: false,
-                                                           placement: .title, profile: p, window: nil, folder: dir + "/lettering", file: name)
+            let (script, fonts) = try Fonts.shapedLettering(font: title.font, text: title.text, size: size, colour: filterColor(title.color), shadow: false,
+                                                           placement: .title(frameWidth: p.width), profile: p, window: nil, folder: dir + "/lettering", file: name)
             chain.append(EditChain.assFilter(script: script, fonts: fonts))
         } else {
             // A font named with a quote, a colon or a comma is linked under a plain name.

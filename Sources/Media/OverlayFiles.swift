@@ -59,7 +59,7 @@ final class OverlayFiles {
                     made.append(folder)
                     let chain = EditChain(edits: edits, profile: profile, files: .placeholders(edits, profile))
                     (paths.ass, paths.fonts) = try Fonts.shapedLettering(
-                        font: text.font, lines: EditChain.textLines(text, profile), size: EditChain.textSize(text, profile), colour: drawColour(text.color),
+                        font: text.font, text: text.value, size: EditChain.textSize(text, profile), colour: drawColour(text.color),
                         shadow: true, placement: .overlay(text.position, frameHeight: profile.height), profile: profile,
                         window: chain.windowEdges(text.start, text.end), folder: folder, file: name)
                 }

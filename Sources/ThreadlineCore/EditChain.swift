@@ -88,13 +88,13 @@ public struct EditChain: Sendable {
         public var edits: Edits
         public var profile: OutputProfile
         public var kenBurns: Bool, still: Bool, transparent: Bool, title: Bool, interlaced: Bool
-        /// A title in a script libass draws (`ShapedText`).
-        public var shapedTitle: Bool
+        /// A title or text in a script libass draws (`ShapedText`).
+        public var shaped: Bool
         public init(_ spec: SegmentSpec) {
             edits = spec.edits; profile = spec.profile
             kenBurns = spec.kenBurns != nil; still = spec.still == true; transparent = spec.transparent == true; title = spec.title != nil
             interlaced = spec.interlaced == true
-            shapedTitle = spec.title.map { ShapedText.drawnByLibass($0.text) } ?? false
+            shaped = (spec.title.map { ShapedText.drawnByLibass($0.text) } ?? false) || (spec.edits.text.map { ShapedText.drawnByLibass($0.value) } ?? false)
         }
     }
 
@@ -116,12 +116,13 @@ public struct EditChain: Sendable {
             // lines of capitals were counted as small letters: lettered segments render again.
             + (f.edits.text == nil && !f.title ? "" : wrapMark)
             // Its words were drawn a glyph per character, vowel signs out of place ("दविाली"):
-            // a title in such a script renders again (a text overlay's chain names `ass` itself).
-            + (f.shapedTitle ? shapedMark : "")
+            // lettering in such a script renders again, and again when libass's script changes.
+            + (f.shaped ? shapedMark : "")
     }
 
-    /// What the fingerprint adds for a title libass letters (`ShapedText`).
-    public static let shapedMark = " (lettering shaped by libass)"
+    /// What the fingerprint adds for lettering libass draws (`ShapedText`): the ASS script itself
+    /// is not in the chain (a placeholder stands for its file), so what it holds is said here.
+    public static let shapedMark = " (lettering shaped and broken into lines by libass)"
 
     /// What the fingerprint adds for a segment with lettering (a title, a text over an item).
     public static let wrapMark = " (text wrapped by each character's width, long words broken, lines on baselines, shrunk to fit the frame)"

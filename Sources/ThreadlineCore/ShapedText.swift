@@ -56,16 +56,22 @@ public enum ShapedText {
             return Placement(alignment: alignment, marginH: m, marginV: m)
         }
 
-        /// A title card's: centred.
-        public static let title = Placement(alignment: 5, marginH: 0, marginV: 0)
+        /// A title card's: centred, within the 86 % of the frame's width its lines are wrapped to.
+        public static func title(frameWidth: Int) -> Placement {
+            Placement(alignment: 5, marginH: Int((Double(frameWidth) * 0.07).rounded()), marginV: 0)
+        }
     }
 
-    /// An ASS script drawing `lines` (as laid out) at `size` pixels to the em on a
+    /// An ASS script drawing `text` at `size` pixels to the em (the layout's, shrunk to fit as
+    /// drawtext's is) on a
     /// `width`x`height` frame: `family` is the font's family name, `heightPerEm` how many ems
     /// tall libass takes a font size to be (its OS/2 win ascent plus descent over its units per
     /// em), `colour` "0xRRGGBB" as the frame's filters take it, `shadow` drawtext's overlay shadow
-    /// (2 px, black at 60 %), `window` the seconds it shows (nil: all along).
-    public static func script(lines: [String], size: Int, family: String, heightPerEm: Double, colour: String, shadow: Bool,
+    /// (2 px, black at 60 %), `window` the seconds it shows (nil: all along). Its lines are the text's own; libass
+    /// breaks them where wider than the frame between the margins, by the glyphs' real widths
+    /// (the layout's estimate, made for Latin letters, falls short for joined ones), into lines
+    /// of about equal width.
+    public static func script(text: String, size: Int, family: String, heightPerEm: Double, colour: String, shadow: Bool,
                               placement: Placement, width: Int, height: Int, window: (from: Double, to: Double)?) -> String {
         // "0xRRGGBB" (`filterColor`, `drawColour`; their "black" for a colour they cannot read).
         let hex = colour.hasPrefix("0x") && colour.count == 8 ? String(colour.dropFirst(2)) : "000000"
@@ -84,7 +90,7 @@ public enum ShapedText {
             ScriptType: v4.00+
             PlayResX: \(width)
             PlayResY: \(height)
-            WrapStyle: 2
+            WrapStyle: 0
             ScaledBorderAndShadow: yes
 
             [V4+ Styles]
@@ -93,7 +99,7 @@ public enum ShapedText {
 
             [Events]
             Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text
-            Dialogue: 0,\(from),\(to),Lettering,,0,0,0,,\(lines.joined(separator: "\\N"))
+            Dialogue: 0,\(from),\(to),Lettering,,0,0,0,,\(text.components(separatedBy: "\n").joined(separator: "\\N"))
 
             """
     }

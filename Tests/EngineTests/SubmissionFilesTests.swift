@@ -237,7 +237,8 @@ import TestSupport
     /// character, so the vowel sign of "दि" stood after its consonant ("दविाली" for "दिवाली").
     /// Lettering in such scripts is now drawn by libass, which shapes with HarfBuzz: the sign's
     /// loop, the highest ink, is left of the middle, and the two glyphs overlap as one syllable
-    /// (set apart, they are 1.5 times as wide). A caption's window holds as drawtext's does.
+    /// (set apart, they are 1.5 times as wide). A caption's window holds as drawtext's does, and
+    /// a long one is broken into lines that stay inside the frame.
     @Test(.enabled(if: !devanagariFonts().isEmpty || requireDevanagariFont(), "no Devanagari font installed (scripts/test-tools installs fonts-lohit-deva)"))
     func hindiLetteringIsShaped() throws {
         let dir = temporaryDirectory("shaped")
@@ -253,6 +254,8 @@ import TestSupport
               - title: { text: "दि", duration: 1, size: 200, font: "\(font)" }
               - video: black.mp4
                 text: { value: "दि", size: 200, position: center, start: 0.5, font: "\(font)" }
+              - video: black.mp4
+                text: { value: "दिवाली की रात, हम सब साथ में थे और आसमान में रोशनी थी", size: 30, position: top-right, font: "\(font)" }
             """.write(toFile: dir + "/p.yaml", atomically: true, encoding: .utf8)
         let submit = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 120)
         #expect(submit.status == 0, "\(submit.err)")
@@ -271,6 +274,10 @@ import TestSupport
             #expect(i.x1 - i.x0 < 200, "\(what): \(i.x1 - i.x0) px wide: two glyphs side by side")
         }
         #expect(try ink(36) == nil, "the caption shows from 0.5 s only")
+        // A long caption is broken into lines by the glyphs' real widths: it stays inside the
+        // frame (laid out by the estimate made for Latin letters, its first line ran off the left).
+        let long = try #require(try ink(75), "no long caption")
+        #expect(long.x0 >= 8 && long.x1 <= 632, "the caption runs off the frame: columns \(long.x0)–\(long.x1) of 640")
     }
 
     /// Devanagari outline fonts (first faces), from fc-list.
