@@ -42,7 +42,16 @@ final class OverlayFiles {
             return p
         }
         do {
-            if let text = edits.text {
+            if let text = edits.text, ShapedText.drawnByLibass(text.value) {
+                // Words that join and reorder: libass draws them from its script (`ShapedText`).
+                let folder = Scratch.path("lettering")
+                made.append(folder)
+                let chain = EditChain(edits: edits, profile: profile, files: .init())
+                (paths.ass, paths.fonts) = try Fonts.shapedLettering(
+                    font: text.font, text: text.value, size: EditChain.textSize(text, profile), colour: drawColour(text.color),
+                    shadow: true, placement: .overlay(text.position, frameHeight: profile.height), profile: profile,
+                    window: chain.windowEdges(text.start, text.end), folder: folder, file: name)
+            } else if let text = edits.text {
                 // Wrapped to the frame (drawtext draws one line, past both edges of a portrait
                 // frame), a file per line, each placed on its own.
                 paths.text = []
@@ -54,15 +63,6 @@ final class OverlayFiles {
                 }
                 paths.font = try Scratch.graphName(text.font, link: Scratch.path("font"), what: "font", file: name)
                 if paths.font != text.font { made.append(paths.font!) }
-                if ShapedText.drawnByLibass(text.value) {
-                    let folder = Scratch.path("lettering")
-                    made.append(folder)
-                    let chain = EditChain(edits: edits, profile: profile, files: .placeholders(edits, profile))
-                    (paths.ass, paths.fonts) = try Fonts.shapedLettering(
-                        font: text.font, text: text.value, size: EditChain.textSize(text, profile), colour: drawColour(text.color),
-                        shadow: true, placement: .overlay(text.position, frameHeight: profile.height), profile: profile,
-                        window: chain.windowEdges(text.start, text.end), folder: folder, file: name)
-                }
             }
             if let w = profile.watermark { paths.watermark = try copy(w.image, what: "watermark image") }
             paths.stickers = try edits.stickers.map { try copy($0.image, what: "sticker image") }
