@@ -108,41 +108,6 @@ public enum Fonts {
         return (0xFE00...0xFE0F).contains(s.value) || (0xE0100...0xE01EF).contains(s.value)
     }
 
-    /// Gives each title and text that the default font cannot draw a font installed here that
-    /// can (`fallback(covering:)`), as a browser would; words in another font the pipeline names
-    /// are left in it. Returns a note for each: which font draws them now, and why. The font is
-    /// then one of the pipeline's files: a remote submit sends it to the farm.
-    public static func fallbacks(_ pipeline: inout Pipeline) -> [String] {
-        var notes: [String] = []
-        guard let defaultFace = try? Face(Title.defaultFont) else { return [] }   // `notes(for:)` says it cannot be read
-        var chosen: [String: String?] = [:]
-        func replacement(_ text: String) -> (font: String, lacking: [Character])? {
-            let missing = defaultFace.missing(in: text)
-            guard !missing.isEmpty else { return nil }
-            if chosen[text] == nil { chosen[text] = fallback(covering: text) }
-            return chosen[text]!.map { ($0, missing) }
-        }
-        func note(_ i: Int, _ item: Item, _ what: String, _ font: String, _ lacking: [Character]) {
-            notes.append(pipelineNote("\(item.label(index: i)): the default font \((Title.defaultFont as NSString).lastPathComponent) has no \(listed(lacking)): "
-                + "\(what) is drawn with \(font), installed here, which has \(lacking.count == 1 ? "it" : "them") (font: PATH chooses another)",
-                at: item.location))
-        }
-        for i in pipeline.items.indices {
-            let item = pipeline.items[i]
-            if case .title(var t) = item.kind, t.font == Title.defaultFont, let (font, lacking) = replacement(t.text) {
-                t.font = font
-                pipeline.items[i].kind = .title(t)
-                note(i, item, "the title", font, lacking)
-            }
-            if var t = item.edits.text, t.font == Title.defaultFont, let (font, lacking) = replacement(t.value) {
-                t.font = font
-                pipeline.items[i].edits.text = t
-                note(i, item, "its text", font, lacking)
-            }
-        }
-        return notes
-    }
-
     /// Characters a font lacks, as a note lists them: the first eight, and how many more.
     static func listed(_ lacking: [Character]) -> String {
         lacking.prefix(8).map(String.init).joined(separator: " ") + (lacking.count > 8 ? " and \(lacking.count - 8) more" : "")
@@ -168,16 +133,22 @@ public enum Fonts {
         return (script, fonts)
     }
 
-    /// The notes `coord plan` and `coord submit` print for a pipeline's words (titles and text
-    /// over items) that its fonts cannot draw, with each item's file:line:col; an error for a font
-    /// that cannot be read at all (drawtext would fail on every worker).
-    public static func notes(for pipeline: Pipeline) throws -> [String] {
+    /// The pipeline's words (titles and text over items) against their fonts, before rendering.
+    /// Words the default font cannot draw get a font installed here that can (`fallback(covering:)`),
+    /// as a browser would, which then is one of the pipeline's files (a remote submit sends it);
+    /// words in another font the pipeline names are left in it. Returns the notes `coord plan`
+    /// and `coord submit` print, with each item's file:line:col: which font draws them now, or
+    /// which characters will be empty boxes; throws for a font that cannot be read at all
+    /// (drawtext would fail on every worker).
+    public static func lettering(_ pipeline: inout Pipeline) throws -> [String] {
         var notes: [String] = []
-        var faces: [String: Face] = [:]
-        for (i, item) in pipeline.items.enumerated() {
-            var words: [(what: String, text: String, font: String)] = []
-            if case .title(let t) = item.kind { words.append(("the title", t.text, t.font)) }
-            if let t = item.edits.text { words.append(("text", t.value, t.font)) }
+        var faces: [String: Face] = [:], chosen: [String: String?] = [:]
+        let defaultName = (Title.defaultFont as NSString).lastPathComponent
+        for i in pipeline.items.indices {
+            let item = pipeline.items[i]
+            var words: [(what: String, its: String, text: String, font: String)] = []
+            if case .title(let t) = item.kind { words.append(("the title", "the title", t.text, t.font)) }
+            if let t = item.edits.text { words.append(("text", "its text", t.value, t.font)) }
             for w in words {
                 let lacking: [Character]
                 do throws(Unreadable) {
@@ -187,10 +158,23 @@ public enum Fonts {
                     throw PipelineError("\(item.label(index: i)): font: \(error.description)", at: item.location)
                 }
                 guard !lacking.isEmpty else { continue }
-                let font = (w.font as NSString).lastPathComponent
                 let one = lacking.count == 1
-                notes.append(pipelineNote("\(item.label(index: i)): the font \(font) has no \(listed(lacking)): \(one ? "it is" : "they are") drawn as "
-                    + "\(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)"
+                if w.font == Title.defaultFont {
+                    if chosen[w.text] == nil { chosen[w.text] = fallback(covering: w.text) }
+                    if let font = chosen[w.text]! {
+                        if case .title(var t) = pipeline.items[i].kind, w.what == "the title" {
+                            t.font = font
+                            pipeline.items[i].kind = .title(t)
+                        } else {
+                            pipeline.items[i].edits.text?.font = font
+                        }
+                        notes.append(pipelineNote("\(item.label(index: i)): the default font \(defaultName) has no \(listed(lacking)): "
+                            + "\(w.its) is drawn with \(font), installed here, which has \(one ? "it" : "them") (font: PATH chooses another)", at: item.location))
+                        continue
+                    }
+                }
+                notes.append(pipelineNote("\(item.label(index: i)): the font \((w.font as NSString).lastPathComponent) has no \(listed(lacking)): "
+                    + "\(one ? "it is" : "they are") drawn as \(one ? "an empty box" : "empty boxes"); give \(w.what) a font that has \(one ? "it" : "them") (font: PATH)"
                     + (w.font == Title.defaultFont ? ", or install one (none here has \(one ? "it" : "them all"))" : ""), at: item.location))
             }
         }

@@ -167,12 +167,13 @@ public enum MotionPhoto {
     public static func markedMovie(in path: String) -> Range<Int>? {
         guard let file = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? file.close() }
-        var marked = false
-        if let xmp = jpegXMP(file) { marked = xmp.range(of: Data("MotionPhoto".utf8)) != nil || xmp.range(of: Data("MicroVideo".utf8)) != nil }
+        let xmp = jpegXMP(file)
+        var marked = xmp.map { $0.range(of: Data("MotionPhoto".utf8)) != nil || $0.range(of: Data("MicroVideo".utf8)) != nil } ?? false
         if !marked, let end = try? file.seekToEnd(), end >= 4, (try? file.seek(toOffset: end - 4)) != nil {
             marked = (try? file.read(upToCount: 4)) == Data("SEFT".utf8)
         }
-        return marked ? embeddedMovie(in: path) : nil
+        guard marked, let data = try? Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped) else { return nil }
+        return embeddedMovie(in: data, xmp: xmp ?? Data())   // none in its segments: none to look for
     }
 
     /// The XMP packet of a JPEG (its APP1 segment named by Adobe's namespace), found by stepping
@@ -209,9 +210,10 @@ public enum MotionPhoto {
         return Double(c.pointee.duration) / Double(AV_TIME_BASE)
     }
 
-    static func embeddedMovie(in data: Data) -> Range<Int>? {
+    /// `xmp`: the XMP packet when already read (`jpegXMP`); else it is looked for in `data`.
+    static func embeddedMovie(in data: Data, xmp: Data? = nil) -> Range<Int>? {
         // The XMP packet: in a JPEG's APP1 near the start, in a HEIC wherever its item lies.
-        let packet = data.range(of: Data("<x:xmpmeta".utf8)).map { data[$0.lowerBound..<min(data.endIndex, $0.lowerBound + (1 << 16))] } ?? Data()
+        let packet = xmp ?? data.range(of: Data("<x:xmpmeta".utf8)).map { data[$0.lowerBound..<min(data.endIndex, $0.lowerBound + (1 << 16))] } ?? Data()
         let xmp = String(decoding: packet, as: UTF8.self)
         var starts: [Int] = []
         func number(_ pattern: String, in text: Substring) -> Int? {

@@ -75,14 +75,15 @@ func loadPipeline(_ path: String) throws -> Pipeline {
 /// Loads a pipeline and checks its movie-level media; errors carry file:line:column. `notes`:
 /// what it asks for that its movie will not have (the render goes on): a soundtrack on a GIF, a
 /// transition on the last item, a soundtrack section past the song's end (it plays to the end,
-/// as a clip's trim does), words its fonts cannot draw (empty boxes). A font that is not one is
+/// as a clip's trim does), the font drawing words the default one cannot, words no font here can
+/// draw (empty boxes). A font that is not one is
 /// an error, and so is a watermark or sticker image that is no picture.
 func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -> (pipeline: Pipeline, notes: [String]) {
         var p = try LivePhotoResolver.resolve(try PipelineLoader.load(path: path))
         if let stateDirectory, let problem = FileChecks.outputProblem(p.output.path, inputs: [], stateDirectory: stateDirectory) {
             throw PipelineError("output.path: \(problem)", at: p.outputLocation, hint: "choose a path outside the state folder")
         }
-        var notes = Planner.pipelineNotes(for: p) + Fonts.fallbacks(&p)
+        var notes = Planner.pipelineNotes(for: p)
         if let st = p.output.soundtrack {
             let song = (st.source as NSString).lastPathComponent
             let facts: MediaFacts
@@ -106,7 +107,8 @@ func loadPipelineChecked(_ path: String, stateDirectory: String? = nil) throws -
         }
         let unusable = overlayImageErrors(p)
         if !unusable.isEmpty { throw PipelineError.combined(unusable) }
-        return (p, notes + (try Fonts.notes(for: p)))
+        notes += try Fonts.lettering(&p)
+        return (p, notes)
 }
 
 /// The watermark and each sticker whose image is no picture (a file that opens as something

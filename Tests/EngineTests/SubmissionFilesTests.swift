@@ -210,11 +210,11 @@ import TestSupport
     /// them", though a Chinese font was installed: the default font was the only one asked. Words
     /// the default font cannot draw are now drawn with an installed font that has them all (as a
     /// browser falls back), said in a note; a font the pipeline names is left as it is.
-    @Test(.enabled(if: !chineseFonts().isEmpty || requireChineseFont(), "no Chinese font installed (scripts/test-tools installs fonts-wqy-microhei)"))
+    @Test(.enabled(if: !installedFonts(lang: "zh").isEmpty || required("Chinese font", package: "fonts-wqy-microhei"), "no Chinese font installed (scripts/test-tools installs fonts-wqy-microhei)"))
     func aTitleInChineseIsDrawnWithAnInstalledFontThatHasIt() throws {
         let dir = temporaryDirectory("font-fallback")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let installed = Self.chineseFonts()
+        let installed = Self.installedFonts(lang: "zh")
         func render(_ name: String, font: String?) throws -> (notes: [String], frames: [String]) {
             let title = "{ text: \"夏天 2026 海边\", duration: 0.5\(font.map { ", font: \"\($0)\"" } ?? "") }"
             try "version: 1\noutput: { path: \(name).mp4, size: 320x180, fps: 30 }\nclips:\n  - title: \(title)\n"
@@ -239,11 +239,11 @@ import TestSupport
     /// loop, the highest ink, is left of the middle, and the two glyphs overlap as one syllable
     /// (set apart, they are 1.5 times as wide). A caption's window holds as drawtext's does, and
     /// a long one is broken into lines that stay inside the frame.
-    @Test(.enabled(if: !devanagariFonts().isEmpty || requireDevanagariFont(), "no Devanagari font installed (scripts/test-tools installs fonts-lohit-deva)"))
+    @Test(.enabled(if: !installedFonts(lang: "hi").isEmpty || required("Devanagari font", package: "fonts-lohit-deva"), "no Devanagari font installed (scripts/test-tools installs fonts-lohit-deva)"))
     func hindiLetteringIsShaped() throws {
         let dir = temporaryDirectory("shaped")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let font = try #require(Self.devanagariFonts().first)
+        let font = try #require(Self.installedFonts(lang: "hi").first)
         let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=c=black:s=640x360:r=30:d=1", "-c:v", "libx264", "-pix_fmt", "yuv420p",
                                    dir + "/black.mp4"])
         #expect(r.status == 0, "\(r.err)")
@@ -280,25 +280,16 @@ import TestSupport
         #expect(long.x0 >= 8 && long.x1 <= 632, "the caption runs off the frame: columns \(long.x0)–\(long.x1) of 640")
     }
 
-    /// Devanagari outline fonts (first faces), from fc-list.
-    static func devanagariFonts() -> [String] {
-        guard let r = try? run("fc-list", ["--format", "%{file}\n", ":lang=hi:outline=true:index=0"]), r.status == 0 else { return [] }
+    /// The outline fonts (first faces) for `lang` fontconfig lists, by path: fc-list, not the
+    /// code under test.
+    static func installedFonts(lang: String) -> [String] {
+        guard let r = try? run("fc-list", ["--format", "%{file}\n", ":lang=\(lang):outline=true:index=0"]), r.status == 0 else { return [] }
         return r.out.split(separator: "\n").map(String.init).sorted()
     }
 
-    static func requireDevanagariFont() -> Bool {
-        if clientsRequired { Issue.record("no Devanagari font installed: scripts/test-tools installs fonts-lohit-deva") }
-        return false
-    }
-
-    /// The Chinese outline fonts (first faces) fontconfig lists: fc-list, not the code under test.
-    static func chineseFonts() -> [String] {
-        guard let r = try? run("fc-list", ["--format", "%{file}\n", ":lang=zh:outline=true:index=0"]), r.status == 0 else { return [] }
-        return r.out.split(separator: "\n").map(String.init)
-    }
-
-    static func requireChineseFont() -> Bool {
-        if clientsRequired { Issue.record("no Chinese font installed: scripts/test-tools installs fonts-wqy-microhei") }
+    /// False, and a failure where the suite must run every client test (CI): `what` is missing.
+    static func required(_ what: String, package: String) -> Bool {
+        if clientsRequired { Issue.record("no \(what) installed: scripts/test-tools installs \(package)") }
         return false
     }
 
