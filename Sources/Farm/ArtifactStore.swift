@@ -1,3 +1,4 @@
+import CSupport
 import Foundation
 import ThreadlineCore
 
@@ -45,9 +46,10 @@ public struct ArtifactStore: Sendable {
     }
 
     /// Hashes a finished temporary file and moves it into the store (or drops it when the
-    /// content is already there).
-    public func adopt(_ tempPath: String) throws -> ArtifactRef {
-        let sha = try SHA256Hasher.hex(fileAt: tempPath)
+    /// content is already there). `sha256`: what the caller has just hashed it to (a transfer
+    /// hashes its chunks as they come), so it is not read again.
+    public func adopt(_ tempPath: String, sha256 known: String? = nil) throws -> ArtifactRef {
+        let sha = try known ?? SHA256Hasher.hex(fileAt: tempPath)
         let size = (try FileManager.default.attributesOfItem(atPath: tempPath)[.size] as? NSNumber)?.int64Value ?? 0
         let dest = path(sha256: sha)
         try FileManager.default.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
@@ -56,15 +58,45 @@ public struct ArtifactStore: Sendable {
             touch(dest)
         } else if rename(tempPath, dest) != 0 {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: dest])
+        } else {
+            Self.stamp(dest, sha256: sha)
         }
         return ArtifactRef(sha256: sha, path: dest, size: size)
     }
 
     /// True when the artifact's file is present and its content still hashes to its address.
+    /// A file hashed here before and not changed since (its stamp: the sha256 with the size and
+    /// modification time it had then, kept in an extended attribute) is not read again: a
+    /// source of several GB was hashed whole before every render of it (a second and a half per
+    /// 2.3 GB here, ten times for ten highlights of one concert video). Damage that leaves the
+    /// file's times alone (a failing disk) is found by `coord doctor --full`, which hashes every
+    /// file. Where the file system keeps no extended attributes every check hashes, as before.
     public func verify(_ ref: ArtifactRef) -> Bool {
-        guard let attrs = try? FileManager.default.attributesOfItem(atPath: ref.path),
-              (attrs[.size] as? NSNumber)?.int64Value == ref.size else { return false }
-        return (try? SHA256Hasher.hex(fileAt: ref.path)) == ref.sha256
+        var st = stat()
+        guard stat(ref.path, &st) == 0, Int64(st.st_size) == ref.size else { return false }
+        if Self.stampValue(ref.sha256, st) == Self.readStamp(ref.path) { return true }
+        guard (try? SHA256Hasher.hex(fileAt: ref.path)) == ref.sha256 else { return false }
+        Self.stamp(ref.path, sha256: ref.sha256, as: st)
+        return true
+    }
+
+    static let stampName = "user.threadline.verified"
+
+    /// "sha256 size mtime": what the file was when it was hashed.
+    static func stampValue(_ sha256: String, _ st: stat) -> String {
+        "\(sha256) \(st.st_size) " + String(format: "%ld.%09ld", st.st_mtim.tv_sec, st.st_mtim.tv_nsec)
+    }
+
+    static func readStamp(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 160)
+        return tl_get_note(path, stampName, &buffer, Int32(buffer.count)) > 0 ? String(cString: buffer) : nil
+    }
+
+    /// Records that `path` hashed to `sha256` while it was `st` (by default, as it is now).
+    static func stamp(_ path: String, sha256: String, as st: stat? = nil) {
+        var now = stat()
+        guard let st = st ?? (stat(path, &now) == 0 ? now : nil) else { return }
+        _ = tl_set_note(path, stampName, stampValue(sha256, st))
     }
 
     /// Cheap presence check: the file exists with the recorded size.
@@ -88,8 +120,8 @@ public struct ArtifactStore: Sendable {
     /// until tmp was tidied an hour later. The error says how big the file is and how much is free.
     func copyIn(_ path: String) throws(PublishError) -> String {
         let tmp = temporaryPath()
-        do { try FileManager.default.copyItem(atPath: path, toPath: tmp) } catch {
-            unlink(tmp)
+        if tl_copy_file(path, tmp) != 0 {
+            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
             let what = "cannot copy \(path) into the artifact store \(root): \(FileChecks.reason(error))"
             let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
             if let free = FileChecks.freeBytes(root + "/tmp"), free < size {
@@ -156,7 +188,16 @@ public struct ArtifactStore: Sendable {
     public var isStateFolder: Bool { FileManager.default.fileExists(atPath: root + "/lineage.db") }
 
     /// Marks a stored file as just used: `trim` removes the least recently used first.
-    public func touch(_ path: String) { _ = utimensat(AT_FDCWD, path, nil, 0) }
+    /// Marks an artifact used now (the least recently used go first); its stamp, if it still
+    /// held, is brought up to the new time.
+    public func touch(_ path: String) {
+        var st = stat()
+        let stamped = stat(path, &st) == 0 ? Self.readStamp(path).flatMap { stamp in
+            stamp.split(separator: " ").first.map(String.init).flatMap { Self.stampValue($0, st) == stamp ? $0 : nil }
+        } : nil
+        _ = utimensat(AT_FDCWD, path, nil, 0)
+        if let stamped { Self.stamp(path, sha256: stamped) }
+    }
 
     /// What `trim` found and did.
     public struct TrimReport: Sendable, Equatable {
@@ -211,15 +252,30 @@ public struct ArtifactStore: Sendable {
         return report
     }
 
-    /// Brings a local file into the store without copying when its content is already there.
+    /// Brings a local file into the store. A file of this store (an upload) is checked, by its
+    /// stamp where it has one. Any other is hashed and, unless the store has its content, copied
+    /// in (cloned where the file system can: no bytes written on btrfs or XFS); the copy is taken
+    /// for what was hashed when the file did not change meanwhile, else hashed itself. (Before,
+    /// the copy was always hashed again, and the render hashed it a third time: three passes over
+    /// a phone's 7 GB recording.)
     public func ingest(localFile path: String) throws -> ArtifactRef {
+        let name = (path as NSString).lastPathComponent
+        if path == self.path(sha256: name), name.count == 64, name.allSatisfy(\.isHexDigit) {
+            let ref = ArtifactRef(sha256: name, path: path, size: FileChecks.size(of: path) ?? -1)
+            if verify(ref) { return ref }
+        }
+        var before = stat(), after = stat()
+        guard stat(path, &before) == 0 else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path]) }
         let sha = try SHA256Hasher.hex(fileAt: path)
         let dest = self.path(sha256: sha)
-        let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
-        if !FileManager.default.fileExists(atPath: dest) {
-            let tmp = try copyIn(path)
-            do { return try adopt(tmp) } catch { unlink(tmp); throw error }
+        if FileManager.default.fileExists(atPath: dest) {
+            touch(dest)
+            return ArtifactRef(sha256: sha, path: dest, size: Int64(before.st_size))
         }
-        return ArtifactRef(sha256: sha, path: dest, size: size)
+        let tmp = try copyIn(path)
+        let unchanged = stat(path, &after) == 0 && after.st_ino == before.st_ino && after.st_size == before.st_size
+            && after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec
+            && after.st_ctim.tv_sec == before.st_ctim.tv_sec && after.st_ctim.tv_nsec == before.st_ctim.tv_nsec
+        do { return try adopt(tmp, sha256: unchanged ? sha : nil) } catch { unlink(tmp); throw error }
     }
 }

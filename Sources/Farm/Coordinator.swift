@@ -593,8 +593,12 @@ final class CoordinatorCore {
                 if !draining && scheduler.hasQueuedWork { feed(.tick) }
                 if waiting {
                     do {
+                        // At most 2000 messages or 0.1 s a turn: an upload's chunks keep coming as fast as
+                        // they are taken, and a turn that took them for seconds sent no heartbeat
+                        // meanwhile (its workers took the coordinator for gone).
                         var n = 0
-                        while n < 2000, let (frames, peer) = try socket.receiveFromPeer() {
+                        let turnEnds = now + 0.1
+                        while n < 2000, n == 0 || Clocks.steady < turnEnds, let (frames, peer) = try socket.receiveFromPeer() {
                             handle(frames, from: peer); n += 1
                             // What the message made ready goes out now, not after the rest of the turn's messages.
                             if !draining && scheduler.hasQueuedWork { feed(.tick) }

@@ -14,6 +14,11 @@ import Lineage
 /// a phone video whose upload over Wi-Fi broke at 1.8 GiB is not sent again from the first byte.
 /// When another peer asks to send a file already on its way (the same submit made again after the
 /// first was interrupted), it takes the transfer over as soon as the first stalls.
+///
+/// Chunks are hashed as they arrive in order, so a finished file is checked without reading it
+/// again; what could not be hashed on the way (chunks that came out of order, a kept start) is
+/// hashed on a thread of its own. Hashing a 7 GB phone video whole on the socket's thread, twice,
+/// had stopped a coordinator (and a worker) answering for 10 s: its peers took it for gone.
 /// Lives on the thread that owns the socket.
 final class Transfers {
     struct Incoming {
@@ -36,6 +41,9 @@ final class Transfers {
         var received: Int64 = 0
         /// Bytes received from the start without a gap: what is kept if this one is cut off too.
         var contiguous: Int64 { outstanding.min() ?? nextOffset }
+        /// The hash of the file's first `digest.count` bytes, fed as chunks come in order; nil
+        /// once that order broke (a kept start, a chunk out of order): hashed whole at the end.
+        var digest: SHA256Hasher.Running? = SHA256Hasher.Running()
     }
 
     let store: ArtifactStore
@@ -46,6 +54,11 @@ final class Transfers {
     /// peer, message, payload → sent?
     let send: (Data, WireMessage, Data?) -> Bool
     private(set) var incoming: [String: Incoming] = [:]
+    /// Received whole, being hashed on `hashing`: still in flight for everyone asking.
+    private var checking: [String: Incoming] = [:]
+    private let hashing = DispatchQueue(label: "threadline.transfers.hash")
+    /// What `hashing` found, for the socket's thread: the file, what it hashed to (nil: unreadable).
+    private let checked = LockedList<(sha256: String, got: String?)>()
     private var completed: [(String, Result<ArtifactRef, TransferError>)] = []
     /// Transfers that moved from a stalled or lost peer to another: the file and the peer left.
     private var handedOver: [(sha256: String, from: Data)] = []
@@ -68,10 +81,10 @@ final class Transfers {
         self.stallTimeout = stallTimeout; self.maxRetries = maxRetries; self.send = send
     }
 
-    func isInFlight(_ sha: String) -> Bool { incoming[sha] != nil }
+    func isInFlight(_ sha: String) -> Bool { incoming[sha] != nil || checking[sha] != nil }
 
     /// Bytes of `sha` here so far (kept from before and received since), while it is on its way.
-    func arrived(_ sha: String) -> Int64? { incoming[sha].map { $0.resumedFrom + $0.received } }
+    func arrived(_ sha: String) -> Int64? { (incoming[sha] ?? checking[sha]).map { $0.resumedFrom + $0.received } }
 
     /// Starts pulling `ref` from `peer` unless it is already here or on its way (from another
     /// peer, `peer` is kept to take over if that one stalls). Returns the bytes a transfer of it
@@ -84,13 +97,14 @@ final class Transfers {
             if t.peer != peer && !t.alternates.contains(peer) { t.alternates.append(peer); incoming[ref.sha256] = t }
             return 0
         }
+        if checking[ref.sha256] != nil { return 0 }
         let tmp = store.temporaryPath(suffix: ".part")
         let kept = claimPartial(of: ref, as: tmp)
         guard kept > 0 || FileManager.default.createFile(atPath: tmp, contents: nil), let handle = FileHandle(forWritingAtPath: tmp) else {
             completed.append((ref.sha256, .failure(TransferError(description: "cannot write \(tmp)", here: true)))); return 0
         }
         incoming[ref.sha256] = Incoming(expected: ref, peer: peer, tmp: tmp, handle: handle, nextOffset: kept, lastProgress: now, lastData: now,
-                                        resumedFrom: kept)
+                                        resumedFrom: kept, digest: kept > 0 ? nil : SHA256Hasher.Running())
         FarmMetrics.transferKept(bytes: kept)
         if !finishIfComplete(ref.sha256) { requestMore(ref.sha256) }
         return kept
@@ -129,6 +143,7 @@ final class Transfers {
         } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true); return }
         t.outstanding.remove(c.offset)
         t.received += Int64(payload.count)
+        if t.digest?.count == c.offset { t.digest!.update(payload) } else { t.digest = nil }
         FarmMetrics.transferred(bytes: payload.count, received: true)
         t.lastProgress = now
         t.lastData = now
@@ -137,33 +152,52 @@ final class Transfers {
         if !finishIfComplete(c.sha256) { requestMore(c.sha256) }
     }
 
+    /// Ends a transfer whose bytes have all come: checked at once when every chunk was hashed on
+    /// its way, else handed to `hashing` (`takeCompleted` collects the outcome).
     @discardableResult
     private func finishIfComplete(_ sha: String) -> Bool {
         guard let t = incoming[sha], t.outstanding.isEmpty, t.nextOffset >= t.expected.size else { return false }
         try? t.handle.close()
         incoming[sha] = nil
-        do {
-            let got = try SHA256Hasher.hex(fileAt: t.tmp)
-            guard got == sha else {
-                // What an earlier transfer kept was not the start of this file after all (its
-                // sender changed it, or the disk did): the whole file is asked for again, once.
-                if t.resumedFrom > 0, truncate(t.tmp, 0) == 0, let handle = FileHandle(forWritingAtPath: t.tmp) {
-                    var again = t
-                    again.handle = handle; again.nextOffset = 0; again.resumedFrom = 0; again.received = 0
-                    incoming[sha] = again
-                    requestMore(sha)
-                    return true
-                }
-                try? FileManager.default.removeItem(atPath: t.tmp)
-                completed.append((sha, .failure(TransferError(description: "content does not match its sha256 (got \(got.prefix(12))…)"))))
-                return true
+        if let digest = t.digest, digest.count == t.expected.size {
+            checked(t, got: digest.hex())
+            return true
+        }
+        checking[sha] = t
+        let (tmp, digest, results) = (t.tmp, t.digest ?? SHA256Hasher.Running(), checked)
+        hashing.async { results.append((sha, try? digest.finish(fileAt: tmp))) }
+        return true
+    }
+
+    /// Moves a transfer's file into the store when it hashed to what was asked for.
+    private func checked(_ t: Incoming, got: String?) {
+        let sha = t.expected.sha256
+        guard let got else {
+            try? FileManager.default.removeItem(atPath: t.tmp)
+            completed.append((sha, .failure(TransferError(description: "cannot read \(t.tmp) back", here: true))))
+            return
+        }
+        guard got == sha else {
+            // What an earlier transfer kept was not the start of this file after all (its
+            // sender changed it, or the disk did): the whole file is asked for again, once.
+            if t.resumedFrom > 0, truncate(t.tmp, 0) == 0, let handle = FileHandle(forWritingAtPath: t.tmp) {
+                var again = t
+                again.handle = handle; again.nextOffset = 0; again.resumedFrom = 0; again.received = 0
+                again.outstanding = []; again.digest = SHA256Hasher.Running()
+                incoming[sha] = again
+                requestMore(sha)
+                return
             }
-            completed.append((sha, .success(try store.adopt(t.tmp))))
+            try? FileManager.default.removeItem(atPath: t.tmp)
+            completed.append((sha, .failure(TransferError(description: "content does not match its sha256 (got \(got.prefix(12))…)"))))
+            return
+        }
+        do {
+            completed.append((sha, .success(try store.adopt(t.tmp, sha256: sha))))
         } catch {
             try? FileManager.default.removeItem(atPath: t.tmp)
             completed.append((sha, .failure(TransferError(description: "cannot store \(t.tmp): \(FileChecks.reason(error))", here: true))))
         }
-        return true
     }
 
     /// Ends a transfer that failed. `keep`: it was cut off (its sender went silent or away, not
@@ -236,9 +270,16 @@ final class Transfers {
     }
 
     func takeCompleted() -> [(String, Result<ArtifactRef, TransferError>)] {
+        for (sha, got) in checked.takeAll() {
+            guard let t = checking.removeValue(forKey: sha) else { continue }
+            checked(t, got: got)
+        }
         defer { completed = [] }
         return completed
     }
+
+    /// Waits for the files being hashed (a test, or a peer stopping) and collects them.
+    func waitForChecks() { hashing.sync {} }
 
     /// Answers a pull from the store (or an exported file), refusing lengths over the chunk size.
     /// Returns the bytes sent (0 when refused).
@@ -265,4 +306,12 @@ final class Transfers {
             return refuse("cannot read it here: \(FileChecks.reason(error))")
         }
     }
+}
+
+/// A list one thread appends to and another empties.
+final class LockedList<Element>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items: [Element] = []
+    func append(_ e: Element) { lock.lock(); items.append(e); lock.unlock() }
+    func takeAll() -> [Element] { lock.lock(); defer { items = []; lock.unlock() }; return items }
 }

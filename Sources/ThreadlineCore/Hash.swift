@@ -22,6 +22,31 @@ public struct SHA256Hasher: ~Copyable {
     public static func hex(_ data: Data) -> String { var h = SHA256Hasher(); h.update(data); return h.finalize() }
     public static func hex(_ string: String) -> String { hex(Data(string.utf8)) }
 
+    /// A hash being fed as its bytes arrive (a transfer's chunks), kept in a value that can be
+    /// stored and handed to another thread to finish.
+    public struct Running: Sendable {
+        private var hash = SHA256()
+        /// Bytes fed so far.
+        public private(set) var count: Int64 = 0
+        public init() {}
+        public mutating func update(_ data: Data) { hash.update(data: data); count += Int64(data.count) }
+        /// Feeds the rest of the file at `path`, from `count` on, and returns the hex digest.
+        public func finish(fileAt path: String) throws -> String {
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
+            }
+            defer { try? handle.close() }
+            var h = self
+            try handle.seek(toOffset: UInt64(count))
+            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk) }
+            return h.hex()
+        }
+        public func hex() -> String {
+            var h = SHA256Hasher(); h.hash = hash
+            return h.finalize()
+        }
+    }
+
     /// Hashes a file in 1 MiB chunks; `read` is told each chunk's length.
     public static func hex(fileAt path: String, read: (Int) -> Void = { _ in }) throws -> String {
         guard let handle = FileHandle(forReadingAtPath: path) else {

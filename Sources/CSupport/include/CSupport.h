@@ -7,6 +7,15 @@
 #include <sys/stat.h>
 #include <fts.h>
 
+/// Copies `src` to the new file `dst` (created 0644, never overwritten): a clone sharing the
+/// blocks where the file system can (btrfs, XFS), else copy_file_range, else read/write. 0, or -1
+/// with errno set (and `dst` removed).
+int tl_copy_file(const char *src, const char *dst);
+/// An extended attribute of a file, set and read as text (-1 with errno where the file system
+/// keeps none: the caller does without).
+int tl_set_note(const char *path, const char *name, const char *value);
+int tl_get_note(const char *path, const char *name, char *value, int capacity);
+
 /// Peak resident set size of this process, in bytes (getrusage).
 int64_t tl_peak_rss_self(void);
 /// Peak resident set size of reaped children, in bytes.
