@@ -216,6 +216,7 @@ public final class Coordinator: Sendable {
         case submit(Pipeline, priority: Int, @Sendable (Result<Int64, Error>) -> Void)
         case workerExited(pid: Int32)
         case stop(graceful: Bool, within: Double?)
+        case forget(before: Double, @Sendable (Result<ForgetReport, Error>) -> Void)
     }
 
     let config: Configuration
@@ -280,7 +281,23 @@ public final class Coordinator: Sendable {
             hasStopped.withLock { $0 = true }
             let c = inbox; inbox = []; return c
         }
-        for case .submit(_, _, let reply) in left { reply(.failure(stoppedError)) }
+        for c in left {
+            switch c {
+            case .submit(_, _, let reply): reply(.failure(stoppedError))
+            case .forget(_, let reply): reply(.failure(stoppedError))
+            default: break
+            }
+        }
+    }
+    /// Forgets the records of runs that ended before `cutoff` (`LineageStore.forgetRuns`, one
+    /// call's worth), on the coordinator thread: the artifact rows its live runs hold stay.
+    public func forgetRuns(before cutoff: Double, reply: @escaping @Sendable (Result<ForgetReport, Error>) -> Void) {
+        let queued = inbox.withLock { inbox -> Bool in
+            guard !hasStopped.withLock({ $0 }) else { return false }
+            inbox.append(.forget(before: cutoff, reply))
+            return true
+        }
+        if queued { commandWakeup.signal() } else { reply(.failure(stoppedError)) }
     }
     public func workerExited(pid: Int32) { inbox.withLock { $0.append(.workerExited(pid: pid)) }; commandWakeup.signal() }
     /// The process ids workers said hello with: the embedded cluster tells a worker that died
@@ -567,6 +584,7 @@ final class CoordinatorCore {
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
             // Submitters hear their run's id once its rows are committed.
             var replies: [(@Sendable (Result<Int64, Error>) -> Void, Result<Int64, Error>)] = []
+            var forgotten: [(@Sendable (Result<ForgetReport, Error>) -> Void, Result<ForgetReport, Error>)] = []
             // One lineage transaction for everything this turn of the loop records.
             record("batch commit") { try lineage.batch {
                 // Commands first, in the same transaction: a submit's rows are one commit, and the
@@ -575,6 +593,8 @@ final class CoordinatorCore {
                     switch c {
                     case .submit(let p, let priority, let reply):
                         replies.append((reply, Result { try submit(p, priority: priority) }))
+                    case .forget(let cutoff, let reply):
+                        forgotten.append((reply, Result { try lineage.forgetRuns(submittedBefore: cutoff, held: heldArtifactRows()) }))
                     case .workerExited(let pid):
                         if let (id, _) = workers.first(where: { $0.value.hello.pid == Int(pid) && $0.value.hello.host == ProcessInfo.processInfo.hostName }) {
                             lose(worker: id, reason: "process exited")
@@ -623,9 +643,11 @@ final class CoordinatorCore {
                 for (reply, result) in replies {
                     reply(result.flatMap { _ in .failure(PipelineError("the run could not be recorded: \(failure)", at: nil)) })
                 }
+                for (reply, _) in forgotten { reply(.failure(PipelineError("lineage could not be written: \(failure)", at: nil))) }
                 stopForLineage(failure); stopping = true
             } else {
                 for (reply, result) in replies { reply(result) }
+                for (reply, result) in forgotten { reply(result) }
             }
             heartbeat(now)
             if now - lastWatcherTick > 1 {
@@ -1041,6 +1063,18 @@ final class CoordinatorCore {
 
     func send(_ m: WireMessage, to identity: Data) {
         _ = try? socket.send([identity, Envelope(m).encoded()])
+    }
+
+    /// Artifact rows the live runs hold by id (their sources, segments, transitions and files).
+    func heldArtifactRows() -> Set<Int64> {
+        var held = Set<Int64>()
+        for r in runs.values {
+            for (_, id) in r.sources.values { held.insert(id) }
+            for (_, id) in r.segments.values { held.insert(id) }
+            for (_, id) in r.transitions.values { held.insert(id) }
+            held.formUnion(r.fileArtifacts.values)
+        }
+        return held
     }
 
     func heartbeat(_ now: Double) {

@@ -295,6 +295,16 @@ public final class LineageStore: Sendable {
                 UPDATE run SET resumed_at = (SELECT max(e.at) FROM event e WHERE e.run_id = run.id AND e.kind = 'run.resumed');
                 """)
         }
+        m.registerMigration("v11: forgetting old runs") { db in
+            // Deleting a run looks for the rows that name it, its stages and attempts: without
+            // these indexes each deleted stage scanned every edge, each attempt every artifact.
+            try db.execute(sql: """
+                CREATE INDEX stage_edge_run ON stage_edge(run_id);
+                CREATE INDEX stage_edge_to ON stage_edge(to_stage);
+                CREATE INDEX artifact_attempt ON artifact(attempt_id);
+                CREATE INDEX event_run ON event(run_id);
+                """)
+        }
         return m
     }
 

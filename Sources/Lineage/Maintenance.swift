@@ -136,4 +136,95 @@ extension LineageStore {
     public func rewriteSubmittedAt(runID: Int64, to time: Double) throws {
         try write { db in try db.execute(sql: "UPDATE run SET submitted_at = ? WHERE id = ?", arguments: [time, runID]) }
     }
+
+    /// Moves everything a run recorded `seconds` into the past: its times, its attempts' and
+    /// events', the artifact rows its attempts made and its workers' (tests of forgetting).
+    public func age(runID: Int64, by seconds: Double) throws {
+        try write { db in
+            let attempts = "SELECT a.id FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = :run"
+            for sql in ["UPDATE run SET submitted_at = submitted_at - :s, finished_at = finished_at - :s WHERE id = :run",
+                        "UPDATE stage SET started_at = started_at - :s, finished_at = finished_at - :s WHERE run_id = :run",
+                        "UPDATE event SET at = at - :s WHERE run_id = :run",
+                        "UPDATE artifact SET created_at = created_at - :s WHERE attempt_id IN (\(attempts))",
+                        "UPDATE worker SET first_seen = first_seen - :s, last_seen = last_seen - :s WHERE id IN (SELECT worker_id FROM attempt WHERE id IN (\(attempts)))",
+                        "UPDATE attempt SET dispatched_at = dispatched_at - :s, started_at = started_at - :s, finished_at = finished_at - :s WHERE id IN (\(attempts))"] {
+                try db.execute(sql: sql, arguments: ["s": seconds, "run": runID])
+            }
+        }
+    }
+}
+
+/// What forgetting old runs removed from lineage.
+public struct ForgetReport: Sendable, Codable, Equatable {
+    public var runs = 0
+    public var artifacts = 0
+    public var workers = 0
+    /// Whether runs old enough are left (one call forgets at most its `limit`).
+    public var more = false
+    public init() {}
+}
+
+extension LineageStore {
+    /// Forgets runs that ended (succeeded, failed or cancelled) and were submitted before
+    /// `cutoff` (seconds since 1970): their rows and everything recorded under them (items,
+    /// stages, attempts, their links and events), the artifact rows no other run refers to, and
+    /// workers gone since before `cutoff` that no attempt left names. A farm recording every
+    /// submit for ever grows its database by about 6 KB per item rendered; the space freed is
+    /// used again by new rows (the file does not shrink). Running and interrupted runs are never
+    /// forgotten, nor artifact rows in `held` (those a live run has read but not yet linked), nor
+    /// rows recorded since `cutoff`. Each call is one transaction over at most `limit` runs.
+    public func forgetRuns(submittedBefore cutoff: Double, held: Set<Int64> = [], limit: Int = 500) throws -> ForgetReport {
+        try writeWhole { db in
+            var report = ForgetReport()
+            let ended = [RunStatus.succeeded, .failed, .cancelled].map { "'\($0.rawValue)'" }.joined(separator: ", ")
+            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM run WHERE submitted_at < ? AND state IN (\(ended)) ORDER BY id LIMIT ?",
+                                         arguments: [cutoff, limit + 1])
+            report.more = ids.count > limit
+            let runs = Array(ids.prefix(limit))
+            guard !runs.isEmpty else { return report }
+            try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS forget_run (id INTEGER PRIMARY KEY)")
+            try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS forget_artifact (id INTEGER PRIMARY KEY)")
+            try db.execute(sql: "DELETE FROM forget_run; DELETE FROM forget_artifact")
+            for id in runs { try db.execute(sql: "INSERT INTO forget_run (id) VALUES (?)", arguments: [id]) }
+            // The artifacts these runs made or read: candidates, once the runs' links are gone.
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO forget_artifact (id)
+                SELECT io.artifact_id FROM attempt_io io JOIN attempt a ON a.id = io.attempt_id JOIN stage s ON s.id = a.stage_id
+                WHERE s.run_id IN (SELECT id FROM forget_run)
+                """)
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO forget_artifact (id)
+                SELECT ar.id FROM artifact ar JOIN attempt a ON a.id = ar.attempt_id JOIN stage s ON s.id = a.stage_id
+                WHERE s.run_id IN (SELECT id FROM forget_run)
+                """)
+            // An artifact row a kept run still links to stays, made (for `coord lineage`) by the
+            // first kept attempt that produced or reused it; without one, by none.
+            try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS forget_attempt (id INTEGER PRIMARY KEY)")
+            try db.execute(sql: """
+                DELETE FROM forget_attempt;
+                INSERT INTO forget_attempt (id)
+                SELECT a.id FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id IN (SELECT id FROM forget_run);
+                UPDATE artifact SET attempt_id = (SELECT min(io.attempt_id) FROM attempt_io io WHERE io.artifact_id = artifact.id
+                                                  AND io.direction = 'out' AND io.attempt_id NOT IN (SELECT id FROM forget_attempt))
+                WHERE attempt_id IN (SELECT id FROM forget_attempt);
+                """)
+            try db.execute(sql: "DELETE FROM event WHERE run_id IN (SELECT id FROM forget_run)")
+            // Items, stages, their edges, attempts and the attempts' links go with their run.
+            try db.execute(sql: "DELETE FROM run WHERE id IN (SELECT id FROM forget_run)")
+            report.runs = db.changesCount
+            for id in held { try db.execute(sql: "DELETE FROM forget_artifact WHERE id = ?", arguments: [id]) }
+            try db.execute(sql: """
+                DELETE FROM artifact WHERE id IN (SELECT id FROM forget_artifact) AND created_at < ?
+                    AND attempt_id IS NULL AND NOT EXISTS (SELECT 1 FROM attempt_io io WHERE io.artifact_id = artifact.id)
+                """, arguments: [cutoff])
+            report.artifacts = db.changesCount
+            try db.execute(sql: """
+                DELETE FROM worker WHERE state IN ('\(WorkerStatus.gone.rawValue)', '\(WorkerStatus.lost.rawValue)') AND last_seen < ?
+                    AND id NOT IN (SELECT DISTINCT worker_id FROM attempt WHERE worker_id IS NOT NULL)
+                """, arguments: [cutoff])
+            report.workers = db.changesCount
+            try db.execute(sql: "DELETE FROM forget_run; DELETE FROM forget_artifact; DELETE FROM forget_attempt")
+            return report
+        }
+    }
 }

@@ -7,6 +7,7 @@ import Lineage
 import Transport
 import CSupport
 import ServiceLifecycle
+import Synchronization
 import Dashboard
 import Hummingbird
 
@@ -167,6 +168,8 @@ struct Serve: AsyncParsableCommand {
                                             valueName: "N")) var maxStagesPerKey: Int = 100_000
     @Option(name: .long, help: ArgumentHelp("Remove, at start and every few hours, the artifacts no run of the last DAYS days refers to, as 'coord gc' does (never a live or interrupted run's); 0: never (run 'coord gc' yourself).",
                                             valueName: "days")) var gcKeepDays: Double = 14
+    @Option(name: .long, help: ArgumentHelp("With each collection, also forget the records of runs that ended before the last DAYS days (their stages, attempts and events; running and interrupted runs stay), so lineage stops growing by about 6 KB per item rendered; at least --gc-keep-days; 0: keep every record.",
+                                            valueName: "days")) var lineageKeepDays: Double = 0
     @Option(name: .long, help: ArgumentHelp("Hours between collections.", visibility: .hidden)) var gcEvery: Double = 6
     @Flag(name: .long, help: "Log only warnings and errors.") var quiet = false
     @Option(name: .long, help: ArgumentHelp("Also serve the dashboard, /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:7401.",
@@ -196,6 +199,9 @@ struct Serve: AsyncParsableCommand {
         }
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
         guard gcKeepDays >= 0, gcKeepDays.isFinite, gcEvery > 0 else { throw ValidationError("--gc-keep-days must be 0 (never) or more days") }
+        guard lineageKeepDays == 0 || (lineageKeepDays.isFinite && lineageKeepDays >= gcKeepDays && gcKeepDays > 0) else {
+            throw ValidationError("--lineage-keep-days must be 0 (keep every record) or at least --gc-keep-days (\(gcKeepDays), not 0): a run's record outlives its artifacts")
+        }
         guard maxStagesPerKey >= 0 else { throw ValidationError("--max-stages-per-key must be 0 (no limit) or more stages") }
         guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }
         guard (1...100).contains(poisonAfter) else { throw ValidationError("--poison-after must be 1…100") }
@@ -279,7 +285,8 @@ struct Serve: AsyncParsableCommand {
         // dashboard still answers (/readyz says draining), then the dashboard, then the collector.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if gcKeepDays > 0 {
-            services.append(.init(service: GarbageService(stateDirectory: dir, keepDays: gcKeepDays, every: gcEvery * 3600, logger: logger)))
+            services.append(.init(service: GarbageService(stateDirectory: dir, keepDays: gcKeepDays, lineageKeepDays: lineageKeepDays,
+                                                          coordinator: coordinator, every: gcEvery * 3600, logger: logger)))
         }
         if let httpConfig, let exporter {
             let lineagePath = lineage.path
@@ -338,6 +345,9 @@ extension Serve {
 struct GarbageService: Service {
     let stateDirectory: String
     let keepDays: Double
+    /// Runs that ended longer ago are forgotten, by the coordinator (lineage's one writer); 0: never.
+    let lineageKeepDays: Double
+    let coordinator: Coordinator
     let every: Double
     let logger: Logger
 
@@ -363,6 +373,22 @@ struct GarbageService: Service {
         } catch {
             logger.error("garbage collection failed: \(error)")
         }
+        guard lineageKeepDays > 0 else { return }
+        let cutoff = Date().timeIntervalSince1970 - lineageKeepDays * 86_400
+        var total = ForgetReport()
+        repeat {
+            // One transaction of at most 500 runs a turn of the coordinator: its other work goes on between.
+            let done = DispatchSemaphore(value: 0)
+            let outcome = Mutex<Result<ForgetReport, Error>?>(nil)
+            coordinator.forgetRuns(before: cutoff) { r in outcome.withLock { $0 = r }; done.signal() }
+            done.wait()
+            switch outcome.withLock({ $0 })! {
+            case .success(let r): total.runs += r.runs; total.artifacts += r.artifacts; total.workers += r.workers; total.more = r.more
+            case .failure(let e): logger.error("forgetting old runs failed: \(e)"); return
+            }
+        } while total.more
+        logger.info("forgot the records of runs that ended more than \(lineageKeepDays) days ago",
+                    metadata: ["runs": "\(total.runs)", "artifact_records": "\(total.artifacts)", "workers": "\(total.workers)"])
     }
 }
 

@@ -484,10 +484,18 @@ struct GC: ParsableCommand {
     @Option(name: .long, help: "Never remove files younger than this many seconds (they may not be recorded yet).")
     var minAge: Double = 3600
     @Flag(name: .long, help: "Only report what would be removed.") var dryRun = false
+    @Option(name: .long, help: ArgumentHelp("Also forget the records of runs that ended before the last DAYS days (their stages, attempts and events; running and interrupted runs stay), so a farm's lineage database stops growing. At least --keep-days; needs the state folder to itself ('coord serve --lineage-keep-days' does it while serving).",
+                                            valueName: "days")) var lineageKeepDays: Double?
     @OptionGroup var stateOptions: StateOptions
 
     func validate() throws {
         guard keepDays >= 0 else { throw ValidationError("--keep-days must not be negative") }
+        if let lineageKeepDays {
+            guard lineageKeepDays.isFinite, lineageKeepDays >= keepDays, lineageKeepDays > 0 else {
+                throw ValidationError("--lineage-keep-days must be at least --keep-days (\(keepDays)): a run's record outlives its artifacts")
+            }
+            guard !dryRun else { throw ValidationError("--dry-run reports artifacts only; leave out --lineage-keep-days") }
+        }
         guard minAge >= 0 else { throw ValidationError("--min-age must not be negative") }
     }
 
@@ -498,6 +506,21 @@ struct GC: ParsableCommand {
                      dryRun ? "dry run: would have " : "", r.removed, ByteSize.text(r.removedBytes), r.kept, r.temporaryRemoved))
         if r.partsKept > 0 {
             print(StaleTemporaries.partsKeptText(r.partsKept, bytes: r.partsKeptBytes))
+        }
+        if let lineageKeepDays {
+            let lock: FolderLock?
+            do { lock = try FolderLock.stateFolder(stateOptions.directory, holder: "coord gc, pid \(getpid())", shared: false) } catch {
+                errorLine("error: \(error): the records of old runs are forgotten only with the state folder to itself; a running 'coord serve' does it with --lineage-keep-days, and local submits must end first")
+                throw ExitCode(1)
+            }
+            defer { withExtendedLifetime(lock) {} }
+            let lineage = try LineageStore(path: db)
+            var total = ForgetReport()
+            repeat {
+                let r = try lineage.forgetRuns(submittedBefore: Date().timeIntervalSince1970 - lineageKeepDays * 86_400)
+                total.runs += r.runs; total.artifacts += r.artifacts; total.workers += r.workers; total.more = r.more
+            } while total.more
+            print("\(total.runs) runs older than \(lineageKeepDays) days forgotten (with \(total.artifacts) artifact records and \(total.workers) workers gone since)")
         }
         if r.notRemoved > 0 {
             errorLine("error: \(r.notRemoved) files could not be removed; the first: \(r.firstFailure ?? "?"). Run gc as the user that owns \(stateOptions.directory).")

@@ -368,6 +368,76 @@ import TestSupport
         #expect(doctor.status == 0, "\(doctor.out)\(doctor.err)")
     }
 
+    /// A farm recording every run for ever grows its lineage database by about 6 KB per item
+    /// rendered (2,200 one-title runs: 14 MB), tens of GB a year for an overnight farm, and
+    /// nothing took any of it back. `coord gc --lineage-keep-days` (and `coord serve
+    /// --lineage-keep-days`, with its collections) forgets runs that ended longer ago: their
+    /// stages, attempts, links and events, the artifact rows and workers nothing else names.
+    /// A newer run that reused their segments keeps its whole lineage, and nothing is forgotten
+    /// unless asked, nor while another process holds the state folder.
+    @Test func gcForgetsTheRecordsOfOldRunsWhenAsked() throws {
+        let dir = temporaryDirectory("gc-forget")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for i in 0..<2 { try Generate.clip(dir + "/c\(i).mp4", width: 320, height: 240, seconds: 1, tone: 300 + Double(i) * 200) }
+        for p in ["old", "new"] {
+            try writePipeline(dir + "/\(p).yaml", output: dir + "/\(p)-out.mp4", size: "320x240", clips: ["video: c0.mp4", "video: c1.mp4"])
+            let r = try run(coordPath, ["submit", dir + "/\(p).yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+            #expect(r.status == 0, "\(r.err)")
+        }
+        let db = dir + "/state/lineage.db"
+        try LineageStore(path: db).age(runID: 1, by: 40 * 86_400)
+        func count(_ sql: String) throws -> Int { Int(try LineageStore.readRows(path: db, sql).first?["n"] ?? "") ?? -1 }
+        func recorded(run: Int) throws -> [Int] {
+            try ["SELECT count(*) AS n FROM run WHERE id = \(run)", "SELECT count(*) AS n FROM item WHERE run_id = \(run)",
+                 "SELECT count(*) AS n FROM stage WHERE run_id = \(run)", "SELECT count(*) AS n FROM stage_edge WHERE run_id = \(run)",
+                 "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = \(run)",
+                 "SELECT count(*) AS n FROM event WHERE run_id = \(run)"].map(count)
+        }
+        let before = try recorded(run: 1)
+        #expect(before.allSatisfy { $0 > 0 }, "\(before)")
+        let artifacts = try count("SELECT count(*) AS n FROM artifact")
+        // Not asked: every record stays.
+        var r = try run(coordPath, ["gc", "--keep-days", "14", "--min-age", "0", "--state", dir + "/state"], timeout: 60)
+        let kept = try recorded(run: 1)
+        #expect(r.status == 0 && !r.out.contains("forgotten") && kept == before, "\(r.out)\(r.err)")
+        // A record never goes before its run's artifacts would.
+        r = try run(coordPath, ["gc", "--keep-days", "14", "--lineage-keep-days", "7", "--state", dir + "/state"], timeout: 60)
+        #expect(r.status != 0 && r.err.contains("--lineage-keep-days must be at least --keep-days"), "\(r.err)")
+        // Another process on the folder (a local submit holds it shared): refused, nothing forgotten.
+        do {
+            let held = try FolderLock.stateFolder(dir + "/state", shared: true)
+            r = try run(coordPath, ["gc", "--lineage-keep-days", "30", "--state", dir + "/state"], timeout: 60)
+            #expect(r.status == 1 && r.err.contains("forgotten only with the state folder to itself"), "\(r.err)")
+            #expect(try recorded(run: 1) == before)
+            withExtendedLifetime(held) {}
+        }
+        r = try run(coordPath, ["gc", "--lineage-keep-days", "30", "--state", dir + "/state"], timeout: 60)
+        #expect(r.status == 0 && r.out.contains("1 runs older than 30.0 days forgotten"), "\(r.out)\(r.err)")
+        #expect(try recorded(run: 1) == [0, 0, 0, 0, 0, 0])
+        #expect(try recorded(run: 2).allSatisfy { $0 > 0 })
+        #expect(try count("SELECT count(*) AS n FROM artifact") < artifacts)
+        #expect(try LineageStore.readRows(path: db, "PRAGMA foreign_key_check").isEmpty)
+        // The newer run reused the old run's segments: its movie's lineage still reaches both sources.
+        let lineage = try run(coordPath, ["lineage", dir + "/new-out.mp4", "--state", dir + "/state"], timeout: 60)
+        #expect(lineage.status == 0 && lineage.out.contains("run 2 of") && lineage.out.contains(dir + "/c0.mp4")
+                && lineage.out.contains(dir + "/c1.mp4"), "\(lineage.out)\(lineage.err)")
+        let doctor = try run(coordPath, ["doctor", "--state", dir + "/state"], timeout: 60)
+        #expect(doctor.status == 0, "\(doctor.out)\(doctor.err)")
+        // And the old project renders again from what is left.
+        let again = try run(coordPath, ["submit", dir + "/old.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+        // A farm forgets with its collections: the new run aged too, `coord serve` takes it.
+        try LineageStore(path: db).age(runID: 2, by: 40 * 86_400)
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/state", "--lineage-keep-days", "30"])
+        _ = try procs.endpoint(of: "coord")
+        #expect(waitUntil(timeout: 20) { (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8))?.contains("forgot the records") == true },
+                "\((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "")")
+        #expect(try recorded(run: 2) == [0, 0, 0, 0, 0, 0])
+        #expect(try recorded(run: 3).allSatisfy { $0 > 0 })
+    }
+
     @Test func exportLineageEmitsOpenLineageRunEvents() throws {
         let dir = LineageTests.render
         let r = try run(coordPath, ["export-lineage", "1", "--state", dir + "/state"], timeout: 60)
