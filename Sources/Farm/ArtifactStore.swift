@@ -120,8 +120,7 @@ public struct ArtifactStore: Sendable {
     /// until tmp was tidied an hour later. The error says how big the file is and how much is free.
     func copyIn(_ path: String) throws(PublishError) -> String {
         let tmp = temporaryPath()
-        if tl_copy_file(path, tmp) != 0 {
-            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        if let error = Self.copy(path, to: tmp) {
             let what = "cannot copy \(path) into the artifact store \(root): \(FileChecks.reason(error))"
             let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
             if let free = FileChecks.freeBytes(root + "/tmp"), free < size {
@@ -148,9 +147,7 @@ public struct ArtifactStore: Sendable {
     public static func publish(_ ref: ArtifactRef, to path: String) throws(PublishError) {
         try makeFolder(of: path)
         let tmp = temporaryName(beside: path)
-        if tl_copy_file(ref.path, tmp) != 0 {
-            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-            unlink(tmp)
+        if let error = copy(ref.path, to: tmp) {
             if let free = FileChecks.freeBytes((tmp as NSString).deletingLastPathComponent), free < ref.size {
                 throw PublishError(description: "cannot write \(tmp): \(FileChecks.reason(error)) (the movie is \(ByteSize.text(ref.size)), "
                                    + "the disk has \(ByteSize.text(free)) free)", noSpace: true)
@@ -162,6 +159,12 @@ public struct ArtifactStore: Sendable {
             unlink(tmp)
             throw PublishError(description: "cannot rename \(tmp) to \(path): \(why)")
         }
+    }
+
+    /// Copies `from` to the new file `to`: a clone where the file system can (btrfs, XFS), else
+    /// copy_file_range. Nil, or why it failed (`to` is not left behind).
+    static func copy(_ from: String, to: String) -> POSIXError? {
+        tl_copy_file(from, to) == 0 ? nil : POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
     }
 
     /// Whether `publish` can write at `path`, asked before anything renders: makes its folders,
@@ -189,7 +192,6 @@ public struct ArtifactStore: Sendable {
     /// lineage refers to: only `coord gc` removes from it, never a worker sharing the folder.
     public var isStateFolder: Bool { FileManager.default.fileExists(atPath: root + "/lineage.db") }
 
-    /// Marks a stored file as just used: `trim` removes the least recently used first.
     /// Marks an artifact used now (the least recently used go first); its stamp, if it still
     /// held, is brought up to the new time.
     public func touch(_ path: String) {

@@ -58,7 +58,7 @@ final class Transfers {
     private var checking: [String: Incoming] = [:]
     private let hashing = DispatchQueue(label: "threadline.transfers.hash")
     /// What `hashing` found, for the socket's thread: the file, what it hashed to (nil: unreadable).
-    private let checked = LockedList<(sha256: String, got: String?)>()
+    private let hashedOffThread = LockedList<(sha256: String, got: String?)>()
     private var completed: [(String, Result<ArtifactRef, TransferError>)] = []
     /// Transfers that moved from a stalled or lost peer to another: the file and the peer left.
     private var handedOver: [(sha256: String, from: Data)] = []
@@ -164,7 +164,7 @@ final class Transfers {
             return true
         }
         checking[sha] = t
-        let (tmp, digest, results) = (t.tmp, t.digest ?? SHA256Hasher.Running(), checked)
+        let (tmp, digest, results) = (t.tmp, t.digest ?? SHA256Hasher.Running(), hashedOffThread)
         hashing.async { results.append((sha, try? digest.finish(fileAt: tmp))) }
         return true
     }
@@ -270,7 +270,7 @@ final class Transfers {
     }
 
     func takeCompleted() -> [(String, Result<ArtifactRef, TransferError>)] {
-        for (sha, got) in checked.takeAll() {
+        for (sha, got) in hashedOffThread.takeAll() {
             guard let t = checking.removeValue(forKey: sha) else { continue }
             checked(t, got: got)
         }

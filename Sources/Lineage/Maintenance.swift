@@ -162,6 +162,10 @@ public struct ForgetReport: Sendable, Codable, Equatable {
     /// Whether runs old enough are left (one call forgets at most its `limit`).
     public var more = false
     public init() {}
+    /// Adds the figures of the next call (whose `more` then holds).
+    public mutating func add(_ next: ForgetReport) {
+        runs += next.runs; artifacts += next.artifacts; workers += next.workers; more = next.more
+    }
 }
 
 extension LineageStore {

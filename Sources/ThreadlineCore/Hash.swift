@@ -30,15 +30,16 @@ public struct SHA256Hasher: ~Copyable {
         public private(set) var count: Int64 = 0
         public init() {}
         public mutating func update(_ data: Data) { hash.update(data: data); count += Int64(data.count) }
-        /// Feeds the rest of the file at `path`, from `count` on, and returns the hex digest.
-        public func finish(fileAt path: String) throws -> String {
+        /// Feeds the rest of the file at `path`, from `count` on, in 1 MiB chunks (`read` is told
+        /// each one's length), and returns the hex digest.
+        public func finish(fileAt path: String, read: (Int) -> Void = { _ in }) throws -> String {
             guard let handle = FileHandle(forReadingAtPath: path) else {
                 throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
             }
             defer { try? handle.close() }
             var h = self
-            try handle.seek(toOffset: UInt64(count))
-            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk) }
+            if count > 0 { try handle.seek(toOffset: UInt64(count)) }
+            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk); read(chunk.count) }
             return h.hex()
         }
         public func hex() -> String {
@@ -49,12 +50,6 @@ public struct SHA256Hasher: ~Copyable {
 
     /// Hashes a file in 1 MiB chunks; `read` is told each chunk's length.
     public static func hex(fileAt path: String, read: (Int) -> Void = { _ in }) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
-        }
-        defer { try? handle.close() }
-        var h = SHA256Hasher()
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk); read(chunk.count) }
-        return h.finalize()
+        try Running().finish(fileAt: path, read: read)
     }
 }

@@ -168,7 +168,7 @@ struct Serve: AsyncParsableCommand {
                                             valueName: "N")) var maxStagesPerKey: Int = 100_000
     @Option(name: .long, help: ArgumentHelp("Remove, at start and every few hours, the artifacts no run of the last DAYS days refers to, as 'coord gc' does (never a live or interrupted run's); 0: never (run 'coord gc' yourself).",
                                             valueName: "days")) var gcKeepDays: Double = 14
-    @Option(name: .long, help: ArgumentHelp("With each collection, also forget the records of runs that ended before the last DAYS days (their stages, attempts and events; running and interrupted runs stay), so lineage stops growing by about 6 KB per item rendered; at least --gc-keep-days; 0: keep every record.",
+    @Option(name: .long, help: ArgumentHelp("With each collection, also forget the records of runs submitted more than DAYS days ago that have ended (their stages, attempts and events; running and interrupted runs stay), so lineage stops growing by about 6 KB per item rendered; at least --gc-keep-days; 0: keep every record.",
                                             valueName: "days")) var lineageKeepDays: Double = 0
     @Option(name: .long, help: ArgumentHelp("Hours between collections.", visibility: .hidden)) var gcEvery: Double = 6
     @Flag(name: .long, help: "Log only warnings and errors.") var quiet = false
@@ -383,11 +383,11 @@ struct GarbageService: Service {
             coordinator.forgetRuns(before: cutoff) { r in outcome.withLock { $0 = r }; done.signal() }
             done.wait()
             switch outcome.withLock({ $0 })! {
-            case .success(let r): total.runs += r.runs; total.artifacts += r.artifacts; total.workers += r.workers; total.more = r.more
+            case .success(let r): total.add(r)
             case .failure(let e): logger.error("forgetting old runs failed: \(e)"); return
             }
         } while total.more
-        logger.info("forgot the records of runs that ended more than \(lineageKeepDays) days ago",
+        logger.info("forgot the records of runs submitted more than \(lineageKeepDays) days ago",
                     metadata: ["runs": "\(total.runs)", "artifact_records": "\(total.artifacts)", "workers": "\(total.workers)"])
     }
 }

@@ -484,7 +484,7 @@ struct GC: ParsableCommand {
     @Option(name: .long, help: "Never remove files younger than this many seconds (they may not be recorded yet).")
     var minAge: Double = 3600
     @Flag(name: .long, help: "Only report what would be removed.") var dryRun = false
-    @Option(name: .long, help: ArgumentHelp("Also forget the records of runs that ended before the last DAYS days (their stages, attempts and events; running and interrupted runs stay), so a farm's lineage database stops growing. At least --keep-days; needs the state folder to itself ('coord serve --lineage-keep-days' does it while serving).",
+    @Option(name: .long, help: ArgumentHelp("Also forget the records of runs submitted more than DAYS days ago that have ended (their stages, attempts and events; running and interrupted runs stay), so a farm's lineage database stops growing. At least --keep-days; needs the state folder to itself ('coord serve --lineage-keep-days' does it while serving).",
                                             valueName: "days")) var lineageKeepDays: Double?
     @OptionGroup var stateOptions: StateOptions
 
@@ -518,7 +518,7 @@ struct GC: ParsableCommand {
             var total = ForgetReport()
             repeat {
                 let r = try lineage.forgetRuns(submittedBefore: Date().timeIntervalSince1970 - lineageKeepDays * 86_400)
-                total.runs += r.runs; total.artifacts += r.artifacts; total.workers += r.workers; total.more = r.more
+                total.add(r)
             } while total.more
             print("\(total.runs) runs older than \(lineageKeepDays) days forgotten (with \(total.artifacts) artifact records and \(total.workers) workers gone since)")
         }
