@@ -74,8 +74,8 @@ public enum LibraryScanner {
     /// links are followed, to files and to folders (a library often links in a folder from another
     /// disk), yet each folder and each file is visited once: fts(3) reports a link back to a folder
     /// above it as a cycle, and a file reached by two paths is listed by the first. Hidden files and
-    /// folders are skipped. A folder that cannot be read, or a link to nothing, is a problem to
-    /// report, not a reason to stop.
+    /// folders are skipped, and so are screen captures (`isScreenCapture`). A folder that cannot
+    /// be read, or a link to nothing, is a problem to report, not a reason to stop.
     static func walk(_ library: String) throws -> (files: [(path: String, size: Int64, mtime: Double)], problems: [(path: String, why: String)]) {
         var root: [UnsafeMutablePointer<CChar>?] = [strdup(library), nil]
         defer { free(root[0]) }
@@ -95,30 +95,43 @@ public enum LibraryScanner {
         while let entry = fts_read(fts) {
             let e = entry.pointee
             let path = String(cString: e.fts_path)
-            let hidden = e.fts_level > 0 && e.fts_name == CChar(UInt8(ascii: "."))
+            let skipped = e.fts_level > 0 && (e.fts_name == CChar(UInt8(ascii: ".")) || isScreenCapture((path as NSString).lastPathComponent))
             switch Int32(e.fts_info) {
             case Int32(FTS_D):
-                if hidden { fts_set(fts, entry, FTS_SKIP) }
+                if skipped { fts_set(fts, entry, FTS_SKIP) }
             case Int32(FTS_F):
-                guard !hidden, scanned(path), let st = e.fts_statp?.pointee else { continue }
+                guard !skipped, scanned(path), let st = e.fts_statp?.pointee else { continue }
                 guard visited.insert(FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))).inserted else { continue }
                 files.append((path, Int64(st.st_size), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
             case Int32(FTS_DNR):
                 if e.fts_level == 0 { throw MediaError(.fetch, .permanent, file: library, "cannot read the folder: \(why(e.fts_errno))") }
                 problems.append((path, "cannot read the folder: \(why(e.fts_errno)) (skipped with everything in it)"))
             case Int32(FTS_SLNONE):
-                if !hidden && scanned(path) {
+                if !skipped && scanned(path) {
                     let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)).map { " (\($0))" } ?? ""
                     problems.append((path, "a link to a file that is not there\(target)"))
                 }
             case Int32(FTS_ERR), Int32(FTS_NS):
                 if e.fts_level == 0 { throw MediaError(.fetch, .permanent, file: library, "cannot read the folder: \(why(e.fts_errno))") }
-                if !hidden { problems.append((path, why(e.fts_errno))) }
+                if !skipped { problems.append((path, why(e.fts_errno))) }
             default:
                 break   // FTS_DP (a folder again, after its contents), FTS_DC (a link back to a folder above), others
             }
         }
         return (files, problems)
+    }
+
+    /// Whether a file or folder holds screen captures, by the names phones and computers give
+    /// them: Android's `Screenshots` and `Screen recordings` folders and `Screenshot_…`,
+    /// `Screen_Recording_…` files, a Pixel's `screen-20261120-101500.mp4`, an iPhone's exported
+    /// `RPReplay_Final….MP4`, a Mac's `Screen Shot …`/`Screen Recording …`. A dated screen
+    /// recording (a chat, a bank's app) was drafted into a day's movie like a clip from the
+    /// camera; no photo app's memories show them.
+    static func isScreenCapture(_ name: String) -> Bool {
+        let n = name.lowercased()
+        for prefix in ["screenshot", "screen shot", "screen_shot", "screen recording", "screen_recording", "screen-recording",
+                       "screenrecord", "screencast", "rpreplay"] where n.hasPrefix(prefix) { return true }
+        return n.hasPrefix("screen-") && n.dropFirst(7).first?.isNumber == true
     }
 
     /// The library's dated items. A still and a movie in one folder with the same Apple content

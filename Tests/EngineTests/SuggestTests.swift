@@ -271,6 +271,38 @@ import TestSupport
         #expect(again.files == 2 && again.read == 0, "a rescan with nothing changed reads nothing (read \(again.read))")
     }
 
+    /// A phone's DCIM holds screen captures beside the camera's clips: a dated screen recording
+    /// (a chat, a bank's app) was drafted into the day's movie like any clip. Screenshots and
+    /// screen recordings are skipped by the names phones and computers give them; a clip whose
+    /// name merely starts with "screen" is not.
+    @Test func screenCapturesAreNotMemories() throws {
+        let dir = temporaryDirectory("suggest-screens")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let root = dir + "/Phone"
+        let camera = root + "/DCIM/Camera"
+        for f in [camera, root + "/DCIM/Screen recordings", root + "/Pictures/Screenshots", root + "/Movies"] {
+            try FileManager.default.createDirectory(atPath: f, withIntermediateDirectories: true)
+        }
+        var minute = 0
+        func movie(_ path: String) throws {
+            minute += 1
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=30", "-t", "0.5", "-c:v", "libx264",
+                                       "-movflags", "use_metadata_tags", "-metadata", "com.apple.quicktime.creationdate=2026-06-15T10:\(String(format: "%02d", minute)):00+0200", path])
+            #expect(r.status == 0, "\(r.err)")
+        }
+        let kept = [camera + "/VID_20260615_100000.mp4", camera + "/screenplay-rehearsal.mov"]
+        for p in kept { try movie(p) }
+        for p in [root + "/DCIM/Screen recordings/VID_20260615_101500.mp4", camera + "/Screen_Recording_20260615-101600_Chrome.mp4",
+                  root + "/Movies/screen-20260615-102000.mp4", camera + "/RPReplay_Final1781510400.MP4",
+                  root + "/Pictures/Screenshots/clip.mov", root + "/Movies/Screen Recording 2026-06-15 at 10.30.00.mov"] {
+            try movie(p)
+        }
+        let index = try LibraryIndex(path: dir + "/library-index.db")
+        let scan = try LibraryScanner.scan(library: root, index: index)
+        #expect(scan.files == 2 && scan.unreadable.isEmpty, "files \(scan.files), unreadable \(scan.unreadable)")
+        #expect(LibraryScanner.items(try index.entries(library: root)).map(\.path).sorted() == kept.sorted())
+    }
+
     /// A day with a tap-length clip (0.15 s, like the corpus's iPhone clip) between two longer
     /// ones: its draft gave that clip the default half-second fades on both sides, so the draft
     /// failed to load and `coord suggest` listed nothing but that error. The draft now cuts
