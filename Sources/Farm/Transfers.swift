@@ -58,7 +58,7 @@ final class Transfers {
     private var checking: [String: Incoming] = [:]
     private let hashing = DispatchQueue(label: "threadline.transfers.hash")
     /// What `hashing` found, for the socket's thread: the file, what it hashed to (nil: unreadable).
-    private let hashedOffThread = LockedList<(sha256: String, got: String?)>()
+    private let hashedOffThread = Locked<[(sha256: String, got: String?)]>([])
     private var completed: [(String, Result<ArtifactRef, TransferError>)] = []
     /// Transfers that moved from a stalled or lost peer to another: the file and the peer left.
     private var handedOver: [(sha256: String, from: Data)] = []
@@ -165,7 +165,7 @@ final class Transfers {
         }
         checking[sha] = t
         let (tmp, digest, results) = (t.tmp, t.digest ?? SHA256Hasher.Running(), hashedOffThread)
-        hashing.async { results.append((sha, try? digest.finish(fileAt: tmp))) }
+        hashing.async { let got = try? digest.finish(fileAt: tmp); results.withLock { $0.append((sha, got)) } }
         return true
     }
 
@@ -270,7 +270,11 @@ final class Transfers {
     }
 
     func takeCompleted() -> [(String, Result<ArtifactRef, TransferError>)] {
-        for (sha, got) in hashedOffThread.takeAll() {
+        let hashed: [(sha256: String, got: String?)] = hashedOffThread.withLock { list in
+            defer { list = [] }
+            return list
+        }
+        for (sha, got) in hashed {
             guard let t = checking.removeValue(forKey: sha) else { continue }
             checked(t, got: got)
         }
@@ -308,10 +312,3 @@ final class Transfers {
     }
 }
 
-/// A list one thread appends to and another empties.
-final class LockedList<Element>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var items: [Element] = []
-    func append(_ e: Element) { lock.lock(); items.append(e); lock.unlock() }
-    func takeAll() -> [Element] { lock.lock(); defer { items = []; lock.unlock() }; return items }
-}

@@ -167,7 +167,7 @@ public enum CaptureMetadata {
         var info = CaptureInfo(kind: .video)
         info.contentIdentifier = tag("com.apple.quicktime.content.identifier")
         // The header's length (no packets are read): what a suggestion's draft fits its transitions to.
-        if c.pointee.duration != tl_nopts_value(), c.pointee.duration > 0 { info.seconds = Double(c.pointee.duration) / Double(AV_TIME_BASE) }
+        info.seconds = headerSeconds(c)
         // Apple's creationdate carries the zone it was taken in: "2019-06-14T15:30:12+0200".
         if let apple = tag("com.apple.quicktime.creationdate"), let (local, offset) = isoLocal(apple), offset != nil {
             info.local = local; info.offsetMinutes = offset; info.dateSource = "quicktime.creationdate"

@@ -190,6 +190,12 @@ func openLocalInput(_ ctx: inout UnsafeMutablePointer<AVFormatContext>?, _ path:
     return avformat_open_input(&ctx, url, nil, &opts)
 }
 
+/// How long an opened input plays, as its header says (no packets read); nil when it does not say.
+func headerSeconds(_ c: UnsafeMutablePointer<AVFormatContext>) -> Double? {
+    guard c.pointee.duration != tl_nopts_value(), c.pointee.duration > 0 else { return nil }
+    return Double(c.pointee.duration) / Double(AV_TIME_BASE)
+}
+
 /// Opens bytes `range` of the local file at `path` (absolute) as a file of its own, through
 /// FFmpeg's subfile protocol: the movie inside an Android motion photo.
 func openLocalInput(_ ctx: inout UnsafeMutablePointer<AVFormatContext>?, _ path: String, range: Range<Int>) -> Int32 {

@@ -206,8 +206,7 @@ public enum MotionPhoto {
         var ctx: UnsafeMutablePointer<AVFormatContext>? = nil
         guard openLocalInput(&ctx, path, range: range) >= 0, let c = ctx else { return nil }
         defer { avformat_close_input(&ctx) }
-        guard c.pointee.duration != tl_nopts_value(), c.pointee.duration > 0 else { return nil }
-        return Double(c.pointee.duration) / Double(AV_TIME_BASE)
+        return headerSeconds(c)
     }
 
     /// `xmp`: the XMP packet when already read (`jpegXMP`); else it is looked for in `data`.

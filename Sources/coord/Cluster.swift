@@ -7,7 +7,6 @@ import Lineage
 import Transport
 import CSupport
 import ServiceLifecycle
-import Synchronization
 import Dashboard
 import Hummingbird
 
@@ -379,10 +378,10 @@ struct GarbageService: Service {
         repeat {
             // One transaction of at most 500 runs a turn of the coordinator: its other work goes on between.
             let done = DispatchSemaphore(value: 0)
-            let outcome = Mutex<Result<ForgetReport, Error>?>(nil)
+            let outcome = Locked<Result<ForgetReport, Error>?>(nil)
             coordinator.forgetRuns(before: cutoff) { r in outcome.withLock { $0 = r }; done.signal() }
             done.wait()
-            switch outcome.withLock({ $0 })! {
+            switch outcome.value! {
             case .success(let r): total.add(r)
             case .failure(let e): logger.error("forgetting old runs failed: \(e)"); return
             }
