@@ -1,0 +1,200 @@
+import Foundation
+import ThreadlineCore
+internal import CFFmpeg
+
+/// A stretch of a long phone video copied out of it without re-encoding: what a farm needs to
+/// render a short trim of it, so that a remote submit sends megabytes, not the whole recording.
+///
+/// The excerpt holds the packets of the video and audio streams a render reads (`InputFile`'s
+/// choice), byte for byte, from the video key frame at least `margin` seconds before the trim
+/// to the first key frame at least `margin` seconds after it; stream parameters and side data
+/// (display matrix, HDR metadata) go with them. A render of the shifted trim from the excerpt
+/// decodes the same frames and samples as one of the trim from the whole file: it seeks to the
+/// same key frame and the same audio packet, and each packet's time differs from the original's
+/// by one constant, `shift`. That is checked, not assumed: the written excerpt is read back and
+/// every packet's time and size compared with the original's; any difference, and there is no
+/// excerpt (the whole file goes, as before).
+public enum Excerpt {
+    public struct Made: Sendable, Equatable {
+        /// Seconds to add to a time of the original to get the same moment in the excerpt.
+        public var shift: Double
+        /// The stretch of the original the excerpt holds, in its seconds.
+        public var from: Double, to: Double
+        public var bytes: Int64
+    }
+
+    /// Containers whose index lets a render seek straight to a key frame (phones' and cameras' MOV/MP4).
+    static let seekable = "mov,mp4,m4a,3gp,3g2,mj2"
+
+    /// Writes the excerpt of `path` that a render of [start, end) needs to `out` (a MOV file), or
+    /// returns nil, writing nothing, when it cannot be made exact (not MOV/MP4, no moving video,
+    /// key frames too far apart for it to be smaller, the read-back differs).
+    public static func make(path: String, start: Double, end: Double, margin: Double = 2, into out: String) throws -> Made? {
+        let name = (path as NSString).lastPathComponent
+        let input = try InputFile(path: path, name: name, stage: .fetch)
+        guard String(cString: input.ctx.pointee.iformat.pointee.name) == seekable, let v = input.videoIndex,
+              input.stream(v).pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { return nil }
+        let streams = [v] + (input.audioIndex.map { [$0] } ?? [])
+        let origin = input.origin
+        // Whole-second shifts are exact in every stream's time base (1/600, 1/48000, …).
+        guard streams.allSatisfy({ input.stream($0).pointee.time_base.num == 1 && input.stream($0).pointee.time_base.den > 0 }) else { return nil }
+        func seconds(_ ts: Int64, _ s: Int32) -> Double { Double(ts) * av_q2d(input.stream(s).pointee.time_base) - origin }
+
+        // The key frame at or before start - margin.
+        let from = start - margin
+        guard from > 0, end + margin < input.videoClaimedEnd else { return nil }
+        guard seek(input, to: from) else { return nil }
+        var key: Double? = nil
+        let packet = Packet()
+        while key == nil, av_read_frame(input.ctx, packet.ptr) >= 0 {
+            defer { packet.unref() }
+            let p = packet.ptr.pointee
+            if p.stream_index == v, p.flags & AV_PKT_FLAG_KEY != 0, p.pts != tl_nopts_value() { key = seconds(p.pts, v) }
+        }
+        guard let key, key <= from + 1e-9 else { return nil }
+        guard let (kept, stop) = stretch(input, streams: streams, key: key, stopFrom: end + margin) else { return nil }
+
+        // Written with the stretch moved to start near 0, by whole seconds.
+        let whole = max(0, floor(key - audioLead))
+        let output = try OutputFile(path: out, format: "mov", file: name)
+        var outIndex: [Int32: Int32] = [:]
+        var scale: Int64 = 1
+        for s in streams {
+            let inSt = input.stream(s)
+            let st = output.addStream()
+            avcodec_parameters_copy(st.pointee.codecpar, inSt.pointee.codecpar)
+            st.pointee.codecpar.pointee.codec_tag = 0
+            st.pointee.time_base = inSt.pointee.time_base
+            for k in 0..<Int(inSt.pointee.nb_side_data) {
+                let sd = inSt.pointee.side_data[k]
+                if let dst = av_stream_new_side_data(st, sd.type, Int(sd.size)) { dst.update(from: sd.data, count: Int(sd.size)) }
+            }
+            outIndex[s] = st.pointee.index
+            scale = lcm(scale, Int64(inSt.pointee.time_base.den))
+        }
+        // Each track keeps its time base, and the movie's time scale is a multiple of them all,
+        // so where each track starts (its edit list) is exact too.
+        guard scale <= Int64(Int32.max) else { return nil }
+        let video = input.stream(v).pointee.time_base.den
+        do {
+            try output.open(options: ["movie_timescale": "\(scale)", "video_track_timescale": "\(video)"])
+            for (k, pkt, _) in kept {
+                let s = streams[k]
+                let tb = Int64(input.stream(s).pointee.time_base.den)
+                pkt.ptr.pointee.stream_index = outIndex[s]!
+                let moved = Int64(whole) * tb
+                pkt.ptr.pointee.pts -= moved
+                if pkt.ptr.pointee.dts != tl_nopts_value() { pkt.ptr.pointee.dts -= moved }
+                pkt.ptr.pointee.pos = -1
+                try output.write(pkt.ptr)
+            }
+            try output.finish()
+        } catch {
+            try? FileManager.default.removeItem(atPath: out)
+            throw error
+        }
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? NSNumber)?.int64Value ?? 0
+        let shift = try readBack(out, name: name, original: input, streams: streams, from: key, to: stop)
+        guard let shift else {
+            try? FileManager.default.removeItem(atPath: out)
+            return nil
+        }
+        return Made(shift: shift, from: key, to: stop, bytes: bytes)
+    }
+
+    /// Reads the excerpt's packets and the original's over the same stretch: the same streams,
+    /// sizes, flags and durations, and each packet's time (from its file's origin, as a render
+    /// reckons it) moved by one constant, to well under a sample. Returns that constant, or nil.
+    static func readBack(_ out: String, name: String, original: InputFile, streams: [Int32], from: Double, to: Double) throws -> Double? {
+        let excerpt = try InputFile(path: out, name: name, stage: .fetch)
+        guard excerpt.videoIndex == 0, excerpt.audioIndex == (streams.count > 1 ? 1 : nil) else { return nil }
+        struct Seen { var stream: Int; var t: Double; var duration: Double; var size: Int32; var key: Bool }
+        func packets(_ file: InputFile, _ ids: [Int32]) -> [Seen] {
+            var seen: [Seen] = []
+            let packet = Packet(), origin = file.origin
+            while av_read_frame(file.ctx, packet.ptr) >= 0 {
+                defer { packet.unref() }
+                let p = packet.ptr.pointee
+                guard let s = ids.firstIndex(of: p.stream_index), p.pts != tl_nopts_value() else { continue }
+                let tb = av_q2d(file.stream(p.stream_index).pointee.time_base)
+                let t = Double(p.pts) * tb - origin
+                seen.append(Seen(stream: s, t: t, duration: Double(p.duration) * tb, size: p.size, key: (p.flags & AV_PKT_FLAG_KEY) != 0))
+            }
+            // By stream, then in decode order.
+            return seen.enumerated().sorted { ($0.element.stream, $0.offset) < ($1.element.stream, $1.offset) }.map(\.element)
+        }
+        // The same stretch of the original again, taken as `make` took it.
+        guard let (mine, _) = stretch(original, streams: streams, key: from, stopFrom: to) else { return nil }
+        let a = mine.map { Seen(stream: $0.stream, t: $0.t, duration: Double($0.packet.ptr.pointee.duration) * av_q2d(original.stream(streams[$0.stream]).pointee.time_base),
+                                size: $0.packet.ptr.pointee.size, key: ($0.packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) != 0) }
+            .enumerated().sorted { ($0.element.stream, $0.offset) < ($1.element.stream, $1.offset) }.map(\.element)
+        let b = packets(excerpt, streams.indices.map { Int32($0) })
+        guard let first = a.first, a.count == b.count else { return nil }
+        let shift = b[0].t - first.t
+        for (k, (x, y)) in zip(a, b).enumerated() {
+            // A stream's last packet may be cut to where the movie ends (its edit list), a margin
+            // past anything a render reads.
+            let last = k + 1 == a.count || a[k + 1].stream != x.stream
+            guard x.stream == y.stream, x.size == y.size, x.key == y.key, abs(y.t - x.t - shift) < 1e-7,
+                  last || abs(x.duration - y.duration) < 1e-7 else { return nil }
+        }
+        return shift
+    }
+
+    /// Audio kept before the key frame: the packet a render's seek lands on (the one holding the
+    /// key frame's time, or a file's first, its encoder's priming) and, with it, a second of lead-in.
+    static let audioLead = 1.0
+
+    /// Seeks every stream of `file` to `seconds` (at or before it), or to the file's beginning.
+    static func seek(_ file: InputFile, to seconds: Double) -> Bool {
+        let target = Int64(((file.origin + seconds) * Double(AV_TIME_BASE)).rounded(.down))
+        return av_seek_frame(file.ctx, -1, seconds > 0 ? target : Int64.min, AVSEEK_FLAG_BACKWARD) >= 0
+    }
+
+    /// The packets an excerpt holds, in the file's order, with their stream's place in `streams`
+    /// and time: video in decode order from the key frame at `key` to the first key frame at or
+    /// past `stopFrom` (excluded; so are pictures decoded after `key` that show before it, which
+    /// belong to the group before), audio from `audioLead` before `key` to that key frame. Also
+    /// returns that key frame's time. Nil when there is none, or the stretch is too big to hold.
+    static func stretch(_ file: InputFile, streams: [Int32], key: Double, stopFrom: Double)
+        -> (packets: [(stream: Int, packet: Packet, t: Double)], stop: Double)? {
+        guard seek(file, to: key - audioLead - 0.5) else { return nil }
+        var kept: [(stream: Int, packet: Packet, t: Double)] = []
+        var started = false, stop: Double? = nil, bytes = 0
+        let packet = Packet(), origin = file.origin
+        reading: while av_read_frame(file.ctx, packet.ptr) >= 0 {
+            defer { packet.unref() }
+            let p = packet.ptr.pointee
+            guard let s = streams.firstIndex(of: p.stream_index) else { continue }
+            guard p.pts != tl_nopts_value() else { if s == 0 { return nil } else { continue } }   // no time to place it by
+            let t = Double(p.pts) * av_q2d(file.stream(p.stream_index).pointee.time_base) - origin
+            if s == 0 {
+                let isKey = p.flags & AV_PKT_FLAG_KEY != 0
+                if !started {
+                    guard isKey, abs(t - key) < 1e-6 else { continue }
+                    started = true
+                }
+                if stop == nil, isKey, t >= stopFrom - 1e-9 { stop = t }
+                if stop != nil { if streams.count == 1 { break reading } else { continue } }
+                guard t >= key - 1e-9 else { continue }
+            } else {
+                if let stop, t >= stop - 1e-9 { break reading }
+                guard t >= key - audioLead - 1e-9 else { continue }
+            }
+            bytes += Int(p.size)
+            // A stretch this big is not worth holding (nor, likely, excerpting).
+            if bytes > 1 << 30 { return nil }
+            let copy = Packet()
+            av_packet_ref(copy.ptr, packet.ptr)
+            kept.append((s, copy, t))
+        }
+        guard started, let stop else { return nil }
+        // Audio read before the stop was found, past it.
+        return (kept.filter { $0.stream == 0 || $0.t < stop - 1e-9 }, stop)
+    }
+
+    static func lcm(_ a: Int64, _ b: Int64) -> Int64 {
+        func gcd(_ x: Int64, _ y: Int64) -> Int64 { y == 0 ? x : gcd(y, x % y) }
+        return a / gcd(a, b) * b
+    }
+}

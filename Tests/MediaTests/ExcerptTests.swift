@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+@testable import Media
+import ThreadlineCore
+import TestSupport
+
+/// An excerpt stands in for a long clip in a remote submit: a render of the shifted trim from it
+/// must be the render of the trim from the whole file, frame for frame and sample for sample.
+@Suite struct ExcerptTests {
+    /// The segment a render of `trim` of `path` gives, as the bytes of its decoded frames and samples
+    /// (ffmpeg's framemd5 of each: the encoder's bits for the same frames are the same too, but the
+    /// file's header names its source).
+    static func rendered(_ path: String, trim: Trim, edits: Edits = .init(), profile: OutputProfile, dir: String, tag: String) throws -> [String] {
+        let pipeline = Pipeline(name: "t", output: profile, items: [Item(kind: .video(source: SourceRef(path), trim: trim), edits: edits)])
+        let timeline = try Planner.timeline(for: pipeline, facts: [path: try Probe.facts(path: path)])
+        let spec = Planner.segmentSpec(pipeline, index: 0, sourcePath: path, frameCount: timeline[0].frameCount)
+        let seg = "\(dir)/\(tag).mov"
+        _ = try SegmentRenderer.render(spec, to: seg)
+        let md5 = try run("ffmpeg", ["-v", "error", "-i", seg, "-map", "0", "-f", "framemd5", "-"])
+        try #require(md5.status == 0, "ffmpeg: \(md5.err)")
+        return md5.out.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+    }
+
+    static func make(_ dir: String, _ name: String, video: [String], audio: [String], seconds: Int = 24, rate: String = "30") throws -> String {
+        let path = "\(dir)/\(name)"
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=\(rate):duration=\(seconds),noise=alls=8:allf=t",
+                                      "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=\(seconds),aeval=val(0)*sin(t*7)"]
+                                 + video + audio + ["-shortest", path])
+        try #require(made.status == 0, "ffmpeg: \(made.err)")
+        return path
+    }
+
+    @Test(arguments: [
+        // A phone's H.264 with B-frames, a key frame a second, AAC at 44.1 kHz.
+        ("b-frames.mp4", ["-c:v", "libx264", "-preset", "veryfast", "-g", "30", "-bf", "3", "-pix_fmt", "yuv420p"], ["-c:a", "aac"], "30"),
+        // An iPhone's HEVC in a .mov, 600 ticks a second, turned by its display matrix.
+        ("iphone.mov", ["-c:v", "libx265", "-x265-params", "log-level=error:keyint=30", "-tag:v", "hvc1", "-pix_fmt", "yuv420p10le",
+                        "-color_primaries", "bt2020", "-color_trc", "arib-std-b67", "-colorspace", "bt2020nc",
+                        "-video_track_timescale", "600", "-metadata:s:v", "rotate=90"], ["-c:a", "aac", "-ar", "48000"], "30"),
+        // 29.97 frames a second, key frames 2 s apart.
+        ("ntsc.mp4", ["-c:v", "libx264", "-preset", "veryfast", "-g", "60", "-pix_fmt", "yuv420p"], ["-c:a", "aac"], "30000/1001"),
+    ])
+    func anExcerptRendersTheSameAsTheWholeFile(name: String, video: [String], audio: [String], rate: String) throws {
+        let dir = temporaryDirectory()
+        let path = try Self.make(dir, name, video: video, audio: audio, rate: rate)
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1))
+        for (k, trim) in [Trim(start: 9.5, end: 12.5), Trim(start: 10, end: 11.1), Trim(start: 12.345, end: 15.01)].enumerated() {
+            let excerpt = "\(dir)/ex\(k).mov"
+            let made = try #require(try Excerpt.make(path: path, start: trim.start, end: trim.end!, into: excerpt), "\(name): no excerpt")
+            #expect(made.from <= trim.start - 2 && made.to >= trim.end! + 2, "\(made)")
+            let whole = (try FileManager.default.attributesOfItem(atPath: path)[.size] as! NSNumber).int64Value
+            #expect(made.bytes < whole / 2, "\(name): excerpt \(made.bytes) of \(whole) bytes")
+            let shifted = Trim(start: trim.start + made.shift, end: trim.end! + made.shift)
+            let a = try Self.rendered(path, trim: trim, profile: profile, dir: dir, tag: "whole\(k)")
+            let b = try Self.rendered(excerpt, trim: shifted, profile: profile, dir: dir, tag: "excerpt\(k)")
+            #expect(a.count > 60)
+            #expect(a == b, "\(name) \(trim): the excerpt's render differs (\(zip(a, b).filter { $0 != $1 }.count) of \(a.count) frames and sample blocks)")
+        }
+    }
+
+    /// Slowed down, and bounced (forward then back), a render reads the same stretch.
+    @Test func speedAndReverseReadOnlyTheExcerpt() throws {
+        let dir = temporaryDirectory()
+        let path = try Self.make(dir, "a.mp4", video: ["-c:v", "libx264", "-preset", "veryfast", "-g", "30", "-pix_fmt", "yuv420p"], audio: ["-c:a", "aac"])
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1))
+        let trim = Trim(start: 8.2, end: 10.2)
+        let made = try #require(try Excerpt.make(path: path, start: trim.start, end: trim.end!, into: "\(dir)/ex.mov"))
+        let shifted = Trim(start: trim.start + made.shift, end: trim.end! + made.shift)
+        var bounce = Edits()
+        bounce.bounce = true
+        for (k, edits) in [Edits(speed: 0.5), bounce].enumerated() {
+            let a = try Self.rendered(path, trim: trim, edits: edits, profile: profile, dir: dir, tag: "w\(k)")
+            let b = try Self.rendered("\(dir)/ex.mov", trim: shifted, edits: edits, profile: profile, dir: dir, tag: "e\(k)")
+            #expect(a == b, "\(edits): the excerpt's render differs")
+        }
+    }
+
+    /// What cannot be cut exactly is not cut: a trim too near either end, a file with one key
+    /// frame, a container without an index.
+    @Test func noExcerptWhereItCannotBeExact() throws {
+        let dir = temporaryDirectory()
+        let path = try Self.make(dir, "a.mp4", video: ["-c:v", "libx264", "-preset", "veryfast", "-g", "30", "-pix_fmt", "yuv420p"], audio: ["-c:a", "aac"])
+        #expect(try Excerpt.make(path: path, start: 1, end: 5, into: "\(dir)/x1.mov") == nil)
+        #expect(try Excerpt.make(path: path, start: 10, end: 23, into: "\(dir)/x2.mov") == nil)
+        let oneKey = try Self.make(dir, "one.mp4", video: ["-c:v", "libx264", "-preset", "veryfast", "-g", "1000", "-sc_threshold", "0", "-pix_fmt", "yuv420p"], audio: ["-c:a", "aac"])
+        #expect(try Excerpt.make(path: oneKey, start: 10, end: 12, into: "\(dir)/x3.mov") == nil)
+        let ts = try Self.make(dir, "a.ts", video: ["-c:v", "libx264", "-preset", "veryfast", "-g", "30", "-pix_fmt", "yuv420p"], audio: ["-c:a", "aac"])
+        #expect(try Excerpt.make(path: ts, start: 10, end: 12, into: "\(dir)/x4.mov") == nil)
+        for k in 1...4 { #expect(!FileManager.default.fileExists(atPath: "\(dir)/x\(k).mov")) }
+    }
+}
+
+/// The corpus's phone and camera clips long enough to trim 2 s from their middle with margins
+/// (a GoPro's HEVC with its data tracks, an HEVC test clip, a variable-rate one, one with an edit list).
+@Suite(.enabled(if: sharedMedia != nil, "../shared/media is absent: corpus excerpt tests skipped"))
+struct CorpusExcerptTests {
+    @Test(arguments: ["gpmf-parser/max-heromode.mp4", "mediabunny/video-h265.mp4", "mediabunny/cursed-vfr.mp4", "mediabunny/edts.mp4"])
+    func anExcerptOfARealClipRendersTheSame(file: String) throws {
+        let dir = temporaryDirectory()
+        let path = sharedMedia! + "/" + file
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1))
+        let trim = Trim(start: 3, end: 5)
+        let made = try #require(try Excerpt.make(path: path, start: trim.start, end: trim.end!, into: "\(dir)/ex.mov"), "\(file): no excerpt")
+        let a = try ExcerptTests.rendered(path, trim: trim, profile: profile, dir: dir, tag: "whole")
+        let b = try ExcerptTests.rendered("\(dir)/ex.mov", trim: Trim(start: trim.start + made.shift, end: trim.end! + made.shift),
+                                          profile: profile, dir: dir, tag: "excerpt")
+        #expect(a.count >= 60 && a == b, "\(file): the excerpt's render differs (\(zip(a, b).filter { $0 != $1 }.count) of \(a.count)): \(zip(a, b).filter { $0 != $1 }.prefix(3))")
+    }
+}
