@@ -104,6 +104,9 @@ public final class ClusterClient {
 
     deinit { socket.close() }
 
+    /// This client's own folder (its downloads; the excerpts a submit sends).
+    public var folder: String { store.root }
+
     func send(_ m: WireMessage) { _ = try? socket.send([Envelope(m).encoded()]) }
 
     /// Processes messages (serving pulls, taking chunks) until `until` returns a value.
@@ -166,34 +169,37 @@ public final class ClusterClient {
     /// soundtrack), hashed: found by their typed fields, never by what text happens to look like.
     /// With `hashes`, a file hashed before and unchanged since is not read again; `read` is told
     /// the bytes of each piece read.
-    static func files(of pipeline: Pipeline, hashes: FileHashes? = nil, read: (Int) -> Void = { _ in }) throws -> [ArtifactRef] {
+    /// `stand` names the local file read for a path of the pipeline that is not one (an excerpt's).
+    static func files(of pipeline: Pipeline, stand: [String: String] = [:], hashes: FileHashes? = nil, read: (Int) -> Void = { _ in }) throws -> [ArtifactRef] {
         let paths = Set(pipeline.files.map(\.path)).sorted()
         defer { hashes?.save() }
         return try paths.map { p in
+            let local = stand[p] ?? p
             if let hashes {
-                let (sha, size) = try hashes.sha256(of: p, read: read)
+                let (sha, size) = try hashes.sha256(of: local, read: read)
                 return ArtifactRef(sha256: sha, path: p, size: size)
             }
-            return ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: p, read: read), path: p, size: Self.size(p))
+            return ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: local, read: read), path: p, size: Self.size(local))
         }
     }
 
     /// Hands a pipeline to the coordinator; returns its run id once the coordinator holds every file.
-    public func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
+    /// `stand`: the local file to send for a path of the pipeline that names none (an excerpt's).
+    public func submit(_ pipeline: Pipeline, priority: Int = 0, stand: [String: String] = [:]) throws -> Int64 {
         // Reading files not hashed before takes seconds a gigabyte from a slow disk: told after
         // half a second, at most 4 times a second.
         let started = Clocks.steady
         var reading = Reading(), toldAt = started + 0.25
-        let files = try Self.files(of: pipeline, hashes: hashes) { bytes in
+        let files = try Self.files(of: pipeline, stand: stand, hashes: hashes) { bytes in
             reading.bytes += Int64(bytes)
             let now = Clocks.steady
             if now - toldAt >= 0.25, let onReading {
-                if reading.total == 0 { reading.total = Set(pipeline.files.map(\.path)).reduce(0) { $0 + Self.size($1) } }
+                if reading.total == 0 { reading.total = Set(pipeline.files.map(\.path)).reduce(0) { $0 + Self.size(stand[$1] ?? $1) } }
                 toldAt = now
                 onReading(reading)
             }
         }
-        for f in files { transfers.exported[f.sha256] = f.path }
+        for f in files { transfers.exported[f.sha256] = stand[f.path] ?? f.path }
         let s = Submission(pipeline: pipeline, files: files, priority: priority,
                            submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)")
         let now = Clocks.steady

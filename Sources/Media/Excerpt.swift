@@ -15,7 +15,7 @@ internal import CFFmpeg
 /// every packet's time and size compared with the original's; any difference, and there is no
 /// excerpt (the whole file goes, as before).
 public enum Excerpt {
-    public struct Made: Sendable, Equatable {
+    public struct Made: Sendable, Equatable, Codable {
         /// Seconds to add to a time of the original to get the same moment in the excerpt.
         public var shift: Double
         /// The stretch of the original the excerpt holds, in its seconds.
@@ -29,7 +29,11 @@ public enum Excerpt {
     /// Writes the excerpt of `path` that a render of [start, end) needs to `out` (a MOV file), or
     /// returns nil, writing nothing, when it cannot be made exact (not MOV/MP4, no moving video,
     /// key frames too far apart for it to be smaller, the read-back differs).
-    public static func make(path: String, start: Double, end: Double, margin: Double = 2, into out: String) throws -> Made? {
+    ///
+    /// The margin is for safety, not need: a render of [start, end) seeks to the key frame at or
+    /// before start and reads to the first frame past end, and pictures decoded after a key frame
+    /// that show before it (an open GOP's) lie within a few frames of it.
+    public static func make(path: String, start: Double, end: Double, margin: Double = 0.5, into out: String) throws -> Made? {
         let name = (path as NSString).lastPathComponent
         let input = try InputFile(path: path, name: name, stage: .fetch)
         guard String(cString: input.ctx.pointee.iformat.pointee.name) == seekable, let v = input.videoIndex,
@@ -95,7 +99,7 @@ public enum Excerpt {
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? NSNumber)?.int64Value ?? 0
         let shift = try readBack(out, name: name, original: input, streams: streams, from: key, to: stop)
-        guard let shift else {
+        guard let shift, try sameStart(input, out, name: name, streams: streams, start: start, shift: shift) else {
             try? FileManager.default.removeItem(atPath: out)
             return nil
         }
@@ -139,6 +143,33 @@ public enum Excerpt {
                   last || abs(x.duration - y.duration) < 1e-7 else { return nil }
         }
         return shift
+    }
+
+    /// Whether a render of the trim from `start` begins the same in the original and in the
+    /// excerpt: its seek (`SegmentJob.seekToTrimStart`) lands on the same key frame, and
+    /// the first audio packet it decodes is the same.
+    static func sameStart(_ original: InputFile, _ out: String, name: String, streams: [Int32], start: Double, shift: Double) throws -> Bool {
+        let excerpt = try InputFile(path: out, name: name, stage: .fetch)
+        func begins(_ file: InputFile, _ ids: [Int32], trimStart: Double) -> (key: Double, audio: Double?, size: Int32)? {
+            // A high rate: only a key frame at or before the start counts (a render at its own
+            // rate may take one a half-frame past it; then both files are read from their first
+            // packet, which differ, and there is no excerpt).
+            guard let key = SegmentJob.seekToTrimStart(file, videoIndex: ids[0], trimStart: trimStart, fps: 1000) else { return nil }
+            guard ids.count > 1 else { return (key, nil, 0) }
+            let from = key - SegmentJob.audioLeadIn, packet = Packet()
+            while av_read_frame(file.ctx, packet.ptr) >= 0 {
+                defer { packet.unref() }
+                let p = packet.ptr.pointee
+                guard p.stream_index == ids[1], p.pts != tl_nopts_value() else { continue }
+                let t = Double(p.pts) * av_q2d(file.stream(ids[1]).pointee.time_base) - file.origin
+                if t >= from - 1e-9 { return (key, t, p.size) }
+            }
+            return nil
+        }
+        guard let a = begins(original, streams, trimStart: start),
+              let b = begins(excerpt, streams.indices.map { Int32($0) }, trimStart: start + shift) else { return false }
+        return abs(b.key - a.key - shift) < 1e-7 && a.size == b.size
+            && (a.audio == nil) == (b.audio == nil) && abs((b.audio ?? 0) - (a.audio ?? 0) - (a.audio == nil ? 0 : shift)) < 1e-7
     }
 
     /// Audio kept before the key frame: the packet a render's seek lands on (the one holding the

@@ -14,7 +14,7 @@ public enum SegmentRenderer {
     }
 }
 
-private final class SegmentJob {
+final class SegmentJob {
     let spec: SegmentSpec
     let name: String
     let input: InputFile
@@ -61,6 +61,8 @@ private final class SegmentJob {
     // Audio state.
     var audioSkip = 0          // samples still to drop at the start (audio began before trim start)
     var audioStarted = false
+    /// Audio packets before this time are not decoded (`audioLeadIn`).
+    var audioFrom = -Double.infinity
     var audioBuffer: [Int16] = []
 
     init(spec: SegmentSpec, path: String) throws {
@@ -107,28 +109,48 @@ private final class SegmentJob {
                                    cut: spec.cut, frameCount: spec.frameCount)
     }
 
-    /// Seeks to the key frame at or before the trim start. A container without an index (MPEG-TS:
+    /// Seeks to the key frame at or before the trim start (`seekToTrimStart(_:…)`), and starts
+    /// the audio `audioLeadIn` before that key frame.
+    func seekToTrimStart(origin: Double) {
+        if let key = Self.seekToTrimStart(input, videoIndex: videoIndex, trimStart: spec.trimStart, fps: fps) {
+            audioFrom = key - Self.audioLeadIn
+        }
+    }
+
+    /// Audio is decoded from the first packet at or after this long before the key frame a
+    /// trimmed render starts from, whichever packet the container's seek put the audio on: how
+    /// far before the key frame that is depends on the container's edit lists (an iPhone's,
+    /// with its encoder's 2112 samples of priming, puts it a packet earlier than a plain MP4 of
+    /// the same packets), and an AAC decoder's output depends on where it started (its noise
+    /// substitution draws from one random sequence). So the same packets give the same samples
+    /// in any container (an excerpt, `Excerpt`, included).
+    static let audioLeadIn = 0.1
+
+    /// Seeks to the key frame at or before the trim start, and returns its time; nil when the
+    /// file is read from its beginning. A container without an index (MPEG-TS:
     /// a camcorder's .MTS) is sought by bisecting its bytes and may land past the key frame the
     /// start needs (a clip with one key frame, at its start: nothing after the seek decoded, and
     /// the render failed with "no video frame could be decoded"). The first video key frame after
     /// the seek is looked at without decoding; when it lies past the start, or there is none,
     /// the file is read from its beginning and what precedes the start dropped.
-    func seekToTrimStart(origin: Double) {
-        let ts = Int64(((origin + spec.trimStart) * Double(AV_TIME_BASE)).rounded(.down))
+    static func seekToTrimStart(_ input: InputFile, videoIndex: Int32, trimStart: Double, fps: Double) -> Double? {
+        let origin = input.origin
+        let ts = Int64(((origin + trimStart) * Double(AV_TIME_BASE)).rounded(.down))
         func seek() -> Bool { av_seek_frame(input.ctx, -1, ts, AVSEEK_FLAG_BACKWARD) >= 0 }
-        func fromTheBeginning() { av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD) }
+        func fromTheBeginning() -> Double? { av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD); return nil }
         guard seek() else { return fromTheBeginning() }
+        let packet = Packet()
         var key: Double? = nil
         while av_read_frame(input.ctx, packet.ptr) >= 0 {
             defer { packet.unref() }
             let p = packet.ptr.pointee
             guard p.stream_index == videoIndex, (p.flags & AV_PKT_FLAG_KEY) != 0 else { continue }
             let pts = p.pts != tl_nopts_value() ? p.pts : p.dts
-            key = pts == tl_nopts_value() ? nil : Double(pts) * av_q2d(video.timeBase) - origin
+            key = pts == tl_nopts_value() ? nil : Double(pts) * av_q2d(input.stream(videoIndex).pointee.time_base) - origin
             break
         }
-        if let key, key <= spec.trimStart + 0.5 / fps, seek() { return }
-        fromTheBeginning()
+        if let key, key <= trimStart + 0.5 / fps, seek() { return key }
+        return fromTheBeginning()
     }
 
     /// A frame per field when the movie shows more frames of the source a second than it stores
@@ -178,7 +200,10 @@ private final class SegmentJob {
                 // A frame the movie will not show needs decoding only if others refer to it.
                 video.ctx.pointee.skip_frame = mayShow(packet.ptr, origin: origin) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF
                 try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeDecoded(frame, origin: origin) }
-            } else if let audio, idx == input.audioIndex, !audioDone {
+            } else if let audio, idx == input.audioIndex, !audioDone,
+                      audioFrom == -.infinity || packet.ptr.pointee.pts == tl_nopts_value()
+                        || Double(packet.ptr.pointee.pts) * av_q2d(audio.timeBase) - origin >= audioFrom - 1e-9 {
+                audioFrom = -.infinity
                 try send(packet.ptr, to: audio, frame: frame, started: t0) { audioDone = try self.takeAudio(frame, origin: origin) }
             } else {
                 report.decodeSeconds += now() - t0

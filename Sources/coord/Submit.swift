@@ -42,6 +42,9 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "With --coordinator: return once submitted, printing the run ids.")
     var detach = false
 
+    @Flag(name: .long, help: "With --coordinator: send long clips whole. By default a trim of a clip of 16 MiB or more goes as an excerpt, its key frames before and after copied without re-encoding (the render is the same), when its excerpts are under half of it.")
+    var wholeFiles = false
+
     @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm.")
     var priority: Int = 0
 
@@ -344,9 +347,20 @@ struct Submit: ParsableCommand {
                 if terminal { TerminalLine.draw("\(label): reading its files to see what the coordinator lacks: \(ByteSize.text(r.bytes)) of \(ByteSize.text(r.total))") }
             }
             state.withLock { $0.sending = (label, ClusterClient.Upload()) }
+            // Long clips it trims go as excerpts of what the trims need.
+            var sent = RemoteExcerpts.Prepared(pipeline: p)
+            if !wholeFiles {
+                if terminal { TerminalLine.draw("\(label): cutting excerpts of its long clips") }
+                sent = RemoteExcerpts.prepare(p, folder: client.folder + "/excerpts")
+                if terminal { TerminalLine.clear() }
+                if sent.excerpts > 0 {
+                    errorLine("\(label): sends \(sent.excerpts) excerpt\(sent.excerpts == 1 ? "" : "s") of \(ByteSize.text(sent.excerptBytes)) in place of "
+                              + "clips of \(ByteSize.text(sent.wholeBytes)) (the same frames; --whole-files sends them whole)")
+                }
+            }
             let id: Int64
             do {
-                id = try client.submit(p, priority: priority)
+                id = try client.submit(sent.pipeline, priority: priority, stand: sent.stand)
             } catch let e as ClusterClient.Failure where e.answered && projects.count > 1 {
                 // One project of a batch refused (its submitter's stage limit reached, …): the
                 // others still go, and the summary says why this one did not.

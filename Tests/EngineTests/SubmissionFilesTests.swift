@@ -322,3 +322,56 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir + "/out.mp4"))
     }
 }
+
+/// A remote submit of short trims of a long clip sends excerpts (`RemoteExcerpts`), and the
+/// movie is the one a local render of the whole clip makes, bit for bit.
+@Suite struct ExcerptSubmitTests {
+    @Test func aLongClipGoesAsExcerptsOfItsTrims() throws {
+        let dir = temporaryDirectory("excerpts")
+        // 40 s of a 1 s key-frame interval at a phone's bit rate: 25 MB, over the 16 MiB at
+        // which clips are excerpted.
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=40,noise=alls=12:allf=t",
+                                      "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=40",
+                                      "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "5M", "-g", "30", "-pix_fmt", "yuv420p",
+                                      "-c:a", "aac", "-shortest", dir + "/concert.mp4"])
+        try #require(made.status == 0, "ffmpeg: \(made.err)")
+        let whole = (try FileManager.default.attributesOfItem(atPath: dir + "/concert.mp4")[.size] as! NSNumber).int64Value
+        try #require(whole >= RemoteExcerpts.minimumBytes, "the clip is \(whole) bytes")
+        for (name, out) in [("remote.yaml", "remote.mp4"), ("local.yaml", "local.mp4")] {
+            try """
+                version: 1
+                name: concert
+                output: { path: \(dir)/\(out), size: 640x360, fps: 30, video: { preset: ultrafast, crf: 40 } }
+                transition: { type: dissolve, duration: 0.5 }
+                clips:
+                  - title: { text: "Concert", duration: 1 }
+                  - video: concert.mp4
+                    trim: { start: 20, end: 22.5 }
+                  - video: concert.mp4
+                    trim: { start: 31.27, end: 32.4 }
+                    speed: 0.5
+                """.write(toFile: dir + "/" + name, atomically: true, encoding: .utf8)
+        }
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let r = try run(coordPath, ["submit", dir + "/remote.yaml", "--coordinator", ep], timeout: 300)
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.err.contains("concert: sends 2 excerpts of ") && r.err.contains("in place of clips of \(ByteSize.text(whole))"), "\(r.err)")
+        // The coordinator holds excerpts, not the clip.
+        let store = dir + "/coord/artifacts/sha256"
+        let held = try FileManager.default.subpathsOfDirectory(atPath: store).filter { $0.count > 3 }
+        let bytes = try held.reduce(Int64(0)) { $0 + (try FileManager.default.attributesOfItem(atPath: store + "/" + $1)[.size] as! NSNumber).int64Value }
+        let sha = try SHA256Hasher.hex(fileAt: dir + "/concert.mp4")
+        #expect(!held.contains { $0.hasSuffix(sha) }, "the whole clip was uploaded")
+        #expect(bytes < whole / 3, "the coordinator holds \(bytes) bytes (its segments and movie too) for a clip of \(whole)")
+        // The same movie as a render of the whole clip here.
+        let l = try run(coordPath, ["submit", dir + "/local.yaml", "--workers", "1", "--state", dir + "/local-state"], timeout: 300)
+        #expect(l.status == 0, "\(l.err)")
+        #expect(try SHA256Hasher.hex(fileAt: dir + "/remote.mp4") == SHA256Hasher.hex(fileAt: dir + "/local.mp4"),
+                "the movie rendered from excerpts differs from the one rendered from the whole clip")
+        // Asked for, the clip goes whole.
+        let w = try run(coordPath, ["submit", dir + "/remote.yaml", "--coordinator", ep, "--whole-files"], timeout: 300)
+        #expect(w.status == 0 && !w.err.contains("excerpt"), "\(w.err)")
+        #expect(FileManager.default.fileExists(atPath: "\(store)/\(sha.prefix(2))/\(sha)"), "--whole-files did not send the clip")
+    }
+}
