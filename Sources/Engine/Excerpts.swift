@@ -33,11 +33,14 @@ public enum RemoteExcerpts {
     public static func prepare(_ pipeline: Pipeline, folder: String) -> Prepared {
         var out = Prepared(pipeline: pipeline)
         // The trims of each long clip.
-        var trims: [String: [Key]] = [:]
-        for item in pipeline.items {
+        var trims: [String: [Key]] = [:], trimmed = Set<Int>()
+        for (k, item) in pipeline.items.enumerated() {
             guard case .video(let source, let trim?) = item.kind, !source.isRemote, let end = trim.end, end > trim.start else { continue }
             trims[source.uri, default: []].append(Key(start: trim.start, end: end))
+            trimmed.insert(k)
         }
+        // A clip another item shows whole (or the soundtrack plays) goes whole anyway.
+        for f in pipeline.files where !(f.role == .source && f.item.map(trimmed.contains) == true) { trims[f.path] = nil }
         guard !trims.isEmpty, (try? FileChecks.makePrivateFolder(folder)) != nil else { return out }
         removeOld(in: folder)
         var made: [String: [Key: (name: String, made: Excerpt.Made)]] = [:]

@@ -369,6 +369,16 @@ import TestSupport
         #expect(l.status == 0, "\(l.err)")
         #expect(try SHA256Hasher.hex(fileAt: dir + "/remote.mp4") == SHA256Hasher.hex(fileAt: dir + "/local.mp4"),
                 "the movie rendered from excerpts differs from the one rendered from the whole clip")
+        // A clip another item also shows whole goes whole: its excerpts would only add bytes.
+        var p = try PipelineLoader.load(path: dir + "/remote.yaml")
+        let folder = dir + "/excerpts"
+        let cut = RemoteExcerpts.prepare(p, folder: folder)
+        #expect(cut.excerpts == 2 && cut.stand.keys.allSatisfy { $0.hasPrefix(dir + "/concert.mp4#t=") }, "\(cut.stand)")
+        if case .video(let source, let trim?) = cut.pipeline.items[1].kind {
+            #expect(source.uri.hasPrefix(dir + "/concert.mp4#t=") && trim.start < 20 && trim.end! - trim.start == 2.5, "\(source) \(trim)")
+        } else { Issue.record("item 2 is \(cut.pipeline.items[1].kind)") }
+        p.items.append(Item(kind: .video(source: SourceRef(dir + "/concert.mp4"), trim: nil)))
+        #expect(RemoteExcerpts.prepare(p, folder: folder).excerpts == 0)
         // Asked for, the clip goes whole.
         let w = try run(coordPath, ["submit", dir + "/remote.yaml", "--coordinator", ep, "--whole-files"], timeout: 300)
         #expect(w.status == 0 && !w.err.contains("excerpt"), "\(w.err)")
