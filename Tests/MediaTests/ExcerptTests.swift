@@ -58,6 +58,24 @@ import TestSupport
         }
     }
 
+    /// Colour said only by the container (a `colr` box; the stream itself says nothing) goes
+    /// with the excerpt: BT.709 on a 640x360 clip, which untagged would be taken as BT.601.
+    @Test func colourTheContainerStatesGoesWithIt() throws {
+        let dir = temporaryDirectory()
+        let plain = try Self.make(dir, "plain.mp4", video: ["-c:v", "libx264", "-preset", "veryfast", "-g", "30", "-pix_fmt", "yuv420p"], audio: ["-c:a", "aac"])
+        let path = dir + "/tagged.mp4"
+        let tagged = try run("ffmpeg", ["-v", "error", "-y", "-i", plain, "-c", "copy",
+                                        "-color_primaries", "bt709", "-color_trc", "bt709", "-colorspace", "bt709", path])
+        try #require(tagged.status == 0, "ffmpeg: \(tagged.err)")
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1))
+        let trim = Trim(start: 10.2, end: 11.5)
+        let made = try #require(try Excerpt.make(path: path, start: trim.start, end: trim.end!, into: "\(dir)/ex.mov"))
+        let shifted = Trim(start: trim.start + made.shift, end: trim.end! + made.shift)
+        let a = try Self.rendered(path, trim: trim, profile: profile, dir: dir, tag: "w")
+        #expect(a != (try Self.rendered(plain, trim: trim, profile: profile, dir: dir, tag: "p")), "the tag changes nothing: this proves nothing")
+        #expect(a == (try Self.rendered("\(dir)/ex.mov", trim: shifted, profile: profile, dir: dir, tag: "e")), "the excerpt lost the container's colour")
+    }
+
     /// Slowed down, and bounced (forward then back), a render reads the same stretch.
     @Test func speedAndReverseReadOnlyTheExcerpt() throws {
         let dir = temporaryDirectory()
