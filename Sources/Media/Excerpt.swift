@@ -28,7 +28,7 @@ public enum Excerpt {
 
     /// Writes the excerpt of `path` that a render of [start, end) needs to `out` (a MOV file), or
     /// returns nil, writing nothing, when it cannot be made exact (not MOV/MP4, no moving video,
-    /// key frames too far apart for it to be smaller, the read-back differs).
+    /// no key frame `margin` before the start or after the end, the read-back differs).
     ///
     /// The margin is for safety, not need: a render of [start, end) seeks to the key frame at or
     /// before start and reads to the first frame past end, and pictures decoded after a key frame
@@ -39,23 +39,13 @@ public enum Excerpt {
         guard String(cString: input.ctx.pointee.iformat.pointee.name) == seekable, let v = input.videoIndex,
               input.stream(v).pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 else { return nil }
         let streams = [v] + (input.audioIndex.map { [$0] } ?? [])
-        let origin = input.origin
         // Whole-second shifts are exact in every stream's time base (1/600, 1/48000, …).
         guard streams.allSatisfy({ input.stream($0).pointee.time_base.num == 1 && input.stream($0).pointee.time_base.den > 0 }) else { return nil }
-        func seconds(_ ts: Int64, _ s: Int32) -> Double { Double(ts) * av_q2d(input.stream(s).pointee.time_base) - origin }
 
         // The key frame at or before start - margin.
         let from = start - margin
         guard from > 0, end + margin < input.videoClaimedEnd else { return nil }
-        guard seek(input, to: from) else { return nil }
-        var key: Double? = nil
-        let packet = Packet()
-        while key == nil, av_read_frame(input.ctx, packet.ptr) >= 0 {
-            defer { packet.unref() }
-            let p = packet.ptr.pointee
-            if p.stream_index == v, p.flags & AV_PKT_FLAG_KEY != 0, p.pts != tl_nopts_value() { key = seconds(p.pts, v) }
-        }
-        guard let key, key <= from + 1e-9 else { return nil }
+        guard let key = SegmentJob.seekToTrimStart(input, videoIndex: v, trimStart: from, fps: 1000), key <= from + 1e-9 else { return nil }
         guard let (kept, stop) = stretch(input, streams: streams, key: key, stopFrom: end + margin) else { return nil }
 
         // Written with the stretch moved to start near 0, by whole seconds.
