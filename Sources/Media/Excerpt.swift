@@ -103,26 +103,27 @@ public enum Excerpt {
         let excerpt = try InputFile(path: out, name: name, stage: .fetch)
         guard excerpt.videoIndex == 0, excerpt.audioIndex == (streams.count > 1 ? 1 : nil) else { return nil }
         struct Seen { var stream: Int; var t: Double; var duration: Double; var size: Int32; var key: Bool }
-        func packets(_ file: InputFile, _ ids: [Int32]) -> [Seen] {
-            var seen: [Seen] = []
-            let packet = Packet(), origin = file.origin
-            while av_read_frame(file.ctx, packet.ptr) >= 0 {
-                defer { packet.unref() }
-                let p = packet.ptr.pointee
-                guard let s = ids.firstIndex(of: p.stream_index), p.pts != tl_nopts_value() else { continue }
-                let tb = av_q2d(file.stream(p.stream_index).pointee.time_base)
-                let t = Double(p.pts) * tb - origin
-                seen.append(Seen(stream: s, t: t, duration: Double(p.duration) * tb, size: p.size, key: (p.flags & AV_PKT_FLAG_KEY) != 0))
-            }
-            // By stream, then in decode order.
-            return seen.enumerated().sorted { ($0.element.stream, $0.offset) < ($1.element.stream, $1.offset) }.map(\.element)
+        // By stream, then in decode order.
+        func seen(_ list: [Taken], _ file: InputFile, _ ids: [Int32]) -> [Seen] {
+            list.enumerated().map { k, e in
+                let p = e.packet.ptr.pointee
+                return (k, Seen(stream: e.stream, t: e.t, duration: Double(p.duration) * av_q2d(file.stream(ids[e.stream]).pointee.time_base),
+                                size: p.size, key: p.flags & AV_PKT_FLAG_KEY != 0))
+            }.sorted { ($0.1.stream, $0.0) < ($1.1.stream, $1.0) }.map(\.1)
         }
-        // The same stretch of the original again, taken as `make` took it.
+        // The same stretch of the original again, taken as `make` took it, and all of the excerpt.
         guard let (mine, _) = stretch(original, streams: streams, key: from, stopFrom: to) else { return nil }
-        let a = mine.map { Seen(stream: $0.stream, t: $0.t, duration: Double($0.packet.ptr.pointee.duration) * av_q2d(original.stream(streams[$0.stream]).pointee.time_base),
-                                size: $0.packet.ptr.pointee.size, key: ($0.packet.ptr.pointee.flags & AV_PKT_FLAG_KEY) != 0) }
-            .enumerated().sorted { ($0.element.stream, $0.offset) < ($1.element.stream, $1.offset) }.map(\.element)
-        let b = packets(excerpt, streams.indices.map { Int32($0) })
+        var theirs: [Taken] = []
+        let packet = Packet(), ids = streams.indices.map { Int32($0) }
+        while av_read_frame(excerpt.ctx, packet.ptr) >= 0 {
+            defer { packet.unref() }
+            let p = packet.ptr.pointee
+            guard let s = ids.firstIndex(of: p.stream_index), p.pts != tl_nopts_value() else { continue }
+            let copy = Packet()
+            av_packet_ref(copy.ptr, packet.ptr)
+            theirs.append((s, copy, Double(p.pts) * av_q2d(excerpt.stream(p.stream_index).pointee.time_base) - excerpt.origin))
+        }
+        let a = seen(mine, original, streams), b = seen(theirs, excerpt, ids)
         guard let first = a.first, a.count == b.count else { return nil }
         let shift = b[0].t - first.t
         for (k, (x, y)) in zip(a, b).enumerated() {
@@ -158,9 +159,16 @@ public enum Excerpt {
         }
         guard let a = begins(original, streams, trimStart: start),
               let b = begins(excerpt, streams.indices.map { Int32($0) }, trimStart: start + shift) else { return false }
-        return abs(b.key - a.key - shift) < 1e-7 && a.size == b.size
-            && (a.audio == nil) == (b.audio == nil) && abs((b.audio ?? 0) - (a.audio ?? 0) - (a.audio == nil ? 0 : shift)) < 1e-7
+        guard abs(b.key - a.key - shift) < 1e-7, a.size == b.size else { return false }
+        switch (a.audio, b.audio) {
+        case (nil, nil): return true
+        case let (x?, y?): return abs(y - x - shift) < 1e-7
+        default: return false
+        }
     }
+
+    /// A packet taken: its stream's place in the streams copied, a reference to it, its time.
+    typealias Taken = (stream: Int, packet: Packet, t: Double)
 
     /// Audio kept before the key frame: the packet a render's seek lands on (the one holding the
     /// key frame's time, or a file's first, its encoder's priming) and, with it, a second of lead-in.
@@ -177,10 +185,9 @@ public enum Excerpt {
     /// past `stopFrom` (excluded; so are pictures decoded after `key` that show before it, which
     /// belong to the group before), audio from `audioLead` before `key` to that key frame. Also
     /// returns that key frame's time. Nil when there is none, or the stretch is too big to hold.
-    static func stretch(_ file: InputFile, streams: [Int32], key: Double, stopFrom: Double)
-        -> (packets: [(stream: Int, packet: Packet, t: Double)], stop: Double)? {
+    static func stretch(_ file: InputFile, streams: [Int32], key: Double, stopFrom: Double) -> (packets: [Taken], stop: Double)? {
         guard seek(file, to: key - audioLead - 0.5) else { return nil }
-        var kept: [(stream: Int, packet: Packet, t: Double)] = []
+        var kept: [Taken] = []
         var started = false, stop: Double? = nil, bytes = 0
         let packet = Packet(), origin = file.origin
         reading: while av_read_frame(file.ctx, packet.ptr) >= 0 {

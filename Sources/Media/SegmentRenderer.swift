@@ -111,10 +111,19 @@ final class SegmentJob {
 
     /// Seeks to the key frame at or before the trim start (`seekToTrimStart(_:…)`), and starts
     /// the audio `audioLeadIn` before that key frame.
-    func seekToTrimStart(origin: Double) {
+    func seekToTrimStart() {
         if let key = Self.seekToTrimStart(input, videoIndex: videoIndex, trimStart: spec.trimStart, fps: fps) {
             audioFrom = key - Self.audioLeadIn
         }
+    }
+
+    /// Whether an audio packet goes to the decoder: every one once decoding has begun; before,
+    /// none earlier than `audioFrom`.
+    func decodesAudio(_ pkt: UnsafeMutablePointer<AVPacket>, timeBase: AVRational, origin: Double) -> Bool {
+        guard audioFrom > -.infinity else { return true }
+        if pkt.pointee.pts != tl_nopts_value(), Double(pkt.pointee.pts) * av_q2d(timeBase) - origin < audioFrom - 1e-9 { return false }
+        audioFrom = -.infinity
+        return true
     }
 
     /// Audio is decoded from the first packet at or after this long before the key frame a
@@ -170,7 +179,7 @@ final class SegmentJob {
 
     func run(isCancelled: () -> Bool) throws -> SegmentReport {
         let origin = input.origin
-        if spec.trimStart > 0 { seekToTrimStart(origin: origin) }
+        if spec.trimStart > 0 { seekToTrimStart() }
         let frame = Frame()
         var videoDone = false
         var audioDone = audio == nil
@@ -200,10 +209,7 @@ final class SegmentJob {
                 // A frame the movie will not show needs decoding only if others refer to it.
                 video.ctx.pointee.skip_frame = mayShow(packet.ptr, origin: origin) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF
                 try send(packet.ptr, to: video, frame: frame, started: t0) { videoDone = try self.takeDecoded(frame, origin: origin) }
-            } else if let audio, idx == input.audioIndex, !audioDone,
-                      audioFrom == -.infinity || packet.ptr.pointee.pts == tl_nopts_value()
-                        || Double(packet.ptr.pointee.pts) * av_q2d(audio.timeBase) - origin >= audioFrom - 1e-9 {
-                audioFrom = -.infinity
+            } else if let audio, idx == input.audioIndex, !audioDone, decodesAudio(packet.ptr, timeBase: audio.timeBase, origin: origin) {
                 try send(packet.ptr, to: audio, frame: frame, started: t0) { audioDone = try self.takeAudio(frame, origin: origin) }
             } else {
                 report.decodeSeconds += now() - t0
