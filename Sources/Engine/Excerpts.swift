@@ -30,7 +30,8 @@ public enum RemoteExcerpts {
     /// `pipeline` with its long trimmed clips' items naming excerpts written under `folder`
     /// (kept there a day, reused while the clip is unchanged). A clip that cannot be excerpted
     /// exactly goes whole; so does any clip when making excerpts fails.
-    public static func prepare(_ pipeline: Pipeline, folder: String) -> Prepared {
+    /// `cutting` is told each clip before its excerpts are made (its name).
+    public static func prepare(_ pipeline: Pipeline, folder: String, cutting: (String) -> Void = { _ in }) -> Prepared {
         var out = Prepared(pipeline: pipeline)
         // The trims of each long clip.
         var trims: [String: [Key]] = [:], trimmed = Set<Int>()
@@ -48,6 +49,7 @@ public enum RemoteExcerpts {
             guard let attrs = try? FileManager.default.attributesOfItem(atPath: path),
                   let size = (attrs[.size] as? NSNumber)?.int64Value, size >= minimumBytes,
                   let mtime = (attrs[.modificationDate] as? Date)?.timeIntervalSince1970 else { continue }
+            cutting((path as NSString).lastPathComponent)
             var these: [Key: (name: String, made: Excerpt.Made)] = [:]
             var bytes: Int64 = 0
             for key in Set(keys) {

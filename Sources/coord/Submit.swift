@@ -350,8 +350,9 @@ struct Submit: ParsableCommand {
             // Long clips it trims go as excerpts of what the trims need.
             var sent = RemoteExcerpts.Prepared(pipeline: p)
             if !wholeFiles {
-                if terminal { TerminalLine.draw("\(label): cutting excerpts of its long clips") }
-                sent = RemoteExcerpts.prepare(p, folder: client.folder + "/excerpts")
+                sent = RemoteExcerpts.prepare(p, folder: client.folder + "/excerpts") { clip in
+                    if terminal { TerminalLine.draw("\(label): cutting excerpts of \(clip)") }
+                }
                 if terminal { TerminalLine.clear() }
                 if sent.excerpts > 0 {
                     errorLine("\(label): sends \(sent.excerpts) excerpt\(sent.excerpts == 1 ? "" : "s") of \(ByteSize.text(sent.excerptBytes)) in place of "
