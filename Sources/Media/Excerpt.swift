@@ -46,7 +46,6 @@ public enum Excerpt {
         let from = start - margin
         guard from > 0, end + margin < input.videoClaimedEnd else { return nil }
         guard let key = SegmentJob.seekToTrimStart(input, videoIndex: v, trimStart: from, fps: 1000), key <= from + 1e-9 else { return nil }
-        guard let (kept, stop) = stretch(input, streams: streams, key: key, stopFrom: end + margin) else { return nil }
 
         // Written with the stretch moved to start near 0, by whole seconds.
         let whole = max(0, floor(key - audioLead))
@@ -70,22 +69,25 @@ public enum Excerpt {
         // so where each track starts (its edit list) is exact too.
         guard scale <= Int64(Int32.max) else { return nil }
         let video = input.stream(v).pointee.time_base.den
+        let stop: Double?
         do {
             try output.open(options: ["movie_timescale": "\(scale)", "video_track_timescale": "\(video)"])
-            for (k, pkt, _) in kept {
-                let s = streams[k]
-                let tb = Int64(input.stream(s).pointee.time_base.den)
-                pkt.ptr.pointee.stream_index = outIndex[s]!
-                let moved = Int64(whole) * tb
-                pkt.ptr.pointee.pts -= moved
-                if pkt.ptr.pointee.dts != tl_nopts_value() { pkt.ptr.pointee.dts -= moved }
-                pkt.ptr.pointee.pos = -1
-                try output.write(pkt.ptr)
+            stop = try stretch(input, streams: streams, key: key, stopFrom: end + margin) { k, pkt, _ in
+                let moved = Int64(whole) * Int64(input.stream(streams[k]).pointee.time_base.den)
+                pkt.pointee.stream_index = outIndex[streams[k]]!
+                pkt.pointee.pts -= moved
+                if pkt.pointee.dts != tl_nopts_value() { pkt.pointee.dts -= moved }
+                pkt.pointee.pos = -1
+                try output.write(pkt)
             }
-            try output.finish()
+            if stop != nil { try output.finish() }
         } catch {
             try? FileManager.default.removeItem(atPath: out)
             throw error
+        }
+        guard let stop else {
+            try? FileManager.default.removeItem(atPath: out)
+            return nil
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? NSNumber)?.int64Value ?? 0
         let shift = try readBack(out, name: name, original: input, streams: streams, from: key, to: stop)
@@ -103,27 +105,24 @@ public enum Excerpt {
         let excerpt = try InputFile(path: out, name: name, stage: .fetch)
         guard excerpt.videoIndex == 0, excerpt.audioIndex == (streams.count > 1 ? 1 : nil) else { return nil }
         struct Seen { var stream: Int; var t: Double; var duration: Double; var size: Int32; var key: Bool }
-        // By stream, then in decode order.
-        func seen(_ list: [Taken], _ file: InputFile, _ ids: [Int32]) -> [Seen] {
-            list.enumerated().map { k, e in
-                let p = e.packet.ptr.pointee
-                return (k, Seen(stream: e.stream, t: e.t, duration: Double(p.duration) * av_q2d(file.stream(ids[e.stream]).pointee.time_base),
-                                size: p.size, key: p.flags & AV_PKT_FLAG_KEY != 0))
-            }.sorted { ($0.1.stream, $0.0) < ($1.1.stream, $1.0) }.map(\.1)
+        func seen(_ file: InputFile, _ ids: [Int32], _ k: Int, _ p: AVPacket, _ t: Double) -> Seen {
+            Seen(stream: k, t: t, duration: Double(p.duration) * av_q2d(file.stream(ids[k]).pointee.time_base), size: p.size,
+                 key: p.flags & AV_PKT_FLAG_KEY != 0)
         }
+        // By stream, then in decode order.
+        func ordered(_ list: [Seen]) -> [Seen] { list.enumerated().sorted { ($0.1.stream, $0.0) < ($1.1.stream, $1.0) }.map(\.1) }
         // The same stretch of the original again, taken as `make` took it, and all of the excerpt.
-        guard let (mine, _) = stretch(original, streams: streams, key: from, stopFrom: to) else { return nil }
-        var theirs: [Taken] = []
+        var mine: [Seen] = [], theirs: [Seen] = []
+        guard try stretch(original, streams: streams, key: from, stopFrom: to, take: { k, pkt, t in mine.append(seen(original, streams, k, pkt.pointee, t)) }) != nil
+        else { return nil }
         let packet = Packet(), ids = streams.indices.map { Int32($0) }
         while av_read_frame(excerpt.ctx, packet.ptr) >= 0 {
             defer { packet.unref() }
             let p = packet.ptr.pointee
-            guard let s = ids.firstIndex(of: p.stream_index), p.pts != tl_nopts_value() else { continue }
-            let copy = Packet()
-            av_packet_ref(copy.ptr, packet.ptr)
-            theirs.append((s, copy, Double(p.pts) * av_q2d(excerpt.stream(p.stream_index).pointee.time_base) - excerpt.origin))
+            guard let k = ids.firstIndex(of: p.stream_index), p.pts != tl_nopts_value() else { continue }
+            theirs.append(seen(excerpt, ids, k, p, Double(p.pts) * av_q2d(excerpt.stream(p.stream_index).pointee.time_base) - excerpt.origin))
         }
-        let a = seen(mine, original, streams), b = seen(theirs, excerpt, ids)
+        let a = ordered(mine), b = ordered(theirs)
         guard let first = a.first, a.count == b.count else { return nil }
         let shift = b[0].t - first.t
         for (k, (x, y)) in zip(a, b).enumerated() {
@@ -167,9 +166,6 @@ public enum Excerpt {
         }
     }
 
-    /// A packet taken: its stream's place in the streams copied, a reference to it, its time.
-    typealias Taken = (stream: Int, packet: Packet, t: Double)
-
     /// Audio kept before the key frame: the packet a render's seek lands on (the one holding the
     /// key frame's time, or a file's first, its encoder's priming) and, with it, a second of lead-in.
     static let audioLead = 1.0
@@ -180,15 +176,17 @@ public enum Excerpt {
         return av_seek_frame(file.ctx, -1, seconds > 0 ? target : Int64.min, AVSEEK_FLAG_BACKWARD) >= 0
     }
 
-    /// The packets an excerpt holds, in the file's order, with their stream's place in `streams`
-    /// and time: video in decode order from the key frame at `key` to the first key frame at or
-    /// past `stopFrom` (excluded; so are pictures decoded after `key` that show before it, which
-    /// belong to the group before), audio from `audioLead` before `key` to that key frame. Also
-    /// returns that key frame's time. Nil when there is none, or the stretch is too big to hold.
-    static func stretch(_ file: InputFile, streams: [Int32], key: Double, stopFrom: Double) -> (packets: [Taken], stop: Double)? {
+    /// Hands `take` the packets an excerpt holds, in the file's order (each with its stream's
+    /// place in `streams` and its time): video in decode order from the key frame at `key` to the
+    /// first key frame at or past `stopFrom` (excluded; so are pictures decoded after `key` that
+    /// show before it, which belong to the group before), audio from `audioLead` before `key` to
+    /// that key frame. Returns that key frame's time; nil when there is none.
+    static func stretch(_ file: InputFile, streams: [Int32], key: Double, stopFrom: Double,
+                        take: (Int, UnsafeMutablePointer<AVPacket>, Double) throws -> Void) throws -> Double? {
         guard seek(file, to: key - audioLead - 0.5) else { return nil }
-        var kept: [Taken] = []
-        var started = false, stop: Double? = nil, bytes = 0
+        var started = false, stop: Double? = nil
+        // Audio at or past `stopFrom`, held until the stop is known.
+        var held: [(Packet, Double)] = []
         let packet = Packet(), origin = file.origin
         reading: while av_read_frame(file.ctx, packet.ptr) >= 0 {
             defer { packet.unref() }
@@ -202,23 +200,26 @@ public enum Excerpt {
                     guard isKey, abs(t - key) < 1e-6 else { continue }
                     started = true
                 }
-                if stop == nil, isKey, t >= stopFrom - 1e-9 { stop = t }
+                if stop == nil, isKey, t >= stopFrom - 1e-9 {
+                    stop = t
+                    for (audio, at) in held where at < t - 1e-9 { try take(1, audio.ptr, at) }
+                    held = []
+                }
                 if stop != nil { if streams.count == 1 { break reading } else { continue } }
                 guard t >= key - 1e-9 else { continue }
             } else {
                 if let stop, t >= stop - 1e-9 { break reading }
                 guard t >= key - audioLead - 1e-9 else { continue }
+                if stop == nil, t >= stopFrom - 1e-9 {
+                    let copy = Packet()
+                    av_packet_ref(copy.ptr, packet.ptr)
+                    held.append((copy, t))
+                    continue
+                }
             }
-            bytes += Int(p.size)
-            // A stretch this big is not worth holding (nor, likely, excerpting).
-            if bytes > 1 << 30 { return nil }
-            let copy = Packet()
-            av_packet_ref(copy.ptr, packet.ptr)
-            kept.append((s, copy, t))
+            try take(s, packet.ptr, t)
         }
-        guard started, let stop else { return nil }
-        // Audio read before the stop was found, past it.
-        return (kept.filter { $0.stream == 0 || $0.t < stop - 1e-9 }, stop)
+        return started ? stop : nil
     }
 
     static func lcm(_ a: Int64, _ b: Int64) -> Int64 {
