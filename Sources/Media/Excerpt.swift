@@ -12,7 +12,8 @@ internal import CFFmpeg
 /// decodes the same frames and samples as one of the trim from the whole file: it seeks to the
 /// same key frame and the same audio packet, and each packet's time differs from the original's
 /// by one constant, `shift`. That is checked, not assumed: the written excerpt is read back and
-/// every packet's time and size compared with the original's; any difference, and there is no
+/// every packet's time and size compared with the original's, and a render's seek is made in
+/// both (the same key frame, the same first audio packet); any difference, and there is no
 /// excerpt (the whole file goes, as before).
 public enum Excerpt {
     public struct Made: Sendable, Equatable, Codable {
