@@ -14,6 +14,10 @@ import Media
 public enum RemoteExcerpts {
     public static let minimumBytes: Int64 = 16 << 20
 
+    /// Where excerpts are kept: the person's cache folder, on disk (a temporary folder may be
+    /// memory, and an excerpt of a long trim hundreds of megabytes).
+    public static var folder: String { Home.cacheFolder("threadline/excerpts") }
+
     public struct Prepared: Sendable {
         /// The pipeline as sent: excerpted items name their excerpt.
         public var pipeline: Pipeline

@@ -104,9 +104,6 @@ public final class ClusterClient {
 
     deinit { socket.close() }
 
-    /// This client's own folder (its downloads; the excerpts a submit sends).
-    public var folder: String { store.root }
-
     func send(_ m: WireMessage) { _ = try? socket.send([Envelope(m).encoded()]) }
 
     /// Processes messages (serving pulls, taking chunks) until `until` returns a value.

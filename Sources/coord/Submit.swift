@@ -350,7 +350,7 @@ struct Submit: ParsableCommand {
             // Long clips it trims go as excerpts of what the trims need.
             var sent = RemoteExcerpts.Prepared(pipeline: p)
             if !wholeFiles {
-                sent = RemoteExcerpts.prepare(p, folder: client.folder + "/excerpts") { clip in
+                sent = RemoteExcerpts.prepare(p, folder: RemoteExcerpts.folder) { clip in
                     if terminal { TerminalLine.draw("\(label): cutting excerpts of \(clip)") }
                 }
                 if terminal { TerminalLine.clear() }

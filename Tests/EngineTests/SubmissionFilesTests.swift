@@ -354,8 +354,12 @@ import TestSupport
         }
         let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
         defer { procs.stopAll() }
-        let r = try run(coordPath, ["submit", dir + "/remote.yaml", "--coordinator", ep], timeout: 300)
+        let cache = ["XDG_CACHE_HOME": dir + "/cache"]
+        let r = try run(coordPath, ["submit", dir + "/remote.yaml", "--coordinator", ep], timeout: 300, environment: cache)
         #expect(r.status == 0, "\(r.err)")
+        // Kept in the person's cache folder (on disk; a temporary folder may be memory).
+        let kept = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/cache/threadline/excerpts")) ?? []
+        #expect(kept.filter { $0.hasSuffix(".mov") }.count == 2, "\(kept)")
         #expect(r.err.contains("concert: sends 2 excerpts of ") && r.err.contains("in place of clips of \(ByteSize.text(whole))"), "\(r.err)")
         // The coordinator holds excerpts, not the clip.
         let store = dir + "/coord/artifacts/sha256"
@@ -380,7 +384,7 @@ import TestSupport
         p.items.append(Item(kind: .video(source: SourceRef(dir + "/concert.mp4"), trim: nil)))
         #expect(RemoteExcerpts.prepare(p, folder: folder).excerpts == 0)
         // Asked for, the clip goes whole.
-        let w = try run(coordPath, ["submit", dir + "/remote.yaml", "--coordinator", ep, "--whole-files"], timeout: 300)
+        let w = try run(coordPath, ["submit", dir + "/remote.yaml", "--coordinator", ep, "--whole-files"], timeout: 300, environment: cache)
         #expect(w.status == 0 && !w.err.contains("excerpt"), "\(w.err)")
         #expect(FileManager.default.fileExists(atPath: "\(store)/\(sha.prefix(2))/\(sha)"), "--whole-files did not send the clip")
     }
