@@ -47,7 +47,7 @@ public enum RemoteExcerpts {
         // A clip another item shows whole (or the soundtrack plays) goes whole anyway.
         for f in pipeline.files where !(f.role == .source && f.item.map(trimmed.contains) == true) { trims[f.path] = nil }
         guard !trims.isEmpty, (try? FileChecks.makePrivateFolder(folder)) != nil else { return out }
-        removeOld(in: folder)
+        Home.prune(folder, unusedFor: 1)
         var made: [String: [Key: (name: String, made: Excerpt.Made)]] = [:]
         for (path, keys) in trims {
             guard let attrs = try? FileManager.default.attributesOfItem(atPath: path),
@@ -96,16 +96,5 @@ public enum RemoteExcerpts {
             return nil
         }
         return (file, m)
-    }
-
-    /// Excerpts not used for a day go.
-    static func removeOld(in folder: String) {
-        let fm = FileManager.default
-        for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
-            let path = folder + "/" + name
-            if let date = (try? fm.attributesOfItem(atPath: path))?[.modificationDate] as? Date, Date().timeIntervalSince(date) > 86_400 {
-                try? fm.removeItem(atPath: path)
-            }
-        }
     }
 }

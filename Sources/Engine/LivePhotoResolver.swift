@@ -25,7 +25,7 @@ public enum LivePhotoResolver {
             case .motion, .loop, .bounce:
                 var embedded: String? = nil
                 if pair.movie == nil, let photo = pair.photo {
-                    if !pruned { MotionPhoto.prune(motionFolder); pruned = true }
+                    if !pruned { Home.prune(motionFolder, unusedFor: 30); pruned = true }
                     do { embedded = try MotionPhoto.extractMovie(from: photo, to: motionFolder) } catch {
                         throw PipelineError("\(item.label(index: i)): cannot write out the motion photo's movie under \(motionFolder): \(error.localizedDescription)",
                                             at: item.location, hint: "free space there, or set XDG_CACHE_HOME to a writable folder")

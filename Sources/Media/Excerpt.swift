@@ -71,9 +71,12 @@ public enum Excerpt {
         guard scale <= Int64(Int32.max) else { return nil }
         let video = input.stream(v).pointee.time_base.den
         let stop: Double?
+        // What was copied, to compare with what the excerpt holds.
+        var mine: [Seen] = []
         do {
             try output.open(options: ["movie_timescale": "\(scale)", "video_track_timescale": "\(video)"])
-            stop = try stretch(input, streams: streams, key: key, stopFrom: end + margin) { k, pkt, _ in
+            stop = try stretch(input, streams: streams, key: key, stopFrom: end + margin) { k, pkt, t in
+                mine.append(Seen(input, streams, k, pkt.pointee, t))
                 let moved = Int64(whole) * Int64(input.stream(streams[k]).pointee.time_base.den)
                 pkt.pointee.stream_index = outIndex[streams[k]]!
                 pkt.pointee.pts -= moved
@@ -91,39 +94,41 @@ public enum Excerpt {
             return nil
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? NSNumber)?.int64Value ?? 0
-        let shift = try readBack(out, name: name, original: input, streams: streams, from: key, to: stop)
-        guard let shift, try sameStart(input, out, name: name, streams: streams, start: start, shift: shift) else {
+        let excerpt = try InputFile(path: out, name: name, stage: .fetch)
+        guard let shift = readBack(excerpt, copied: mine, streams: streams),
+              sameStart(input, excerpt, streams: streams, start: start, shift: shift) else {
             try? FileManager.default.removeItem(atPath: out)
             return nil
         }
         return Made(shift: shift, from: key, to: stop, bytes: bytes)
     }
 
-    /// Reads the excerpt's packets and the original's over the same stretch: the same streams,
-    /// sizes, flags and durations, and each packet's time (from its file's origin, as a render
-    /// reckons it) moved by one constant, to well under a sample. Returns that constant, or nil.
-    static func readBack(_ out: String, name: String, original: InputFile, streams: [Int32], from: Double, to: Double) throws -> Double? {
-        let excerpt = try InputFile(path: out, name: name, stage: .fetch)
-        guard excerpt.videoIndex == 0, excerpt.audioIndex == (streams.count > 1 ? 1 : nil) else { return nil }
-        struct Seen { var stream: Int; var t: Double; var duration: Double; var size: Int32; var key: Bool }
-        func seen(_ file: InputFile, _ ids: [Int32], _ k: Int, _ p: AVPacket, _ t: Double) -> Seen {
-            Seen(stream: k, t: t, duration: Double(p.duration) * av_q2d(file.stream(ids[k]).pointee.time_base), size: p.size,
-                 key: p.flags & AV_PKT_FLAG_KEY != 0)
+    /// A packet as the read-back compares it: its stream's place among those copied, its time
+    /// (from its file's origin, as a render reckons it) and duration in seconds, size, key flag.
+    struct Seen {
+        var stream: Int, t: Double, duration: Double, size: Int32, key: Bool
+        init(_ file: InputFile, _ ids: [Int32], _ k: Int, _ p: AVPacket, _ t: Double) {
+            stream = k; self.t = t; duration = Double(p.duration) * av_q2d(file.stream(ids[k]).pointee.time_base)
+            size = p.size; key = p.flags & AV_PKT_FLAG_KEY != 0
         }
-        // By stream, then in decode order.
-        func ordered(_ list: [Seen]) -> [Seen] { list.enumerated().sorted { ($0.1.stream, $0.0) < ($1.1.stream, $1.0) }.map(\.1) }
-        // The same stretch of the original again, taken as `make` took it, and all of the excerpt.
-        var mine: [Seen] = [], theirs: [Seen] = []
-        guard try stretch(original, streams: streams, key: from, stopFrom: to, take: { k, pkt, t in mine.append(seen(original, streams, k, pkt.pointee, t)) }) != nil
-        else { return nil }
+    }
+
+    /// Reads the excerpt's packets back and compares them with those `copied` from the original:
+    /// the same streams, sizes, flags and durations, and each packet's time moved by one
+    /// constant, to well under a sample. Returns that constant, or nil.
+    static func readBack(_ excerpt: InputFile, copied: [Seen], streams: [Int32]) -> Double? {
+        guard excerpt.videoIndex == 0, excerpt.audioIndex == (streams.count > 1 ? 1 : nil) else { return nil }
+        var theirs: [Seen] = []
         let packet = Packet(), ids = streams.indices.map { Int32($0) }
         while av_read_frame(excerpt.ctx, packet.ptr) >= 0 {
             defer { packet.unref() }
             let p = packet.ptr.pointee
             guard let k = ids.firstIndex(of: p.stream_index), p.pts != tl_nopts_value() else { continue }
-            theirs.append(seen(excerpt, ids, k, p, Double(p.pts) * av_q2d(excerpt.stream(p.stream_index).pointee.time_base) - excerpt.origin))
+            theirs.append(Seen(excerpt, ids, k, p, Double(p.pts) * av_q2d(excerpt.stream(p.stream_index).pointee.time_base) - excerpt.origin))
         }
-        let a = ordered(mine), b = ordered(theirs)
+        // By stream, then in decode order.
+        func ordered(_ list: [Seen]) -> [Seen] { list.enumerated().sorted { ($0.1.stream, $0.0) < ($1.1.stream, $1.0) }.map(\.1) }
+        let a = ordered(copied), b = ordered(theirs)
         guard let first = a.first, a.count == b.count else { return nil }
         let shift = b[0].t - first.t
         for (k, (x, y)) in zip(a, b).enumerated() {
@@ -139,8 +144,7 @@ public enum Excerpt {
     /// Whether a render of the trim from `start` begins the same in the original and in the
     /// excerpt: its seek (`SegmentJob.seekToTrimStart`) lands on the same key frame, and
     /// the first audio packet it decodes is the same.
-    static func sameStart(_ original: InputFile, _ out: String, name: String, streams: [Int32], start: Double, shift: Double) throws -> Bool {
-        let excerpt = try InputFile(path: out, name: name, stage: .fetch)
+    static func sameStart(_ original: InputFile, _ excerpt: InputFile, streams: [Int32], start: Double, shift: Double) -> Bool {
         func begins(_ file: InputFile, _ ids: [Int32], trimStart: Double) -> (key: Double, audio: Double?, size: Int32)? {
             // A high rate: only a key frame at or before the start counts (a render at its own
             // rate may take one a half-frame past it; then both files are read from their first
@@ -171,12 +175,6 @@ public enum Excerpt {
     /// key frame's time, or a file's first, its encoder's priming) and, with it, a second of lead-in.
     static let audioLead = 1.0
 
-    /// Seeks every stream of `file` to `seconds` (at or before it), or to the file's beginning.
-    static func seek(_ file: InputFile, to seconds: Double) -> Bool {
-        let target = Int64(((file.origin + seconds) * Double(AV_TIME_BASE)).rounded(.down))
-        return av_seek_frame(file.ctx, -1, seconds > 0 ? target : Int64.min, AVSEEK_FLAG_BACKWARD) >= 0
-    }
-
     /// Hands `take` the packets an excerpt holds, in the file's order (each with its stream's
     /// place in `streams` and its time): video in decode order from the key frame at `key` to the
     /// first key frame at or past `stopFrom` (excluded; so are pictures decoded after `key` that
@@ -184,7 +182,8 @@ public enum Excerpt {
     /// that key frame. Returns that key frame's time; nil when there is none.
     static func stretch(_ file: InputFile, streams: [Int32], key: Double, stopFrom: Double,
                         take: (Int, UnsafeMutablePointer<AVPacket>, Double) throws -> Void) throws -> Double? {
-        guard seek(file, to: key - audioLead - 0.5) else { return nil }
+        let from = key - audioLead - 0.5
+        guard from > 0 ? file.seek(to: from) : file.seekToBeginning() else { return nil }
         var started = false, stop: Double? = nil
         // Audio at or past `stopFrom`, held until the stop is known.
         var held: [(Packet, Double)] = []

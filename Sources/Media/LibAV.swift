@@ -93,6 +93,14 @@ final class InputFile {
         return st == tl_nopts_value() ? 0 : Double(st) / Double(AV_TIME_BASE)
     }
 
+    /// Seeks every stream to the key frame at or before `seconds` on the file's timeline (from `origin`).
+    @discardableResult func seek(to seconds: Double) -> Bool {
+        av_seek_frame(ctx, -1, Int64(((origin + seconds) * Double(AV_TIME_BASE)).rounded(.down)), AVSEEK_FLAG_BACKWARD) >= 0
+    }
+
+    /// Seeks every stream back to the file's beginning.
+    @discardableResult func seekToBeginning() -> Bool { av_seek_frame(ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD) >= 0 }
+
     /// Seconds from the container's start to its end.
     var duration: Double {
         if ctx.pointee.duration != tl_nopts_value() && ctx.pointee.duration > 0 {

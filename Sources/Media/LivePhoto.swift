@@ -273,7 +273,7 @@ public enum MotionPhoto {
 
     /// Writes the movie embedded in `photo` under `folder` (named by its content, so an unchanged
     /// photo reuses it) and returns its path; nil when the photo holds none. Each use is noted
-    /// (`.used`, not the movie's own time, which its fetch is keyed by) for `prune`.
+    /// (`.used`, not the movie's own time, which its fetch is keyed by) for `Home.prune`.
     public static func extractMovie(from photo: String, to folder: String) throws -> String? {
         let data = try Data(contentsOf: URL(fileURLWithPath: photo), options: .alwaysMapped)
         guard let range = embeddedMovie(in: data) else { return nil }
@@ -292,17 +292,5 @@ public enum MotionPhoto {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path, NSLocalizedDescriptionKey: why])
         }
         return path
-    }
-
-    /// Removes the movies no resolve has used for `days`: the folder would otherwise keep every
-    /// motion photo ever shown. One used again is written out again.
-    public static func prune(_ folder: String, unusedFor days: Double = 30, now: Date = Date()) {
-        let fm = FileManager.default
-        for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
-            let dir = folder + "/" + name
-            let used = (try? fm.attributesOfItem(atPath: dir + "/.used"))?[.modificationDate] as? Date
-                ?? (try? fm.attributesOfItem(atPath: dir))?[.modificationDate] as? Date
-            if let used, now.timeIntervalSince(used) > days * 86_400 { try? fm.removeItem(atPath: dir) }
-        }
     }
 }

@@ -82,8 +82,7 @@ enum PhotoRenderer {
 
     /// Decodes the frame showing at `time` (seconds on the file's timeline) of a movie.
     static func frame(_ input: InputFile, _ decoder: Decoder, stream: Int32, at time: Double, name: String) throws -> Frame {
-        let ts = Int64(((input.origin + time) * Double(AV_TIME_BASE)).rounded(.down))
-        if av_seek_frame(input.ctx, -1, ts, AVSEEK_FLAG_BACKWARD) < 0 { av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD) }
+        if !input.seek(to: time) { input.seekToBeginning() }
         let packet = Packet()
         var frame = Frame(), last: Frame? = nil
         var sentEOF = false

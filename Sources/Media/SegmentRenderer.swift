@@ -144,10 +144,8 @@ final class SegmentJob {
     /// the file is read from its beginning and what precedes the start dropped.
     static func seekToTrimStart(_ input: InputFile, videoIndex: Int32, trimStart: Double, fps: Double) -> Double? {
         let origin = input.origin
-        let ts = Int64(((origin + trimStart) * Double(AV_TIME_BASE)).rounded(.down))
-        func seek() -> Bool { av_seek_frame(input.ctx, -1, ts, AVSEEK_FLAG_BACKWARD) >= 0 }
-        func fromTheBeginning() -> Double? { av_seek_frame(input.ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD); return nil }
-        guard seek() else { return fromTheBeginning() }
+        func fromTheBeginning() -> Double? { input.seekToBeginning(); return nil }
+        guard input.seek(to: trimStart) else { return fromTheBeginning() }
         let packet = Packet()
         var key: Double? = nil
         while av_read_frame(input.ctx, packet.ptr) >= 0 {
@@ -158,7 +156,7 @@ final class SegmentJob {
             key = pts == tl_nopts_value() ? nil : Double(pts) * av_q2d(input.stream(videoIndex).pointee.time_base) - origin
             break
         }
-        if let key, key <= trimStart + 0.5 / fps, seek() { return key }
+        if let key, key <= trimStart + 0.5 / fps, input.seek(to: trimStart) { return key }
         return fromTheBeginning()
     }
 

@@ -24,7 +24,7 @@ final class SoundtrackReader {
         let resampler = try Resampler(decoder: decoder, file: name)
         let preroll = max(0, soundtrack.from - 1)
         if preroll > 0 {
-            av_seek_frame(input.ctx, -1, Int64(((input.origin + preroll) * Double(AV_TIME_BASE)).rounded(.down)), AVSEEK_FLAG_BACKWARD)
+            input.seek(to: preroll)
         }
         let sectionLength = soundtrack.to.map { Int((($0 - soundtrack.from) * Double(Timing.sampleRate)).rounded()) }
         let limit = min(sectionLength ?? Int.max, max(1, needed))

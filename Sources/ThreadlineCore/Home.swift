@@ -23,4 +23,17 @@ public enum Home {
         let xdg = ProcessInfo.processInfo.environment["XDG_CACHE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
         return (xdg ?? directory + "/.cache") + "/" + name
     }
+
+    /// Removes what in a cache `folder` has gone unused for `days`: each entry by its `.used`
+    /// file (a folder whose every use touches one), else by its own modification time. Without
+    /// it a cache keeps all it was ever given; an entry needed again is made again.
+    public static func prune(_ folder: String, unusedFor days: Double, now: Date = Date()) {
+        let fm = FileManager.default
+        for name in (try? fm.contentsOfDirectory(atPath: folder)) ?? [] {
+            let entry = folder + "/" + name
+            let used = (try? fm.attributesOfItem(atPath: entry + "/.used"))?[.modificationDate] as? Date
+                ?? (try? fm.attributesOfItem(atPath: entry))?[.modificationDate] as? Date
+            if let used, now.timeIntervalSince(used) > days * 86_400 { try? fm.removeItem(atPath: entry) }
+        }
+    }
 }

@@ -115,10 +115,10 @@ import TestSupport
         let kept = try #require(written.first.map { folder + "/" + ($0 as NSString).deletingLastPathComponent })
         try FileManager.default.createDirectory(atPath: folder + "/old", withIntermediateDirectories: true)
         try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -31 * 86_400)], ofItemAtPath: folder + "/old")
-        MotionPhoto.prune(folder)
+        Home.prune(folder, unusedFor: 30)
         #expect(!FileManager.default.fileExists(atPath: folder + "/old"))
         #expect(FileManager.default.fileExists(atPath: kept))
-        MotionPhoto.prune(folder, now: Date(timeIntervalSinceNow: 31 * 86_400))
+        Home.prune(folder, unusedFor: 30, now: Date(timeIntervalSinceNow: 31 * 86_400))
         #expect(!FileManager.default.fileExists(atPath: kept))
 
         try writePipeline(dir + "/no.yaml", output: dir + "/no.mp4", clips: ["live_photo: PXL_not_motion.MP.jpg"])
