@@ -379,6 +379,8 @@ final class RunState {
     /// What planning did that the pipeline did not say, by item, told as each source is fetched
     /// (`Planner.note`): the submitter prints it, the run page lists it (lineage event `item.note`).
     var notes: [Int: [String]] = [:]
+    /// Every note, in item order.
+    var notesInOrder: [String] { notes.sorted { $0.key < $1.key }.flatMap(\.value) }
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
     var transitions: [Int: (ArtifactRef, Int64)] = [:]
@@ -1173,13 +1175,14 @@ final class CoordinatorCore {
             send(.rejected(message: "no run \(runID) on this coordinator"), to: identity); return
         }
         let output = rec.movie.map { stored(ArtifactRef(sha256: $0.sha256, path: $0.uri, size: $0.size)) }
-        send(.ended(RunEnd(run: runID, state: rec.state, message: rec.error, output: output, outputPath: rec.outputPath, seconds: rec.seconds)),
+        send(.ended(RunEnd(run: runID, state: rec.state, message: rec.error, output: output, outputPath: rec.outputPath, seconds: rec.seconds,
+                           notes: rec.notes)),
              to: identity)
     }
 
     func ended(_ run: RunState, state: RunStatus, message: String?, output: ArtifactRef?) {
         let end = RunEnd(run: run.id, state: state.rawValue, message: message, output: output, outputPath: run.pipeline.output.path,
-                         seconds: Clocks.steady - run.startedAt)
+                         seconds: Clocks.steady - run.startedAt, notes: run.notesInOrder)
         for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
     }
 
@@ -2071,7 +2074,7 @@ final class CoordinatorCore {
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots
         p.failures = failures
-        p.notes = run.notes.sorted { $0.key < $1.key }.flatMap(\.value)
+        p.notes = run.notesInOrder
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

@@ -85,6 +85,9 @@ public struct RunEnd: Codable, Sendable {
     public var output: ArtifactRef?    // the movie in the coordinator's store
     public var outputPath: String      // where the submitter asked for it
     public var seconds: Double
+    /// Every note of the run (`RunProgress.notes`): one who follows a run that had ended before
+    /// (a cached run ends in milliseconds) is sent no progress.
+    public var notes: [String] = []
 
     /// The message of the answer to a cancel that stopped the run (one that had ended before is
     /// answered with how it ended, whose message is never this).
@@ -275,7 +278,8 @@ extension WireMessage {
             .submit(Submission(pipeline: pipeline, files: [ref], priority: 1, submitter: "me")),
             .accepted(run: 3), .rejected(message: "no"), .watch(run: 3), .cancelRun(run: 3), .status(run: nil),
             .progress(RunProgress(runID: 3, items: 1, itemsDone: 0, stagesTotal: 5, stagesDone: 1, running: ["fetch/0"], elapsed: 1)),
-            .ended(RunEnd(run: 3, state: "succeeded", message: nil, output: ref, outputPath: "/o/p.mp4", seconds: 2)),
+            .ended(RunEnd(run: 3, state: "succeeded", message: nil, output: ref, outputPath: "/o/p.mp4", seconds: 2,
+                          notes: ["p.yaml:5:5: note: clip 1 (a.mp4): trim.end 7.500 s is past the clip's end (1.000 s): it plays to its end"])),
             .statusReply(StatusReply(runs: [["id": "1"]], stages: [], failures: [])),
             .progress(RunProgress(runID: 3, items: 2, itemsDone: 1, stagesTotal: 9, stagesDone: 5, running: ["render/1"], elapsed: 3,
                                   framesDone: 60, framesTotal: 120, framesKnown: true, framesRendered: 30, renderingFor: 1.5,

@@ -85,7 +85,7 @@ extension WireMessage {
             return .ended(.with {
                 $0.run = e.run; $0.state = e.state; if let m = e.message { $0.message = m }
                 if let o = e.output { $0.output = o.wire }
-                $0.outputPath = e.outputPath; $0.seconds = e.seconds
+                $0.outputPath = e.outputPath; $0.seconds = e.seconds; $0.notes = e.notes
             })
         case .cancelRun(let run): return .cancelRun(.with { $0.run = run })
         case .status(let run, let limit): return .status(.with { if let run { $0.run = run }; if let limit { $0.limit = Int64(limit) } })
@@ -351,7 +351,7 @@ extension WireMessage {
         case .progress(let p): self = .progress(RunProgress(p))
         case .ended(let e):
             self = .ended(RunEnd(run: e.run, state: e.state, message: e.hasMessage ? e.message : nil, output: e.hasOutput ? ArtifactRef(e.output) : nil,
-                                 outputPath: e.outputPath, seconds: e.seconds))
+                                 outputPath: e.outputPath, seconds: e.seconds, notes: e.notes))
         case .cancelRun(let r): self = .cancelRun(run: r.run)
         case .status(let q): self = .status(run: q.hasRun ? q.run : nil, limit: q.hasLimit ? Int(clamping: q.limit) : nil)
         case .statusReply(let r):

@@ -576,6 +576,8 @@ public final class LineageStore: Sendable {
         public var seconds: Double
         /// The movie in the store, when the run succeeded.
         public var movie: (sha256: String, uri: String, size: Int64)?
+        /// What planning noted (`item.note` events), each once, in the order noted.
+        public var notes: [String] = []
     }
 
     /// How a run stands, and its movie.
@@ -588,8 +590,11 @@ public final class LineageStore: Sendable {
                 JOIN attempt a ON a.id = io.attempt_id JOIN stage s ON s.id = a.stage_id
                 WHERE s.run_id = ? AND s.name = 'concat' AND io.direction = 'out' AND ar.kind = 'movie' ORDER BY a.id DESC LIMIT 1
                 """, arguments: [runID])
+            let notes = try String.fetchAll(db, sql: """
+                SELECT message FROM event WHERE run_id = ? AND kind = 'item.note' GROUP BY message ORDER BY min(id)
+                """, arguments: [runID])
             return RunRecord(state: r["state"], error: r["error"], outputPath: r["output_path"], seconds: r["s"],
-                             movie: m.map { ($0["sha256"], $0["uri"], $0["size"]) })
+                             movie: m.map { ($0["sha256"], $0["uri"], $0["size"]) }, notes: notes)
         }
     }
 

@@ -1362,6 +1362,10 @@ public nonisolated struct Threadline_Wire_RunEnd: Sendable {
 
   public var seconds: Double = 0
 
+  /// What planning did that the pipeline did not say (RunProgress.notes), all of the run's: a
+  /// follower that comes after the run ended (a cached run ends in milliseconds) gets no progress.
+  public var notes: [String] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3388,7 +3392,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Threadline_Wire_RunEnd: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunEnd"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}run\0\u{1}state\0\u{1}message\0\u{1}output\0\u{3}output_path\0\u{1}seconds\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}run\0\u{1}state\0\u{1}message\0\u{1}output\0\u{3}output_path\0\u{1}seconds\0\u{1}notes\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3402,6 +3406,7 @@ nonisolated extension Threadline_Wire_RunEnd: SwiftProtobuf.Message, SwiftProtob
       case 4: try { try decoder.decodeSingularMessageField(value: &self._output) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.outputPath) }()
       case 6: try { try decoder.decodeSingularDoubleField(value: &self.seconds) }()
+      case 7: try { try decoder.decodeRepeatedStringField(value: &self.notes) }()
       default: break
       }
     }
@@ -3430,6 +3435,9 @@ nonisolated extension Threadline_Wire_RunEnd: SwiftProtobuf.Message, SwiftProtob
     if self.seconds.bitPattern != 0 {
       try visitor.visitSingularDoubleField(value: self.seconds, fieldNumber: 6)
     }
+    if !self.notes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.notes, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3440,6 +3448,7 @@ nonisolated extension Threadline_Wire_RunEnd: SwiftProtobuf.Message, SwiftProtob
     if lhs._output != rhs._output {return false}
     if lhs.outputPath != rhs.outputPath {return false}
     if lhs.seconds != rhs.seconds {return false}
+    if lhs.notes != rhs.notes {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -454,7 +454,7 @@ struct Wait: ParsableCommand {
             let display = ProgressDisplay(name: "run \(ids[0])", terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
-            display.finish()
+            display.finish(end)
             // Its name as the coordinator recorded it (a batch's objects have theirs).
             let name = (try? client.status(ids[0]).runs.first?["name"]).flatMap { $0 } ?? "run \(ids[0])"
             var report = ProjectReport(file: nil, name: name, label: name)

@@ -253,6 +253,13 @@ final class ProgressDisplay: Sendable {
 
     func finish() { if terminal { writeStandardError("\n") } }
 
+    /// The run ended: its notes not told yet (it may have ended before it was followed: a cached
+    /// run takes milliseconds), then `finish`.
+    func finish(_ end: RunEnd) {
+        told.withLock { $0.newNotes(0, end.notes) }.forEach(note)
+        finish()
+    }
+
     /// The run's notes told so far.
     var notes: [String] { told.withLock { $0.notes[0] ?? [] } }
 }
@@ -265,8 +272,10 @@ struct ToldOnce: Sendable {
     private(set) var notes: [Int: [String]] = [:]
     mutating func newFailures(_ project: Int, _ p: RunProgress) -> [String] { p.failures.filter { told[project, default: []].insert($0).inserted } }
     /// Notes not printed yet: each already says its file:line:col, so it is printed as it is.
-    mutating func newNotes(_ project: Int, _ p: RunProgress) -> [String] {
-        let new = p.notes.filter { !notes[project, default: []].contains($0) }
+    mutating func newNotes(_ project: Int, _ p: RunProgress) -> [String] { newNotes(project, p.notes) }
+    /// The same of a run's end (`RunEnd.notes`): a run that ended before it was followed sent no progress.
+    mutating func newNotes(_ project: Int, _ all: [String]) -> [String] {
+        let new = all.filter { !notes[project, default: []].contains($0) }
         notes[project, default: []] += new
         return new
     }

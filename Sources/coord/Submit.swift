@@ -393,7 +393,7 @@ struct Submit: ParsableCommand {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
-            display.finish()
+            display.finish(end)
             var report = ProjectReport(projects[0], label: labels[0], notes: notes[0])
             report.notes += display.notes
             return try finishRun(client, end, output: nil, json: json, cluster: cluster, report: report)
@@ -489,7 +489,9 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
     client.onSilence = { display.note($0.line) }
     let ends = try cluster.following(ids, stop: display.interrupted) {
         try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
-                             ended: { e in if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")") } })
+                             ended: { e in
+                                 if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")", notes: e.notes) }
+                             })
     }
     display.finish()
     var reports: [ProjectReport] = []
@@ -663,12 +665,17 @@ final class BatchDisplay: Sendable {
     /// The `k`th project's notes told so far.
     func notes(_ k: Int) -> [String] { state.withLock { $0.told.notes[k] ?? [] } }
 
-    func ended(_ k: Int, _ what: String) {
+    /// The `k`th project ended; `notes`: all of its run's (`RunEnd.notes`), those not told yet are
+    /// (a run that ended before it was followed sent no progress).
+    func ended(_ k: Int, _ what: String, notes: [String] = []) {
         let text = state.withLock { s -> String? in
             guard !s.stopped else { return nil }
             s.ended[k] = what
-            if !terminal { return String(format: "[%d/%d] %@: %@\n", s.ended.count, names.count, names[k], what) }
-            return draw(&s, force: true)
+            let above = s.told.newNotes(k, notes).map { $0 + "\n" }.joined()
+            if !terminal { return above + String(format: "[%d/%d] %@: %@\n", s.ended.count, names.count, names[k], what) }
+            let up = s.drawn > 0 && !above.isEmpty ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
+            if !up.isEmpty { s.drawn = 0 }
+            return up + above + (draw(&s, force: true) ?? "")
         }
         if let text { writeStandardError(text) }
     }

@@ -276,6 +276,12 @@ import Lineage
         try told(try run(coordPath, ["submit", long, plain, "--coordinator", ep], timeout: 120), "remote batch")
         let none = try run(coordPath, ["submit", plain, "--coordinator", ep], timeout: 120)
         #expect(none.status == 0 && !none.err.contains("note:"), "\(none.err)")
+        // Followed after it ended (a cached run ends in milliseconds, before its submitter's watch
+        // comes: the note was lost so, now and then, above): its end carries the note. Runs 1 and 2
+        // are the note's project, 3 the plain one's.
+        let out = dir + "/again.mp4"
+        try told(try run(coordPath, ["wait", "1", "--coordinator", ep, "--output", out, "--json"], timeout: 120), "wait, ended", json: true)
+        try told(try run(coordPath, ["wait", "2-3", "--coordinator", ep, "--json"], timeout: 120), "wait for a batch, ended", json: true)
         // The run page lists it too (from lineage), once, and only for the run it belongs to.
         for db in [dir + "/state/lineage.db", dir + "/remote/coord/lineage.db"] {
             let reader = try FarmReader(path: db)
