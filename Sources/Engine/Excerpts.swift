@@ -29,7 +29,8 @@ public enum RemoteExcerpts {
         public init(pipeline: Pipeline) { self.pipeline = pipeline }
     }
 
-    struct Key: Hashable { var start: Double; var end: Double }
+    /// A trim: `end` nil plays to the clip's end.
+    struct Key: Hashable { var start: Double; var end: Double? }
 
     /// `pipeline` with its long trimmed clips' items naming excerpts written under `folder`
     /// (kept there a day, reused while the clip is unchanged). A clip that cannot be excerpted
@@ -40,8 +41,8 @@ public enum RemoteExcerpts {
         // The trims of each long clip.
         var trims: [String: [Key]] = [:], trimmed = Set<Int>()
         for (k, item) in pipeline.items.enumerated() {
-            guard case .video(let source, let trim?) = item.kind, !source.isRemote, let end = trim.end, end > trim.start else { continue }
-            trims[source.uri, default: []].append(Key(start: trim.start, end: end))
+            guard case .video(let source, let trim?) = item.kind, !source.isRemote, trim.end.map({ $0 > trim.start }) ?? (trim.start > 0) else { continue }
+            trims[source.uri, default: []].append(Key(start: trim.start, end: trim.end))
             trimmed.insert(k)
         }
         // A clip another item shows whole (or the soundtrack plays) goes whole anyway.
@@ -68,8 +69,9 @@ public enum RemoteExcerpts {
         }
         guard !made.isEmpty else { return out }
         out.pipeline.items = pipeline.items.map { item in
-            guard case .video(let source, let trim?) = item.kind, let end = trim.end,
-                  let (file, m) = made[source.uri]?[Key(start: trim.start, end: end)] else { return item }
+            // A trim to the clip's end names the original's end (`Excerpt.Made.clipEnd`).
+            guard case .video(let source, let trim?) = item.kind,
+                  let (file, m) = made[source.uri]?[Key(start: trim.start, end: trim.end)], let end = trim.end ?? m.clipEnd else { return item }
             let name = source.uri + String(format: "#t=%.3f,%.3f", m.from, m.to)
             out.stand[name] = file
             var moved = item
@@ -82,7 +84,7 @@ public enum RemoteExcerpts {
     /// The excerpt of `path` for one trim: one made before for the same clip (path, size and
     /// modification time) and trim, or a new one.
     static func excerpt(of path: String, size: Int64, mtime: Double, _ key: Key, folder: String) -> (String, Excerpt.Made)? {
-        let id = SHA256Hasher.hex("excerpt 1\u{0}\(path)\u{0}\(size)\u{0}\(mtime)\u{0}\(key.start)\u{0}\(key.end)")
+        let id = SHA256Hasher.hex("excerpt 1\u{0}\(path)\u{0}\(size)\u{0}\(mtime)\u{0}\(key.start)\u{0}\(key.end.map { "\($0)" } ?? "end")")
         let file = "\(folder)/\(id).mov", facts = "\(folder)/\(id).json"
         if FileManager.default.fileExists(atPath: file), let data = FileManager.default.contents(atPath: facts),
            let m = try? JSONDecoder().decode(Excerpt.Made.self, from: data) {

@@ -22,6 +22,10 @@ public enum Excerpt {
         /// The stretch of the original the excerpt holds, in its seconds.
         public var from: Double, to: Double
         public var bytes: Int64
+        /// An excerpt that runs to the file's end: where the original ends, in its seconds (the
+        /// length a render of a trim with no end reckons with), which a trim from the excerpt
+        /// names as its end. Nil for an excerpt that stops before the end.
+        public var clipEnd: Double? = nil
     }
 
     /// Containers whose index lets a render seek straight to a key frame (phones' and cameras' MOV/MP4).
@@ -29,12 +33,18 @@ public enum Excerpt {
 
     /// Writes the excerpt of `path` that a render of [start, end) needs to `out` (a MOV file), or
     /// returns nil, writing nothing, when it cannot be made exact (not MOV/MP4, no moving video,
-    /// no key frame `margin` before the start or after the end, the read-back differs).
+    /// no key frame `margin` before the start, the read-back differs).
+    ///
+    /// With no `end` (a trim to the clip's end), or no key frame `margin` past it, the excerpt runs
+    /// to the file's end. A render then reads to the end as well, and where the clip ends decides
+    /// its length: the excerpt's container says it ends later than the original's (by where the
+    /// excerpt's first packet lies past its start), so the trim sent names its end, the original's
+    /// (`Made.clipEnd`); and the video stream must end where the original's does.
     ///
     /// The margin is for safety, not need: a render of [start, end) seeks to the key frame at or
     /// before start and reads to the first frame past end, and pictures decoded after a key frame
     /// that show before it (an open GOP's) lie within a few frames of it.
-    public static func make(path: String, start: Double, end: Double, margin: Double = 0.5, into out: String) throws -> Made? {
+    public static func make(path: String, start: Double, end: Double?, margin: Double = 0.5, into out: String) throws -> Made? {
         let name = (path as NSString).lastPathComponent
         let input = try InputFile(path: path, name: name, stage: .fetch)
         guard String(cString: input.ctx.pointee.iformat.pointee.name) == seekable, let v = input.videoIndex,
@@ -45,7 +55,9 @@ public enum Excerpt {
 
         // The key frame at or before start - margin.
         let from = start - margin
-        guard from > 0, end + margin < input.videoClaimedEnd else { return nil }
+        // A trim past the clip's end is clamped to it with a note that names the clip's length
+        // (`Planner.notes`), which an excerpt would change.
+        guard from > 0, from < input.videoClaimedEnd, end.map({ $0 <= input.duration }) ?? true else { return nil }
         guard let key = SegmentJob.seekToTrimStart(input, videoIndex: v, trimStart: from, fps: 1000), key <= from + 1e-9 else { return nil }
 
         // Written with the stretch moved to start near 0, by whole seconds.
@@ -75,7 +87,7 @@ public enum Excerpt {
         var mine: [Seen] = []
         do {
             try output.open(options: ["movie_timescale": "\(scale)", "video_track_timescale": "\(video)"])
-            stop = try stretch(input, streams: streams, key: key, stopFrom: end + margin) { k, pkt, t in
+            stop = try stretch(input, streams: streams, key: key, stopFrom: end.map { $0 + margin } ?? .infinity) { k, pkt, t in
                 mine.append(Seen(input, streams, k, pkt.pointee, t))
                 let moved = Int64(whole) * Int64(input.stream(streams[k]).pointee.time_base.den)
                 pkt.pointee.stream_index = outIndex[streams[k]]!
@@ -95,12 +107,15 @@ public enum Excerpt {
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? NSNumber)?.int64Value ?? 0
         let excerpt = try InputFile(path: out, name: name, stage: .fetch)
+        // To the end: up to where the last packet copied ends.
+        let toEnd = stop.isInfinite, to = toEnd ? mine.map { $0.t + $0.duration }.max() ?? key : stop
         guard let shift = readBack(excerpt, copied: mine, streams: streams),
-              sameStart(input, excerpt, streams: streams, start: start, shift: shift) else {
+              sameStart(input, excerpt, streams: streams, start: start, shift: shift),
+              !toEnd || sameEnd(input, excerpt, shift: shift, copied: to, lastPicture: mine.filter { $0.stream == 0 }.map(\.t).max() ?? key) else {
             try? FileManager.default.removeItem(atPath: out)
             return nil
         }
-        return Made(shift: shift, from: key, to: stop, bytes: bytes)
+        return Made(shift: shift, from: key, to: to, bytes: bytes, clipEnd: toEnd ? input.duration : nil)
     }
 
     /// A packet as the read-back compares it: its stream's place among those copied, its time
@@ -132,8 +147,9 @@ public enum Excerpt {
         guard let first = a.first, a.count == b.count else { return nil }
         let shift = b[0].t - first.t
         for (k, (x, y)) in zip(a, b).enumerated() {
-            // A stream's last packet may be cut to where the movie ends (its edit list), a margin
-            // past anything a render reads.
+            // A stream's last packet may be cut to where the movie ends (its edit list): a margin
+            // past anything a render reads, or at the file's end, past the clip's end (`clipEnd`),
+            // where a render stops.
             let last = k + 1 == a.count || a[k + 1].stream != x.stream
             guard x.stream == y.stream, x.size == y.size, x.key == y.key, abs(y.t - x.t - shift) < 1e-7,
                   last || abs(x.duration - y.duration) < 1e-7 else { return nil }
@@ -171,6 +187,24 @@ public enum Excerpt {
         }
     }
 
+    /// Whether a render to the end of an excerpt that runs to the file's end ends as one of the
+    /// original does, `shift` later. The original's end (`clipEnd`, named as the trim's end) must
+    /// be within the excerpt's, and within what was copied: a track not copied (a second audio
+    /// track, a phone's metadata track) that runs on past the picture and the sound puts it past
+    /// them, and there is no excerpt. (A movie's length is kept in its own time scale, often
+    /// milliseconds, rounded up: it may end that much later.) Where the video stream says it
+    /// ends may differ by the last packet's duration (an edit list may cut it): a render reads
+    /// that end only to decide that frames near it may show (an earlier end lets no frame be
+    /// skipped that the original shows), and whether a picture that stops a second before it is
+    /// a truncated file, which must be decided alike.
+    /// `copied`: where the packets copied end; `lastPicture`: the last picture's time; both in the
+    /// original's seconds.
+    static func sameEnd(_ original: InputFile, _ excerpt: InputFile, shift: Double, copied: Double, lastPicture: Double) -> Bool {
+        let claimed = original.videoClaimedEnd, claimedHere = excerpt.videoClaimedEnd - shift
+        return claimedHere <= claimed + 1e-6 && (claimed - lastPicture > 1.0) == (claimedHere - lastPicture > 1.0)
+            && original.duration <= copied + 0.005 && original.duration + shift <= excerpt.duration + 1e-6
+    }
+
     /// Audio kept before the key frame: the packet a render's seek lands on (the one holding the
     /// key frame's time, or a file's first, its encoder's priming) and, with it, a second of lead-in.
     static let audioLead = 1.0
@@ -179,7 +213,8 @@ public enum Excerpt {
     /// place in `streams` and its time): video in decode order from the key frame at `key` to the
     /// first key frame at or past `stopFrom` (excluded; so are pictures decoded after `key` that
     /// show before it, which belong to the group before), audio from `audioLead` before `key` to
-    /// that key frame. Returns that key frame's time; nil when there is none.
+    /// that key frame. Returns that key frame's time, infinity when the file ends before one (all
+    /// of it to the end is handed then); nil when there is no key frame at `key`.
     static func stretch(_ file: InputFile, streams: [Int32], key: Double, stopFrom: Double,
                         take: (Int, UnsafeMutablePointer<AVPacket>, Double) throws -> Void) throws -> Double? {
         let from = key - audioLead - 0.5
@@ -219,7 +254,9 @@ public enum Excerpt {
             }
             try take(s, packet.ptr, t)
         }
-        return started ? stop : nil
+        guard started else { return nil }
+        if stop == nil { for (audio, at) in held { try take(1, audio.ptr, at) } }
+        return stop ?? .infinity
     }
 
     static func lcm(_ a: Int64, _ b: Int64) -> Int64 {

@@ -42,7 +42,7 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "With --coordinator: return once submitted, printing the run ids.")
     var detach = false
 
-    @Flag(name: .long, help: "With --coordinator: send long clips whole. By default a trim of a clip of 16 MiB or more goes as an excerpt, its packets from the key frame before the trim to the one after copied without re-encoding (the render is the same), when the clip's excerpts come to under half of it.")
+    @Flag(name: .long, help: "With --coordinator: send long clips whole. By default a trim of a clip of 16 MiB or more goes as an excerpt, its packets from the key frame before the trim to the one after (or the clip's end) copied without re-encoding (the render is the same), when the clip's excerpts come to under half of it.")
     var wholeFiles = false
 
     @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm.")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ThreadlineCore
 import Engine
+import Media
 @testable import Farm
 import TestSupport
 
@@ -350,6 +351,8 @@ import TestSupport
                   - video: concert.mp4
                     trim: { start: 31.27, end: 32.4 }
                     speed: 0.5
+                  - video: concert.mp4
+                    trim: { start: 37.2 }
                 """.write(toFile: dir + "/" + name, atomically: true, encoding: .utf8)
         }
         let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
@@ -359,15 +362,15 @@ import TestSupport
         #expect(r.status == 0, "\(r.err)")
         // Kept in the person's cache folder (on disk; a temporary folder may be memory).
         let kept = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/cache/threadline/excerpts")) ?? []
-        #expect(kept.filter { $0.hasSuffix(".mov") }.count == 2, "\(kept)")
-        #expect(r.err.contains("concert: sends 2 excerpts of ") && r.err.contains("in place of clips of \(ByteSize.text(whole))"), "\(r.err)")
+        #expect(kept.filter { $0.hasSuffix(".mov") }.count == 3, "\(kept)")
+        #expect(r.err.contains("concert: sends 3 excerpts of ") && r.err.contains("in place of clips of \(ByteSize.text(whole))"), "\(r.err)")
         // The coordinator holds excerpts, not the clip.
         let store = dir + "/coord/artifacts/sha256"
         let held = try FileManager.default.subpathsOfDirectory(atPath: store).filter { $0.count > 3 }
         let bytes = try held.reduce(Int64(0)) { $0 + (try FileManager.default.attributesOfItem(atPath: store + "/" + $1)[.size] as! NSNumber).int64Value }
         let sha = try SHA256Hasher.hex(fileAt: dir + "/concert.mp4")
         #expect(!held.contains { $0.hasSuffix(sha) }, "the whole clip was uploaded")
-        #expect(bytes < whole / 3, "the coordinator holds \(bytes) bytes (its segments and movie too) for a clip of \(whole)")
+        #expect(bytes < whole / 2, "the coordinator holds \(bytes) bytes (its segments and movie too) for a clip of \(whole)")
         // The same movie as a render of the whole clip here.
         let l = try run(coordPath, ["submit", dir + "/local.yaml", "--workers", "1", "--state", dir + "/local-state"], timeout: 300)
         #expect(l.status == 0, "\(l.err)")
@@ -377,10 +380,16 @@ import TestSupport
         var p = try PipelineLoader.load(path: dir + "/remote.yaml")
         let folder = dir + "/excerpts"
         let cut = RemoteExcerpts.prepare(p, folder: folder)
-        #expect(cut.excerpts == 2 && cut.stand.keys.allSatisfy { $0.hasPrefix(dir + "/concert.mp4#t=") }, "\(cut.stand)")
+        #expect(cut.excerpts == 3 && cut.stand.keys.allSatisfy { $0.hasPrefix(dir + "/concert.mp4#t=") }, "\(cut.stand)")
         if case .video(let source, let trim?) = cut.pipeline.items[1].kind {
             #expect(source.uri.hasPrefix(dir + "/concert.mp4#t=") && trim.start < 20 && trim.end! - trim.start == 2.5, "\(source) \(trim)")
         } else { Issue.record("item 2 is \(cut.pipeline.items[1].kind)") }
+        // A trim to the clip's end names its end, moved into the excerpt's time (the excerpt's
+        // container says it ends later).
+        let length = try Probe.facts(path: dir + "/concert.mp4").duration
+        if case .video(let source, let trim?) = cut.pipeline.items[3].kind {
+            #expect(source.uri.hasPrefix(dir + "/concert.mp4#t=") && trim.start < 37.2 && abs(trim.end! - trim.start - (length - 37.2)) < 1e-6, "\(source) \(trim)")
+        } else { Issue.record("item 4 is \(cut.pipeline.items[3].kind)") }
         p.items.append(Item(kind: .video(source: SourceRef(dir + "/concert.mp4"), trim: nil)))
         #expect(RemoteExcerpts.prepare(p, folder: folder).excerpts == 0)
         // Asked for, the clip goes whole.
