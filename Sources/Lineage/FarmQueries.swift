@@ -317,10 +317,7 @@ public struct FarmReader: Sendable {
                                  inputs: (($0["inputs"] as String?) ?? "").split(separator: ",").map(String.init), item: $0["item"])
                     }
             }
-            // A run resumed after a restart fetches again and notes again: each is listed once.
-            let notes = try String.fetchAll(db, sql: """
-                SELECT message FROM event WHERE run_id = ? AND kind = 'item.note' GROUP BY message ORDER BY min(id)
-                """, arguments: [id])
+            let notes = try LineageStore.notes(db, run: id)
             return RunDetail(run: run, items: items, failures: failures, movie: movie,
                              lineage: LineageOrder.ordered(lineage, id: \.sha256, inputs: \.inputsInOrder, item: \.item, kind: \.kind), notes: notes)
         }

@@ -590,12 +590,16 @@ public final class LineageStore: Sendable {
                 JOIN attempt a ON a.id = io.attempt_id JOIN stage s ON s.id = a.stage_id
                 WHERE s.run_id = ? AND s.name = 'concat' AND io.direction = 'out' AND ar.kind = 'movie' ORDER BY a.id DESC LIMIT 1
                 """, arguments: [runID])
-            let notes = try String.fetchAll(db, sql: """
-                SELECT message FROM event WHERE run_id = ? AND kind = 'item.note' GROUP BY message ORDER BY min(id)
-                """, arguments: [runID])
             return RunRecord(state: r["state"], error: r["error"], outputPath: r["output_path"], seconds: r["s"],
-                             movie: m.map { ($0["sha256"], $0["uri"], $0["size"]) }, notes: notes)
+                             movie: m.map { ($0["sha256"], $0["uri"], $0["size"]) }, notes: try Self.notes(db, run: runID))
         }
+    }
+
+    /// A run's notes (`item.note` events) in the order noted. A run resumed after a restart
+    /// fetches again and notes again: each is listed once.
+    static func notes(_ db: Database, run id: Int64) throws -> [String] {
+        try String.fetchAll(db, sql: "SELECT message FROM event WHERE run_id = ? AND kind = 'item.note' GROUP BY message ORDER BY min(id)",
+                            arguments: [id])
     }
 
     /// Holds one read transaction open for `seconds`, as a slow dashboard query would.

@@ -39,7 +39,7 @@ public enum Excerpt {
     /// to the file's end. A render then reads to the end as well, and where the clip ends decides
     /// its length: the excerpt's container says it ends later than the original's (by where the
     /// excerpt's first packet lies past its start), so the trim sent names its end, the original's
-    /// (`Made.clipEnd`); and the video stream must end where the original's does.
+    /// (`Made.clipEnd`); and where its streams end must decide nothing differently (`sameEnd`).
     ///
     /// The margin is for safety, not need: a render of [start, end) seeks to the key frame at or
     /// before start and reads to the first frame past end, and pictures decoded after a key frame

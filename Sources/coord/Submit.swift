@@ -655,9 +655,7 @@ final class BatchDisplay: Sendable {
             }
             let above = notes + s.told.newFailures(k, p).map { ToldOnce.line($0, project: names[k]) + "\n" }.joined()
             guard !above.isEmpty else { return draw(&s, force: false) }
-            let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
-            s.drawn = 0
-            return up + above + (draw(&s, force: true) ?? "")
+            return lines(above, &s)
         }
         if let text { writeStandardError(text) }
     }
@@ -673,9 +671,7 @@ final class BatchDisplay: Sendable {
             s.ended[k] = what
             let above = s.told.newNotes(k, notes).map { $0 + "\n" }.joined()
             if !terminal { return above + String(format: "[%d/%d] %@: %@\n", s.ended.count, names.count, names[k], what) }
-            let up = s.drawn > 0 && !above.isEmpty ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
-            if !up.isEmpty { s.drawn = 0 }
-            return up + above + (draw(&s, force: true) ?? "")
+            return above.isEmpty ? draw(&s, force: true) : lines(above, &s)
         }
         if let text { writeStandardError(text) }
     }
@@ -685,11 +681,17 @@ final class BatchDisplay: Sendable {
     func note(_ line: String) {
         let text = state.withLock { s -> String in
             guard terminal, !s.stopped else { return line + "\n" }
-            let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
-            s.drawn = 0
-            return up + line + "\n" + (s.progress.isEmpty ? "" : draw(&s, force: true) ?? "")
+            return lines(line + "\n", &s, redraw: !s.progress.isEmpty)
         }
         writeStandardError(text)
+    }
+
+    /// On a terminal: `text` (whole lines) in place of the live lines, which are drawn again below
+    /// it when `redraw`.
+    private func lines(_ text: String, _ s: inout State, redraw: Bool = true) -> String {
+        let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F\u{1B}[J" : ""
+        s.drawn = 0
+        return up + text + (redraw ? draw(&s, force: true) ?? "" : "")
     }
 
     /// Leaves the last drawing on screen and stops drawing.
