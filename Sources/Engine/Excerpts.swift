@@ -49,13 +49,13 @@ public enum RemoteExcerpts {
         for f in pipeline.files where !(f.role == .source && f.item.map(trimmed.contains) == true) { trims[f.path] = nil }
         guard !trims.isEmpty, (try? FileChecks.makePrivateFolder(folder)) != nil else { return out }
         Home.prune(folder, unusedFor: 1)
-        var made: [String: [Key: (name: String, made: Excerpt.Made)]] = [:]
+        var made: [String: [Key: (file: String, made: Excerpt.Made)]] = [:]
         for (path, keys) in trims {
             guard let attrs = try? FileManager.default.attributesOfItem(atPath: path),
                   let size = (attrs[.size] as? NSNumber)?.int64Value, size >= minimumBytes,
                   let mtime = (attrs[.modificationDate] as? Date)?.timeIntervalSince1970 else { continue }
             cutting((path as NSString).lastPathComponent)
-            var these: [Key: (name: String, made: Excerpt.Made)] = [:]
+            var these: [Key: (file: String, made: Excerpt.Made)] = [:]
             var bytes: Int64 = 0
             for key in Set(keys) {
                 guard let (file, m) = excerpt(of: path, size: size, mtime: mtime, key, folder: folder) else { these = [:]; break }
