@@ -33,7 +33,7 @@ public enum RemoteExcerpts {
     struct Key: Hashable { var start: Double; var end: Double? }
 
     /// `pipeline` with its long trimmed clips' items naming excerpts written under `folder`
-    /// (kept there a day, reused while the clip is unchanged). A clip that cannot be excerpted
+    /// (reused while the clip is unchanged, kept until a day after their last use). A clip that cannot be excerpted
     /// exactly goes whole; so does any clip when making excerpts fails.
     /// `cutting` is told each clip before its excerpts are made (its name).
     public static func prepare(_ pipeline: Pipeline, folder: String, cutting: (String) -> Void = { _ in }) -> Prepared {
@@ -88,6 +88,8 @@ public enum RemoteExcerpts {
         let file = "\(folder)/\(id).mov", facts = "\(folder)/\(id).json"
         if FileManager.default.fileExists(atPath: file), let data = FileManager.default.contents(atPath: facts),
            let m = try? JSONDecoder().decode(Excerpt.Made.self, from: data) {
+            // Used again: kept another day from now (`Home.prune` goes by modification time).
+            for f in [file, facts] { try? FileManager.default.setAttributes([.modificationDate: Date()], ofItemAtPath: f) }
             return (file, m)
         }
         let part = "\(folder)/\(id).part.mov"

@@ -232,3 +232,46 @@ extension LineageStore {
         }
     }
 }
+
+/// What `LineageStore.compact` did with the database file.
+public enum Compaction: Sendable, Equatable {
+    /// Rewritten without its free pages: the file's bytes before and after.
+    case compacted(before: Int64, after: Int64)
+    /// Free pages under the threshold: left as it is (later records reuse them).
+    case notWorthIt(free: Int64, size: Int64)
+    /// Too little free disk for the copy a rewrite makes: left as it is.
+    case tooLittleDisk(needed: Int64, free: Int64)
+}
+
+extension LineageStore {
+    /// The database's pages: all of them and those free, in bytes.
+    public func pageBytes() throws -> (size: Int64, free: Int64) {
+        try db.read { db in
+            let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            return (size * (try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0), size * (try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0))
+        }
+    }
+
+    /// Gives disk space back after old runs were forgotten (`forgetRuns`): SQLite keeps the pages
+    /// their records held for later records, so the file never shrinks by itself. Where free pages
+    /// are at least `fraction` of the file (or 64 MiB), the database is rewritten without them
+    /// (VACUUM). Needs the state folder to itself, and free disk beside the database for twice
+    /// what is kept: the rewrite builds a copy there (not in a temporary folder that may be
+    /// memory), then writes it back through the WAL.
+    public func compact(ifFreeAtLeast fraction: Double = 0.25) throws -> Compaction {
+        let (size, free) = try pageBytes()
+        guard free > 0, Double(free) >= fraction * Double(size) || free >= 64 << 20 else { return .notWorthIt(free: free, size: size) }
+        let folder = (path as NSString).deletingLastPathComponent
+        let needed = 2 * (size - free) + (16 << 20)
+        if let available = FileChecks.freeBytes(folder), available < needed { return .tooLittleDisk(needed: needed, free: available) }
+        do {
+            try db.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA temp_store_directory = '\(folder.replacingOccurrences(of: "'", with: "''"))'")
+                defer { try? db.execute(sql: "PRAGMA temp_store_directory = ''") }
+                try db.execute(sql: "VACUUM")
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+        } catch { throw Self.explain(error, path: path) }
+        return .compacted(before: size, after: try pageBytes().size)
+    }
+}

@@ -493,7 +493,7 @@ struct GC: ParsableCommand {
     @Option(name: .long, help: "Never remove files younger than this many seconds (they may not be recorded yet).")
     var minAge: Double = 3600
     @Flag(name: .long, help: "Only report what would be removed.") var dryRun = false
-    @Option(name: .long, help: ArgumentHelp("Also forget the records of runs submitted more than DAYS days ago that have ended (their stages, attempts and events; running and interrupted runs stay), so a farm's lineage database stops growing. At least --keep-days; needs the state folder to itself ('coord serve --lineage-keep-days' does it while serving).",
+    @Option(name: .long, help: ArgumentHelp("Also forget the records of runs submitted more than DAYS days ago that have ended (their stages, attempts and events; running and interrupted runs stay), so a farm's lineage database stops growing, and compact the database when a quarter of it (or 64 MiB) is then free space. At least --keep-days; needs the state folder to itself ('coord serve --lineage-keep-days' forgets while serving, and later runs reuse the space).",
                                             valueName: "days")) var lineageKeepDays: Double?
     @OptionGroup var stateOptions: StateOptions
 
@@ -530,6 +530,15 @@ struct GC: ParsableCommand {
                 total.add(r)
             } while total.more
             print("\(total.runs) runs older than \(lineageKeepDays) days forgotten (with \(total.artifacts) artifact records and \(total.workers) workers gone since)")
+            // The space their records held goes back to the disk, not only to later records.
+            switch try lineage.compact() {
+            case .compacted(let before, let after):
+                print("lineage database compacted: \(ByteSize.text(before)) → \(ByteSize.text(after))")
+            case .tooLittleDisk(let needed, let free):
+                errorLine("note: the lineage database was not compacted: rewriting it needs \(ByteSize.text(needed)) free beside it, \(ByteSize.text(free)) is; its free pages are reused by later runs")
+            case .notWorthIt:
+                break
+            }
         }
         if r.notRemoved > 0 {
             errorLine("error: \(r.notRemoved) files could not be removed; the first: \(r.firstFailure ?? "?"). Run gc as the user that owns \(stateOptions.directory).")

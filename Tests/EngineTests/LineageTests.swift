@@ -385,7 +385,14 @@ import TestSupport
             #expect(r.status == 0, "\(r.err)")
         }
         let db = dir + "/state/lineage.db"
-        try LineageStore(path: db).age(runID: 1, by: 40 * 86_400)
+        // The old run as a farm's long run would be: 20,000 events, some 10 MB of records.
+        do {
+            let store = try LineageStore(path: db)
+            try store.batch { for k in 0..<20_000 { try store.event("test.filler", "event \(k) " + String(repeating: "x", count: 400), runID: 1) } }
+            try store.age(runID: 1, by: 40 * 86_400)
+        }
+        func fileSize() throws -> Int64 { (try FileManager.default.attributesOfItem(atPath: db)[.size] as! NSNumber).int64Value }
+        let fat = try fileSize()
         func count(_ sql: String) throws -> Int { Int(try LineageStore.readRows(path: db, sql).first?["n"] ?? "") ?? -1 }
         func recorded(run: Int) throws -> [Int] {
             try ["SELECT count(*) AS n FROM run WHERE id = \(run)", "SELECT count(*) AS n FROM item WHERE run_id = \(run)",
@@ -414,6 +421,10 @@ import TestSupport
         r = try run(coordPath, ["gc", "--lineage-keep-days", "30", "--state", dir + "/state"], timeout: 60)
         #expect(r.status == 0 && r.out.contains("1 runs older than 30.0 days forgotten"), "\(r.out)\(r.err)")
         #expect(try recorded(run: 1) == [0, 0, 0, 0, 0, 0])
+        // And the file gives their space back to the disk.
+        let lean = try fileSize()
+        #expect(fat > 8 << 20 && lean < fat / 4 && r.out.contains("lineage database compacted: \(ByteSize.text(fat)) → \(ByteSize.text(lean))"),
+                "\(fat) → \(lean) bytes: \(r.out)")
         #expect(try recorded(run: 2).allSatisfy { $0 > 0 })
         #expect(try count("SELECT count(*) AS n FROM artifact") < artifacts)
         #expect(try LineageStore.readRows(path: db, "PRAGMA foreign_key_check").isEmpty)

@@ -390,6 +390,13 @@ import TestSupport
         if case .video(let source, let trim?) = cut.pipeline.items[3].kind {
             #expect(source.uri.hasPrefix(dir + "/concert.mp4#t=") && trim.start < 37.2 && abs(trim.end! - trim.start - (length - 37.2)) < 1e-6, "\(source) \(trim)")
         } else { Issue.record("item 4 is \(cut.pipeline.items[3].kind)") }
+        // Used again, excerpts are kept a day from their last use, not from when they were made:
+        // made 20 hours ago and used now, they are still there in 10 hours.
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder)
+        for f in files { try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -20 * 3600)], ofItemAtPath: folder + "/" + f) }
+        #expect(RemoteExcerpts.prepare(p, folder: folder).excerpts == 3)
+        Home.prune(folder, unusedFor: 1, now: Date(timeIntervalSinceNow: 10 * 3600))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == files.sorted(), "excerpts used an hour ago were pruned")
         p.items.append(Item(kind: .video(source: SourceRef(dir + "/concert.mp4"), trim: nil)))
         #expect(RemoteExcerpts.prepare(p, folder: folder).excerpts == 0)
         // Asked for, the clip goes whole.
