@@ -166,6 +166,13 @@ public final class Coordinator: Sendable {
         /// person's script gone wrong cannot fill the coordinator's memory (about 1.5 KB a stage)
         /// for everyone: its further submissions are refused, saying why, until some runs end.
         public var maxStagesPerKey: Int = 100_000
+        /// An attempt that runs this many seconds without an answer (a stage hung on its worker:
+        /// a decoder in a loop, a read from a dead network mount) is stopped and tried again on
+        /// another worker, as after any retryable failure; its run fails once the stage's
+        /// attempts are spent. Longer stages get `stageTimeoutFactor` times what they should
+        /// take (`timeLimit`). Nil: no limit.
+        public var stageTimeout: Double? = 1800
+        public var stageTimeoutFactor: Double = 20
         public init(bind: String) { self.bind = bind }
     }
 
@@ -675,7 +682,8 @@ final class CoordinatorCore {
         for (id, w) in workers.sorted(by: { $0.key < $1.key }) {
             let leases = scheduler.running(on: id)
             let running = leases.sorted().map { lease -> String in
-                guard let s = scheduler.stage(of: lease), let run = runs[s.run] else { return lease }
+                // Stopped (its run ended, or past its time limit) and not answered yet.
+                guard let s = scheduler.stage(of: lease), let run = runs[s.run] else { return "\(lease): stopped, not answered yet" }
                 return "run \(s.run): \(run.units[s.node].name)"
             }
             let draining = scheduler.isDraining(id)
@@ -1374,6 +1382,27 @@ final class CoordinatorCore {
             progress(run)
         case .stale(let lease, let wid):
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
+        case .timedOut(let lease, let s, let wid, let seconds, let n, let checkOnly):
+            if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
+            guard let run = runs[s.run] else { return }
+            let u = run.units[s.node]
+            let took = String(format: seconds < 10 ? "%.1f s" : "%.0f s", seconds)
+            let message = checkOnly ? "checking its recorded output on worker \(wid) did not finish within \(took); rendered instead"
+                : "did not finish within \(took) on worker \(wid) (its time limit; a farm's is set by coord serve --stage-timeout); stopped there"
+            for a in u.attemptIDs {
+                record("attemptFinished") { try lineage.attemptFinished(a, state: checkOnly ? .missed : .failed, started: nil, finished: Clocks.wall,
+                                                                       errorClass: checkOnly ? nil : "retryable", errorMessage: message) }
+            }
+            log.warning("attempt timed out: stopped on its worker", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)", "seconds": "\(took)"])
+            if checkOnly {
+                u.reuseID = nil; u.reuse = nil
+            } else {
+                // Used only if the scheduler ends the run; otherwise the stage is retried.
+                u.failure = ("\(label(run, u)): \(message), after \(n) attempt\(n == 1 ? "" : "s")", nil)
+                u.lastError = message
+                workers[wid]?.lastFailure = message
+            }
+            progress(run)
         case .sidelined(let wid, let until, let failures):
             let seconds = Int((until - now).rounded()), why = workers[wid]?.lastFailure ?? "unknown"
             log.warning("worker sidelined: stages that fail there succeed elsewhere; other workers take its work", metadata: [
@@ -1443,7 +1472,23 @@ final class CoordinatorCore {
             feed(.fail(s))
             return
         }
-        feed(.prepared(s, cacheCheck: check, cost: cost, key: key))
+        feed(.prepared(s, cacheCheck: check, cost: cost, key: key, timeLimit: timeLimit(run, task!, cost: cost)))
+    }
+
+    /// How long an attempt of a stage may run (`Configuration.stageTimeout`): the floor, or
+    /// `stageTimeoutFactor` times what it should take on a slow host, if more: a render what
+    /// `RenderCost` estimates, a fetch its bytes at 20 MB/s, the concat 1 ms a frame (it copies
+    /// the pictures and encodes the sound).
+    func timeLimit(_ run: RunState, _ task: TaskSpec, cost: Double) -> Double? {
+        guard let floor = config.stageTimeout, floor > 0 else { return nil }
+        let estimate: Double
+        switch task {
+        case .segment: estimate = cost / 1000
+        case .fetch(let uri, _): estimate = Double(run.files[uri]?.size ?? (uri.hasPrefix("/") ? FileChecks.size(of: uri) ?? 0 : 0)) / 20e6
+        case .concat(let inputs, _): estimate = Double(inputs.reduce(0) { $0 + $1.frameCount }) / 1000
+        case .transition: estimate = 0
+        }
+        return max(floor, config.stageTimeoutFactor * estimate)
     }
 
     /// A store artifact recorded in lineage, at its path in this coordinator's store: lineage

@@ -1,4 +1,5 @@
 import DequeModule
+import HeapModule
 
 /// One stage of one run, as the scheduler knows it: a node of the run's graph.
 public struct StageRef: Hashable, Sendable, Comparable, CustomStringConvertible {
@@ -63,9 +64,10 @@ public struct FarmScheduler: Sendable {
     public enum Event: Sendable, Equatable {
         case submit(RunSpec)
         /// The answer to `.prepare`: whether a recorded artifact should be checked first, the
-        /// stage's cost (renders go costliest first), and the key its output is stored under (a
-        /// stage whose key another attempt is making waits for that attempt, see `parked`).
-        case prepared(StageRef, cacheCheck: Bool, cost: Double, key: String? = nil)
+        /// stage's cost (renders go costliest first), the key its output is stored under (a
+        /// stage whose key another attempt is making waits for that attempt, see `parked`), and
+        /// how long an attempt of it may run (`Effect.timedOut`; nil: as long as it takes).
+        case prepared(StageRef, cacheCheck: Bool, cost: Double, key: String? = nil, timeLimit: Double? = nil)
         /// A worker said hello (again): its slots, and the leases it still runs (they hold slots
         /// until it reports them).
         case workerJoined(String, slots: Int, running: [String])
@@ -135,6 +137,12 @@ public struct FarmScheduler: Sendable {
         case retry(StageRef, notBefore: Double, attempts: Int)
         /// A result under a lease that is not current, or from a worker it was not given to: ignored.
         case stale(lease: String, worker: String)
+        /// The attempt ran past its stage's time limit without an answer (a stage hung on its
+        /// worker): stop it there and record it failed. The stage is retried on another worker
+        /// (a `.retry` follows) or fails for good once its attempts are spent, as after any
+        /// retryable failure; a cache check is rendered for real instead. The worker's slot stays
+        /// taken until it answers (its answer is stale then) or goes: it may still be running.
+        case timedOut(lease: String, StageRef, worker: String, seconds: Double, attempt: Int, checkOnly: Bool)
         /// Stages kept failing on the worker and succeeding elsewhere (`failures` of them since its
         /// last success): it gets no work until `until`.
         case sidelined(worker: String, until: Double, failures: Int)
@@ -155,6 +163,8 @@ public struct FarmScheduler: Sendable {
         var notBefore = 0.0
         var readySince = 0.0
         var cost = 0.0
+        /// Seconds an attempt may run (`Event.prepared`).
+        var timeLimit: Double?
         /// Prepared, with a recorded artifact to check before rendering.
         var check = false
         var prepared = false
@@ -230,6 +240,13 @@ public struct FarmScheduler: Sendable {
     /// and then, see `purgeMaking`). Two projects of a batch that share a clip with the same
     /// edits share its segment's key: the second waits instead of rendering it again.
     var making: [String: String] = [:]
+    /// When attempts with a time limit run out of it, soonest first (entries of leases that
+    /// ended before are skipped when they come up, and purged now and then).
+    var deadlines = Heap<Deadline>()
+    struct Deadline: Comparable {
+        var at: Double, since: Double, lease: String
+        static func < (a: Deadline, b: Deadline) -> Bool { (a.at, a.lease) < (b.at, b.lease) }
+    }
     /// Stages waiting for another attempt with their key, by key. When that attempt's lease ends
     /// they are prepared again: after a success the coordinator finds its artifact and they are
     /// cache hits; after anything else they render themselves.
@@ -305,7 +322,7 @@ public struct FarmScheduler: Sendable {
             for k in ready.sorted() where runs[spec.id]!.nodes[k].phase == .waiting { makeReady(StageRef(run: spec.id, node: k), now: now, &out) }
             endIfSettled(spec.id, &out)
 
-        case .prepared(let s, let check, let cost, let key):
+        case .prepared(let s, let check, let cost, let key, let timeLimit):
             guard runs[s.run].map({ $0.nodes.indices.contains(s.node) && $0.nodes[s.node].phase == .ready && !$0.nodes[s.node].prepared }) == true
             else { break }
             var run = take(s.run)
@@ -313,6 +330,7 @@ public struct FarmScheduler: Sendable {
             run.nodes[s.node].check = check
             run.nodes[s.node].cost = cost
             run.nodes[s.node].key = key
+            run.nodes[s.node].timeLimit = timeLimit
             preparations += 1
             run.nodes[s.node].preparedAt = preparations
             if check { run.checkLane.append(s.node) } else { run.slotLane.push(s.node, short: run.spec.short[s.node], cost: cost) }
@@ -376,30 +394,12 @@ public struct FarmScheduler: Sendable {
         case .cacheMiss(let lease, let worker):
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
-            leases[lease] = nil
-            var run = take(s.run)
-            if run.nodes[s.node].phase == .running { run.running -= 1 }
-            run.nodes[s.node].lease = nil
-            run.nodes[s.node].worker = nil
-            run.nodes[s.node].check = false
-            run.nodes[s.node].phase = .ready
-            run.nodes[s.node].readySince = now
-            run.slotLane.push(s.node, short: run.spec.short[s.node], cost: run.nodes[s.node].cost)
-            runs[s.run] = run
+            renderForReal(s, now: now)
 
         case .failed(let lease, let worker, let retryable, let workersFault):
             free(lease, on: worker)
             guard let s = current(lease, from: worker, &out) else { break }
-            let attempts = runs[s.run]!.nodes[s.node].attempts
-            detach(s)
-            let decision = RetryPolicy.decide(retryable: retryable, attempts: attempts, maxAttempts: runs[s.run]!.spec.maxAttempts, now: now,
-                                              base: config.backoffBase, jitter: jitter(s, attempts))
-            switch decision {
-            case .retry(let notBefore):
-                if workersFault { runs[s.run]!.nodes[s.node].failedOn[worker] = now }
-                delay(s, until: notBefore, now: now, &out)
-            case .fail: stageFailed(s, .failed(s, attempts: attempts), &out)
-            }
+            attemptFailed(s, on: worker, retryable: retryable, workersFault: workersFault, now: now, &out)
 
         case .handedBack(let lease, let worker):
             free(lease, on: worker)
@@ -440,6 +440,7 @@ public struct FarmScheduler: Sendable {
 
         case .tick:
             guard dispatching else { break }
+            expire(now, &out)
             unpark(now, &out)
             release(now)
             dispatchChecks(now, &out)
@@ -471,6 +472,62 @@ public struct FarmScheduler: Sendable {
         if node.phase == .running { runs[s.run]!.running -= 1 }
         runs[s.run]!.nodes[s.node].lease = nil
         runs[s.run]!.nodes[s.node].worker = nil
+    }
+
+    /// The stage's attempt failed on `worker`: retried after a backoff (elsewhere, when it was the
+    /// worker's fault and another worker takes work), or failed for good once its attempts are
+    /// spent or the failure is permanent.
+    mutating func attemptFailed(_ s: StageRef, on worker: String, retryable: Bool, workersFault: Bool, now: Double, _ out: inout [Effect]) {
+        let attempts = runs[s.run]!.nodes[s.node].attempts
+        detach(s)
+        let decision = RetryPolicy.decide(retryable: retryable, attempts: attempts, maxAttempts: runs[s.run]!.spec.maxAttempts, now: now,
+                                          base: config.backoffBase, jitter: jitter(s, attempts))
+        switch decision {
+        case .retry(let notBefore):
+            if workersFault { runs[s.run]!.nodes[s.node].failedOn[worker] = now }
+            delay(s, until: notBefore, now: now, &out)
+        case .fail: stageFailed(s, .failed(s, attempts: attempts), &out)
+        }
+    }
+
+    /// A cache check came back without a usable artifact (or not at all): the stage takes a slot
+    /// and renders.
+    mutating func renderForReal(_ s: StageRef, now: Double) {
+        let node = runs[s.run]!.nodes[s.node]
+        if let lease = node.lease { leases[lease] = nil }
+        var run = take(s.run)
+        if node.phase == .running { run.running -= 1 }
+        run.nodes[s.node].lease = nil
+        run.nodes[s.node].worker = nil
+        run.nodes[s.node].check = false
+        run.nodes[s.node].phase = .ready
+        run.nodes[s.node].readySince = now
+        run.slotLane.push(s.node, short: run.spec.short[s.node], cost: node.cost)
+        runs[s.run] = run
+    }
+
+    /// Attempts past their stage's time limit (`Effect.timedOut`). A few comparisons a tick when
+    /// none is due.
+    mutating func expire(_ now: Double, _ out: inout [Effect]) {
+        while let first = deadlines.min, first.at <= now {
+            _ = deadlines.popMin()
+            guard let info = leases[first.lease], runs[info.stage.run]?.nodes[info.stage.node].lease == first.lease else { continue }
+            let s = info.stage
+            out.append(.timedOut(lease: first.lease, s, worker: info.worker, seconds: now - first.since, attempt: runs[s.run]!.nodes[s.node].attempts,
+                                 checkOnly: info.checkOnly))
+            if info.checkOnly {
+                workers[info.worker]?.checks.remove(first.lease)
+                renderForReal(s, now: now)
+            } else {
+                attemptFailed(s, on: info.worker, retryable: true, workersFault: true, now: now, &out)
+            }
+        }
+        if deadlines.count > 2 * leases.count + 1024 { deadlines = Heap(deadlines.unordered.filter { leases[$0.lease] != nil }) }
+    }
+
+    /// An attempt just given out gets its stage's time limit, if it has one.
+    mutating func startClock(_ lease: String, _ node: Node, now: Double) {
+        if let limit = node.timeLimit { deadlines.insert(Deadline(at: now + limit, since: now, lease: lease)) }
     }
 
     mutating func free(_ lease: String, on worker: String) {
@@ -667,6 +724,7 @@ public struct FarmScheduler: Sendable {
                 run.nodes[k].worker = wid
                 leases[lease] = LeaseInfo(stage: StageRef(run: id, node: k), worker: wid, checkOnly: true)
                 workers[wid]!.checks.insert(lease)
+                startClock(lease, run.nodes[k], now: now)
                 out.append(.dispatch(lease: lease, StageRef(run: id, node: k), worker: wid, attempt: run.nodes[k].attempts + 1, checkOnly: true,
                                      readySince: run.nodes[k].readySince))
             }
@@ -727,6 +785,7 @@ public struct FarmScheduler: Sendable {
                 leases[lease] = LeaseInfo(stage: s, worker: wid, checkOnly: false)
                 if let key = runs[id]!.nodes[k].key { purgeMaking(); making[key] = lease }
                 workers[wid]!.running[lease] = workers[wid]!.freeSlot
+                startClock(lease, runs[id]!.nodes[k], now: now)
                 out.append(.dispatch(lease: lease, s, worker: wid, attempt: runs[id]!.nodes[k].attempts, checkOnly: false,
                                      readySince: runs[id]!.nodes[k].readySince))
                 if workers[wid]!.running.count >= workers[wid]!.slots { free.removeAll { $0 == wid } }

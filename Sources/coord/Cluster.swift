@@ -163,6 +163,8 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A stage whose attempts lost this many workers (killed or silent) is poison: its run fails instead of taking down more workers.",
                                             valueName: "N")) var poisonAfter: Int = 3
     @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
+    @Option(name: .long, help: ArgumentHelp("An attempt that runs this many seconds without finishing (a stage hung on its worker) is stopped there and tried again on another worker; its run fails once the stage's attempts are spent. Stages that should take long get 20 times their estimate (a render's frames, a fetch's bytes at 20 MB/s) when that is more. 0: no limit.",
+                                            valueName: "seconds")) var stageTimeout: Double = 1800
     @Option(name: .long, help: ArgumentHelp("The most stages a submitter key's unfinished runs may hold at once (about 1.5 KB of coordinator memory each); its further submissions are refused, saying why, until some end. Admins are not limited; 0: no limit.",
                                             valueName: "N")) var maxStagesPerKey: Int = 100_000
     @Option(name: .long, help: ArgumentHelp("Remove, at start and every few hours, the artifacts no run of the last DAYS days refers to, as 'coord gc' does (never a live or interrupted run's); 0: never (run 'coord gc' yourself).",
@@ -204,6 +206,7 @@ struct Serve: AsyncParsableCommand {
         guard maxStagesPerKey >= 0 else { throw ValidationError("--max-stages-per-key must be 0 (no limit) or more stages") }
         guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }
         guard (1...100).contains(poisonAfter) else { throw ValidationError("--poison-after must be 1…100") }
+        guard stageTimeout >= 0, stageTimeout.isFinite else { throw ValidationError("--stage-timeout must be a number of seconds, 0 for no limit") }
         if curveSecretKey == nil && !insecure && !Serve.isLoopback(bind) {
             throw ValidationError("""
                 refusing to listen on \(bind) without CURVE: anyone who can reach it could submit work or join as a worker.
@@ -255,6 +258,7 @@ struct Serve: AsyncParsableCommand {
         config.maxAttempts = retryAttempts
         config.poisonAfterLostWorkers = poisonAfter
         config.drainTimeout = drainTimeout
+        config.stageTimeout = stageTimeout > 0 ? stageTimeout : nil
         config.maxStagesPerKey = maxStagesPerKey
         config.verifyFraction = try Self.verifyFraction(verify)
         if let curveSecretKey {

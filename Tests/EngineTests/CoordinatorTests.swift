@@ -17,6 +17,10 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     var maxConcurrent = 0
     var calls: [String] = []
     var failures: [String: (MediaError.Class, Int)] = [:]   // task label → class, times to fail
+    /// Task labels that hang, how many times: each such attempt takes `hangSeconds` and heeds no
+    /// cancel (a decoder in a loop), then answers.
+    var hangs: [String: Int] = [:]
+    var hangSeconds = 5.0
     /// Called as each task starts, with its label (a test can kill the worker here).
     var onStart: ((String) -> Void)?
     let delay: Double
@@ -53,12 +57,15 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
         lock.lock(); concurrent += 1; maxConcurrent = max(maxConcurrent, concurrent); calls.append(task.label)
         var fail: MediaError.Class? = nil
         if let (cls, n) = failures[task.label], n > 0 { failures[task.label] = (cls, n - 1); fail = cls }
+        var hang = false
+        if let n = hangs[task.label], n > 0 { hangs[task.label] = n - 1; hang = true }
         let onStart = self.onStart
         lock.unlock()
         defer { lock.lock(); concurrent -= 1; lock.unlock() }
         onStart?(task.label)
         let t0 = Date().timeIntervalSince1970
-        if case .fetch = task, let fetchDelay { Thread.sleep(forTimeInterval: fetchDelay) } else { Thread.sleep(forTimeInterval: delay) }
+        if hang { Thread.sleep(forTimeInterval: hangSeconds) }
+        else if case .fetch = task, let fetchDelay { Thread.sleep(forTimeInterval: fetchDelay) } else { Thread.sleep(forTimeInterval: delay) }
         var r = TaskResult(lease: lease, error: nil, artifact: nil, facts: nil, segment: nil, startedAt: t0,
                            finishedAt: Date().timeIntervalSince1970, cpuSeconds: 0, maxRSS: 0)
         if let fail {
@@ -92,13 +99,17 @@ final class Harness {
     let outcomes = Locked<[Int64: RunOutcome]>([:])
 
     /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
-    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0) throws {
+    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0,
+         stageTimeout: Double? = nil) throws {
         lineage = try LineageStore(path: dir + "/lineage.db")
         var logger = Logger(label: "test"); logger.logLevel = .critical
         var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
         config.livenessTimeout = livenessTimeout
         config.backoffBase = 0.01
         config.verifyFraction = verify
+        // The limit itself, whatever the fake renders' estimates.
+        config.stageTimeout = stageTimeout
+        config.stageTimeoutFactor = 0
         coordinator = Coordinator(config, lineage: lineage, logger: logger)
         coordinator.observe { [outcomes] _, run, o in if let o { outcomes.withLock { $0[run] = o } } }
         let endpoint = try coordinator.start(context: context)
@@ -350,6 +361,43 @@ final class Harness {
         runner.onStart = nil
         guard case .succeeded = try #require(h.wait(try h.submit(p))) else { Issue.record("the mended run should succeed"); return }
         #expect(runner.calls.filter { $0 == "render p-2.mov" }.count == 1, "\(runner.calls)")
+    }
+
+    /// A stage that hangs on its worker (it heeds no cancel) is stopped there once past its time
+    /// limit and tried again on the other worker: the run ends without waiting for the hung
+    /// attempt, whose late answer is discarded; lineage has the timed-out attempt failed, saying
+    /// why, and one success for the stage.
+    @Test func aHungStageIsStoppedAndTriedOnAnotherWorker() throws {
+        let runner = FakeRunner()
+        runner.hangs["render p-1.mov"] = 1
+        runner.hangSeconds = 6
+        let h = try Harness(workers: 2, slots: 1, runner: runner, stageTimeout: 0.5)
+        let t0 = Date()
+        let run = try h.submit(h.pipeline(3))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        let took = Date().timeIntervalSince(t0)
+        let all = try h.lineage.rows("SELECT s.name, a.state, a.worker_id, a.dispatched_at, a.finished_at, a.error_message FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? ORDER BY a.id", [run])
+        #expect(took < 4, "the run waited \(took) s, for the hung attempt (6 s): \(all)")
+        let rows = try h.lineage.rows("""
+            SELECT a.state, a.worker_id, a.error_message FROM attempt a JOIN stage s ON s.id = a.stage_id
+            WHERE s.run_id = ? AND s.name = 'decode/1' AND a.state != 'missed' ORDER BY a.id
+            """, [run])
+        #expect(rows.map { $0["state"]! } == ["failed", "succeeded"], "\(rows)")
+        #expect(rows.first?["error_message"]?.contains("did not finish within 0.5 s on worker \(rows.first?["worker_id"] ?? "?")") == true, "\(rows)")
+        #expect(rows.count == 2 && rows[0]["worker_id"] != rows[1]["worker_id"], "the retry went to the worker where it hung: \(rows)")
+        #expect(runner.calls.filter { $0 == "render p-1.mov" }.count == 2)
+    }
+
+    /// A stage that hangs wherever it runs fails its run once its attempts are spent, saying so.
+    @Test func aStageThatHangsEverywhereFailsItsRunSayingWhy() throws {
+        let runner = FakeRunner()
+        runner.hangs["render p-0.mov"] = 3
+        runner.hangSeconds = 1.5
+        let h = try Harness(workers: 2, slots: 1, runner: runner, stageTimeout: 0.3)
+        let run = try h.submit(h.pipeline(2))
+        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("the run succeeded"); return }
+        #expect(message.contains("render p-0.mov") || message.contains("clip 1"), "\(message)")
+        #expect(message.contains("did not finish within") && message.contains("after 3 attempts"), "\(message)")
     }
 
     @Test func retryableFailuresStopAfterThreeAttempts() throws {

@@ -35,6 +35,8 @@ struct Farm {
     var failed: [Int64: [StageRef]] = [:]
     /// The output key each slot attempt makes (as the scheduler had it when it dispatched).
     var leaseKeys: [String: String] = [:]
+    /// Stages' time limits as prepared.
+    var timeLimits: [StageRef: Double] = [:]
     var nextRun: Int64 = 1
     var nextWorker = 1
     var problems: [String] = []
@@ -83,6 +85,12 @@ struct Farm {
             }
         case .cancel(let lease, _, _), .lost(let lease, _, _, _), .handedBack(let lease, _, _):
             dead.insert(lease)
+        case .timedOut(let lease, let s, let w, let seconds, _, _):
+            // Stopped on its worker, which still holds it until it answers.
+            if outstanding[lease]?.worker != w || outstanding[lease]?.stage != s { problems.append("\(lease) timed out on \(w), which does not run it") }
+            if dead.contains(lease) { problems.append("\(lease) timed out after it ended") }
+            if let limit = timeLimits[s], seconds < limit - 1e-9 { problems.append("\(lease) timed out after \(seconds) s, its limit \(limit) s") }
+            dead.insert(lease)
         case .retry, .stale:
             break
         case .sidelined(let w, let until, _):
@@ -127,9 +135,14 @@ struct Farm {
         return w
     }
 
-    mutating func prepareAll(check: (StageRef) -> Bool = { _ in false }, key: (StageRef) -> String? = { _ in nil }) {
+    mutating func prepareAll(check: (StageRef) -> Bool = { _ in false }, key: (StageRef) -> String? = { _ in nil },
+                             timeLimit: (StageRef) -> Double? = { _ in nil }) {
         let list = toPrepare; toPrepare = []
-        for s in list { send(.prepared(s, cacheCheck: check(s), cost: Double(s.node % 4), key: key(s))) }
+        for s in list {
+            let limit = timeLimit(s)
+            timeLimits[s] = limit
+            send(.prepared(s, cacheCheck: check(s), cost: Double(s.node % 4), key: key(s), timeLimit: limit))
+        }
     }
 
     /// The worker answers `lease`: frees its slot in the model, then sends `event`.
@@ -191,7 +204,7 @@ struct Farm {
     /// Random farms: runs submitted and cancelled, workers joining, draining, leaving, dying and
     /// reconnecting; results that succeed, fail, miss the cache, come back handed back or for
     /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended;
-    /// stages that share output keys. Throughout: never two successes for one stage, never more
+    /// stages that share output keys; attempts that outlive their stage's time limit. Throughout: never two successes for one stage, never more
     /// attempts on a worker than its slots, nothing dispatched before its dependencies or to a
     /// draining worker, never two live attempts making one key, and a stale lease never succeeds.
     /// Then, with one healthy worker, every run ends, and a failed one only after finishing every
@@ -250,9 +263,11 @@ struct Farm {
                 case 11:
                     if next(2) == 0 {
                         if let id = farm.deps.keys.sorted().randomPick(next) { farm.send(.cancel(run: id)) }
-                    } else if let l = live.randomPick(next) {
+                    } else if let l = live.filter({ !farm.dead.contains($0) }).randomPick(next) {
                         // The coordinator fails the stage itself (its output could not be recorded):
-                        // its attempt has reported, so its lease can no longer count.
+                        // its attempt has reported, so its lease can no longer count. (Only a current
+                        // attempt's result gets that far: not one stopped past its time limit, whose
+                        // stage may have another attempt out by now.)
                         farm.dead.insert(l)
                         farm.send(.fail(farm.outstanding[l]!.stage))
                     }
@@ -263,8 +278,10 @@ struct Farm {
                         farm.send(.workerJoined(w, slots: farm.slots[w]!, running: running))
                     }
                 case 13:
-                    // Some stages share output keys, across runs too (two projects with the same clip).
-                    farm.prepareAll(check: { _ in next(3) == 0 }, key: { _ in next(2) == 0 ? "k\(next(3))" : nil })
+                    // Some stages share output keys, across runs too (two projects with the same clip);
+                    // some have time limits (attempts that outlive them are stopped and retried).
+                    farm.prepareAll(check: { _ in next(3) == 0 }, key: { _ in next(2) == 0 ? "k\(next(3))" : nil },
+                                    timeLimit: { _ in next(3) == 0 ? Double(1 + next(5)) : nil })
                 default:
                     farm.now += Double(next(300)) / 100
                     farm.send(.tick)
@@ -552,6 +569,67 @@ extension Array {
         #expect(again.count == 1 && again[0].stage.node == 1 && !again[0].check && again[0].attempt == 1)
         let fx = farm.answer(again[0].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(fx.last == .runEnded(run, .succeeded))
+    }
+
+    /// An attempt that outlives its stage's time limit (a stage hung on its worker) is stopped
+    /// there and counted as a failed try: retried on another worker after the backoff, while the
+    /// hung worker's slot stays taken until it answers; the run fails once the attempts are spent.
+    /// A cache check that hangs is rendered for real. Stages without a limit run as long as they take.
+    @Test func anAttemptPastItsTimeLimitIsStoppedAndTriedElsewhere() {
+        var farm = Farm()
+        let a = farm.join(slots: 1)
+        let run = farm.submit([[], []])
+        farm.prepareAll(timeLimit: { $0.node == 0 ? 10 : nil })
+        var d = dispatches(farm.send(.tick))
+        let hung = d.first { $0.stage.node == 0 }!
+        #expect(d.count == 1 && hung.worker == a)
+        let b = farm.join(slots: 1)
+        d = dispatches(farm.send(.tick))
+        let long = d.first!
+        #expect(d.count == 1 && long.stage.node == 1 && long.worker == b)
+        farm.now += 9.99
+        #expect(!farm.send(.tick).contains { if case .timedOut = $0 { true } else { false } }, "timed out before its limit")
+        farm.now += 0.01
+        let fx = farm.send(.tick)
+        #expect(fx.first == .timedOut(lease: hung.lease, StageRef(run: run, node: 0), worker: a, seconds: 10, attempt: 1, checkOnly: false), "\(fx)")
+        guard case .retry(_, let notBefore, 1)? = fx.dropFirst().first else { Issue.record("no retry: \(fx)"); return }
+        // a still runs it as far as anyone knows: its one slot stays taken.
+        #expect(farm.scheduler.running(on: a) == [hung.lease])
+        farm.now = notBefore + 1_000
+        #expect(dispatches(farm.send(.tick)).isEmpty, "dispatched while both slots are taken")
+        // The stage without a limit has run 1,010 s and goes on; when b is free, the retry goes there.
+        _ = farm.answer(long.lease) { .succeeded(lease: $0, worker: $1) }
+        d = dispatches(farm.send(.tick))
+        #expect(d.map(\.worker) == [b] && d.first?.attempt == 2 && d.first?.stage.node == 0, "\(d)")
+        // The hung attempt finally answers: stale, and a's slot is free again.
+        let late = farm.answer(hung.lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(late.contains(.stale(lease: hung.lease, worker: a)))
+        #expect(farm.scheduler.running(on: a).isEmpty)
+        // The retry hangs too, and the third attempt (back on a, b's slot being taken): spent.
+        farm.now += 10
+        guard case .retry(_, let again, 2)? = farm.send(.tick).dropFirst().first else { Issue.record("no second retry"); return }
+        farm.now = again
+        d = dispatches(farm.send(.tick))
+        #expect(d.map(\.worker) == [a] && d.first?.attempt == 3, "\(d)")
+        farm.now += 10
+        let last = farm.send(.tick)
+        #expect(last.last == .runEnded(run, .failed(StageRef(run: run, node: 0), attempts: 3)), "\(last)")
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+
+        // A cache check that hangs: the stage renders for real, in a slot.
+        var other = Farm()
+        let w = other.join(slots: 1)
+        let checked = other.submit([[]])
+        other.prepareAll(check: { _ in true }, timeLimit: { _ in 5 })
+        let check = dispatches(other.send(.tick))
+        #expect(check.count == 1 && check[0].check)
+        other.now += 5
+        let fx2 = other.send(.tick)
+        #expect(fx2.first == .timedOut(lease: check[0].lease, StageRef(run: checked, node: 0), worker: w, seconds: 5, attempt: 0, checkOnly: true))
+        let real = dispatches(fx2)
+        #expect(real.count == 1 && !real[0].check && real[0].attempt == 1 && real[0].worker == w, "\(fx2)")
+        #expect(other.answer(real[0].lease) { .succeeded(lease: $0, worker: $1) }.last == .runEnded(checked, .succeeded))
+        #expect(other.problems.isEmpty, "\(other.problems)")
     }
 
     @Test func priorityThenFairShareBetweenRuns() {
