@@ -22,7 +22,7 @@ final class GeneratedVideo {
 
 /// Title cards: centred text, wrapped to the frame, on a background colour, with silence.
 enum TitleRenderer {
-    static func render(_ spec: SegmentSpec, title: Title, to path: String) throws -> SegmentReport {
+    static func render(_ spec: SegmentSpec, title: Title, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
         _ = configureLogging
         let name = spec.sourceName
         let p = spec.profile
@@ -69,6 +69,7 @@ enum TitleRenderer {
         // A card that does not change is made once and encoded for every slot.
         let perSlot = edit.variesPerSlot
         for slot in 0..<spec.frameCount where writer.wants(slot) || perSlot {
+            try checkCancelled(isCancelled, slot: slot, stage: .transform, file: name)
             if perSlot || report.framesOut == 0 {
                 let t1 = now()
                 guard try generator.next(into: frame) else { throw MediaError(.decode, .permanent, file: name, "the title generator stopped early") }

@@ -5,7 +5,7 @@ internal import CFFmpeg
 /// Photo items: one decoded picture, made upright (EXIF orientation arrives from FFmpeg as the
 /// frame's display matrix), fitted and coloured like any item, held for the segment, with silence.
 enum PhotoRenderer {
-    static func render(_ spec: SegmentSpec, to path: String) throws -> SegmentReport {
+    static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
         _ = configureLogging
         let name = spec.sourceName
         var report = SegmentReport()
@@ -19,7 +19,7 @@ enum PhotoRenderer {
         report.framesDecoded = 1
 
         if let kb = spec.kenBurns {
-            try KenBurnsRenderer.render(spec, kenBurns: kb, picture: picture, orientation: orientation, to: path, report: &report)
+            try KenBurnsRenderer.render(spec, kenBurns: kb, picture: picture, orientation: orientation, to: path, report: &report, isCancelled: isCancelled)
             return report
         }
         let overlays = try OverlayFiles(edits: spec.edits, profile: spec.profile, name: name)
@@ -36,6 +36,7 @@ enum PhotoRenderer {
         let filtered = Frame()
         let perSlot = chain.variesPerSlot
         for slot in 0..<spec.frameCount where writer.wants(slot) {
+            try checkCancelled(isCancelled, slot: slot, stage: .transform, file: name)
             if slot == 0 || slot == spec.cut?.first || perSlot {
                 let t1 = now()
                 picture.ptr.pointee.pts = Int64(slot)
@@ -155,7 +156,7 @@ enum KenBurnsRenderer {
     static func oversampling(width: Int) -> Int { max(3, min(8, 6000 / max(1, width))) }
 
     static func render(_ spec: SegmentSpec, kenBurns kb: KenBurns, picture: Frame, orientation: Orientation?, to path: String,
-                       report: inout SegmentReport) throws {
+                       report: inout SegmentReport, isCancelled: () -> Bool = { false }) throws {
         let name = spec.sourceName
         let p = spec.profile
         let W = p.width, H = p.height
@@ -190,6 +191,7 @@ enum KenBurnsRenderer {
         // The window at zoom 1 is the largest W:H rectangle inside the base.
         let fullW = min(Double(bw), Double(bh) * Double(W) / Double(H)), fullH = fullW * Double(H) / Double(W)
         for slot in 0..<spec.frameCount where writer.wants(slot) {
+            try checkCancelled(isCancelled, slot: slot, stage: .transform, file: name)
             t0 = now()
             let view = kb.framing(at: Double(slot) / Double(n))
             let zoom = view.zoom, cx = view.x * Double(bw), cy = view.y * Double(bh)

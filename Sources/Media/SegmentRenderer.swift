@@ -7,11 +7,16 @@ internal import CFFmpeg
 /// frames stay in memory, and each stage's time and failures are attributed to it.
 public enum SegmentRenderer {
     public static func render(_ spec: SegmentSpec, to path: String, isCancelled: () -> Bool = { false }) throws -> SegmentReport {
-        if let title = spec.title { return try TitleRenderer.render(spec, title: title, to: path) }
-        if spec.still == true { return try PhotoRenderer.render(spec, to: path) }
+        if let title = spec.title { return try TitleRenderer.render(spec, title: title, to: path, isCancelled: isCancelled) }
+        if spec.still == true { return try PhotoRenderer.render(spec, to: path, isCancelled: isCancelled) }
         let job = try SegmentJob(spec: spec, path: path)
         return try job.run(isCancelled: isCancelled)
     }
+}
+
+/// Throws the renderers' "cancelled" error every 16th slot once the stage is stopped.
+func checkCancelled(_ isCancelled: () -> Bool, slot: Int, stage: StageKind, file: String) throws {
+    if slot % 16 == 0 && isCancelled() { throw MediaError(stage, .retryable, file: file, "cancelled") }
 }
 
 final class SegmentJob {
@@ -175,6 +180,9 @@ final class SegmentJob {
         return try deinterlacer.push(frame.ptr) { try self.takeVideo($0, origin: origin) }
     }
 
+    /// Checked every 64 packets read; a title's or a photo's renderer checks every 16 frames
+    /// (`checkCancelled`): a stopped stage (its run cancelled, or past its time limit) frees its
+    /// worker's slot within a fraction of a second.
     func run(isCancelled: () -> Bool) throws -> SegmentReport {
         let origin = input.origin
         if spec.trimStart > 0 { seekToTrimStart() }
