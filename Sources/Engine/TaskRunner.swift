@@ -85,7 +85,7 @@ public struct MediaTaskRunner: TaskRunner {
                 do {
                     // Encoded audio chunks beside the store's artifacts: an edit to a later item
                     // re-encodes the movie's audio from that item on, not from the start.
-                    _ = try Concat.run(inputs, profile: profile, to: tmp, audioCache: store.root + "/audio-chunks")
+                    _ = try Concat.run(inputs, profile: profile, to: tmp, audioCache: store.root + "/audio-chunks", isCancelled: isCancelled)
                     result.artifact = try store.adopt(tmp)
                 } catch {
                     try? FileManager.default.removeItem(atPath: tmp); throw error

@@ -7,20 +7,24 @@ internal import CFFmpeg
 public enum Concat {
     /// `audioCache`: a folder where encoded audio chunks are kept by their sound (see
     /// `AudioChunks`), so the next concat of a movie that begins the same encodes only the rest.
-    public static func run(_ inputs: [ConcatInput], profile: OutputProfile, to path: String, audioCache: String? = nil) throws -> ConcatReport {
+    /// `isCancelled` is looked at before each segment and every 256 packets: a stopped concat
+    /// (its run cancelled, or past its time limit) throws "cancelled".
+    public static func run(_ inputs: [ConcatInput], profile: OutputProfile, to path: String, audioCache: String? = nil,
+                           isCancelled: () -> Bool = { false }) throws -> ConcatReport {
         let cache = audioCache.map { AudioChunkCache(directory: $0) }
-        guard profile.isGIF else { return try movie(inputs, profile: profile, to: path, cache: cache) }
+        guard profile.isGIF else { return try movie(inputs, profile: profile, to: path, cache: cache, isCancelled: isCancelled) }
         // A GIF is made from the finished movie, which is made exactly as for MP4 first.
         let movie = path + ".movie.mp4"
         defer { try? FileManager.default.removeItem(atPath: movie) }
         let t0 = now()
-        var report = try self.movie(inputs, profile: profile, to: movie)
+        var report = try self.movie(inputs, profile: profile, to: movie, isCancelled: isCancelled)
         try GIF.write(movie: movie, to: path, profile: profile, name: (profile.path as NSString).lastPathComponent)
         report.seconds = now() - t0
         return report
     }
 
-    static func movie(_ inputs: [ConcatInput], profile: OutputProfile, to path: String, cache: AudioChunkCache? = nil) throws -> ConcatReport {
+    static func movie(_ inputs: [ConcatInput], profile: OutputProfile, to path: String, cache: AudioChunkCache? = nil,
+                      isCancelled: () -> Bool = { false }) throws -> ConcatReport {
         _ = configureLogging
         let t0 = now()
         let name = (profile.path as NSString).lastPathComponent
@@ -63,8 +67,9 @@ public enum Concat {
                 try audio.append(data.assumingMemoryBound(to: Int16.self), count: n)
             }
         }
-        var lastDTS = Int64.min
+        var lastDTS = Int64.min, packets = 0
         for (n, seg) in inputs.enumerated() {
+            try stopIfCancelled(isCancelled, stage: .concat, file: name)
             // The same segment may appear twice (the same clip used twice): open it afresh each time.
             let input = n == 0 ? firstInput : try InputFile(path: seg.path, name: seg.label, stage: .concat, findStreamInfo: false)
             guard let v = input.videoIndex else { throw MediaError(.concat, .permanent, file: seg.label, "segment has no video") }
@@ -78,6 +83,8 @@ public enum Concat {
             var framesSeen = 0
             let lastFrame = seg.firstFrame + seg.frameCount
             while true {
+                packets += 1
+                if packets % 256 == 0 { try stopIfCancelled(isCancelled, stage: .concat, file: name) }
                 let ret = av_read_frame(input.ctx, pkt.ptr)
                 if ret == tl_averror_eof() { break }
                 if ret < 0 { throw MediaError(.concat, classify(ret), file: seg.label, "cannot read segment: \(avErrorString(ret))") }

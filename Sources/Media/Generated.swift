@@ -69,7 +69,7 @@ enum TitleRenderer {
         // A card that does not change is made once and encoded for every slot.
         let perSlot = edit.variesPerSlot
         for slot in 0..<spec.frameCount where writer.wants(slot) || perSlot {
-            try checkCancelled(isCancelled, slot: slot, stage: .transform, file: name)
+            if slot % 16 == 0 { try stopIfCancelled(isCancelled, stage: .transform, file: name) }
             if perSlot || report.framesOut == 0 {
                 let t1 = now()
                 guard try generator.next(into: frame) else { throw MediaError(.decode, .permanent, file: name, "the title generator stopped early") }

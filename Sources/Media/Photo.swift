@@ -36,7 +36,7 @@ enum PhotoRenderer {
         let filtered = Frame()
         let perSlot = chain.variesPerSlot
         for slot in 0..<spec.frameCount where writer.wants(slot) {
-            try checkCancelled(isCancelled, slot: slot, stage: .transform, file: name)
+            if slot % 16 == 0 { try stopIfCancelled(isCancelled, stage: .transform, file: name) }
             if slot == 0 || slot == spec.cut?.first || perSlot {
                 let t1 = now()
                 picture.ptr.pointee.pts = Int64(slot)
@@ -191,7 +191,7 @@ enum KenBurnsRenderer {
         // The window at zoom 1 is the largest W:H rectangle inside the base.
         let fullW = min(Double(bw), Double(bh) * Double(W) / Double(H)), fullH = fullW * Double(H) / Double(W)
         for slot in 0..<spec.frameCount where writer.wants(slot) {
-            try checkCancelled(isCancelled, slot: slot, stage: .transform, file: name)
+            if slot % 16 == 0 { try stopIfCancelled(isCancelled, stage: .transform, file: name) }
             t0 = now()
             let view = kb.framing(at: Double(slot) / Double(n))
             let zoom = view.zoom, cx = view.x * Double(bw), cy = view.y * Double(bh)

@@ -14,9 +14,10 @@ public enum SegmentRenderer {
     }
 }
 
-/// Throws the renderers' "cancelled" error every 16th slot once the stage is stopped.
-func checkCancelled(_ isCancelled: () -> Bool, slot: Int, stage: StageKind, file: String) throws {
-    if slot % 16 == 0 && isCancelled() { throw MediaError(stage, .retryable, file: file, "cancelled") }
+/// Throws the renderers' "cancelled" error once the stage is stopped (its run cancelled, or its
+/// attempt past the stage's time limit).
+func stopIfCancelled(_ isCancelled: () -> Bool, stage: StageKind, file: String) throws {
+    if isCancelled() { throw MediaError(stage, .retryable, file: file, "cancelled") }
 }
 
 final class SegmentJob {
@@ -181,7 +182,7 @@ final class SegmentJob {
     }
 
     /// Checked every 64 packets read; a title's or a photo's renderer checks every 16 frames
-    /// (`checkCancelled`): a stopped stage (its run cancelled, or past its time limit) frees its
+    /// (`stopIfCancelled`): a stopped stage (its run cancelled, or past its time limit) frees its
     /// worker's slot within a fraction of a second.
     func run(isCancelled: () -> Bool) throws -> SegmentReport {
         let origin = input.origin

@@ -6,7 +6,7 @@ import TestSupport
 
 /// A stopped stage (its run cancelled, or its attempt past the stage's time limit) stops
 /// rendering within a few frames, whatever the item: titles and photos (still or moved over) as
-/// well as clips. Title and photo renders never looked, so a stopped one held its worker's slot
+/// well as clips, and the concat between segments. Title and photo renders never looked, so a stopped one held its worker's slot
 /// to its last frame (a 2-minute 1080p title card: about 20 s).
 @Suite struct CancelTests {
     @Test func aStoppedRenderStopsWithinAFewFrames() throws {
@@ -39,5 +39,20 @@ import TestSupport
             }
             #expect(looks == 4, "\(what): looked \(looks) times")
         }
+        // The concat looks before each segment (and every 256 packets).
+        let pipeline = Pipeline(name: "p", output: profile, items: [Item(kind: .title(Title(text: "A short card", duration: 1)))])
+        let t = try Planner.timeline(for: pipeline, facts: [:])
+        let segment = dir + "/card.mov"
+        _ = try SegmentRenderer.render(Planner.segmentSpec(pipeline, index: 0, sourcePath: "", frameCount: t[0].frameCount), to: segment)
+        let inputs = (0..<3).map { ConcatInput(path: segment, frameCount: t[0].frameCount, sampleCount: t[0].sampleCount, label: "card \($0 + 1)") }
+        _ = try Concat.run(inputs, profile: profile, to: dir + "/whole.mp4")
+        var looks = 0
+        do {
+            _ = try Concat.run(inputs, profile: profile, to: dir + "/stopped.mp4", isCancelled: { looks += 1; return looks > 1 })
+            Issue.record("the concat ran to its end though it was stopped")
+        } catch let e as MediaError {
+            #expect(e.stage == .concat && e.message == "cancelled" && e.errorClass == .retryable, "\(e)")
+        }
+        #expect(looks == 2, "the concat looked \(looks) times")
     }
 }
