@@ -33,8 +33,8 @@ public enum RemoteExcerpts {
     struct Key: Hashable { var start: Double; var end: Double? }
 
     /// `pipeline` with its long trimmed clips' items naming excerpts written under `folder`
-    /// (reused while the clip is unchanged, kept until a day after their last use). A clip that cannot be excerpted
-    /// exactly goes whole; so does any clip when making excerpts fails.
+    /// (reused while the clip is unchanged, kept until a day after their last use). A clip that
+    /// cannot be excerpted exactly goes whole; so does any clip when making excerpts fails.
     /// `cutting` is told each clip before its excerpts are made (its name).
     public static func prepare(_ pipeline: Pipeline, folder: String, cutting: (String) -> Void = { _ in }) -> Prepared {
         var out = Prepared(pipeline: pipeline)

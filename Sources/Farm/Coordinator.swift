@@ -1467,12 +1467,12 @@ final class CoordinatorCore {
             u.reuse = stored(ArtifactRef(sha256: candidate.sha256, path: candidate.path, size: candidate.size))
             check = true
         }
-        guard task != nil else {
+        guard let task else {
             u.failure = ("\(label(run, u)): could not work out its task (an input it needs was not recorded); submit again", nil)
             feed(.fail(s))
             return
         }
-        feed(.prepared(s, cacheCheck: check, cost: cost, key: key, timeLimit: timeLimit(run, task!, cost: cost)))
+        feed(.prepared(s, cacheCheck: check, cost: cost, key: key, timeLimit: timeLimit(run, task, cost: cost)))
     }
 
     /// How long an attempt of a stage may run (`Configuration.stageTimeout`): the floor, or

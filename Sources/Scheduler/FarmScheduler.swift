@@ -140,8 +140,9 @@ public struct FarmScheduler: Sendable {
         /// The attempt ran past its stage's time limit without an answer (a stage hung on its
         /// worker): stop it there and record it failed. The stage is retried on another worker
         /// (a `.retry` follows) or fails for good once its attempts are spent, as after any
-        /// retryable failure; a cache check is rendered for real instead. The worker's slot stays
-        /// taken until it answers (its answer is stale then) or goes: it may still be running.
+        /// retryable failure; a cache check is rendered for real instead. The slot an attempt
+        /// holds stays taken until its worker answers (the answer is stale then) or goes: it may
+        /// still be running there.
         case timedOut(lease: String, StageRef, worker: String, seconds: Double, attempt: Int, checkOnly: Bool)
         /// Stages kept failing on the worker and succeeding elsewhere (`failures` of them since its
         /// last success): it gets no work until `until`.
