@@ -245,7 +245,7 @@ public enum Compaction: Sendable, Equatable {
 
 extension LineageStore {
     /// The database's pages: all of them and those free, in bytes.
-    public func pageBytes() throws -> (size: Int64, free: Int64) {
+    func pageBytes() throws -> (size: Int64, free: Int64) {
         try db.read { db in
             let size = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
             return (size * (try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0), size * (try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0))
