@@ -50,10 +50,13 @@ public struct MediaTaskRunner: TaskRunner {
                     guard FileManager.default.isReadableFile(atPath: uri) else {
                         throw MediaError(.fetch, .permanent, file: name, "file not found or not readable: \(uri)")
                     }
-                    ref = try store.ingest(localFile: uri)
+                    // A stopped fetch of a large file gives its slot back within a MiB hashed or 64 MiB copied.
+                    do { ref = try store.ingest(localFile: uri, isCancelled: isCancelled) } catch is CancellationError {
+                        throw MediaError(.fetch, .retryable, file: name, "cancelled")
+                    }
                 } else {
                     let tmp = store.temporaryPath()
-                    do { _ = try Fetch.copy(from: uri, to: tmp, limits: fetchLimits) } catch {
+                    do { _ = try Fetch.copy(from: uri, to: tmp, limits: fetchLimits, isCancelled: isCancelled) } catch {
                         try? FileManager.default.removeItem(atPath: tmp); throw error
                     }
                     ref = try store.adopt(tmp)

@@ -118,9 +118,11 @@ public struct ArtifactStore: Sendable {
     /// Copies a file to a fresh temporary path in the store and returns that path. A copy that
     /// fails (a full disk) is removed at once: left, it kept the room freed for the next try
     /// until tmp was tidied an hour later. The error says how big the file is and how much is free.
-    func copyIn(_ path: String) throws(PublishError) -> String {
+    /// Asked every 64 MiB, `isCancelled` stops the copy (`PublishError.cancelled`).
+    func copyIn(_ path: String, isCancelled: () -> Bool = { false }) throws(PublishError) -> String {
         let tmp = temporaryPath()
-        if let error = Self.copy(path, to: tmp) {
+        if let error = Self.copy(path, to: tmp, isCancelled: isCancelled) {
+            if error.code == .ECANCELED { throw PublishError(description: "stopped copying \(path) into the artifact store", cancelled: true) }
             let what = "cannot copy \(path) into the artifact store \(root): \(FileChecks.reason(error))"
             let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
             if let free = FileChecks.freeBytes(root + "/tmp"), free < size {
@@ -138,6 +140,8 @@ public struct ArtifactStore: Sendable {
         public let description: String
         /// The disk holding the output's folder has less free space than the movie needs.
         public var noSpace = false
+        /// The copy was stopped by its caller.
+        public var cancelled = false
     }
 
     /// Writes a copy of `ref` at the user's `path` (its folders made as needed): the copy goes to
@@ -162,9 +166,18 @@ public struct ArtifactStore: Sendable {
     }
 
     /// Copies `from` to the new file `to`: a clone where the file system can (btrfs, XFS), else
-    /// copy_file_range. Nil, or why it failed (`to` is not left behind).
-    static func copy(_ from: String, to: String) -> POSIXError? {
-        tl_copy_file(from, to) == 0 ? nil : POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    /// copy_file_range. Nil, or why it failed (`to` is not left behind); ECANCELED when
+    /// `isCancelled`, asked every 64 MiB, said to stop.
+    static func copy(_ from: String, to: String, isCancelled: () -> Bool = { false }) -> POSIXError? {
+        let done = withoutActuallyEscaping(isCancelled) { isCancelled in
+            var ask = isCancelled
+            return withUnsafeMutablePointer(to: &ask) { context in
+                tl_copy_file_checked(from, to, { context in
+                    context!.assumingMemoryBound(to: (() -> Bool).self).pointee() ? 0 : 1
+                }, context)
+            }
+        }
+        return done == 0 ? nil : POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
     }
 
     /// Whether `publish` can write at `path`, asked before anything renders: makes its folders,
@@ -261,8 +274,9 @@ public struct ArtifactStore: Sendable {
     /// in (cloned where the file system can: no bytes written on btrfs or XFS); the copy is taken
     /// for what was hashed when the file did not change meanwhile, else hashed itself. (Before,
     /// the copy was always hashed again, and the render hashed it a third time: three passes over
-    /// a phone's 7 GB recording.)
-    public func ingest(localFile path: String) throws -> ArtifactRef {
+    /// a phone's 7 GB recording.) `isCancelled`, asked every MiB hashed and every 64 MiB copied,
+    /// stops it with `CancellationError`, nothing left behind.
+    public func ingest(localFile path: String, isCancelled: () -> Bool = { false }) throws -> ArtifactRef {
         let name = (path as NSString).lastPathComponent
         if path == self.path(sha256: name), name.count == 64, name.allSatisfy(\.isHexDigit) {
             let ref = ArtifactRef(sha256: name, path: path, size: FileChecks.size(of: path) ?? -1)
@@ -270,13 +284,17 @@ public struct ArtifactStore: Sendable {
         }
         var before = stat(), after = stat()
         guard stat(path, &before) == 0 else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path]) }
-        let sha = try SHA256Hasher.hex(fileAt: path)
+        let sha = try SHA256Hasher.hex(fileAt: path, read: { _ in if isCancelled() { throw CancellationError() } })
         let dest = self.path(sha256: sha)
         if FileManager.default.fileExists(atPath: dest) {
             touch(dest)
             return ArtifactRef(sha256: sha, path: dest, size: Int64(before.st_size))
         }
-        let tmp = try copyIn(path)
+        let tmp: String
+        do { tmp = try copyIn(path, isCancelled: isCancelled) } catch {
+            if error.cancelled { throw CancellationError() }
+            throw error
+        }
         let unchanged = stat(path, &after) == 0 && after.st_ino == before.st_ino && after.st_size == before.st_size
             && after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec
             && after.st_ctim.tv_sec == before.st_ctim.tv_sec && after.st_ctim.tv_nsec == before.st_ctim.tv_nsec

@@ -25,9 +25,10 @@ public struct FetchLimits: Sendable, Hashable, Codable {
 
 /// Copies an http(s):// source to a local file through libavformat's I/O layer (only its web
 /// protocols), with a timeout, an overall deadline, a size limit and retries on transient
-/// errors. Returns the byte count. The caller removes `path` when this throws.
+/// errors. Returns the byte count. The caller removes `path` when this throws. `isCancelled` is
+/// asked between reads (of up to 1 MiB) and before each try.
 public enum Fetch {
-    public static func copy(from uri: String, to path: String, limits: FetchLimits = .init()) throws -> Int64 {
+    public static func copy(from uri: String, to path: String, limits: FetchLimits = .init(), isCancelled: () -> Bool = { false }) throws -> Int64 {
         _ = configureLogging
         let name = (uri as NSString).lastPathComponent
         guard let url = URL(string: uri), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host, !host.isEmpty else {
@@ -36,8 +37,9 @@ public enum Fetch {
         var lastError: MediaError?
         for attempt in 1...max(1, limits.attempts) {
             do {
-                return try copyOnce(from: uri, host: host, to: path, limits: limits, name: name)
-            } catch let e as MediaError where e.errorClass == .retryable && attempt < limits.attempts {
+                try stopIfCancelled(isCancelled, stage: .fetch, file: name)
+                return try copyOnce(from: uri, host: host, to: path, limits: limits, name: name, isCancelled: isCancelled)
+            } catch let e as MediaError where e.errorClass == .retryable && attempt < limits.attempts && !isCancelled() {
                 lastError = e
                 Thread.sleep(forTimeInterval: 0.2 * Double(1 << (attempt - 1)))
             }
@@ -56,7 +58,8 @@ public enum Fetch {
         "\(host) leads to a loopback, link-local or private address (directly or by a redirect); this worker fetches only from public addresses (a farm operator can allow others with worker --allow-private-urls)"
     }
 
-    private static func copyOnce(from uri: String, host: String, to path: String, limits: FetchLimits, name: String) throws -> Int64 {
+    private static func copyOnce(from uri: String, host: String, to path: String, limits: FetchLimits, name: String,
+                                 isCancelled: () -> Bool) throws -> Int64 {
         var io: UnsafeMutablePointer<AVIOContext>? = nil
         let deadline = UnsafeMutablePointer<Double>.allocate(capacity: 1)
         defer { deadline.deallocate() }
@@ -93,6 +96,7 @@ public enum Fetch {
         var total: Int64 = 0
         var buf = [UInt8](repeating: 0, count: 1 << 20)
         while true {
+            try stopIfCancelled(isCancelled, stage: .fetch, file: name)
             ret = buf.withUnsafeMutableBufferPointer { avio_read(io, $0.baseAddress, Int32($0.count)) }
             if ret == tl_averror_eof() || ret == 0 { break }
             if ret == tl_averror_exit() || tl_deadline_passed(deadline) != 0 { throw overDeadline() }

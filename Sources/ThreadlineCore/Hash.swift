@@ -31,15 +31,15 @@ public struct SHA256Hasher: ~Copyable {
         public init() {}
         public mutating func update(_ data: Data) { hash.update(data: data); count += Int64(data.count) }
         /// Feeds the rest of the file at `path`, from `count` on, in 1 MiB chunks (`read` is told
-        /// each one's length), and returns the hex digest.
-        public func finish(fileAt path: String, read: (Int) -> Void = { _ in }) throws -> String {
+        /// each one's length, and may throw to stop), and returns the hex digest.
+        public func finish(fileAt path: String, read: (Int) throws -> Void = { _ in }) throws -> String {
             guard let handle = FileHandle(forReadingAtPath: path) else {
                 throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
             }
             defer { try? handle.close() }
             var h = self
             if count > 0 { try handle.seek(toOffset: UInt64(count)) }
-            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk); read(chunk.count) }
+            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { h.update(chunk); try read(chunk.count) }
             return h.hex()
         }
         public func hex() -> String {
@@ -48,8 +48,8 @@ public struct SHA256Hasher: ~Copyable {
         }
     }
 
-    /// Hashes a file in 1 MiB chunks; `read` is told each chunk's length.
-    public static func hex(fileAt path: String, read: (Int) -> Void = { _ in }) throws -> String {
+    /// Hashes a file in 1 MiB chunks; `read` is told each chunk's length (and may throw to stop).
+    public static func hex(fileAt path: String, read: (Int) throws -> Void = { _ in }) throws -> String {
         try Running().finish(fileAt: path, read: read)
     }
 }

@@ -65,10 +65,10 @@ import TestSupport
         return (port, try ArtifactStore(root: dir + "/store"), { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() })
     }
 
-    func fetch(_ url: String, _ limits: FetchLimits, store: ArtifactStore) -> (TaskResult, Double) {
+    func fetch(_ url: String, _ limits: FetchLimits, store: ArtifactStore, isCancelled: @escaping @Sendable () -> Bool = { false }) -> (TaskResult, Double) {
         let t0 = Date()
         let r = MediaTaskRunner(store: store, fetchLimits: limits, localFiles: false)
-            .run(Assignment(lease: "L", task: .fetch(uri: url, name: "x")), isCancelled: { false })
+            .run(Assignment(lease: "L", task: .fetch(uri: url, name: "x")), isCancelled: isCancelled)
         return (r, Date().timeIntervalSince(t0))
     }
 
@@ -102,6 +102,14 @@ import TestSupport
         #expect(loop.error?.errorClass == .permanent, "\(String(describing: loop.error))")
         #expect(loop.error?.message.contains("redirects") == true, "\(String(describing: loop.error))")
         print("redirect loop refused in \(String(format: "%.2f", t3)) s")
+
+        // Stopped (its run cancelled, its time limit passed): the download stops at the next
+        // read, is not tried again, and leaves nothing. Before, it ran on to the size cap.
+        let stopAt = Clocks.steady + 0.2
+        let (stopped, t4) = fetch(base + "/endless", FetchLimits(maxBytes: 2 << 30, attempts: 3), store: store, isCancelled: { Clocks.steady > stopAt })
+        #expect(stopped.error?.message == "cancelled" && stopped.error?.errorClass == .retryable, "\(String(describing: stopped.error))")
+        #expect(t4 < 1.5, "a stopped download went on for \(t4) s")
+        #expect(storedBytes(store) == empty)
 
         #expect(try Fetch.copy(from: base + "/ok", to: dir + "/ok.bin") == 5, "a plain download still works")
     }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 import ThreadlineCore
+import Engine
 @testable import Farm
 
 /// Artifacts pulled chunk by chunk between two peers' stores, wired to each other in memory.
@@ -263,6 +264,44 @@ import ThreadlineCore
         try bytes.write(to: URL(fileURLWithPath: ref.path))
         #expect(store.verify(ref))
         #expect(try store.ingest(localFile: ref.path) == ref)
+    }
+
+    /// A stopped fetch of a large local file (its run cancelled, its attempt past the time limit,
+    /// its worker draining) stops within a MiB hashed or 64 MiB copied and leaves nothing in the
+    /// store; before, it hashed and copied the whole file, holding its slot to the end. Through
+    /// the worker's runner, a stopped fetch fails "cancelled" (retryable), whatever its step.
+    @Test func aStoppedIngestStopsSoonAndLeavesNothing() throws {
+        let dir = temporaryDirectory("store-cancel")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try ArtifactStore(root: dir + "/store")
+        let size = 200 << 20
+        var bytes = Data(count: size)
+        bytes.withUnsafeMutableBytes { b in for i in stride(from: 0, to: b.count, by: 4096) { b[i] = UInt8(truncatingIfNeeded: i >> 12) } }
+        try bytes.write(to: URL(fileURLWithPath: dir + "/long.mov"))
+        let leftovers = { (try? FileManager.default.contentsOfDirectory(atPath: store.root + "/tmp")) ?? [] }
+        // Stopped while hashing: asked once a MiB, it stops at the first look after the stop.
+        var asked = 0
+        #expect(throws: CancellationError.self) { try store.ingest(localFile: dir + "/long.mov", isCancelled: { asked += 1; return asked > 10 }) }
+        #expect(asked == 11, "asked \(asked) times")
+        // Stopped while copying (the hash asks once a MiB, 200 times): stops at the copy's first look.
+        asked = 0
+        #expect(throws: CancellationError.self) { try store.ingest(localFile: dir + "/long.mov", isCancelled: { asked += 1; return asked > size >> 20 }) }
+        #expect(asked == (size >> 20) + 1, "asked \(asked) times")
+        #expect(leftovers().isEmpty, "\(leftovers())")
+        // Let run, the copy asks before every 64 MiB and once at the end: five looks for 200 MiB
+        // (where the file system clones, none), and the file is stored.
+        asked = 0
+        let ref = try store.ingest(localFile: dir + "/long.mov", isCancelled: { asked += 1; return false })
+        #expect(ref.sha256 == SHA256Hasher.hex(bytes) && store.verify(ref))
+        #expect(asked == (size >> 20) + 5 || asked == size >> 20, "asked \(asked) times")
+        // The runner: a fetch stopped from the start fails at once, as a cancelled attempt.
+        let other = try ArtifactStore(root: dir + "/other")
+        let runner = MediaTaskRunner(store: other)
+        let t0 = Clocks.steady
+        let result = runner.run(Assignment(lease: "l", task: .fetch(uri: dir + "/long.mov", name: "long.mov"), key: "k"), isCancelled: { true })
+        #expect(result.error?.message == "cancelled" && result.error?.errorClass == .retryable && result.artifact == nil, "\(String(describing: result.error))")
+        #expect(Clocks.steady - t0 < 0.5)
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: other.root + "/tmp")) ?? []).isEmpty)
     }
 
     /// A worker's own store stays within its limit: the least recently used artifacts go first,

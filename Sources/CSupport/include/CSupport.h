@@ -11,6 +11,10 @@
 /// blocks where the file system can (btrfs, XFS), else copy_file_range, else read/write. 0, or -1
 /// with errno set (and `dst` removed).
 int tl_copy_file(const char *src, const char *dst);
+/// `tl_copy_file`, asking `keep_going(context)` before each 64 MiB: when it answers 0 the copy
+/// stops, `dst` is removed and -1 returned with errno ECANCELED (a stopped fetch of a large file
+/// gives its slot back at once). A clone is one step and is not asked.
+int tl_copy_file_checked(const char *src, const char *dst, int (*keep_going)(void *context), void *context);
 /// An extended attribute of a file, set and read as text (-1 with errno where the file system
 /// keeps none: the caller does without).
 int tl_set_note(const char *path, const char *name, const char *value);
