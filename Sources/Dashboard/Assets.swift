@@ -161,13 +161,14 @@ enum Assets {
     let lastAttempts = [];
     // How far the coordinator's clock is ahead of this browser's: a running attempt's bar ends at
     // the coordinator's now. A browser minutes behind drew no running bar, one ahead squeezed the
-    // chart into its first pixels. A running run's start plus its duration is the coordinator's now.
+    // chart into its first pixels. A running run's start plus its duration (and the time it lay
+    // interrupted before a resume) is the coordinator's now.
     let serverAhead = 0;
     function serverNow() { return Date.now() / 1000 + (Math.abs(serverAhead) > 2 ? serverAhead : 0); }
     async function drawRun(id) {
       const [d, attempts, farm] = await Promise.all([api('/api/runs/' + id), api(`/api/runs/${id}/attempts`), api('/api/farm')]);
       const r = d.run;
-      if (r.state === 'running' && r.duration_s != null) serverAhead = r.started + r.duration_s - Date.now() / 1000;
+      if (r.state === 'running' && r.duration_s != null) serverAhead = r.started + r.paused_s + r.duration_s - Date.now() / 1000;
       document.title = r.name + ' · Threadline';
       document.getElementById('status').textContent = `run #${r.id} · ${r.state}`;
       let h = `<h1>${esc(r.name)} <span id="run-state" data-state="${esc(r.state)}">${state(r.state)}</span></h1>`;

@@ -53,7 +53,10 @@ public struct FarmReader: Sendable {
         public var stages: StageCounts
         public var started: Double
         public var finished: Double?
+        /// Seconds it was worked on: from `started` to its end (or now) less `pausedS`, the time it
+        /// lay interrupted before its resumes.
         public var durationS: Double
+        public var pausedS: Double
         /// Planned frames of the items rendered so far, and of all items (a looped item's segment
         /// counted once: it is rendered once), for a running run or the one run asked for; nil
         /// until every item's length is known (the timeline is recorded once the last source is fetched).
@@ -85,7 +88,8 @@ public struct FarmReader: Sendable {
         try read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT r.id, r.name, r.state, r.submitted_at, r.finished_at, r.output_path, r.pipeline_path, r.error, r.priority,
-                       (SELECT count(*) FROM item i WHERE i.run_id = r.id) AS items, r.submitter, substr(r.owner_key, 1, 8)
+                       (SELECT count(*) FROM item i WHERE i.run_id = r.id) AS items, r.submitter, substr(r.owner_key, 1, 8),
+                       r.interrupted_at, r.paused_s
                 FROM run r WHERE ? IS NULL OR r.id = ? ORDER BY r.id DESC LIMIT ?
                 """, arguments: [id, id, limit])
             // Columns by position: this answers 1,000 runs on every page refresh.
@@ -159,11 +163,13 @@ public struct FarmReader: Sendable {
                 let items: Int = r[9]
                 let f = frames[id] ?? (0, 0, 0, 0)
                 let known = items > 0 && f.known == items
-                let elapsed = (finished ?? now) - started
+                // The time it was worked on: not the time it lay interrupted (`v_runs.duration_s`).
+                let interrupted: Double? = r[12], paused: Double = r[13]
+                let elapsed = (finished ?? interrupted ?? now) - started - paused
                 let running = state == "running"
                 let joining = running && TimeLeft.joining(framesDone: f.done, framesTotal: f.total, known: known)
                 return Run(id: id, name: r[1], state: state, items: items, itemsDone: done[id] ?? 0, stages: counts[id] ?? StageCounts(),
-                           started: started, finished: finished, durationS: elapsed,
+                           started: started, finished: finished, durationS: elapsed, pausedS: paused,
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
                            etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
                                                                         renderingFor: 0, slots: slots[id]) : nil,   // the slots' rule only

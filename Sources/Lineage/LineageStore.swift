@@ -305,6 +305,30 @@ public final class LineageStore: Sendable {
                 CREATE INDEX event_run ON event(run_id);
                 """)
         }
+        m.registerMigration("v12: time a run lay interrupted") { db in
+            // A run's duration is the time it was worked on: a run interrupted in the evening and
+            // resumed in the morning took minutes, not the night. `interrupted_at`: when its work
+            // stopped, while it lies interrupted; `paused_s`: the seconds it lay so, summed over
+            // its resumes. Runs resumed before these columns: from their events.
+            try db.execute(sql: """
+                ALTER TABLE run ADD COLUMN interrupted_at REAL;
+                ALTER TABLE run ADD COLUMN paused_s REAL NOT NULL DEFAULT 0;
+                UPDATE run SET interrupted_at = (SELECT max(e.at) FROM event e WHERE e.run_id = run.id AND e.kind = 'run.interrupted')
+                    WHERE state = 'interrupted';
+                UPDATE run SET paused_s = coalesce((
+                    SELECT sum(max(0, e.at - (SELECT max(i.at) FROM event i WHERE i.run_id = e.run_id AND i.kind = 'run.interrupted' AND i.at <= e.at)))
+                    FROM event e WHERE e.run_id = run.id AND e.kind = 'run.resumed'), 0)
+                    WHERE resumed_at IS NOT NULL;
+                DROP VIEW v_runs;
+                CREATE VIEW v_runs AS
+                    SELECT r.id, r.name, r.state, r.submitted_at, r.finished_at,
+                           coalesce(r.finished_at, r.interrupted_at) - r.submitted_at - r.paused_s AS duration_s,
+                           (SELECT count(*) FROM stage s WHERE s.run_id = r.id) AS stages,
+                           (SELECT count(*) FROM stage s WHERE s.run_id = r.id AND s.state = 'succeeded') AS stages_done,
+                           r.output_path, r.error
+                    FROM run r;
+                """)
+        }
         return m
     }
 
@@ -479,6 +503,14 @@ public final class LineageStore: Sendable {
                 let id: Int64 = row["id"]
                 let owner: String? = row["coordinator"]
                 if Self.coordinatorAlive(owner, since: row["since"]) == true || only.map({ !$0.contains(id) }) == true { continue }
+                // Its work stopped when its coordinator did, at the latest where an attempt of it was
+                // last heard of: not now, when this process found it (maybe the next morning).
+                let lastHeard = try Double.fetchOne(db, sql: """
+                    SELECT max(max(a.dispatched_at, coalesce(a.started_at, 0), coalesce(a.finished_at, 0)))
+                    FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ?
+                    """, arguments: [id])
+                try db.cachedStatement(sql: "UPDATE run SET interrupted_at = max(?, ?) WHERE id = ?")
+                    .execute(arguments: [lastHeard ?? 0, row["since"] as Double? ?? 0, id])
                 try db.cachedStatement(sql: """
                     UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = 'coordinator stopped'
                     WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)
@@ -493,9 +525,14 @@ public final class LineageStore: Sendable {
     }
 
     /// A run taken over by this process: running again, owned here, and when (`run.resumed_at`, and a `run.resumed` event).
+    /// The time it lay interrupted is added to `paused_s`, which its duration leaves out.
     private func markResumed(_ db: Database, _ runID: Int64) throws {
         let at = now()
-        try db.cachedStatement(sql: "UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ? WHERE id = ?").execute(arguments: [Self.owner, at, runID])
+        try db.cachedStatement(sql: """
+            UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ?,
+                           paused_s = paused_s + max(0, ? - coalesce(interrupted_at, ?)), interrupted_at = NULL
+            WHERE id = ?
+            """).execute(arguments: [Self.owner, at, at, at, runID])
         try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [at, runID, "resumed by \(Self.owner)"])
     }
 
@@ -564,7 +601,7 @@ public final class LineageStore: Sendable {
                 WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)
                 """).execute(arguments: [now(), reason, runID])
             try db.cachedStatement(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')").execute(arguments: [runID])
-            try db.cachedStatement(sql: "UPDATE run SET state = 'interrupted' WHERE id = ?").execute(arguments: [runID])
+            try db.cachedStatement(sql: "UPDATE run SET state = 'interrupted', interrupted_at = ? WHERE id = ?").execute(arguments: [now(), runID])
             try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.interrupted', ?)").execute(arguments: [now(), runID, reason])
         }
     }
@@ -583,7 +620,7 @@ public final class LineageStore: Sendable {
     /// How a run stands, and its movie.
     public func runRecord(_ runID: Int64) throws -> RunRecord? {
         try write { db in
-            guard let r = try Row.fetchOne(db, sql: "SELECT state, error, output_path, coalesce(finished_at, ?) - submitted_at AS s FROM run WHERE id = ?",
+            guard let r = try Row.fetchOne(db, sql: "SELECT state, error, output_path, coalesce(finished_at, interrupted_at, ?) - submitted_at - paused_s AS s FROM run WHERE id = ?",
                                            arguments: [now(), runID]) else { return nil }
             let m = try Row.fetchOne(db, sql: """
                 SELECT ar.sha256, ar.uri, ar.size FROM attempt_io io JOIN artifact ar ON ar.id = io.artifact_id

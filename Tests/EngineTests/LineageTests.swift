@@ -145,6 +145,55 @@ import TestSupport
         #expect(r.framesDone == 600 && abs((r.etaS ?? -1) - 2) < 0.01, "\(r)")
     }
 
+    /// A run's duration is the time it was worked on: ten minutes before an interruption and five
+    /// after the resume three hours later is fifteen minutes, in `v_runs` (`coord status`, `coord
+    /// runs`, the batch table), the dashboard and `coord wait`, and does not grow while the run lies
+    /// interrupted. Before, it counted the night. A coordinator that died is taken to have stopped
+    /// where its run's attempts were last heard of, not when the next process found it.
+    @Test func aRunsDurationLeavesOutTheTimeItLayInterrupted() throws {
+        let dir = temporaryDirectory("paused")
+        let db = dir + "/l.db"
+        let lineage = try LineageStore(path: db)
+        let p = Pipeline(name: "paused", output: OutputProfile(path: dir + "/out.mp4"),
+                         items: [Item(kind: .video(source: SourceRef(dir + "/a.mov"), trim: nil))])
+        let sql = { (q: String) throws -> String in
+            let r = try run("sqlite3", [db, q], timeout: 30)
+            try #require(r.status == 0, "\(r.err)")
+            return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let reader = try FarmReader(path: db)
+        func durations(_ id: Int64) throws -> [Double] {
+            [try #require(Double(try sql("SELECT duration_s FROM v_runs WHERE id = \(id)"))),
+             try #require(try reader.runs(id: id).first).durationS,
+             try #require(try lineage.runRecord(id)).seconds]
+        }
+        // Stopped by its coordinator (Ctrl-C, a drain) after ten minutes' work, three hours ago.
+        let (first, _) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        try lineage.interruptRun(first, reason: "test: interrupted")
+        let now = Date().timeIntervalSince1970
+        _ = try sql("UPDATE run SET submitted_at = \(now - 3 * 3600 - 600), interrupted_at = \(now - 3 * 3600) WHERE id = \(first)")
+        for d in try durations(first) { #expect(abs(d - 600) < 1, "lying interrupted: \(d) s") }
+        // Resumed now, done five minutes later.
+        #expect(try lineage.resume(runID: first) != nil)
+        try lineage.runFinished(first, state: .succeeded)
+        _ = try sql("UPDATE run SET finished_at = finished_at + 300 WHERE id = \(first)")
+        for d in try durations(first) { #expect(abs(d - 900) < 2, "finished: \(d) s") }
+        // Its coordinator died (an unused pid on this host) after an attempt last heard of two
+        // hours ago; this process finds the run now and it is resumed.
+        let (second, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 1, version: "test")
+        let attempt = try lineage.attemptDispatched(stageIDs: [ids["fetch/0"]!], attemptNo: 1, worker: "w", slot: 0, lease: "l")
+        _ = try sql("""
+            UPDATE run SET submitted_at = \(now - 7200 - 60), coordinator = '\(ProcessInfo.processInfo.hostName):2147483000' WHERE id = \(second);
+            UPDATE attempt SET dispatched_at = \(now - 7200 - 30), started_at = \(now - 7200) WHERE id = \(attempt[0]);
+            """)
+        #expect(try lineage.recoverInterrupted(only: [second]) == 1)
+        for d in try durations(second) { #expect(abs(d - 60) < 1, "found interrupted: \(d) s") }
+        #expect(try lineage.resume(runID: second) != nil)
+        try lineage.runFinished(second, state: .failed, error: "test")
+        for d in try durations(second) { #expect(d >= 60 && d < 62, "failed after the resume: \(d) s") }
+    }
+
     @Test func migrationsFromEmptyGiveTheDocumentedViews() throws {
         let dir = temporaryDirectory("schema")
         _ = try LineageStore(path: dir + "/l.db")
