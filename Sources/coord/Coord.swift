@@ -417,7 +417,14 @@ struct Status: ParsableCommand {
             return
         }
         let seconds = r["duration_s"].flatMap(Double.init).map { String(format: "%.2f s", $0) } ?? "-"
-        print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(seconds) → \(r["output_path"]!)")
+        // Only a finished run's path holds its movie; another state says what became of it.
+        let output = r["output_path"]!
+        let destination = switch RunStatus(rawValue: r["state"]!) {
+        case .succeeded: "→ \(output)"
+        case .running: "→ \(output) (when it finishes)"
+        default: "(no movie written to \(output))"
+        }
+        print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(seconds) \(destination)")
         if let e = r["error"], !e.isEmpty { print("error: \(e)") }
         for st in stages {
             let cached = st["cached"] == "1" ? " (cached)" : ""

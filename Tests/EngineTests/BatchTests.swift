@@ -105,7 +105,7 @@ import Lineage
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let status = try run(coordPath, ["status", id, "--state", dir + "/state"], timeout: 30)
         let head = status.out.split(separator: "\n").prefix(4).map(String.init)
-        #expect(head.count == 4 && head[0].range(of: #"^run \d+ project-2: failed, \d+/\d+ stages, \d+\.\d\d s → "#, options: .regularExpression) != nil,
+        #expect(head.count == 4 && head[0].range(of: #"^run \d+ project-2: failed, \d+/\d+ stages, \d+\.\d\d s \(no movie written to .*/out/p2\.mp4\)$"#, options: .regularExpression) != nil,
                 "\(status.out)\(status.err)")
         #expect(head.count == 4 && head[1] == "error: 2 items failed:" && head[2].contains("broken.mp4") && head[3].contains("broken2.mp4"), "\(status.out)")
     }
