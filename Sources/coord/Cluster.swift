@@ -201,7 +201,7 @@ struct Serve: AsyncParsableCommand {
         guard heartbeat > 0, liveness > heartbeat else { throw ValidationError("--liveness must be longer than --heartbeat") }
         guard gcKeepDays >= 0, gcKeepDays.isFinite, gcEvery > 0 else { throw ValidationError("--gc-keep-days must be 0 (never) or more days") }
         guard lineageKeepDays == 0 || (lineageKeepDays.isFinite && lineageKeepDays >= gcKeepDays && gcKeepDays > 0) else {
-            throw ValidationError("--lineage-keep-days must be 0 (keep every record) or at least --gc-keep-days (\(gcKeepDays), not 0): a run's record outlives its artifacts")
+            throw ValidationError("--lineage-keep-days must be 0 (keep every record) or at least --gc-keep-days (\(gcKeepDays.formatted(.number)), not 0): a run's record outlives its artifacts")
         }
         guard maxStagesPerKey >= 0 else { throw ValidationError("--max-stages-per-key must be 0 (no limit) or more stages") }
         guard (1...20).contains(retryAttempts) else { throw ValidationError("--retry-attempts must be 1…20") }

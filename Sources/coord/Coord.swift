@@ -507,8 +507,11 @@ struct GC: ParsableCommand {
     func validate() throws {
         guard keepDays >= 0 else { throw ValidationError("--keep-days must not be negative") }
         if let lineageKeepDays {
-            guard lineageKeepDays.isFinite, lineageKeepDays >= keepDays, lineageKeepDays > 0 else {
-                throw ValidationError("--lineage-keep-days must be at least --keep-days (\(keepDays)): a run's record outlives its artifacts")
+            guard lineageKeepDays.isFinite, lineageKeepDays > 0 else {
+                throw ValidationError("--lineage-keep-days must be more than 0 days (fractions such as 0.5 are fine)")
+            }
+            guard lineageKeepDays >= keepDays else {
+                throw ValidationError("--lineage-keep-days must be at least --keep-days (\(keepDays.formatted(.number))): a run's record outlives its artifacts")
             }
             guard !dryRun else { throw ValidationError("--dry-run reports artifacts only; leave out --lineage-keep-days") }
         }
@@ -517,6 +520,15 @@ struct GC: ParsableCommand {
 
     func run() throws {
         let db = try lineageDatabase(stateOptions)
+        // Forgetting needs the folder to itself: asked first, so a refusal leaves everything as it was.
+        var lock: FolderLock?
+        if lineageKeepDays != nil {
+            do { lock = try FolderLock.stateFolder(stateOptions.directory, holder: "coord gc, pid \(getpid())", shared: false) } catch {
+                errorLine("error: \(error): the records of old runs are forgotten only with the state folder to itself; a running 'coord serve' does it with --lineage-keep-days, and local submits must end first. Nothing was removed.")
+                throw ExitCode(1)
+            }
+        }
+        defer { withExtendedLifetime(lock) {} }
         let r = try LineageStore.collectGarbage(databasePath: db, storeRoot: stateOptions.directory, keepDays: keepDays, grace: minAge, dryRun: dryRun)
         print(String(format: "%@%d artifacts removed (%@), %d kept, %d stale temporary files removed",
                      dryRun ? "dry run: would have " : "", r.removed, ByteSize.text(r.removedBytes), r.kept, r.temporaryRemoved))
@@ -524,19 +536,13 @@ struct GC: ParsableCommand {
             print(StaleTemporaries.partsKeptText(r.partsKept, bytes: r.partsKeptBytes))
         }
         if let lineageKeepDays {
-            let lock: FolderLock?
-            do { lock = try FolderLock.stateFolder(stateOptions.directory, holder: "coord gc, pid \(getpid())", shared: false) } catch {
-                errorLine("error: \(error): the records of old runs are forgotten only with the state folder to itself; a running 'coord serve' does it with --lineage-keep-days, and local submits must end first")
-                throw ExitCode(1)
-            }
-            defer { withExtendedLifetime(lock) {} }
             let lineage = try LineageStore(path: db)
             var total = ForgetReport()
             repeat {
                 let r = try lineage.forgetRuns(submittedBefore: Date().timeIntervalSince1970 - lineageKeepDays * 86_400)
                 total.add(r)
             } while total.more
-            print("\(total.runs) runs older than \(lineageKeepDays) days forgotten (with \(total.artifacts) artifact records and \(total.workers) workers gone since)")
+            print("\(total.runs) run\(total.runs == 1 ? "" : "s") older than \(lineageKeepDays.formatted(.number)) days forgotten (with \(total.artifacts) artifact records and \(total.workers) workers gone since)")
             // The space their records held goes back to the disk, not only to later records.
             switch try lineage.compact() {
             case .compacted(let before, let after):
