@@ -426,6 +426,14 @@ struct Status: ParsableCommand {
         }
         print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(seconds) \(destination)")
         if let e = r["error"], !e.isEmpty { print("error: \(e)") }
+        // An interrupted run says how it goes on (a running coordinator resumes its own at start).
+        if r["state"] == RunStatus.interrupted.rawValue, cluster.coordinator == nil,
+           let how = try LineageStore.readRows(path: try lineageDatabase(stateOptions),
+                                               "SELECT pipeline_path, submission_json IS NOT NULL AS farm FROM run WHERE id = ?", [runID]).first {
+            let state = stateOptions.state.map { " --state \($0)" } ?? ""
+            print(how["farm"] == "1" ? "resumes by itself when a coordinator starts on this state folder: coord serve\(state) …"
+                                     : "resume with: coord submit \(how["pipeline_path"] ?? "PIPELINE")\(state)")
+        }
         for st in stages {
             let cached = st["cached"] == "1" ? " (cached)" : ""
             print("  \(st["name"]!.padding(toLength: 14, withPad: " ", startingAt: 0)) \(st["state"]!)\(cached)  \(st["seconds"]!.isEmpty ? "" : st["seconds"]! + " s")")

@@ -83,7 +83,13 @@ import TestSupport
         let said = (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? ""
         #expect(submit.terminationStatus == 130, "\(said)")
         #expect(said.contains("recorded as interrupted") && said.contains("resume with: coord submit"), "\(said)")
-        _ = try Self.expectRecordedAsInterrupted(dir + "/state/lineage.db")
+        let runs = try Self.expectRecordedAsInterrupted(dir + "/state/lineage.db")
+        // `coord status` of one of them says how it goes on, not where its movie would be.
+        let id = try #require(runs.first { $0["state"] == "interrupted" }?["id"] ?? nil)
+        let status = try run(coordPath, ["status", id, "--state", dir + "/state"], timeout: 30)
+        let lines = status.out.split(separator: "\n").map(String.init)
+        #expect(lines.first?.contains(": interrupted, ") == true && lines.first?.contains("(no movie written to ") == true, "\(status.out)\(status.err)")
+        #expect(lines.count > 1 && lines[1].hasPrefix("resume with: coord submit ") && lines[1].hasSuffix(" --state \(dir)/state"), "\(status.out)")
     }
 
     /// A worker executable that cannot start (here: a library it needs is missing) stops the
