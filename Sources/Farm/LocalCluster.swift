@@ -262,8 +262,9 @@ public final class LocalCluster: Sendable {
     /// Removes the socket folders of embedded coordinators that ended without removing them
     /// (`coord submit` SIGKILLed, OOM-killed, its machine's power cut): this user's
     /// `/tmp/threadline-…` folders holding only a `coordinator` socket that nobody listens on any
-    /// more. Each killed submit left one, for ever (until /tmp was cleared). A folder whose socket
-    /// answers, or that holds anything else, is left alone.
+    /// more. Each killed submit left one, for ever (until /tmp was cleared). So is an empty one
+    /// whose submit (the pid in its name) is gone: killed between making the folder and its socket.
+    /// A folder whose socket answers, or that holds anything else, is left alone.
     static func removeAbandonedSocketFolders(in parent: String = "/tmp", logger: Logger) {
         let fm = FileManager.default
         guard let entries = try? fm.contentsOfDirectory(atPath: parent) else { return }
@@ -271,9 +272,17 @@ public final class LocalCluster: Sendable {
             let folder = parent + "/" + entry
             var st = stat(), socket = stat()
             guard lstat(folder, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == getuid(),
-                  (try? fm.contentsOfDirectory(atPath: folder)) == ["coordinator"],
-                  lstat(folder + "/coordinator", &socket) == 0, socket.st_mode & S_IFMT == S_IFSOCK,
-                  tl_unix_socket_listened(folder + "/coordinator") == 0 else { continue }
+                  let contents = try? fm.contentsOfDirectory(atPath: folder) else { continue }
+            let abandoned: Bool
+            if contents.isEmpty {
+                // "threadline-PID-XXXXXX": its maker is gone.
+                let pid = entry.dropFirst(socketFolderName.count).split(separator: "-").first.flatMap { Int32($0) }
+                abandoned = pid.map { kill($0, 0) != 0 && errno == ESRCH } ?? false
+            } else {
+                abandoned = contents == ["coordinator"] && lstat(folder + "/coordinator", &socket) == 0 && socket.st_mode & S_IFMT == S_IFSOCK
+                    && tl_unix_socket_listened(folder + "/coordinator") == 0
+            }
+            guard abandoned else { continue }
             do {
                 try fm.removeItem(atPath: folder)
                 logger.debug("removed an abandoned socket folder", metadata: ["folder": "\(folder)"])

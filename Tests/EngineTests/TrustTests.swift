@@ -433,8 +433,10 @@ import TestSupport
         let p = try startQuietly(coordPath, ["submit", pipeline, "--state", dir + "/state", "--workers", "1"])
         let mine = "threadline-\(p.processIdentifier)-"
         var folder: String?
+        // Its folder, once the socket is in it (on a slow machine the folder is seen first).
         for _ in 0..<200 where folder == nil {
             folder = try FileManager.default.contentsOfDirectory(atPath: "/tmp").first { $0.hasPrefix(mine) }.map { "/tmp/" + $0 }
+                .flatMap { FileManager.default.fileExists(atPath: $0 + "/coordinator") ? $0 : nil }
             if folder == nil { usleep(50_000) }
         }
         let killed = try #require(folder, "no socket folder named \(mine)… in /tmp")
@@ -448,8 +450,9 @@ import TestSupport
     }
 
     /// What the next submit removes: only a folder of this user's holding nothing but a socket
-    /// nobody listens on. One a live coordinator listens on, one holding anything else, and a
-    /// plain file named like the socket are left alone.
+    /// nobody listens on, or nothing at all when the submit in its name is gone (killed before it
+    /// made its socket). One a live coordinator listens on, one holding anything else, an empty
+    /// one of a live submit, and a plain file named like the socket are left alone.
     @Test func onlyAbandonedSocketFoldersAreRemoved() throws {
         let parent = temporaryDirectory("socket-folders")
         let fm = FileManager.default
@@ -467,8 +470,11 @@ import TestSupport
         let listener = try startQuietly("/usr/bin/python3", ["-c", bind + "s.listen(1)\nimport time\ntime.sleep(60)\n", live + "/coordinator"])
         defer { listener.terminate() }
         for _ in 0..<100 where !fm.fileExists(atPath: live + "/coordinator") { usleep(50_000) }
+        let emptyOfTheGone = try folder("2147483000-empty0"), emptyOfThisProcess = try folder("\(getpid())-empty1")
         LocalCluster.removeAbandonedSocketFolders(in: parent, logger: Logger(label: "test"))
         #expect(!fm.fileExists(atPath: stale), "the abandoned folder is still there")
+        #expect(!fm.fileExists(atPath: emptyOfTheGone), "the empty folder of a gone submit is still there")
+        #expect(fm.fileExists(atPath: emptyOfThisProcess), "the empty folder of a live submit was removed")
         for kept in [live, busy, file] { #expect(fm.fileExists(atPath: kept + "/coordinator"), "\(kept) was removed") }
     }
 
