@@ -397,6 +397,8 @@ struct Status: ParsableCommand {
 
     func run() throws {
         let runRows: [[String: String]], stages: [[String: String]], failures: [[String: String]]
+        // The state folder's lineage database, when the run is read from it (not from a coordinator).
+        var local: String?
         if cluster.coordinator != nil {
             let context = MessagingContext()
             let client = try cluster.client(context)
@@ -404,6 +406,7 @@ struct Status: ParsableCommand {
             (runRows, stages, failures) = (reply.runs, reply.stages, reply.failures)
         } else {
             let db = try lineageDatabase(stateOptions)
+            local = db
             runRows = try LineageStore.readRows(path: db, "SELECT * FROM v_runs WHERE id = ?", [runID])
             stages = try LineageStore.readRows(path: db, "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
             failures = try LineageStore.readRows(path: db, "SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])
@@ -427,9 +430,8 @@ struct Status: ParsableCommand {
         print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(seconds) \(destination)")
         if let e = r["error"], !e.isEmpty { print("error: \(e)") }
         // An interrupted run says how it goes on (a running coordinator resumes its own at start).
-        if r["state"] == RunStatus.interrupted.rawValue, cluster.coordinator == nil,
-           let how = try LineageStore.readRows(path: try lineageDatabase(stateOptions),
-                                               "SELECT pipeline_path, submission_json IS NOT NULL AS farm FROM run WHERE id = ?", [runID]).first {
+        if r["state"] == RunStatus.interrupted.rawValue, let local,
+           let how = try LineageStore.readRows(path: local, "SELECT pipeline_path, submission_json IS NOT NULL AS farm FROM run WHERE id = ?", [runID]).first {
             let state = stateOptions.state.map { " --state \($0)" } ?? ""
             print(how["farm"] == "1" ? "resumes by itself when a coordinator starts on this state folder: coord serve\(state) …"
                                      : "resume with: coord submit \(how["pipeline_path"] ?? "PIPELINE")\(state)")
