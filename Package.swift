@@ -105,7 +105,8 @@ let package = Package(
         .testTarget(name: "SchedulerTests", dependencies: ["Scheduler", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "ThreadlineCore", "TestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "Farm", "ThreadlineCore", "Transport", "Lineage", "Media", "TestSupport", "Dashboard",
-                                                        .product(name: "GRDB", package: "GRDB.swift")]),
+                                                        .product(name: "GRDB", package: "GRDB.swift"),
+                                                        .product(name: "PropertyBased", package: "swift-property-based")]),
     ],
     swiftLanguageModes: [.v6]
 )

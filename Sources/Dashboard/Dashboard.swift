@@ -179,7 +179,8 @@ public struct Dashboard: Sendable {
 
         router.get("/api/runs") { request, _ in
             let limit = request.uri.queryParameters.get("limit", as: Int.self).map { max(1, min($0, 100_000)) } ?? 1000
-            return try Self.json(try reader.runs(limit: limit))
+            // Run and its stage counts spell their keys as the API does: no key conversion.
+            return Self.json(try JSONEncoder().encode(try reader.runs(limit: limit)))
         }
         // A run's detail and its attempts are answered from memory while lineage has not changed:
         // a page refreshed ten times a second during a render mostly finds nothing new (about 3

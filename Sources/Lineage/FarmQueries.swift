@@ -11,10 +11,7 @@ public struct FarmReader: Sendable {
 
     public init(path: String) throws {
         self.path = path
-        var config = Configuration()
-        config.readonly = true
-        config.busyMode = .timeout(2)
-        do { db = try DatabaseQueue(path: path, configuration: config) } catch { throw LineageStore.explain(error, path: path) }
+        db = try LineageStore.reader(path: path, busyTimeout: 2)
     }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
@@ -31,6 +28,7 @@ public struct FarmReader: Sendable {
 
     public struct StageCounts: Codable, Sendable, Equatable {
         public var pending = 0, ready = 0, running = 0, succeeded = 0, cached = 0, failed = 0, cancelled = 0
+        public init() {}
         public var total: Int { pending + ready + running + succeeded + cached + failed + cancelled }
         mutating func add(state: String, cached isCached: Bool, count: Int) {
             switch state {
@@ -77,6 +75,15 @@ public struct FarmReader: Sendable {
         /// Each key's runs share the farm equally.
         public var submitter: String?
         public var ownerKey: String?
+
+        /// The API's names (snake case) spelled out: the run list encodes 1,000 runs per
+        /// refresh, and an encoder converting every key's case spent a third of its time on it.
+        enum CodingKeys: String, CodingKey {
+            case id, name, state, items, stages, started, finished, joining, error, priority, submitter
+            case itemsDone = "items_done", durationS = "duration_s", pausedS = "paused_s", framesDone = "frames_done"
+            case framesTotal = "frames_total", etaS = "eta_s", outputPath = "output_path", pipelinePath = "pipeline_path"
+            case ownerKey = "owner_key"
+        }
     }
 
     /// The frames an item's render makes: the frames it occupies in the movie (`frame_count`)
@@ -94,18 +101,25 @@ public struct FarmReader: Sendable {
                 """, arguments: [id, id, limit])
             // Columns by position: this answers 1,000 runs on every page refresh.
             guard let first = rows.last?[0] as Int64?, let last = rows.first?[0] as Int64? else { return [] }
-            // Stage counts and finished items for the runs shown, in two grouped scans of the stage index.
+            // Stage counts and finished items (succeeded encodes) for the runs shown: an ended
+            // run's as it kept them when it ended (`run_progress`), the others' (and those of a run
+            // that ended before there were kept counts) from their stages, through the covering
+            // index `stage_progress`.
             var counts: [Int64: StageCounts] = [:]
-            for r in try Row.fetchAll(db, sql: """
-                SELECT run_id, state, cached, count(*) AS n FROM stage WHERE run_id BETWEEN ? AND ? GROUP BY run_id, state, cached
-                """, arguments: [first, last]) {
-                counts[r[0], default: StageCounts()].add(state: r[1], cached: (r[2] as Int) != 0, count: r[3])
-            }
             var done: [Int64: Int] = [:]
-            for r in try Row.fetchAll(db, sql: """
-                SELECT run_id, count(*) AS n FROM stage WHERE run_id BETWEEN ? AND ? AND kind = 'encode' AND state = 'succeeded' GROUP BY run_id
-                """, arguments: [first, last]) {
-                done[r[0]] = r[1]
+            let progress = try Row.fetchCursor(db, sql: """
+                SELECT p.run_id, p.state, p.cached, p.stages, p.encodes FROM run_progress p JOIN run r ON r.id = p.run_id
+                WHERE p.run_id BETWEEN ?1 AND ?2 AND r.state IN ('succeeded', 'failed', 'cancelled')
+                UNION ALL
+                SELECT run_id, state, cached, count(*), sum(kind = 'encode') FROM stage
+                WHERE run_id IN (SELECT r.id FROM run r WHERE r.id BETWEEN ?1 AND ?2
+                                 AND (r.state NOT IN ('succeeded', 'failed', 'cancelled') OR NOT EXISTS (SELECT 1 FROM run_progress p WHERE p.run_id = r.id)))
+                GROUP BY run_id, state, cached
+                """, arguments: [first, last])
+            while let r = try progress.next() {
+                let run: Int64 = r[0], state: String = r[1]
+                counts[run, default: StageCounts()].add(state: state, cached: (r[2] as Int) != 0, count: r[3])
+                if state == "succeeded" { done[run, default: 0] += r[4] }
             }
             // Planned frames, in all and of the items rendered, for the runs whose time left is
             // shown (running ones, or the one asked for): the item rows, and the rendered items'

@@ -586,8 +586,8 @@ extension DashboardTests {
                 let items = stagesPerRun / 5
                 try db.execute(sql: """
                     INSERT INTO run (id, name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitted_at, finished_at, state)
-                    VALUES (?, ?, '/p.yaml', 'x', '', '/out.mp4', ?, ?, ?)
-                    """, arguments: [r, "project \(r)", start, r == runs ? nil : start + 50, r == runs ? "running" : (r % 17 == 0 ? "failed" : "succeeded")])
+                    VALUES (?, ?, '/p.yaml', 'x', '', '/out.mp4', ?, ?, 'running')
+                    """, arguments: [r, "project \(r)", start, r == runs ? nil : start + 50])
                 for i in 0..<items {
                     try db.execute(sql: "INSERT INTO item (run_id, idx, kind, label, params_json) VALUES (?, ?, 'video', ?, '{}')", arguments: [r, i, "clip \(i)"])
                 }
@@ -596,6 +596,8 @@ extension DashboardTests {
                     try db.execute(sql: "INSERT INTO stage (run_id, item_idx, name, kind, state, cached, started_at, finished_at, seconds) VALUES (?, ?, ?, ?, 'succeeded', ?, ?, ?, 1)",
                                    arguments: [r, s / 5, "\(kind)/\(s / 5)", kind, s % 3 == 0 ? 1 : 0, start, start + 1])
                 }
+                // Ended once its stages are, as a coordinator records it.
+                if r < runs { try db.execute(sql: "UPDATE run SET state = ? WHERE id = ?", arguments: [r % 17 == 0 ? "failed" : "succeeded", r]) }
             }
             let big = Int64(runs)
             let stageIDs = try Int64.fetchAll(db, sql: "SELECT id FROM stage WHERE run_id = ?", arguments: [big])

@@ -3,6 +3,8 @@ import Testing
 import ThreadlineCore
 import Lineage
 import TestSupport
+import GRDB
+import PropertyBased
 
 /// The lineage database as users read it: documented views and queries, and `coord lineage`.
 @Suite(.serialized) struct LineageTests {
@@ -200,7 +202,7 @@ import TestSupport
         let names = try LineageStore.readRows(path: dir + "/l.db", "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')")
             .map { $0["name"]! }
         for v in ["v_runs", "v_stages", "v_attempts", "v_workers", "v_failures", "v_artifact_inputs", "v_lineage",
-                  "run", "item", "stage", "stage_edge", "attempt", "artifact", "attempt_io", "worker", "event"] {
+                  "run", "item", "stage", "stage_edge", "attempt", "artifact", "attempt_io", "worker", "event", "run_progress"] {
             #expect(names.contains(v), "missing \(v)")
         }
     }
@@ -500,6 +502,115 @@ import TestSupport
                 "\((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "")")
         #expect(try recorded(run: 2) == [0, 0, 0, 0, 0, 0])
         #expect(try recorded(run: 3).allSatisfy { $0 > 0 })
+    }
+
+    /// The run list's stage counts, kept for ended runs (`run_progress`) and counted for the others:
+    /// after any sequence of what coordinators write (plans, stage state changes and cache hits
+    /// while a run is live, ends that cancel what is left, interruptions and resumes, old runs
+    /// forgotten) they are what a count of the stages says, and the items done those whose encode
+    /// succeeded.
+    @Test func theRunListsStageCountsFollowEveryWrite() async throws {
+        let ops = Gen.int(in: 0...9_999).array(of: 1...60)
+        await propertyCheck(count: 40, input: ops) { ops in
+            let dir = temporaryDirectory("progress")
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let lineage = try! LineageStore(path: dir + "/l.db")
+            var runs: [(id: Int64, stages: [Int64])] = []
+            // A coordinator writes the stages of the runs it has live: an ended one it forgot.
+            func live() -> (id: Int64, stages: [Int64])? {
+                let states = Dictionary(uniqueKeysWithValues: try! lineage.rows("SELECT id, state FROM run").map { (Int64($0["id"]!)!, $0["state"]!) })
+                return runs.filter { states[$0.id] == "running" }.randomElement()
+            }
+            for op in ops {
+                let pick = op / 8
+                switch op % 8 {
+                case 0, 1:
+                    let items = (0...(pick % 3)).map { Item(kind: .video(source: SourceRef(dir + "/\($0).mov"), trim: nil)) }
+                    let p = Pipeline(name: "p", output: OutputProfile(path: dir + "/out.mp4"), items: items)
+                    let (id, ids) = try! lineage.createRun(p, stages: Planner.stages(for: p))
+                    runs.append((id, ids.values.sorted()))
+                case 2, 3:
+                    guard let run = live(), !run.stages.isEmpty else { continue }
+                    let state = StageStatus.allCases[pick % StageStatus.allCases.count]
+                    try! lineage.stageUpdate(run.stages[pick % run.stages.count], state: state)
+                case 4:
+                    guard let run = live(), !run.stages.isEmpty else { continue }
+                    try! lineage.stageCached(run.stages[pick % run.stages.count])
+                case 5:
+                    guard let run = live() else { continue }
+                    try! lineage.runFinished(run.id, state: [.succeeded, .failed, .cancelled][pick % 3])
+                case 6:
+                    guard let run = live() else { continue }
+                    try! lineage.interruptRun(run.id, reason: "test")
+                    if pick % 2 == 0 { _ = try! lineage.resume(runID: run.id) }
+                default:
+                    guard let run = runs.randomElement() else { continue }
+                    try! lineage.age(runID: run.id, by: 86_400)
+                    _ = try! lineage.forgetRuns(submittedBefore: lineage.now() - 3_600)
+                    let kept = Set(try! lineage.rows("SELECT id FROM run").compactMap { Int64($0["id"] ?? "") })
+                    runs.removeAll { !kept.contains($0.id) }
+                }
+            }
+            var truth: [Int64: FarmReader.StageCounts] = [:], done: [Int64: Int] = [:]
+            for r in try! lineage.rows("SELECT run_id, state, cached, kind, count(*) AS n FROM stage GROUP BY run_id, state, cached, kind") {
+                let run = Int64(r["run_id"]!)!, n = Int(r["n"]!)!
+                var c = truth[run] ?? FarmReader.StageCounts()
+                switch (r["state"]!, r["cached"] == "1") {
+                case ("succeeded", true): c.cached += n
+                case ("succeeded", false): c.succeeded += n
+                case ("running", _): c.running += n
+                case ("ready", _): c.ready += n
+                case ("failed", _): c.failed += n
+                case ("cancelled", _): c.cancelled += n
+                default: c.pending += n
+                }
+                truth[run] = c
+                if r["state"] == "succeeded" && r["kind"] == "encode" { done[run, default: 0] += n }
+            }
+            let seen = try! FarmReader(path: dir + "/l.db").runs(limit: 100_000)
+            #expect(Set(seen.map(\.id)) == Set(runs.map(\.id)))
+            for r in seen {
+                #expect(r.stages == truth[r.id] ?? FarmReader.StageCounts(), "run \(r.id) after \(ops.map { $0 % 8 })")
+                #expect(r.itemsDone == done[r.id] ?? 0, "run \(r.id)")
+            }
+            // A forgotten run's counts went with it.
+            let orphans = try! lineage.rows("SELECT count(*) AS n FROM run_progress WHERE run_id NOT IN (SELECT id FROM run)")
+            #expect(orphans.first?["n"] == "0")
+        }
+    }
+
+    /// A database an older version wrote (before the kept stage counts) is brought up to date
+    /// when a reader opens it, its counts made from its stages: `coord dashboard` and `coord runs`
+    /// on an old state folder answer instead of failing on a table they do not find.
+    @Test func anOlderDatabaseIsBroughtUpToDateByItsReader() throws {
+        let dir = temporaryDirectory("old-lineage")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/lineage.db"
+        let p = Pipeline(name: "old", output: OutputProfile(path: dir + "/out.mp4"),
+                         items: (0..<3).map { Item(kind: .video(source: SourceRef(dir + "/\($0).mov"), trim: nil)) })
+        let planned = Planner.stages(for: p)
+        do {
+            let lineage = try LineageStore(path: path)
+            let (id, ids) = try lineage.createRun(p, stages: planned)
+            for name in ["fetch/0", "decode/0", "encode/0", "fetch/1"] { try lineage.stageUpdate(try #require(ids[name], "\(ids.keys)"), state: .succeeded) }
+            try lineage.stageCached(ids["encode/0"]!)
+            try lineage.runFinished(id, state: .failed, error: "x")
+        }
+        // As version 12 left it: no kept counts.
+        let db = try DatabaseQueue(path: path)
+        try db.write { db in
+            try db.execute(sql: """
+                DROP TRIGGER run_ended; DROP TRIGGER run_resumed; DROP TABLE run_progress;
+                DELETE FROM grdb_migrations WHERE identifier LIKE 'v13:%';
+                """)
+        }
+        try db.close()
+        let listed = try run(coordPath, ["runs", "--state", dir], timeout: 60)
+        #expect(listed.status == 0 && listed.out.contains("failed"), "\(listed.out)\(listed.err)")
+        let seen = try #require(try FarmReader(path: path).runs().first)
+        var expected = FarmReader.StageCounts()
+        expected.succeeded = 3; expected.cached = 1; expected.cancelled = planned.count - 4
+        #expect(seen.stages == expected && seen.itemsDone == 1, "\(seen)")
     }
 
     @Test func exportLineageEmitsOpenLineageRunEvents() throws {
