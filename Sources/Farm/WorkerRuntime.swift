@@ -71,6 +71,13 @@ public final class WorkerRuntime: Sendable {
     /// Rings when a task thread finishes, so its result goes out at once.
     private let wakeup = Wakeup()
     private let cancelled = Mutex<Set<String>>([])
+    /// An input being taken from a shared folder, and what came of it (nil: not taken).
+    struct Taken: Sendable { var lease: String; var ref: ArtifactRef; var got: ArtifactRef? }
+    /// Takes from shared folders done off the loop (hashing and copying a large file takes
+    /// seconds, in which the loop would hear nothing: not a cancel, not a drain), and the leases
+    /// whose takes are still wanted (a take stops when its assignment is cancelled or handed back).
+    private let taken = Mutex<[Taken]>([])
+    private let takesWanted = Mutex<Set<String>>([])
 
     public init(_ config: Configuration, runner: any TaskRunner, logger: Logger) {
         self.config = config; self.runner = runner; self.logger = logger
@@ -188,15 +195,25 @@ public final class WorkerRuntime: Sendable {
             for ref in inputs {
                 let local = store.local(ref)
                 if store.isPresent(local) { store.touch(local.path); p.paths[ref.path] = local.path; continue }
-                // A file in a configured shared folder: taken where it is, only if its content matches.
-                let attrs = config.sharedDirectories.contains(where: { ref.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") })
-                    ? try? FileManager.default.attributesOfItem(atPath: ref.path) : nil
-                if (attrs?[.size] as? NSNumber)?.int64Value == ref.size, let got = try? store.ingest(localFile: ref.path), got.sha256 == ref.sha256 {
-                    p.paths[ref.path] = got.path; continue
-                }
                 p.paths[ref.path] = local.path
                 p.waiting.insert(ref.sha256)
-                transfers.fetch(ref, from: Data())
+                // A file in a configured shared folder: taken where it is (on a thread), only if its
+                // content matches; otherwise pulled from the coordinator.
+                let attrs = config.sharedDirectories.contains(where: { ref.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") })
+                    ? try? FileManager.default.attributesOfItem(atPath: ref.path) : nil
+                if (attrs?[.size] as? NSNumber)?.int64Value == ref.size {
+                    let lease = a.lease
+                    takesWanted.withLock { _ = $0.insert(lease) }
+                    Thread { [self] in
+                        let got = try? store.ingest(localFile: ref.path, isCancelled: { [self] in
+                            !takesWanted.withLock { $0.contains(lease) } || stopped.withLock { $0 }
+                        })
+                        taken.withLock { $0.append(Taken(lease: lease, ref: ref, got: got)) }
+                        wakeup.signal()
+                    }.start()
+                } else {
+                    transfers.fetch(ref, from: Data())
+                }
             }
             if p.waiting.isEmpty { launch(Self.rewrite(a, p.paths)) } else { preparing[a.lease] = p }
         }
@@ -332,6 +349,26 @@ public final class WorkerRuntime: Sendable {
                         }
                     }
                 }
+            }
+            for t in taken.withLock({ let t = $0; $0 = []; return t }) {
+                // (Its assignment cancelled or handed back meanwhile, or the input came another way.)
+                guard var p = preparing[t.lease], p.waiting.contains(t.ref.sha256) else { continue }
+                if let got = t.got, got.sha256 == t.ref.sha256 {
+                    logger.info("input taken from a shared folder", metadata: ["path": "\(t.ref.path)", "lease": "\(t.lease)"])
+                    p.paths[t.ref.path] = got.path
+                    p.waiting.remove(t.ref.sha256)
+                    if p.waiting.isEmpty { preparing[t.lease] = nil; launch(Self.rewrite(p.assignment, p.paths)) } else { preparing[t.lease] = p }
+                } else {
+                    // Changed since it was submitted, or unreadable here: pulled from the coordinator.
+                    logger.info("input in a shared folder is not what was submitted; pulling it from the coordinator",
+                                metadata: ["path": "\(t.ref.path)", "sha256": "\(t.ref.sha256.prefix(12))"])
+                    transfers?.fetch(t.ref, from: Data())
+                }
+            }
+            // A take whose assignment is no longer waiting here stops (cancelled, handed back, drained).
+            if !takesWanted.withLock({ $0.isEmpty }) {
+                let waiting = Set(preparing.keys)
+                takesWanted.withLock { $0.formIntersection(waiting) }
             }
             for r in finished.withLock({ let r = $0; $0 = []; return r }) { report(r) }
             let now = Clocks.steady

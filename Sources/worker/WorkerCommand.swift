@@ -55,7 +55,7 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Seconds between looks at the store's size while work comes and goes.", visibility: .hidden))
     var storeTrimEvery: Double = 5
 
-    @Option(name: .long, help: "A folder shared with submitters or the coordinator (NFS, …): files under it are read in place, not copied. Repeatable.")
+    @Option(name: .long, help: "A folder shared with submitters (NFS, …) at the same path: a submitted file found there with the content submitted is taken from it (cloned where the file system can) instead of pulled from the coordinator. Repeatable.")
     var sharedDir: [String] = []
 
     @Option(name: .long, help: "This worker's CURVE secret key file (made by 'coord keygen').")

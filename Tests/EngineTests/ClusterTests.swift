@@ -917,6 +917,26 @@ import ThreadlineCore
         #expect(Double(times[1]["finished_at"]!)! < Double(times[0]["finished_at"]!)!, "the small run finished first")
     }
 
+    /// A worker given --shared-dir takes a submitted file it finds there with the content that
+    /// was submitted (on a thread beside its loop) instead of pulling it from the coordinator.
+    @Test func aWorkerTakesASubmittedFileFromItsSharedFolder() throws {
+        let dir = temporaryDirectory("shared-dir")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let size = try Self.bigUpload(dir)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1, workerArgs: ["--shared-dir", dir])
+        defer { procs.stopAll() }
+        let r = try run(coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep], timeout: 300)
+        #expect(r.status == 0, "\(r.err)")
+        let log = (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? ""
+        #expect(log.contains("input taken from a shared folder") && log.contains(dir + "/big.mkv"), "\(log)")
+        #expect(!log.contains("pulling it from the coordinator"), "\(log)")
+        // The worker's store holds the file, whole.
+        let kept = try FileManager.default.subpathsOfDirectory(atPath: dir + "/w1").filter {
+            (try? FileManager.default.attributesOfItem(atPath: dir + "/w1/" + $0)[.size] as? NSNumber)?.int64Value == size
+        }
+        #expect(kept.count == 1, "\(kept)")
+    }
+
     @Test func cancelStopsARunWithinTwoSecondsAndFreesItsSlots() throws {
         let dir = temporaryDirectory("cancel")
         let slow = dir + "/slow", quick = dir + "/quick"
