@@ -71,11 +71,12 @@ public final class WorkerRuntime: Sendable {
     /// Rings when a task thread finishes, so its result goes out at once.
     private let wakeup = Wakeup()
     private let cancelled = Mutex<Set<String>>([])
-    /// An input being taken from a shared folder, and what came of it (nil: not taken).
-    struct Taken: Sendable { var lease: String; var ref: ArtifactRef; var got: ArtifactRef? }
+    /// An input taken from a shared folder, and what came of it (nil: not taken).
+    struct Taken: Sendable { var ref: ArtifactRef; var got: ArtifactRef? }
     /// Takes from shared folders done off the loop (hashing and copying a large file takes
-    /// seconds, in which the loop would hear nothing: not a cancel, not a drain), and the leases
-    /// whose takes are still wanted (a take stops when its assignment is cancelled or handed back).
+    /// seconds, in which the loop would hear nothing: not a cancel, not a drain), and the inputs
+    /// (by sha256) whose takes are still wanted: a take stops once no assignment here waits for
+    /// it (cancelled, handed back, drained, or the input came another way).
     private let taken = Mutex<[Taken]>([])
     private let takesWanted = Mutex<Set<String>>([])
 
@@ -117,6 +118,8 @@ public final class WorkerRuntime: Sendable {
         try socket.connect(config.endpoint)
         var running: Set<String> = []
         var preparing: [String: Preparing] = [:]
+        /// Inputs being taken from a shared folder (one take each, whoever waits for it).
+        var taking: Set<String> = []
         var unacked: [String: TaskResult] = [:]
         /// The stored inputs each accepted assignment reads (kept from `trim` until its result goes).
         var reading: [String: [String]] = [:]
@@ -202,13 +205,13 @@ public final class WorkerRuntime: Sendable {
                 let attrs = config.sharedDirectories.contains(where: { ref.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") })
                     ? try? FileManager.default.attributesOfItem(atPath: ref.path) : nil
                 if (attrs?[.size] as? NSNumber)?.int64Value == ref.size {
-                    let lease = a.lease
-                    takesWanted.withLock { _ = $0.insert(lease) }
+                    guard taking.insert(ref.sha256).inserted else { continue }
+                    takesWanted.withLock { _ = $0.insert(ref.sha256) }
                     Thread { [self] in
                         let got = try? store.ingest(localFile: ref.path, isCancelled: { [self] in
-                            !takesWanted.withLock { $0.contains(lease) } || stopped.withLock { $0 }
+                            !takesWanted.withLock { $0.contains(ref.sha256) } || stopped.withLock { $0 }
                         })
-                        taken.withLock { $0.append(Taken(lease: lease, ref: ref, got: got)) }
+                        taken.withLock { $0.append(Taken(ref: ref, got: got)) }
                         wakeup.signal()
                     }.start()
                 } else {
@@ -351,24 +354,29 @@ public final class WorkerRuntime: Sendable {
                 }
             }
             for t in taken.withLock({ let t = $0; $0 = []; return t }) {
-                // (Its assignment cancelled or handed back meanwhile, or the input came another way.)
-                guard var p = preparing[t.lease], p.waiting.contains(t.ref.sha256) else { continue }
-                if let got = t.got, got.sha256 == t.ref.sha256 {
-                    logger.info("input taken from a shared folder", metadata: ["path": "\(t.ref.path)", "lease": "\(t.lease)"])
-                    p.paths[t.ref.path] = got.path
-                    p.waiting.remove(t.ref.sha256)
-                    if p.waiting.isEmpty { preparing[t.lease] = nil; launch(Self.rewrite(p.assignment, p.paths)) } else { preparing[t.lease] = p }
+                let sha = t.ref.sha256
+                taking.remove(sha)
+                takesWanted.withLock { _ = $0.remove(sha) }
+                // (No one waits for it any more: cancelled, handed back, or it came another way.)
+                let waiters = preparing.filter { $0.value.waiting.contains(sha) }
+                if waiters.isEmpty { continue }
+                if let got = t.got, got.sha256 == sha {
+                    // In the store where each waiter's paths already point (`store.local`).
+                    logger.info("input taken from a shared folder", metadata: ["path": "\(t.ref.path)", "sha256": "\(sha.prefix(12))"])
+                    for (lease, var p) in waiters {
+                        p.waiting.remove(sha)
+                        if p.waiting.isEmpty { preparing[lease] = nil; launch(Self.rewrite(p.assignment, p.paths)) } else { preparing[lease] = p }
+                    }
                 } else {
                     // Changed since it was submitted, or unreadable here: pulled from the coordinator.
                     logger.info("input in a shared folder is not what was submitted; pulling it from the coordinator",
-                                metadata: ["path": "\(t.ref.path)", "sha256": "\(t.ref.sha256.prefix(12))"])
+                                metadata: ["path": "\(t.ref.path)", "sha256": "\(sha.prefix(12))"])
                     transfers?.fetch(t.ref, from: Data())
                 }
             }
-            // A take whose assignment is no longer waiting here stops (cancelled, handed back, drained).
-            if !takesWanted.withLock({ $0.isEmpty }) {
-                let waiting = Set(preparing.keys)
-                takesWanted.withLock { $0.formIntersection(waiting) }
+            if !taking.isEmpty {
+                let waited = Set(preparing.values.flatMap(\.waiting))
+                takesWanted.withLock { $0.formIntersection(waited) }
             }
             for r in finished.withLock({ let r = $0; $0 = []; return r }) { report(r) }
             let now = Clocks.steady

@@ -77,14 +77,17 @@ public final class LineageStore: Sendable {
         config.busyMode = .timeout(busyTimeout)
         do {
             let db = try DatabaseQueue(path: path, configuration: config)
-            guard try db.read({ try !migrator.hasCompletedMigrations($0) }) else { return db }
+            // (A database another process is making this moment can fail the look: its tables
+            // appear between the query and GRDB's check. Making the store waits for that process.)
+            if (try? db.read({ try migrator.hasCompletedMigrations($0) })) == true { return db }
             do { _ = try LineageStore(path: path) } catch {
                 throw LineageError(description: """
-                    the lineage database \(path) was written by an older Threadline and must be brought up to date once, \
-                    which needs write access (\(error)). Run `coord runs --state \((path as NSString).deletingLastPathComponent)` once as its owner
+                    the lineage database \(path) is not at this version's schema (an older Threadline wrote it) and bringing it up to \
+                    date, once, needs write access (\(error)). Run `coord runs --state \((path as NSString).deletingLastPathComponent)` once as its owner
                     """)
             }
-            return db
+            try db.close()
+            return try DatabaseQueue(path: path, configuration: config)
         } catch let error as LineageError { throw error } catch { throw explain(error, path: path) }
     }
 
