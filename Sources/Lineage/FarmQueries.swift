@@ -109,11 +109,11 @@ public struct FarmReader: Sendable {
             var done: [Int64: Int] = [:]
             let progress = try Row.fetchCursor(db, sql: """
                 SELECT p.run_id, p.state, p.cached, p.stages, p.encodes FROM run_progress p JOIN run r ON r.id = p.run_id
-                WHERE p.run_id BETWEEN ?1 AND ?2 AND r.state IN ('succeeded', 'failed', 'cancelled')
+                WHERE p.run_id BETWEEN ?1 AND ?2 AND r.state IN (\(RunStatus.endedSQL))
                 UNION ALL
                 SELECT run_id, state, cached, count(*), sum(kind = 'encode') FROM stage
                 WHERE run_id IN (SELECT r.id FROM run r WHERE r.id BETWEEN ?1 AND ?2
-                                 AND (r.state NOT IN ('succeeded', 'failed', 'cancelled') OR NOT EXISTS (SELECT 1 FROM run_progress p WHERE p.run_id = r.id)))
+                                 AND (r.state NOT IN (\(RunStatus.endedSQL)) OR NOT EXISTS (SELECT 1 FROM run_progress p WHERE p.run_id = r.id)))
                 GROUP BY run_id, state, cached
                 """, arguments: [first, last])
             while let r = try progress.next() {

@@ -180,8 +180,7 @@ extension LineageStore {
     public func forgetRuns(submittedBefore cutoff: Double, held: Set<Int64> = [], limit: Int = 500) throws -> ForgetReport {
         try writeWhole { db in
             var report = ForgetReport()
-            let ended = [RunStatus.succeeded, .failed, .cancelled].map { "'\($0.rawValue)'" }.joined(separator: ", ")
-            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM run WHERE submitted_at < ? AND state IN (\(ended)) ORDER BY id LIMIT ?",
+            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM run WHERE submitted_at < ? AND state IN (\(RunStatus.endedSQL)) ORDER BY id LIMIT ?",
                                          arguments: [cutoff, limit + 1])
             report.more = ids.count > limit
             let runs = Array(ids.prefix(limit))

@@ -4,6 +4,10 @@ public enum RunStatus: String, Sendable, CaseIterable {
     case running, succeeded, failed, cancelled
     /// Its coordinator stopped before it ended; submitting it again resumes it.
     case interrupted
+
+    /// The states a run ends in, as an SQL list (`'succeeded', 'failed', 'cancelled'`): an
+    /// interrupted run is resumed. (Migrations spell it out: they stay as they were written.)
+    static let endedSQL = [RunStatus.succeeded, .failed, .cancelled].map { "'\($0.rawValue)'" }.joined(separator: ", ")
 }
 
 public enum StageStatus: String, Sendable, CaseIterable {

@@ -519,8 +519,12 @@ extension DashboardTests {
                 #expect(procs.process("render")?.terminationStatus == 0)
                 times[poll] = seconds
                 if poll {
+                    // Both still serving and polling, and each measured: a share of 0 would say nothing.
+                    let servedCPU = served() - served0
+                    #expect(procs.process("poller")?.isRunning == true && servedCPU > 0 && renderCPU > seconds / 2,
+                            "dashboard and page \(servedCPU) s, render \(renderCPU) s of CPU in \(seconds) s")
                     polled.append(seconds)
-                    shares.append((served() - served0) / renderCPU)
+                    shares.append(servedCPU / renderCPU)
                 } else { undisturbed.append(seconds) }
             }
             ratios.append(times[true]! / times[false]!)
