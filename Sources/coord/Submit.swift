@@ -15,7 +15,8 @@ struct Submit: ParsableCommand {
         Every pipeline named is rendered at once on one cluster: the projects share the workers \
         fairly, and a summary table (or, with --json, one JSON object per project) follows.
 
-        With no cluster named, starts a local coordinator and local worker processes on loopback. \
+        With no cluster named, starts a local coordinator and local worker processes, joined by a \
+        private Unix socket (no network port). \
         Ctrl-C (or SIGTERM, or the terminal closing) stops it; the runs are recorded as \
         interrupted and resume, keeping every finished stage, when the same pipelines are \
         submitted again. A movie that another process is rendering on the same state folder is \
