@@ -205,8 +205,10 @@ public final class WorkerRuntime: Sendable {
                 let attrs = config.sharedDirectories.contains(where: { ref.path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") })
                     ? try? FileManager.default.attributesOfItem(atPath: ref.path) : nil
                 if (attrs?[.size] as? NSNumber)?.int64Value == ref.size {
-                    guard taking.insert(ref.sha256).inserted else { continue }
+                    // Wanted again, a take already going on (one no longer wanted stops only at
+                    // its next check) goes on for this assignment instead of a second take.
                     takesWanted.withLock { _ = $0.insert(ref.sha256) }
+                    guard taking.insert(ref.sha256).inserted else { continue }
                     Thread { [self] in
                         let got = try? store.ingest(localFile: ref.path, isCancelled: { [self] in
                             !takesWanted.withLock { $0.contains(ref.sha256) } || stopped.withLock { $0 }
@@ -368,8 +370,9 @@ public final class WorkerRuntime: Sendable {
                         if p.waiting.isEmpty { preparing[lease] = nil; launch(Self.rewrite(p.assignment, p.paths)) } else { preparing[lease] = p }
                     }
                 } else {
-                    // Changed since it was submitted, or unreadable here: pulled from the coordinator.
-                    logger.info("input in a shared folder is not what was submitted; pulling it from the coordinator",
+                    // Changed since it was submitted, unreadable here, or its take stopped before
+                    // this assignment came for it: pulled from the coordinator.
+                    logger.info("input in a shared folder could not be taken (changed since it was submitted, unreadable, or its take was stopped); pulling it from the coordinator",
                                 metadata: ["path": "\(t.ref.path)", "sha256": "\(sha.prefix(12))"])
                     transfers?.fetch(t.ref, from: Data())
                 }
