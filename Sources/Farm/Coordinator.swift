@@ -50,6 +50,15 @@ public struct RunProgress: Sendable, Codable {
         TimeLeft.seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
     }
 
+    /// What a batch's line for this run shows for its time: as `etaText`, but a run with nothing
+    /// running while the workers render other runs' stages (a batch's fair share gives each its
+    /// turn) waits for a slot. Before, such a line read "ETA --:--", or held the time it last had,
+    /// as if the project were stuck.
+    public var timeInBatch: String {
+        running.isEmpty && !waitingForWorker && !joining ? Self.waitingForSlotText : etaText
+    }
+    public static let waitingForSlotText = "waiting for a slot"
+
     /// Every planned frame is rendered and the run goes on: the concat is joining the movie.
     public var joining: Bool { TimeLeft.joining(framesDone: done, framesTotal: total, known: known) }
 

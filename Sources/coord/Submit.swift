@@ -122,16 +122,25 @@ struct Submit: ParsableCommand {
             try refused(problems, names: names)
         }
         var writers: [String: Int] = [:]
+        // A file named more than once (a glob and a name): one line for all its names.
+        var again: [Int: [Int]] = [:]
         for (j, p) in loaded.enumerated() {
             if let other = writers[p.output.path] {
                 let same = URL(fileURLWithPath: files[other]).standardizedFileURL.resolvingSymlinksInPath() == URL(fileURLWithPath: p.file).standardizedFileURL.resolvingSymlinksInPath()
+                if same { again[other, default: []].append(place[j]); continue }
                 let clash = "error: \(files[other]) and \(p.file) both write \(p.output.path); give each its own output.path"
-                refuse(place[j], [same ? "error: \(p.file) is named twice; name each pipeline file once" : clash])
+                refuse(place[j], [clash])
                 // Both files are at fault (the message is printed once).
-                if !same { problems[other, default: []].append(clash) }
+                problems[other, default: []].append(clash)
             } else {
                 writers[p.output.path] = place[j]
             }
+        }
+        for (first, others) in again.sorted(by: { $0.key < $1.key }) {
+            let named = ([first] + others).map { files[$0] }
+            let line = "error: \(files[first]) is named \(named.count) times (\(named.joined(separator: ", "))); name each pipeline file once"
+            refuse(others[0], [line])
+            for k in others.dropFirst() { problems[k, default: []].append(line) }
         }
         // One project's movie must not replace another's input.
         let inputs = Dictionary(loaded.flatMap { p in p.files.map { ($0.path, p.file) } }, uniquingKeysWith: { a, _ in a })
@@ -715,6 +724,18 @@ final class BatchDisplay: Sendable {
                       failed > 0 ? " (\(failed) failed)" : "", batch.itemsDone, names.indices.reduce(0) { $0 + max(items[$1], s.progress[$1]?.items ?? 0) }, batch.running, eta)
     }
 
+    /// One project's line under the total (its time as `RunProgress.timeInBatch` says).
+    static func projectLine(_ name: String, _ p: RunProgress) -> String {
+        // Frames once every item's length is known, items before: stages counted the quick
+        // fetches, and the bar went back to empty when the frames became known.
+        let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0
+            ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.itemsDone) / Double(max(1, p.items))
+        let filled = min(16, Int(fraction * 16))
+        let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
+        let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
+        return "  \(ProjectReport.fit(name, 24)) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.timeInBatch)"
+    }
+
     /// Every project still going waits for a worker, as last told.
     static func waitingForWorker(_ s: State) -> Bool {
         let going = s.progress.filter { s.ended[$0.key] == nil }.values
@@ -728,16 +749,7 @@ final class BatchDisplay: Sendable {
         var lines = [totalLine(s, now: now)]
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
         for k in active.prefix(Self.activeLines) {
-            let p = s.progress[k]!.aged(by: now - (s.received[k] ?? now))
-            // Frames once every item's length is known, items before: stages counted the quick
-            // fetches, and the bar went back to empty when the frames became known.
-            let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0
-                ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.itemsDone) / Double(max(1, p.items))
-            let filled = Int(fraction * 16)
-            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
-            let name = ProjectReport.fit(names[k], 24)
-            let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
-            lines.append("  \(name) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.etaText)")
+            lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now))))
         }
         if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""

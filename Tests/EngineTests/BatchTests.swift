@@ -212,7 +212,11 @@ import Lineage
         // One file named twice (a glob and a name) is said so, not as two files writing one movie.
         let twice = try run(coordPath, ["submit", good, dir + "/./p1.yaml", "--state", dir + "/state"], timeout: 120)
         #expect(twice.status == 2)
-        #expect(twice.err.contains("p1.yaml is named twice; name each pipeline file once") && !twice.err.contains("both write"), "\(twice.err)")
+        #expect(twice.err.contains("p1.yaml is named 2 times (\(good), \(dir)/./p1.yaml); name each pipeline file once") && !twice.err.contains("both write"), "\(twice.err)")
+        // Named three times: said once, with every name.
+        let thrice = try run(coordPath, ["submit", good, dir + "/./p1.yaml", good, "--state", dir + "/state"], timeout: 120)
+        #expect(thrice.status == 2)
+        #expect(thrice.err.components(separatedBy: "is named 3 times").count == 2 && !thrice.err.contains("both write"), "\(thrice.err)")
 
         // A movie that could not be written is found before anything renders, at its output.path
         // (before: after every item of the project had rendered). The folder passes the loader's

@@ -39,6 +39,24 @@ import TestSupport
         #expect(TimeLeft.text(framesDone: 60, framesTotal: 240, known: false, rendered: 60, renderingFor: 20, movies: 3) == "ETA --:--")
     }
 
+    /// A batch's project line: a project with nothing running while others render waits for a
+    /// slot (not "ETA --:--" or a time held from its last turn); running, joining or without any
+    /// worker, it says what `etaText` says.
+    @Test func aProjectWithNothingRunningInABatchWaitsForASlot() {
+        var idle = progress(done: 30, total: 120, known: true, elapsed: 10)
+        idle.workers = 2
+        #expect(idle.timeInBatch == "waiting for a slot")
+        var going = idle
+        going.running = ["render/2"]
+        #expect(going.timeInBatch == going.etaText && going.timeInBatch == "ETA 0:30")
+        var joining = progress(done: 120, total: 120, known: true, elapsed: 12)
+        joining.workers = 2
+        #expect(joining.timeInBatch == "joining the movie", "the concat is sent once a slot is free: \(joining.timeInBatch)")
+        var alone = idle
+        alone.workers = 0
+        #expect(alone.timeInBatch == "waiting for a worker to join")
+    }
+
     /// The rate is what the run rendered since its first render: frames reused from the cache and
     /// time spent waiting behind other runs say nothing about it.
     @Test func theRateIsTheRunsOwnRenderingNotCachedFramesOrWaiting() {
