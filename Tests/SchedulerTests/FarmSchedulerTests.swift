@@ -359,7 +359,8 @@ extension Array {
         #expect(dispatches(farm.send(.tick)).isEmpty && farm.toPrepare.isEmpty, "the other waits, prepared, while the slot is free")
         #expect(farm.scheduler.hasQueuedWork)
         _ = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
-        #expect(farm.toPrepare.isEmpty)
+        // Prepared again with the success (`wake`), once: the tick's unparking leaves it be.
+        #expect(farm.toPrepare == [StageRef(run: b, node: 0)])
         _ = farm.send(.tick)
         try expectReusedAfterACheck(&farm, run: b)
     }
@@ -390,6 +391,43 @@ extension Array {
         _ = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(dispatches(farm.send(.tick)).isEmpty, "not rendered again")
         try expectReusedAfterACheck(&farm, run: b)
+    }
+
+    /// A stage queued for a slot under a key another project's attempt has just made is prepared
+    /// again at once and checked beside the slots, while the slot goes on rendering a third
+    /// project. Before, it waited for its own turn at a slot (the render behind it) to find out it
+    /// was a cache hit, and its project's movie waited with it.
+    @Test func aStageQueuedUnderAKeyJustMadeIsCheckedWithoutWaitingForASlot() throws {
+        var farm = Farm()
+        _ = farm.join(slots: 1)
+        let a = farm.submit([[]]), c = farm.submit([[]]), b = farm.submit([[]])
+        farm.prepareAll(key: { $0.run == c ? "long" : "same" })
+        let first = dispatches(farm.send(.tick))
+        #expect(first.map(\.stage) == [StageRef(run: a, node: 0)])
+        _ = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(farm.toPrepare == [StageRef(run: b, node: 0)], "prepared again when the key was made: \(farm.toPrepare)")
+        farm.prepareAll(check: { $0.run == b }, key: { $0.run == c ? "long" : "same" })
+        let next = dispatches(farm.send(.tick))
+        #expect(Set(next.map(\.stage)) == [StageRef(run: c, node: 0), StageRef(run: b, node: 0)], "\(next)")
+        let check = try #require(next.first { $0.stage.run == b })
+        #expect(check.check)
+        #expect(farm.answer(check.lease) { .succeeded(lease: $0, worker: $1) }.last == .runEnded(b, .succeeded), "b ends while c renders")
+        #expect(farm.ended[c] == nil)
+        #expect(farm.scheduler.queuedByKey.isEmpty || farm.scheduler.queuedByKey.keys.sorted() == ["long"])
+        #expect(farm.problems.isEmpty)
+    }
+
+    /// Stages queued under a key whose run ends (cancelled here) leave no entry behind.
+    @Test func queuedKeysOfEndedRunsAreForgotten() {
+        var farm = Farm()
+        _ = farm.join(slots: 1)
+        let a = farm.submit([[]]), b = farm.submit([[], [0]])
+        farm.prepareAll(key: { "k\($0.run)-\($0.node)" })
+        _ = dispatches(farm.send(.tick))
+        #expect(!farm.scheduler.queuedByKey.isEmpty)
+        _ = farm.send(.cancel(run: a))
+        _ = farm.send(.cancel(run: b))
+        #expect(farm.scheduler.queuedByKey.isEmpty, "\(farm.scheduler.queuedByKey)")
     }
 
     /// The attempt it waited for failed for good (its run ended): the waiting stage renders itself.
