@@ -258,8 +258,9 @@ public struct FarmScheduler: Sendable {
     var made: [String: UInt64] = [:]
     var preparations: UInt64 = 0
     /// Output key → stages queued for a slot under it (`wake`): when an attempt makes the key,
-    /// they are prepared again at once. Entries go when the key is made or their run ends.
-    var queuedByKey: [String: [StageRef]] = [:]
+    /// they are prepared again at once. Entries go when the stage is sent, the key is made or the
+    /// run ends.
+    var queuedByKey: [String: Set<StageRef>] = [:]
     public private(set) var dispatching = true
 
     public init(_ config: Configuration) { self.config = config }
@@ -339,7 +340,7 @@ public struct FarmScheduler: Sendable {
             run.nodes[s.node].preparedAt = preparations
             if check { run.checkLane.append(s.node) } else {
                 run.slotLane.push(s.node, short: run.spec.short[s.node], cost: cost)
-                if let key { queuedByKey[key, default: []].append(s) }
+                if let key { queuedByKey[key, default: []].insert(s) }
             }
             runs[s.run] = run
 
@@ -512,8 +513,15 @@ public struct FarmScheduler: Sendable {
         run.nodes[s.node].phase = .ready
         run.nodes[s.node].readySince = now
         run.slotLane.push(s.node, short: run.spec.short[s.node], cost: node.cost)
-        if let key = node.key { queuedByKey[key, default: []].append(s) }
+        if let key = node.key { queuedByKey[key, default: []].insert(s) }
         runs[s.run] = run
+    }
+
+    /// The stage no longer waits for a slot under `key` (sent, or its run ended).
+    mutating func unqueue(_ s: StageRef, key: String) {
+        // In place (a copy of the set would be copied again on removal).
+        guard queuedByKey[key]?.remove(s) != nil, queuedByKey[key]!.isEmpty else { return }
+        queuedByKey[key] = nil
     }
 
     /// An attempt made `key`: stages of other runs queued for a slot under the same key (two
@@ -524,7 +532,7 @@ public struct FarmScheduler: Sendable {
     /// before its items were checked and its 0.07 s concat could go.
     mutating func wake(_ key: String, now: Double, _ out: inout [Effect]) {
         guard let queued = queuedByKey.removeValue(forKey: key), let at = made[key] else { return }
-        for s in queued {
+        for s in queued.sorted() {
             guard let n = runs[s.run]?.nodes[s.node], n.phase == .ready, n.prepared, !n.check, n.lease == nil, n.key == key,
                   n.preparedAt <= at else { continue }
             makeReady(s, now: now, &out)
@@ -654,10 +662,8 @@ public struct FarmScheduler: Sendable {
     mutating func end(_ id: Int64, _ outcome: Outcome, _ out: inout [Effect]) {
         guard let run = runs.removeValue(forKey: id) else { return }
         if !queuedByKey.isEmpty {
-            for node in run.nodes where node.phase != .done {
-                guard let key = node.key, var queued = queuedByKey[key] else { continue }
-                queued.removeAll { $0.run == id }
-                queuedByKey[key] = queued.isEmpty ? nil : queued
+            for (k, node) in run.nodes.enumerated() where node.phase != .done {
+                if let key = node.key { unqueue(StageRef(run: id, node: k), key: key) }
             }
         }
         for (k, node) in run.nodes.enumerated() {
@@ -715,7 +721,9 @@ public struct FarmScheduler: Sendable {
             parked[key] = nil
             making[key] = nil
             for s in stages {
-                guard let n = runs[s.run]?.nodes[s.node], n.phase == .ready, n.lease == nil, n.prepared else { continue }
+                // One prepared again with its key's success (`wake`) and now to be checked is not
+                // prepared a second time.
+                guard let n = runs[s.run]?.nodes[s.node], n.phase == .ready, n.lease == nil, n.prepared, !n.check else { continue }
                 makeReady(s, now: now, &out)
             }
         }
@@ -815,7 +823,7 @@ public struct FarmScheduler: Sendable {
                 runs[id]!.running += 1
                 if !ownerRunning.isEmpty { ownerRunning[runs[id]!.spec.owner, default: 0] += 1 }
                 leases[lease] = LeaseInfo(stage: s, worker: wid, checkOnly: false)
-                if let key = runs[id]!.nodes[k].key { purgeMaking(); making[key] = lease }
+                if let key = runs[id]!.nodes[k].key { purgeMaking(); making[key] = lease; unqueue(s, key: key) }
                 workers[wid]!.running[lease] = workers[wid]!.freeSlot
                 startClock(lease, runs[id]!.nodes[k], now: now)
                 out.append(.dispatch(lease: lease, s, worker: wid, attempt: runs[id]!.nodes[k].attempts, checkOnly: false,
