@@ -50,6 +50,13 @@ public struct RunProgress: Sendable, Codable {
         TimeLeft.seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
     }
 
+    /// How far along a progress bar is: frames once every item's length is known, items before
+    /// (stages counted the quick fetches, and the bar went back to empty when the frames became
+    /// known). One figure for the single run's line and a batch's lines.
+    public var fractionDone: Double {
+        known && total > 0 ? Double(done) / Double(total) : Double(itemsDone) / Double(max(1, items))
+    }
+
     /// What a batch's line for this run shows for its time: as `etaText`, but a run with nothing
     /// running while the workers render other runs' stages (a batch's fair share gives each its
     /// turn) waits for a slot. Before, such a line read "ETA --:--", or held the time it last had,

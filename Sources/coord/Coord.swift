@@ -233,8 +233,7 @@ final class ProgressDisplay: Sendable {
             let changed = last.withLock { l -> Bool in defer { l = p.stagesDone }; return l != p.stagesDone }
             guard changed else { return }
         }
-        // Frames once every item's length is known, items before (as the batch's lines).
-        let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0 ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.itemsDone) / Double(max(1, p.items))
+        let fraction = p.fractionDone
         // The ETA comes from planned frames rendered, not stage counts (fetches are quick).
         let eta = p.etaText
         if terminal {

@@ -726,11 +726,7 @@ final class BatchDisplay: Sendable {
 
     /// One project's line under the total (its time as `RunProgress.timeInBatch` says).
     static func projectLine(_ name: String, _ p: RunProgress) -> String {
-        // Frames once every item's length is known, items before: stages counted the quick
-        // fetches, and the bar went back to empty when the frames became known.
-        let fraction = p.framesKnown == true && (p.framesTotal ?? 0) > 0
-            ? Double(p.framesDone ?? 0) / Double(p.framesTotal!) : Double(p.itemsDone) / Double(max(1, p.items))
-        let filled = min(16, Int(fraction * 16))
+        let filled = min(16, Int(p.fractionDone * 16))
         let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
         let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
         return "  \(ProjectReport.fit(name, 24)) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.timeInBatch)"

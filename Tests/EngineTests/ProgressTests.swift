@@ -55,6 +55,11 @@ import TestSupport
         var alone = idle
         alone.workers = 0
         #expect(alone.timeInBatch == "waiting for a worker to join")
+        // The bar: frames once every length is known, items before.
+        #expect(idle.fractionDone == 0.25)
+        var unknown = progress(done: 30, total: 120, known: false, elapsed: 10)
+        unknown.itemsDone = 1
+        #expect(unknown.fractionDone == 0.25 && progress(done: nil, total: nil, known: nil, elapsed: 1).fractionDone == 0)
     }
 
     /// The rate is what the run rendered since its first render: frames reused from the cache and
