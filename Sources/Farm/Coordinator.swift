@@ -427,8 +427,11 @@ final class RunState {
     /// Which units wait for which (from the plan).
     let dependencies: [[Int]]
     var lastProgress = 0.0
-    /// When this coordinator took the run on (`Clocks.steady`: for durations only).
-    let startedAt = Clocks.steady
+    /// When the run started on this coordinator's clock (`Clocks.steady`: for durations only): when
+    /// it took the run on, less what a resumed run had run before (`resumedAfter`), so the seconds
+    /// it reports are its whole duration, as lineage counts it.
+    private(set) var startedAt = Clocks.steady
+    func resumedAfter(seconds: Double) { startedAt = Clocks.steady - seconds }
 
     init(id: Int64, pipeline: Pipeline, stageIDs: [String: Int64], priority: Int = 0, files: [String: ArtifactRef] = [:]) {
         self.id = id; self.pipeline = pipeline; self.stageIDs = stageIDs; self.priority = priority; self.files = files
@@ -772,8 +775,11 @@ final class CoordinatorCore {
     func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
         let stages = Planner.stages(for: pipeline)
         // An interrupted run of the same pipeline continues; its succeeded stages come back as verified cache hits.
-        let (runID, ids) = try lineage.resume(pipeline) ?? lineage.createRun(pipeline, stages: stages, priority: priority)
-        return try start(RunState(id: runID, pipeline: pipeline, stageIDs: ids, priority: priority))
+        let resumed = try lineage.resume(pipeline)
+        let (runID, ids) = try resumed ?? lineage.createRun(pipeline, stages: stages, priority: priority)
+        let run = RunState(id: runID, pipeline: pipeline, stageIDs: ids, priority: priority)
+        if resumed != nil { run.resumedAfter(seconds: try lineage.secondsBeforeResume(runID)) }
+        return try start(run)
     }
 
     /// A remote submission whose files are all in the store now.
@@ -791,6 +797,7 @@ final class CoordinatorCore {
                                                              ownerKey: ownerKey)
         let run = RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files)
         run.ownerKey = try resuming == nil ? ownerKey : lineage.runOwnerKey(runID)
+        if resuming != nil { run.resumedAfter(seconds: try lineage.secondsBeforeResume(runID)) }
         return try start(run)
     }
 

@@ -619,6 +619,15 @@ public final class LineageStore: Sendable {
         try write { db in try String.fetchOne(db, sql: "SELECT owner_key FROM run WHERE id = ?", arguments: [runID]) }
     }
 
+    /// Seconds a resumed run had run before it was taken over (its duration so far, the time it
+    /// lay interrupted left out, as `v_runs.duration_s` counts it); 0 for a run not resumed.
+    public func secondsBeforeResume(_ runID: Int64) throws -> Double {
+        try write { db in
+            try Double.fetchOne(db, sql: "SELECT max(0, coalesce(resumed_at, submitted_at) - submitted_at - paused_s) FROM run WHERE id = ?",
+                                arguments: [runID]) ?? 0
+        }
+    }
+
     /// Whether `sha256` is the movie of a run that `key` submitted.
     public func movieOwned(sha256: String, byKey key: String) throws -> Bool {
         try write { db in

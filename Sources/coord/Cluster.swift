@@ -482,7 +482,7 @@ struct Wait: ParsableCommand {
         let reports = try followRuns(client, ids: ids, labels: labels, items: ids.map { _ in 0 }, json: json, cluster: cluster) { k in
             ProjectReport(file: nil, name: names[k], label: labels[k])
         }
-        try reportProjects(reports, seconds: Clocks.steady - started, json: json)
+        try reportProjects(reports, seconds: Clocks.steady - started, followed: true, json: json)
     }
 }
 

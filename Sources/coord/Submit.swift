@@ -469,7 +469,9 @@ struct Submit: ParsableCommand {
 }
 
 /// The summary of several runs: a table (or JSON lines); exit 1 when any did not succeed.
-func reportProjects(_ reports: [ProjectReport], seconds: Double, json: Bool) throws {
+/// `seconds`: how long the batch took, or with `followed` (`coord wait`, runs submitted before),
+/// how long they were followed, which their own seconds may exceed.
+func reportProjects(_ reports: [ProjectReport], seconds: Double, followed: Bool = false, json: Bool) throws {
     if json {
         for r in reports { print(String(decoding: try JSONSerialization.data(withJSONObject: r.object, options: [.sortedKeys]), as: UTF8.self)) }
     } else if reports.count == 1, let r = reports.first {
@@ -479,7 +481,8 @@ func reportProjects(_ reports: [ProjectReport], seconds: Double, json: Bool) thr
     } else {
         print(ProjectReport.table(reports))
         let failed = reports.filter { $0.state != "succeeded" }.count
-        print(String(format: "%d projects in %.1f s: %d succeeded, %d failed", reports.count, seconds, reports.count - failed, failed))
+        print(String(format: followed ? "%d projects followed for %.1f s: %d succeeded, %d failed" : "%d projects in %.1f s: %d succeeded, %d failed",
+                     reports.count, seconds, reports.count - failed, failed))
     }
     let failures = reports.filter { $0.state != "succeeded" }
     if reports.count == 1, let r = failures.first {

@@ -316,13 +316,20 @@ import ThreadlineCore
         let objects = again.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(objects.count == 3 && objects.allSatisfy { $0["state"] as? String == "succeeded" && $0["name"] as? String == "test" }, "\(again.out)")
         #expect(objects.compactMap { $0["run"] as? Int } == [1, 2, 3], "\(again.out)")
+        // Each run's seconds are its whole duration as lineage counts it, the time before the
+        // restart too (they counted from the resume).
+        let durations = try LineageStore.readRows(path: dir + "/coord/lineage.db", "SELECT id, duration_s FROM v_runs WHERE id <= 3 ORDER BY id")
+            .compactMap { $0["duration_s"].flatMap(Double.init) }
+        let reported = objects.compactMap { $0["seconds"] as? Double }
+        #expect(durations.count == 3 && reported.count == 3 && zip(durations, reported).allSatisfy { abs($0 - $1) < 0.25 },
+                "lineage \(durations), reported \(reported)")
         for k in 1...3 {
             let duration = try ffprobe(dir + "/p\(k)/out.mp4").videoDuration ?? 0
             #expect(abs(duration - 1) < 0.05, "p\(k): \(duration) s")
         }
         // The table names runs sharing a name by their ids.
         let table = try run(coordPath, ["wait", "3", "1-2", "--coordinator", ep], timeout: 60)
-        #expect(table.status == 0 && table.out.contains("test (run 3)") && table.out.contains("3 projects in "), "\(table.out)\n\(table.err)")
+        #expect(table.status == 0 && table.out.contains("test (run 3)") && table.out.contains("3 projects followed for "), "\(table.out)\n\(table.err)")
         // One movie path cannot name three, and a word that is no run is refused before anything.
         let output = try run(coordPath, ["wait", "1-3", "--output", dir + "/x.mp4", "--coordinator", ep], timeout: 30)
         #expect(output.status == 64 && output.err.contains("--output names one movie"), "\(output.err)")

@@ -68,8 +68,13 @@ import TestSupport
         // Submitting the same pipeline again continues the interrupted run.
         let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state", "--workers", "2", "--json"], timeout: 300)
         #expect(r.status == 0, "\(r.err)")
-        let runs = try LineageStore.readRows(path: db, "SELECT id, state FROM run")
+        let runs = try LineageStore.readRows(path: db, "SELECT id, state, duration_s FROM v_runs")
         #expect(runs.count == 1 && runs[0]["state"] == "succeeded", "\(runs)")
+        // The seconds it reports are the run's whole duration, as lineage counts it (the time
+        // before the kill too), not only what it took after the resume.
+        let reported = (try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any])?["seconds"] as? Double
+        let recorded = runs.first?["duration_s"].flatMap(Double.init)
+        #expect(reported != nil && recorded != nil && abs(reported! - recorded!) < 0.25, "reported \(String(describing: reported)) s, lineage \(String(describing: recorded)) s")
         let twice = try LineageStore.readRows(path: db, "SELECT stage_id FROM attempt WHERE state = 'succeeded' GROUP BY stage_id HAVING count(*) > 1")
         #expect(twice.isEmpty, "stages executed twice: \(twice)")
         if killed && point != "fetch" {
