@@ -480,9 +480,11 @@ func reportProjects(_ reports: [ProjectReport], seconds: Double, followed: Bool 
         }
     } else {
         print(ProjectReport.table(reports))
-        let failed = reports.filter { $0.state != "succeeded" }.count
+        // Runs someone cancelled (`coord cancel`) are told as such, not as failures.
+        let cancelled = reports.filter { $0.state == "cancelled" }.count
+        let failed = reports.filter { $0.state != "succeeded" }.count - cancelled
         print(String(format: followed ? "%d projects followed for %.1f s: %d succeeded, %d failed" : "%d projects in %.1f s: %d succeeded, %d failed",
-                     reports.count, seconds, reports.count - failed, failed))
+                     reports.count, seconds, reports.count - failed - cancelled, failed) + (cancelled > 0 ? ", \(cancelled) cancelled" : ""))
     }
     let failures = reports.filter { $0.state != "succeeded" }
     if reports.count == 1, let r = failures.first {
@@ -716,7 +718,9 @@ final class BatchDisplay: Sendable {
     /// The total line: projects done, items, and an ETA from planned frames (once every running
     /// project's length is known).
     func totalLine(_ s: State, now: Double) -> String {
-        let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count
+        let cancelled = s.ended.values.filter { $0.hasPrefix("cancelled") }.count
+        let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count - cancelled
+        let unfinished = [failed > 0 ? "\(failed) failed" : nil, cancelled > 0 ? "\(cancelled) cancelled" : nil].compactMap { $0 }
         let told = s.progress.map { k, p in (progress: p.aged(by: now - (s.received[k] ?? now)), ended: s.ended[k] != nil) }
         let batch = BatchProgress(projects: names.count, ended: s.ended.count, told: told)
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
@@ -724,7 +728,7 @@ final class BatchDisplay: Sendable {
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
             : Self.waitingForWorker(s) ? RunProgress.waitingText : batch.text(renderingFor: now - started)
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
-                      failed > 0 ? " (\(failed) failed)" : "", batch.itemsDone, names.indices.reduce(0) { $0 + max(items[$1], s.progress[$1]?.items ?? 0) }, batch.running, eta)
+                      unfinished.isEmpty ? "" : " (\(unfinished.joined(separator: ", ")))", batch.itemsDone, names.indices.reduce(0) { $0 + max(items[$1], s.progress[$1]?.items ?? 0) }, batch.running, eta)
     }
 
     /// One project's line under the total (its time as `RunProgress.timeInBatch` says).

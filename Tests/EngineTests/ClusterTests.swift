@@ -330,6 +330,10 @@ import ThreadlineCore
         // The table names runs sharing a name by their ids.
         let table = try run(coordPath, ["wait", "3", "1-2", "--coordinator", ep], timeout: 60)
         #expect(table.status == 0 && table.out.contains("test (run 3)") && table.out.contains("3 projects followed for "), "\(table.out)\n\(table.err)")
+        // Runs cancelled by `coord cancel` are told as cancelled, not failed (exit 1 all the same:
+        // not every movie was written).
+        let all = try run(coordPath, ["wait", "1-5", "--coordinator", ep], timeout: 60)
+        #expect(all.status == 1 && all.out.contains(": 3 succeeded, 0 failed, 2 cancelled\n"), "\(all.out)\n\(all.err)")
         // One movie path cannot name three, and a word that is no run is refused before anything.
         let output = try run(coordPath, ["wait", "1-3", "--output", dir + "/x.mp4", "--coordinator", ep], timeout: 30)
         #expect(output.status == 64 && output.err.contains("--output names one movie"), "\(output.err)")
