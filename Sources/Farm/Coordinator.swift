@@ -543,6 +543,10 @@ final class CoordinatorCore {
     /// The worker's result is acknowledged only once its artifact is here, so a draining worker
     /// keeps serving it until then.
     var awaitingUpload: [String: [(TaskResult, String, Data)]] = [:]
+    /// Slots kept while the artifact of a result that makes another stage ready comes (by lease:
+    /// the worker, and when the slot is freed anyway).
+    var heldSlots: [String: (worker: String, until: Double)] = [:]
+    static let slotHeldForUpload = 0.5
     var pendingSubmissions: [PendingSubmission] = []
     /// Which workers hold which artifacts, to send work where its inputs are.
     var holdings = Holdings()
@@ -656,6 +660,10 @@ final class CoordinatorCore {
                     }
                 }
                 if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
+                for (lease, held) in heldSlots where now >= held.until {
+                    heldSlots[lease] = nil
+                    feed(.released(lease: lease, worker: held.worker), now: now)
+                }
                 if let transfers {
                     transfers.tick(now: now)
                     for (sha, from) in transfers.takeHandovers() { dropSubmissions(from: from, waitingFor: sha) }
@@ -934,9 +942,19 @@ final class CoordinatorCore {
                 r.startedAt = workers[id]!.clock.onCoordinatorsClock(r.startedAt)
                 r.finishedAt = workers[id]!.clock.onCoordinatorsClock(r.finishedAt)
             }
-            // The slot is free now; the result counts once its artifact is here.
-            feed(.released(lease: r.lease, worker: id), now: now)
-            if !received(r, from: id, identity: identity) { send(.ack(lease: r.lease), to: identity) }
+            // The slot is free now; the result counts once its artifact is here. But a result
+            // whose success makes another stage ready (a run's last render: its concat) keeps its
+            // slot while the artifact comes, for up to `slotHeldForUpload`: freed at once, the
+            // slot went to the next render in the queue (another run's, even one of lower
+            // priority), and the concat, ready a moment later, waited for that whole render.
+            let holds = heldSlots[r.lease] == nil && scheduler.current(r.lease, from: id) != nil && scheduler.successReadies(r.lease)
+            if !holds { feed(.released(lease: r.lease, worker: id), now: now) }
+            if !received(r, from: id, identity: identity) {
+                if holds { feed(.released(lease: r.lease, worker: id), now: now) }
+                send(.ack(lease: r.lease), to: identity)
+            } else if holds {
+                heldSlots[r.lease] = (id, now + Self.slotHeldForUpload)
+            }
         case .pull(let sha, let offset, let length):
             transfers?.serve(sha256: sha, offset: offset, length: length, to: identity)
             if workers[id] != nil { workers[id]!.lastSeen = now }
@@ -1258,6 +1276,7 @@ final class CoordinatorCore {
     func transferDone(_ sha: String, _ outcome: Result<ArtifactRef, Transfers.TransferError>) {
         for (r, wid, identity) in awaitingUpload.removeValue(forKey: sha) ?? [] {
             send(.ack(lease: r.lease), to: identity)
+            if heldSlots.removeValue(forKey: r.lease) != nil { feed(.released(lease: r.lease, worker: wid)) }
             var r = r
             var workersFault = true
             switch outcome {

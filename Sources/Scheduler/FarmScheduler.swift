@@ -280,6 +280,12 @@ public struct FarmScheduler: Sendable {
         guard let info = leases[lease], info.worker == worker, runs[info.stage.run]?.nodes[info.stage.node].lease == lease else { return nil }
         return info.stage
     }
+    /// Whether the success of the stage `lease` runs would make another stage of its run ready
+    /// (a run's last render, which its concat waits for).
+    public func successReadies(_ lease: String) -> Bool {
+        guard let s = leases[lease]?.stage, let run = runs[s.run] else { return false }
+        return run.graph.completingReadies(s.node)
+    }
     /// The stage a current lease runs.
     public func stage(of lease: String) -> StageRef? { leases[lease]?.stage }
     public func holder(of lease: String) -> String? { leases[lease]?.worker }

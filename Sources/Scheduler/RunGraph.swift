@@ -34,6 +34,12 @@ public struct RunGraph: Sendable {
 
     public func isReady(_ node: Int) -> Bool { !completed[node] && waitingOn[node] == 0 }
 
+    /// Whether completing `node` would make another node ready (it is the last thing one waits for).
+    public func completingReadies(_ node: Int) -> Bool {
+        guard completed.indices.contains(node), !completed[node] else { return false }
+        return dependents[node].contains { waitingOn[$0] == 1 && !completed[$0] }
+    }
+
     /// Marks `node` complete; returns the nodes that became ready because of it (in index order).
     /// Completing a node twice changes nothing and returns nothing.
     @discardableResult

@@ -40,6 +40,17 @@ import PropertyBased
         }
     }
 
+    /// What the coordinator asks before freeing a slot whose result is still coming: whether its
+    /// success would make another node ready (only the last of a node's dependencies does).
+    @Test func onlyTheLastDependencyCompletingMakesANodeReady() {
+        var g = RunGraph(dependencies: [[], [], [0, 1], [2]])
+        #expect(!g.completingReadies(0) && !g.completingReadies(1) && !g.completingReadies(3), "node 2 waits for both; nothing waits for 3")
+        g.complete(0)
+        #expect(g.completingReadies(1) && !g.completingReadies(0), "a node completed makes nothing ready again")
+        g.complete(1)
+        #expect(g.completingReadies(2) && !g.completingReadies(3) && !g.completingReadies(9))
+    }
+
     @Test func aCycleNeverBecomesReady() {
         var g = RunGraph(dependencies: [[], [2], [1], [0]])
         #expect(g.initiallyReady == [0])
