@@ -428,13 +428,13 @@ final class RunState {
     let dependencies: [[Int]]
     var lastProgress = 0.0
     /// When the run started on this coordinator's clock (`Clocks.steady`: for durations only): when
-    /// it took the run on, less what a resumed run had run before (`resumedAfter`), so the seconds
-    /// it reports are its whole duration, as lineage counts it.
-    private(set) var startedAt = Clocks.steady
-    func resumedAfter(seconds: Double) { startedAt = Clocks.steady - seconds }
+    /// it took the run on, less what a resumed run had run before (`ranBefore`), so the seconds it
+    /// reports are its whole duration, as lineage counts it.
+    let startedAt: Double
 
-    init(id: Int64, pipeline: Pipeline, stageIDs: [String: Int64], priority: Int = 0, files: [String: ArtifactRef] = [:]) {
+    init(id: Int64, pipeline: Pipeline, stageIDs: [String: Int64], priority: Int = 0, files: [String: ArtifactRef] = [:], ranBefore: Double = 0) {
         self.id = id; self.pipeline = pipeline; self.stageIDs = stageIDs; self.priority = priority; self.files = files
+        startedAt = Clocks.steady - ranBefore
         var units: [Unit] = []
         for i in pipeline.items.indices {
             units.append(Unit(kind: .fetch, name: "fetch/\(i)", item: i, stages: ["fetch/\(i)"]))
@@ -784,14 +784,12 @@ final class CoordinatorCore {
         let stages = Planner.stages(for: pipeline)
         // An interrupted run of the same pipeline continues; its succeeded stages come back as verified cache hits.
         let resumed = try lineage.resume(pipeline)
-        let (runID, ids) = try resumed ?? lineage.createRun(pipeline, stages: stages, priority: priority)
-        let run = RunState(id: runID, pipeline: pipeline, stageIDs: ids, priority: priority)
-        if resumed != nil { run.resumedAfter(seconds: try lineage.secondsBeforeResume(runID)) }
-        return try start(run)
+        let (runID, ids) = try resumed.map { ($0.runID, $0.stageIDs) } ?? lineage.createRun(pipeline, stages: stages, priority: priority)
+        return try start(RunState(id: runID, pipeline: pipeline, stageIDs: ids, priority: priority, ranBefore: resumed?.secondsBefore ?? 0))
     }
 
     /// A remote submission whose files are all in the store now.
-    func submit(_ s: Submission, ownerKey: String? = nil, resuming: (Int64, [String: Int64])? = nil) throws -> Int64 {
+    func submit(_ s: Submission, ownerKey: String? = nil, resuming: (runID: Int64, stageIDs: [String: Int64], secondsBefore: Double)? = nil) throws -> Int64 {
         guard let store = config.store else { throw PipelineError("this coordinator has no artifact store", at: nil) }
         var files: [String: ArtifactRef] = [:]
         for f in s.files {
@@ -800,12 +798,11 @@ final class CoordinatorCore {
             files[f.path] = local
         }
         let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
-        let (runID, ids) = try resuming ?? lineage.createRun(s.pipeline, stages: Planner.stages(for: s.pipeline), submitter: s.submitter,
+        let (runID, ids) = try resuming.map { ($0.runID, $0.stageIDs) } ?? lineage.createRun(s.pipeline, stages: Planner.stages(for: s.pipeline), submitter: s.submitter,
                                                              priority: s.priority, submission: String(decoding: try enc.encode(s), as: UTF8.self),
                                                              ownerKey: ownerKey)
-        let run = RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files)
+        let run = RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files, ranBefore: resuming?.secondsBefore ?? 0)
         run.ownerKey = try resuming == nil ? ownerKey : lineage.runOwnerKey(runID)
-        if resuming != nil { run.resumedAfter(seconds: try lineage.secondsBeforeResume(runID)) }
         return try start(run)
     }
 
@@ -833,12 +830,12 @@ final class CoordinatorCore {
                 continue
             }
             do {
-                guard let ids = try lineage.resume(runID: runID) else { continue }
+                guard let resumed = try lineage.resume(runID: runID) else { continue }
                 try lineage.setPlanning(runID, true)
                 // Left marked, the next start would quarantine a run that planned fine.
                 defer { record("planningDone") { try lineage.setPlanning(runID, false) } }
                 if let problem = Self.submissionProblem(s) { throw PipelineError(problem, at: nil) }
-                _ = try submit(s, resuming: (runID, ids))
+                _ = try submit(s, resuming: (runID, resumed.stageIDs, resumed.secondsBefore))
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
             } catch {
                 log.error("cannot resume run \(runID): \(error)")

@@ -574,8 +574,10 @@ public final class LineageStore: Sendable {
     }
 
     /// A run taken over by this process: running again, owned here, and when (`run.resumed_at`, and a `run.resumed` event).
-    /// The time it lay interrupted is added to `paused_s`, which its duration leaves out.
-    private func markResumed(_ db: Database, _ runID: Int64) throws {
+    /// The time it lay interrupted is added to `paused_s`, which its duration leaves out. Returns
+    /// the seconds it had run before (its duration so far, as `v_runs.duration_s` counts it), from
+    /// which the resuming coordinator counts on.
+    private func markResumed(_ db: Database, _ runID: Int64) throws -> Double {
         let at = now()
         try db.cachedStatement(sql: """
             UPDATE run SET state = 'running', coordinator = ?, finished_at = NULL, resumed_at = ?,
@@ -583,10 +585,11 @@ public final class LineageStore: Sendable {
             WHERE id = ?
             """).execute(arguments: [Self.owner, at, at, at, runID])
         try db.cachedStatement(sql: "INSERT INTO event (at, run_id, kind, message) VALUES (?, ?, 'run.resumed', ?)").execute(arguments: [at, runID, "resumed by \(Self.owner)"])
+        return try Double.fetchOne(db, sql: "SELECT max(0, resumed_at - submitted_at - paused_s) FROM run WHERE id = ?", arguments: [runID]) ?? 0
     }
 
     /// An interrupted run of the same pipeline (same text, same file), taken over by this process.
-    public func resume(_ pipeline: Pipeline) throws -> (runID: Int64, stageIDs: [String: Int64])? {
+    public func resume(_ pipeline: Pipeline) throws -> (runID: Int64, stageIDs: [String: Int64], secondsBefore: Double)? {
         try write { db in
             guard let runID = try Int64.fetchOne(db, sql: """
                 SELECT id FROM run WHERE state = 'interrupted' AND submission_json IS NULL AND pipeline_sha256 = ? AND pipeline_path = ? ORDER BY id DESC LIMIT 1
@@ -595,8 +598,7 @@ public final class LineageStore: Sendable {
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) {
                 ids[row["name"]] = row["id"]
             }
-            try markResumed(db, runID)
-            return (runID, ids)
+            return (runID, ids, try markResumed(db, runID))
         }
     }
 
@@ -619,15 +621,6 @@ public final class LineageStore: Sendable {
         try write { db in try String.fetchOne(db, sql: "SELECT owner_key FROM run WHERE id = ?", arguments: [runID]) }
     }
 
-    /// Seconds a resumed run had run before it was taken over (its duration so far, the time it
-    /// lay interrupted left out, as `v_runs.duration_s` counts it); 0 for a run not resumed.
-    public func secondsBeforeResume(_ runID: Int64) throws -> Double {
-        try write { db in
-            try Double.fetchOne(db, sql: "SELECT max(0, coalesce(resumed_at, submitted_at) - submitted_at - paused_s) FROM run WHERE id = ?",
-                                arguments: [runID]) ?? 0
-        }
-    }
-
     /// Whether `sha256` is the movie of a run that `key` submitted.
     public func movieOwned(sha256: String, byKey key: String) throws -> Bool {
         try write { db in
@@ -640,13 +633,12 @@ public final class LineageStore: Sendable {
     }
 
     /// An interrupted run handed to a coordinator service, taken over by this process.
-    public func resume(runID: Int64) throws -> [String: Int64]? {
+    public func resume(runID: Int64) throws -> (stageIDs: [String: Int64], secondsBefore: Double)? {
         try write { db in
             guard try Int64.fetchOne(db, sql: "SELECT id FROM run WHERE id = ? AND state = 'interrupted'", arguments: [runID]) != nil else { return nil }
             var ids: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT id, name FROM stage WHERE run_id = ?", arguments: [runID]) { ids[row["name"]] = row["id"] }
-            try markResumed(db, runID)
-            return ids
+            return (ids, try markResumed(db, runID))
         }
     }
 

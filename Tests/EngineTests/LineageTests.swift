@@ -176,9 +176,9 @@ import PropertyBased
         _ = try sql("UPDATE run SET submitted_at = \(now - 3 * 3600 - 600), interrupted_at = \(now - 3 * 3600) WHERE id = \(first)")
         for d in try durations(first) { #expect(abs(d - 600) < 1, "lying interrupted: \(d) s") }
         // Resumed now, done five minutes later.
-        #expect(try lineage.resume(runID: first) != nil)
         // What the resuming coordinator counts its seconds on from (the whole run's, not the resume's).
-        #expect(abs(try lineage.secondsBeforeResume(first) - 600) < 1)
+        let resumedFirst = try #require(try lineage.resume(runID: first))
+        #expect(abs(resumedFirst.secondsBefore - 600) < 1)
         try lineage.runFinished(first, state: .succeeded)
         _ = try sql("UPDATE run SET finished_at = finished_at + 300 WHERE id = \(first)")
         for d in try durations(first) { #expect(abs(d - 900) < 2, "finished: \(d) s") }
@@ -193,8 +193,8 @@ import PropertyBased
             """)
         #expect(try lineage.recoverInterrupted(only: [second]) == 1)
         for d in try durations(second) { #expect(abs(d - 60) < 1, "found interrupted: \(d) s") }
-        #expect(try lineage.resume(runID: second) != nil)
-        #expect(abs(try lineage.secondsBeforeResume(second) - 60) < 1)
+        let resumedSecond = try #require(try lineage.resume(runID: second))
+        #expect(abs(resumedSecond.secondsBefore - 60) < 1)
         try lineage.runFinished(second, state: .failed, error: "test")
         for d in try durations(second) { #expect(d >= 60 && d < 62, "failed after the resume: \(d) s") }
     }
