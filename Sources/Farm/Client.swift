@@ -13,7 +13,10 @@ public final class ClusterClient {
         /// longer holds the movie): following the runs again gets the same one.
         public var answer: String?
         public var answered: Bool { answer != nil }
-        init(_ d: String, answer: String? = nil) { description = d; self.answer = answer }
+        /// Whether the coordinator answered this command at all: if it never did, a run this
+        /// command names may not exist there, and how to follow it again is no help.
+        public var reached = true
+        init(_ d: String, answer: String? = nil, reached: Bool = true) { description = d; self.answer = answer; self.reached = reached }
     }
 
     let endpoint: String
@@ -157,7 +160,7 @@ public final class ClusterClient {
                     ? Failure("lost the coordinator at \(endpoint): no answer for \(Int(limit)) s\(stopping ? " since it said it was stopping" : " (--timeout)"). "
                               + (whenLost ?? "Its runs go on once it is back (started again on its state folder, it resumes them)"))
                     : Failure("no answer from the coordinator at \(endpoint) for \(Int(silenceTimeout)) s. "
-                              + (reachability?.finding ?? "Is `coord serve` running there, and do its keys match yours?"))
+                              + (reachability?.finding ?? "Is `coord serve` running there, and do its keys match yours?"), reached: false)
             }
         }
     }

@@ -70,12 +70,14 @@ struct ClusterOptions: ParsableArguments {
 
     /// Follows runs with `body`; when that stops (the coordinator lost, a download cut off),
     /// `stop` ends the live display, and the error comes with how to follow the runs again, unless
-    /// it is the coordinator's own answer (no such run), which following again would only repeat.
+    /// it is the coordinator's own answer (no such run), which following again would only repeat,
+    /// or the coordinator never answered at all (the run it names may not be there).
     func following<T>(_ ids: [Int64], stop: () -> Void, _ body: () throws -> T) throws -> T {
         do { return try body() } catch {
             stop()
-            let answered = (error as? ClusterClient.Failure)?.answered == true
-            return try clusterCall(hint: answered ? [] : followAgain(ids)) { throw error }
+            let failure = error as? ClusterClient.Failure
+            let hint = failure?.answered == true || failure?.reached == false ? [] : followAgain(ids)
+            return try clusterCall(hint: hint) { throw error }
         }
     }
 }

@@ -1156,6 +1156,12 @@ import ThreadlineCore
         #expect(refused.err.contains("no answer yet from the coordinator at \(closed); waiting up to 3 s (--timeout). Nothing listens at 127.0.0.1:\(port) (connection refused). Is `coord serve` running there"), "\(refused.err)")
         #expect(refused.err.contains("error: no answer from the coordinator at \(closed) for 3 s. Nothing listens at"), "\(refused.err)")
         #expect(!refused.err.contains("keys match"), "not a question of keys: \(refused.err)")
+        // Following a run there: the same finding, and no "follow it: coord wait 7" for a run
+        // the coordinator never confirmed (that was the command just typed).
+        let waited = try run(coordPath, ["wait", "7", "--coordinator", closed, "--timeout", "3"], timeout: 30)
+        #expect(waited.status == 1, "\(waited.err)")
+        #expect(waited.err.contains("error: no answer from the coordinator at \(closed) for 3 s. Nothing listens at"), "\(waited.err)")
+        #expect(!waited.err.contains("coord wait 7") && !waited.err.contains("coord cancel 7"), "\(waited.err)")
         let typo = try run(coordPath, ["submit", pipeline, "--coordinator", "tcp://render-1.invalid:7400", "--timeout", "3"], timeout: 30)
         #expect(typo.status == 1, "\(typo.err)")
         #expect(typo.err.contains("for 3 s. The host name 'render-1.invalid' does not resolve ("), "\(typo.err)")
