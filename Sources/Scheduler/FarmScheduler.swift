@@ -175,6 +175,10 @@ public struct FarmScheduler: Sendable {
         var preparedAt: UInt64 = 0
         var lease: String?
         var worker: String?
+        /// Its attempt holds a worker's slot, and so counts in its run's `running`. A worker that
+        /// reports the attempt done gives the slot back before its artifact has come up (the
+        /// success waits for that); from then on the run's share no longer counts it.
+        var inSlot = false
         /// Verification: workers that made this stage already.
         var excluded: Set<String> = []
         /// Workers where an attempt of this stage failed (retryably): its retries go elsewhere
@@ -374,6 +378,9 @@ public struct FarmScheduler: Sendable {
 
         case .released(let lease, let worker):
             free(lease, on: worker)
+            if let s = leases[lease]?.stage, leases[lease]?.worker == worker, runs[s.run]?.nodes[s.node].lease == lease {
+                Self.leaveSlot(&runs[s.run]!, s.node)
+            }
 
         case .succeeded(let lease, let worker):
             free(lease, on: worker)
@@ -387,7 +394,7 @@ public struct FarmScheduler: Sendable {
                 if run.nodes[s.node].phase == .checking {
                     run.nodes[s.node].attempts += 1
                 } else {
-                    run.running -= 1
+                    Self.leaveSlot(&run, s.node)
                     if let key = run.nodes[s.node].key { made[key] = preparations; madeKey = key }
                 }
                 run.nodes[s.node].phase = .done
@@ -433,7 +440,7 @@ public struct FarmScheduler: Sendable {
             leases[lease] = nil
             var run = take(s.run)
             var node = run.nodes[s.node]
-            if node.phase == .running { run.running -= 1 }
+            if node.inSlot { run.running -= 1; node.inSlot = false }
             node.excluded.insert(worker)
             node.attempts = max(0, node.attempts - 1)
             node.lease = nil; node.worker = nil
@@ -485,7 +492,7 @@ public struct FarmScheduler: Sendable {
     mutating func detach(_ s: StageRef) {
         let node = runs[s.run]!.nodes[s.node]
         if let lease = node.lease { leases[lease] = nil }
-        if node.phase == .running { runs[s.run]!.running -= 1 }
+        Self.leaveSlot(&runs[s.run]!, s.node)
         runs[s.run]!.nodes[s.node].lease = nil
         runs[s.run]!.nodes[s.node].worker = nil
     }
@@ -512,7 +519,7 @@ public struct FarmScheduler: Sendable {
         let node = runs[s.run]!.nodes[s.node]
         if let lease = node.lease { leases[lease] = nil }
         var run = take(s.run)
-        if node.phase == .running { run.running -= 1 }
+        Self.leaveSlot(&run, s.node)
         run.nodes[s.node].lease = nil
         run.nodes[s.node].worker = nil
         run.nodes[s.node].check = false
@@ -569,6 +576,11 @@ public struct FarmScheduler: Sendable {
         if let limit = node.timeLimit { deadlines.insert(Deadline(at: now + limit, since: now, lease: lease)) }
     }
 
+    /// The node's attempt no longer holds a slot: its run's share counts one fewer.
+    static func leaveSlot(_ run: inout Run, _ k: Int) {
+        if run.nodes[k].inSlot { run.nodes[k].inSlot = false; run.running -= 1 }
+    }
+
     mutating func free(_ lease: String, on worker: String) {
         workers[worker]?.running[lease] = nil
         workers[worker]?.checks.remove(lease)
@@ -592,7 +604,7 @@ public struct FarmScheduler: Sendable {
     }
 
     mutating func requeue(_ run: inout Run, _ k: Int, countedAttempt: Bool, now: Double) {
-        if run.nodes[k].phase == .running { run.running -= 1 }
+        Self.leaveSlot(&run, k)
         if countedAttempt { run.nodes[k].attempts = max(0, run.nodes[k].attempts - 1) }
         run.nodes[k].lease = nil
         run.nodes[k].worker = nil
@@ -824,6 +836,7 @@ public struct FarmScheduler: Sendable {
                 let lease = newLease()
                 runs[id]!.nodes[k].attempts += 1
                 runs[id]!.nodes[k].phase = .running
+                runs[id]!.nodes[k].inSlot = true
                 runs[id]!.nodes[k].lease = lease
                 runs[id]!.nodes[k].worker = wid
                 runs[id]!.running += 1

@@ -700,6 +700,32 @@ extension Array {
         #expect(perRun[low] == 2 && perRun[other] == 2 && perRun[high] == 2)
     }
 
+    /// A worker reports a render done and gives its slot back while the segment still comes up
+    /// from its store (the success waits for that). That run holds no slot then: the freed slot
+    /// goes to it, not to an older run that holds as many as it did (before, the uploading render
+    /// still counted, and the tie went to the older run).
+    @Test func aRenderWhoseSlotIsGivenBackNoLongerCountsInItsRunsShare() {
+        var farm = Farm()
+        let older = farm.submit(Array(repeating: [], count: 4))
+        let newer = farm.submit(Array(repeating: [], count: 4))
+        farm.prepareAll()
+        let w = farm.join(slots: 2)
+        let d = dispatches(farm.send(.tick))
+        #expect(Set(d.map(\.stage.run)) == [older, newer], "\(d)")
+        let uploading = d.first { $0.stage.run == newer }!
+        farm.released.insert(uploading.lease)
+        farm.held[w]?.remove(uploading.lease)
+        farm.send(.released(lease: uploading.lease, worker: w))
+        let next = dispatches(farm.send(.tick))
+        #expect(next.map(\.stage.run) == [newer], "the newer run holds no slot now, the older one: \(next)")
+        // Its success then takes nothing off the share twice: each run has one render out, so a
+        // new worker's slot goes to the older run (ties go to the oldest).
+        _ = farm.answer(uploading.lease) { .succeeded(lease: $0, worker: $1) }
+        _ = farm.join(slots: 1)
+        #expect(dispatches(farm.send(.tick)).map(\.stage.run) == [older])
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
     /// A farm for many people: Alice's batch of ten projects and Bob's one share the slots
     /// equally between Alice and Bob (before, equally between the eleven runs: Bob got one slot
     /// in eleven). Priority orders an owner's own runs and never takes another owner's share.
