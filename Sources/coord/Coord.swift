@@ -365,8 +365,13 @@ struct Runs: ParsableCommand {
             print(String(decoding: try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys]), as: UTF8.self))
             return
         }
-        for r in rows {
-            print("\(r["id"]!)\t\(r["state"]!)\t\(r["stages_done"]!)/\(r["stages"]!)\t\(r["seconds"]!) s\t\(r["name"]!)\t\(r["output_path"]!)")
+        if isatty(STDOUT_FILENO) == 1 && !rows.isEmpty {
+            // For a person: named columns, aligned. Piped, the lines stay tab-separated for scripts.
+            print(Self.table(rows))
+        } else {
+            for r in rows {
+                print("\(r["id"]!)\t\(r["state"]!)\t\(r["stages_done"]!)/\(r["stages"]!)\t\(r["seconds"]!) s\t\(r["name"]!)\t\(r["output_path"]!)")
+            }
         }
         // Nothing printed said nothing: an empty list says so (on standard error, as the note above).
         if rows.isEmpty {
@@ -374,6 +379,26 @@ struct Runs: ParsableCommand {
             let flag = cluster.coordinator.map { " --coordinator \($0)" } ?? stateOptions.state.map { " --state \($0)" } ?? ""
             errorLine("no runs to list \(place): coord submit pipeline.yaml\(flag) renders one")
         }
+    }
+}
+
+extension Runs {
+    /// The runs under a header, each column as wide as its widest value (a project's name at
+    /// most 32 columns, cut in the middle), the movie last.
+    static func table(_ rows: [[String: String]]) -> String {
+        let cells = rows.map { r in
+            [r["id"] ?? "", r["state"] ?? "", "\(r["stages_done"] ?? "")/\(r["stages"] ?? "")", "\(r["seconds"] ?? "") s", r["name"] ?? "", r["output_path"] ?? ""]
+        }
+        let header = ["run", "state", "stages", "seconds", "project", "movie"]
+        let widths = (0..<5).map { c in min(c == 4 ? 32 : .max, ([header] + cells).map { TerminalText.width($0[c]) }.max() ?? 0) }
+        // Numbers to the right, words to the left.
+        let right: Set<Int> = [0, 2, 3]
+        func line(_ v: [String]) -> String {
+            (0..<5).map { c in
+                right.contains(c) ? String(repeating: " ", count: max(0, widths[c] - TerminalText.width(v[c]))) + v[c] : TerminalText.column(v[c], widths[c])
+            }.joined(separator: "  ") + "  " + v[5]
+        }
+        return ([line(header)] + cells.map(line)).joined(separator: "\n")
     }
 }
 

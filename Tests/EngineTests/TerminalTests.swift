@@ -38,4 +38,30 @@ import TestSupport
         let bars = Self.rows(remoteScreen, " items")
         #expect(bars.count == 1 && bars[0].hasSuffix("…"), "the bar drawn once and cut:\n\(remoteScreen)")
     }
+
+    /// `coord runs` on a terminal: named, aligned columns. Piped, tab-separated lines as before
+    /// (what scripts read).
+    @Test func runsOnATerminalHaveNamedColumns() throws {
+        let dir = temporaryDirectory("runs-table")
+        let pipeline = try ClusterTests.project(dir, items: 1, seconds: 0.5, size: (160, 120))
+        let rendered = try run(coordPath, ["submit", pipeline, "--state", dir + "/st", "--workers", "1"], timeout: 120)
+        #expect(rendered.status == 0, "\(rendered.err)")
+        guard let terminal = try TerminalSession("\(coordPath) runs --state \(dir)/st") else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
+        let (ended, screen) = terminal.waitForExit(timeout: 60)
+        #expect(ended && screen.contains("EXIT=0"), "\(screen)")
+        let lines = screen.split(separator: "\n").map(String.init)
+        guard let h = lines.firstIndex(where: { $0.hasPrefix("run  state") }), lines.indices.contains(h + 1) else {
+            Issue.record("no header:\n\(screen)"); return
+        }
+        #expect(lines[h].split(separator: " ", omittingEmptySubsequences: true) == ["run", "state", "stages", "seconds", "project", "movie"], "\(lines[h])")
+        let row = lines[h + 1]
+        #expect(row.hasPrefix("  1  succeeded  ") && row.hasSuffix(".mp4") && !row.contains("\t"), "\(screen)")
+        // Each value starts under its name (words) or ends under it (numbers).
+        let movie = lines[h].range(of: "movie")!.lowerBound.utf16Offset(in: lines[h])
+        #expect(row.dropFirst(movie).hasPrefix("/"), "the movie under its heading:\n\(lines[h])\n\(row)")
+        let piped = try run(coordPath, ["runs", "--state", dir + "/st"], timeout: 30)
+        #expect(piped.out.hasPrefix("1\tsucceeded\t") && !piped.out.contains("project"), "\(piped.out)")
+    }
 }
