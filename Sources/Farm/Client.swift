@@ -92,7 +92,10 @@ public final class ClusterClient {
         self.endpoint = endpoint
         self.context = context
         socket = try Socket(context, .dealer)
-        try socket.setIdentity("client-\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(6))")
+        // Who is asking, as the coordinator records it (a cancel's reason names it): the user,
+        // the host and the process. Not proven without keys; with keys the key is recorded too.
+        let user = getpwuid(getuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid\(getuid())"
+        try socket.setIdentity("client-\(user.prefix(32))@\(ProcessInfo.processInfo.hostName.prefix(100))-\(getpid())-\(UUID().uuidString.prefix(6))")
         try socket.setReconnect(initialMs: 100, maximumMs: 2000)
         if let curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(endpoint)

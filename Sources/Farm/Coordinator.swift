@@ -878,6 +878,18 @@ final class CoordinatorCore {
 
     // MARK: messages
 
+    /// Who a request came from, for a person reading the run's record: "root@render-1 (process
+    /// 4242)" from a client's identity ("client-USER@HOST-PID-XXXXXX"; clients from before it
+    /// named the user give the host alone), with the first characters of its key when it has one.
+    static func requester(_ id: String, key: String?) -> String {
+        var who = String(id.prefix(64))
+        let parts = id.split(separator: "-", omittingEmptySubsequences: false)
+        if id.hasPrefix("client-"), parts.count >= 4, let pid = Int32(parts[parts.count - 2]) {
+            who = "\(parts[1..<(parts.count - 2)].joined(separator: "-").prefix(140)) (process \(pid))"
+        }
+        return key.map { "\(who), key \($0.prefix(8))…" } ?? who
+    }
+
     func handle(_ frames: [Data], from peer: Peer = .local) {
         guard frames.count == 2 || frames.count == 3, !frames[0].isEmpty, let id = String(data: frames[0], encoding: .utf8) else {
             dropped("malformed message", ["frames": "\(frames.count)"])
@@ -964,7 +976,7 @@ final class CoordinatorCore {
             if let key = peer.key { watcherKeys[identity] = key }
             watch(run, from: identity)
         case .cancelRun(let run):
-            if cancel(run: run, reason: "cancelled by \(id.prefix(64))") {
+            if cancel(run: run, reason: "cancelled by \(Self.requester(id, key: peer.key))") {
                 send(.ended(RunEnd(run: run, state: RunStatus.cancelled.rawValue, message: RunEnd.cancelledNow, output: nil, outputPath: "", seconds: 0)), to: identity)
             } else {
                 watch(run, from: identity, once: true)

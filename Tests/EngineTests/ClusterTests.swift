@@ -368,6 +368,9 @@ import ThreadlineCore
         // not every movie was written).
         let all = try run(coordPath, ["wait", "1-5", "--coordinator", ep], timeout: 60)
         #expect(all.status == 1 && all.out.contains(": 3 succeeded, 0 failed, 2 cancelled\n"), "\(all.out)\n\(all.err)")
+        // Who cancelled them, readable: the user, host and process of that `coord cancel`.
+        let user = String(cString: getpwuid(getuid())!.pointee.pw_name)
+        #expect(all.out.contains("cancelled by \(user)@\(ProcessInfo.processInfo.hostName) (process "), "\(all.out)")
         // One movie path cannot name three, and a word that is no run is refused before anything.
         let output = try run(coordPath, ["wait", "1-3", "--output", dir + "/x.mp4", "--coordinator", ep], timeout: 30)
         #expect(output.status == 64 && output.err.contains("--output names one movie"), "\(output.err)")

@@ -151,6 +151,16 @@ final class Harness {
 }
 
 @Suite(.serialized) struct CoordinatorTests {
+    /// A cancel's recorded reason names who asked as a person reads it, from the client's
+    /// identity; an identity of another shape is kept as it came (cut to 64 characters).
+    @Test func aRequesterIsNamedByUserHostAndProcess() {
+        #expect(CoordinatorCore.requester("client-ana@render-1.lan-4242-A1B2C3", key: nil) == "ana@render-1.lan (process 4242)")
+        #expect(CoordinatorCore.requester("client-vm-24628-27B70D", key: nil) == "vm (process 24628)")
+        #expect(CoordinatorCore.requester("client-ana@farm-7400-X9Y8Z7", key: "rq7&Yb!x0000000000000000000000000000000") == "ana@farm (process 7400), key rq7&Yb!x…")
+        #expect(CoordinatorCore.requester("w1", key: nil) == "w1")
+        #expect(CoordinatorCore.requester(String(repeating: "x", count: 100), key: nil).count == 64)
+    }
+
     // MARK: --verify (issue 16)
 
     /// Every stage is rendered twice and outputs agree: the run succeeds, with each render,
