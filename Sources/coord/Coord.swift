@@ -376,7 +376,8 @@ struct Runs: ParsableCommand {
         // Nothing printed said nothing: an empty list says so (on standard error, as the note above).
         if rows.isEmpty {
             let place = cluster.coordinator.map { "on \($0)" } ?? "in \(stateOptions.directory)"
-            let flag = cluster.coordinator.map { " --coordinator \($0)" } ?? stateOptions.state.map { " --state \($0)" } ?? ""
+            // The flags that reached it, keys included (a keyed farm refuses a submit without them).
+            let flag = cluster.coordinator != nil ? " \(cluster.flags)" : stateOptions.state.map { " --state \($0)" } ?? ""
             errorLine("no runs to list \(place): coord submit pipeline.yaml\(flag) renders one")
         }
     }

@@ -91,7 +91,8 @@ import TestSupport
         let bobRuns = try run(coordPath, ["runs"] + key("bob"), timeout: 30)
         #expect(bobRuns.status == 0 && !bobRuns.out.contains("queued") && !bobRuns.out.contains("running") && bobRuns.out.isEmpty, "\(bobRuns.out)")
         // Nothing printed says why, on standard error (standard output stays the runs alone).
-        #expect(bobRuns.err.contains("no runs to list on \(ep): coord submit pipeline.yaml --coordinator \(ep) renders one"), "\(bobRuns.err)")
+        // (With the key flags: this farm refuses a submit without them.)
+        #expect(bobRuns.err.contains("no runs to list on \(ep): coord submit pipeline.yaml \(farm.as("bob").joined(separator: " ")) renders one"), "\(bobRuns.err)")
 
         // A real worker renders it; Alice downloads her movie; the operator sees every run.
         try procs.start("worker", workerPath, ["--connect", ep, "--store", dir + "/ww", "--id", "w1",
