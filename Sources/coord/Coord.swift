@@ -453,7 +453,8 @@ struct Status: ParsableCommand {
         default: "(no movie written to \(output))"
         }
         print("run \(runID) \(r["name"]!): \(r["state"]!), \(r["stages_done"]!)/\(r["stages"]!) stages, \(seconds) \(destination)")
-        if let e = r["error"], !e.isEmpty { print("error: \(e)") }
+        // A cancel is no error: its reason says who stopped the run.
+        if let e = r["error"], !e.isEmpty { print("\(r["state"] == RunStatus.cancelled.rawValue ? "why" : "error"): \(e)") }
         // An interrupted run says how it goes on (a running coordinator resumes its own at start).
         if r["state"] == RunStatus.interrupted.rawValue, let local,
            let how = try LineageStore.readRows(path: local, "SELECT pipeline_path, submission_json IS NOT NULL AS farm FROM run WHERE id = ?", [runID]).first {

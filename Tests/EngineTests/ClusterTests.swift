@@ -371,6 +371,8 @@ import ThreadlineCore
         // Who cancelled them, readable: the user, host and process of that `coord cancel`.
         let user = String(cString: getpwuid(getuid())!.pointee.pw_name)
         #expect(all.out.contains("cancelled by \(user)@\(ProcessInfo.processInfo.hostName) (process "), "\(all.out)")
+        let cancelled = try run(coordPath, ["status", "4", "--coordinator", ep], timeout: 30)
+        #expect(cancelled.out.contains("\nwhy: cancelled by \(user)@") && !cancelled.out.contains("error:"), "\(cancelled.out)")
         // One movie path cannot name three, and a word that is no run is refused before anything.
         let output = try run(coordPath, ["wait", "1-3", "--output", dir + "/x.mp4", "--coordinator", ep], timeout: 30)
         #expect(output.status == 64 && output.err.contains("--output names one movie"), "\(output.err)")
