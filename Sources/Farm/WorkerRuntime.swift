@@ -152,6 +152,8 @@ public final class WorkerRuntime: Sendable {
         /// Whether the coordinator ever answered: one that never did is not "lost" but unreachable,
         /// or refusing this worker's key (CURVE refusals are silent on the wire).
         var heardFromCoordinator = false
+        /// The log was told this worker got in (the coordinator's first answer other than a refusal).
+        var joined = false
         /// The coordinator refuses this worker (its key, its version): why, and when that was last
         /// logged. Its hellos go on (the key may be allowed again) but are said once in 10 minutes,
         /// not as a lost and found coordinator every few seconds.
@@ -298,7 +300,17 @@ public final class WorkerRuntime: Sendable {
                 }
                 // Accepted once the coordinator answers with anything but a refusal or a request
                 // to say hello again (what it answers a refused worker's heartbeats with).
-                switch envelope.message { case .rejected, .reannounce: break; default: refused = nil }
+                switch envelope.message {
+                case .rejected, .reannounce: break
+                default:
+                    refused = nil
+                    // Said once: an operator scaling workers sees each one get in (before, a
+                    // worker's log said nothing between "worker started" and its first problem).
+                    if !joined {
+                        joined = true
+                        logger.info("joined the coordinator; taking work", metadata: ["endpoint": "\(config.endpoint)", "worker.slots": "\(config.slots)"])
+                    }
+                }
                 switch envelope.message {
                 case .assign(let a) where draining:
                     send(.handBack(lease: a.lease))

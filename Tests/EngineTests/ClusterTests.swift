@@ -979,6 +979,10 @@ import ThreadlineCore
         #expect(r.status == 0, "\(r.err)")
         let log = (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? ""
         #expect(log.contains("input taken from a shared folder") && log.contains(dir + "/big.mkv"), "\(log)")
+        // It said once that it got in, after it started.
+        let startedAt = log.range(of: "worker started")?.lowerBound, joinedAt = log.range(of: "joined the coordinator")?.lowerBound
+        #expect(log.components(separatedBy: "joined the coordinator; taking work").count == 2
+                && startedAt != nil && joinedAt != nil && startedAt! < joinedAt!, "\(log)")
         #expect(!log.contains("pulling it from the coordinator"), "\(log)")
         // The worker's store holds the file, whole.
         let kept = try FileManager.default.subpathsOfDirectory(atPath: dir + "/w1").filter {
