@@ -2061,6 +2061,9 @@ final class CoordinatorCore {
         if !run.finished { progress(run) }
     }
 
+    /// A run's seconds as its log line gives them (tenths; its whole time, before a resume too).
+    static func seconds(_ s: Double) -> String { String(format: "%.1f", s) }
+
     /// The scheduler ended a run: record how, tell its observers and watchers, forget it.
     func runEnded(_ run: RunState, _ outcome: FarmScheduler.Outcome, now: Double) {
         run.finished = true
@@ -2078,14 +2081,14 @@ final class CoordinatorCore {
             run.succeeded = true
             record("runFinished") { try lineage.runFinished(run.id, state: .succeeded) }
             let out = run.pipeline.output.path
-            log.info("run succeeded", metadata: ["run.id": "\(run.id)", "output": "\(out)"])
+            log.info("run succeeded", metadata: ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(Self.seconds(now - run.startedAt))", "output": "\(out)"])
             progress(run, force: true)
             ended(run, state: .succeeded, message: nil, output: art)
             owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: now - run.startedAt))
         case .cancelled:
             let reason = run.cancelReason ?? "cancelled by the coordinator"
             record("runFinished") { try lineage.runFinished(run.id, state: .cancelled, error: reason) }
-            log.info("run cancelled", metadata: ["run.id": "\(run.id)"])
+            log.info("run cancelled", metadata: ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(Self.seconds(now - run.startedAt))", "reason": "\(reason)"])
             ended(run, state: .cancelled, message: reason, output: nil)
             owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
         case .failed(let first, _, let also), .poison(let first, _, let also):
@@ -2100,7 +2103,7 @@ final class CoordinatorCore {
                 message += "\n  (\(n == 1 ? "the 1 other item is" : "the \(n) other items are") rendered and kept: mend or remove the failed \(messages.count == 1 ? "one" : "ones") and submit again to reuse \(n == 1 ? "it" : "them"))"
             }
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
-            log.error("run failed", metadata: ["run.id": "\(run.id)", "error": "\(message)"])
+            log.error("run failed", metadata: ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(Self.seconds(now - run.startedAt))", "error": "\(message)"])
             ended(run, state: .failed, message: message, output: nil)
             owner.notify(nil, run.id, .failed(message: message))
         }

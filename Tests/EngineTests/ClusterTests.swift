@@ -371,6 +371,9 @@ import ThreadlineCore
         // Who cancelled them, readable: the user, host and process of that `coord cancel`.
         let user = String(cString: getpwuid(getuid())!.pointee.pw_name)
         #expect(all.out.contains("cancelled by \(user)@\(ProcessInfo.processInfo.hostName) (process "), "\(all.out)")
+        // The operator's log says it too, with the run's name and time.
+        let served = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(served.contains("reason=cancelled by \(user)@") && served.contains("run.name=test") && served.contains("run.seconds="), "\(served)")
         let cancelled = try run(coordPath, ["status", "4", "--coordinator", ep], timeout: 30)
         #expect(cancelled.out.contains("\nwhy: cancelled by \(user)@") && !cancelled.out.contains("error:"), "\(cancelled.out)")
         // One movie path cannot name three, and a word that is no run is refused before anything.
