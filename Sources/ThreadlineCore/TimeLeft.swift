@@ -52,12 +52,18 @@ public enum TimeLeft {
     }
 
     /// What a progress line shows: "joining the movie" (`movies` > 1: "the movies"), "ETA m:ss",
-    /// or "ETA --:--" while the length or the rate is not known yet.
+    /// "finishing the last render" once what is left is under way and overdue, or "ETA --:--"
+    /// while the length or the rate is not known yet.
     public static func text(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double,
                             slots: Slots? = nil, movies: Int = 1) -> String {
         if joining(framesDone: done, framesTotal: total, known: known) { return movies == 1 ? "joining the movie" : "joining the movies" }
         guard let left = seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingFor,
                                  slots: slots) else { return "ETA --:--" }
+        // Every frame left is in renders under way, which the rate says should be done: they go
+        // slower than the average (a heavy clip last). "ETA 0:00" held for seconds read as stuck.
+        if left < 1, let slots, slots.inFlight > 0, total - done <= slots.inFlightFrames {
+            return slots.inFlight == 1 ? "finishing the last render" : "finishing the last \(slots.inFlight) renders"
+        }
         return String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
     }
 }

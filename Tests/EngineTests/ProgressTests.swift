@@ -107,6 +107,18 @@ import TestSupport
         last.framesRendered = 900; last.renderingFor = 9
         last.slots = TimeLeft.Slots(renderSeconds: 18, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 1.5)
         #expect(abs((last.eta ?? -1) - 0.5) < 1e-9, "\(String(describing: last.eta))")
+        // Under a second left and all of it under way: said so, not "ETA 0:00" (which it held
+        // for seconds when the last render was a heavy clip: 3 s of a 9 s batch on a farm).
+        #expect(last.etaText == "finishing the last render", "\(last.etaText)")
+        last.slots = TimeLeft.Slots(renderSeconds: 18, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 6)
+        #expect(last.eta == 0 && last.etaText == "finishing the last render", "overdue: \(last.etaText)")
+        var two = progress(done: 800, total: 1000, known: true, elapsed: 10)
+        two.framesRendered = 800; two.renderingFor = 9
+        two.slots = TimeLeft.Slots(renderSeconds: 16, inFlight: 2, inFlightFrames: 200, inFlightSeconds: 5)
+        #expect(two.etaText == "finishing the last 2 renders", "\(two.etaText)")
+        // Frames not under way yet: a time, however short.
+        two.slots = TimeLeft.Slots(renderSeconds: 16, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 1.9)
+        #expect(two.etaText.hasPrefix("ETA 0:0"), "\(two.etaText)")
     }
 
     /// Between words the terminal draws the progress aged by the time since it was told: the time
