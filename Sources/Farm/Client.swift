@@ -92,10 +92,7 @@ public final class ClusterClient {
         self.endpoint = endpoint
         self.context = context
         socket = try Socket(context, .dealer)
-        // Who is asking, as the coordinator records it (a cancel's reason names it): the user,
-        // the host and the process. Not proven without keys; with keys the key is recorded too.
-        let user = getpwuid(getuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid\(getuid())"
-        try socket.setIdentity("client-\(user.prefix(32))@\(ProcessInfo.processInfo.hostName.prefix(100))-\(getpid())-\(UUID().uuidString.prefix(6))")
+        try socket.setIdentity(ClientIdentity.make())
         try socket.setReconnect(initialMs: 100, maximumMs: 2000)
         if let curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(endpoint)
@@ -346,5 +343,27 @@ public final class ExitRequest: Sendable {
         let stopped = DispatchSemaphore(value: 0)
         requested.withLock { $0 = stopped }
         _ = stopped.wait(timeout: .now() + timeout)
+    }
+}
+
+/// A client's socket identity, which the coordinator reads back to name who asked (a cancel's
+/// reason): "client-USER@HOST-PID-XXXXXX". Both directions live here, so they cannot drift apart.
+/// Not proven without keys; with keys the key is named too.
+enum ClientIdentity {
+    static func make() -> String {
+        let user = getpwuid(getuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "uid\(getuid())"
+        return "client-\(user.prefix(32))@\(ProcessInfo.processInfo.hostName.prefix(100))-\(getpid())-\(UUID().uuidString.prefix(6))"
+    }
+
+    /// Who a request came from, for a person reading the run's record: "root@render-1 (process
+    /// 4242)" (clients from before the user was in the identity give the host alone), with the
+    /// first characters of its key when it has one; another identity as it came (64 characters).
+    static func requester(_ id: String, key: String?) -> String {
+        var who = String(id.prefix(64))
+        let parts = id.split(separator: "-", omittingEmptySubsequences: false)
+        if id.hasPrefix("client-"), parts.count >= 4, let pid = Int32(parts[parts.count - 2]) {
+            who = "\(parts[1..<(parts.count - 2)].joined(separator: "-").prefix(140)) (process \(pid))"
+        }
+        return key.map { "\(who), key \($0.prefix(8))…" } ?? who
     }
 }

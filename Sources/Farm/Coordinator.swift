@@ -878,18 +878,6 @@ final class CoordinatorCore {
 
     // MARK: messages
 
-    /// Who a request came from, for a person reading the run's record: "root@render-1 (process
-    /// 4242)" from a client's identity ("client-USER@HOST-PID-XXXXXX"; clients from before it
-    /// named the user give the host alone), with the first characters of its key when it has one.
-    static func requester(_ id: String, key: String?) -> String {
-        var who = String(id.prefix(64))
-        let parts = id.split(separator: "-", omittingEmptySubsequences: false)
-        if id.hasPrefix("client-"), parts.count >= 4, let pid = Int32(parts[parts.count - 2]) {
-            who = "\(parts[1..<(parts.count - 2)].joined(separator: "-").prefix(140)) (process \(pid))"
-        }
-        return key.map { "\(who), key \($0.prefix(8))…" } ?? who
-    }
-
     func handle(_ frames: [Data], from peer: Peer = .local) {
         guard frames.count == 2 || frames.count == 3, !frames[0].isEmpty, let id = String(data: frames[0], encoding: .utf8) else {
             dropped("malformed message", ["frames": "\(frames.count)"])
@@ -976,7 +964,7 @@ final class CoordinatorCore {
             if let key = peer.key { watcherKeys[identity] = key }
             watch(run, from: identity)
         case .cancelRun(let run):
-            if cancel(run: run, reason: "cancelled by \(Self.requester(id, key: peer.key))") {
+            if cancel(run: run, reason: "cancelled by \(ClientIdentity.requester(id, key: peer.key))") {
                 send(.ended(RunEnd(run: run, state: RunStatus.cancelled.rawValue, message: RunEnd.cancelledNow, output: nil, outputPath: "", seconds: 0)), to: identity)
             } else {
                 watch(run, from: identity, once: true)
@@ -2061,12 +2049,12 @@ final class CoordinatorCore {
         if !run.finished { progress(run) }
     }
 
-    /// A run's seconds as its log line gives them (tenths; its whole time, before a resume too).
-    static func seconds(_ s: Double) -> String { String(format: "%.1f", s) }
-
     /// The scheduler ended a run: record how, tell its observers and watchers, forget it.
     func runEnded(_ run: RunState, _ outcome: FarmScheduler.Outcome, now: Double) {
         run.finished = true
+        // Its whole time (before a resume too), and what the log line for its end starts with.
+        let seconds = now - run.startedAt
+        let said: Logger.Metadata = ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(String(format: "%.1f", seconds))"]
         runs[run.id] = nil
         recordReady(run: run.id)
         switch outcome {
@@ -2081,14 +2069,14 @@ final class CoordinatorCore {
             run.succeeded = true
             record("runFinished") { try lineage.runFinished(run.id, state: .succeeded) }
             let out = run.pipeline.output.path
-            log.info("run succeeded", metadata: ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(Self.seconds(now - run.startedAt))", "output": "\(out)"])
+            log.info("run succeeded", metadata: said.merging(["output": "\(out)"]) { $1 })
             progress(run, force: true)
             ended(run, state: .succeeded, message: nil, output: art)
-            owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: now - run.startedAt))
+            owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: seconds))
         case .cancelled:
             let reason = run.cancelReason ?? "cancelled by the coordinator"
             record("runFinished") { try lineage.runFinished(run.id, state: .cancelled, error: reason) }
-            log.info("run cancelled", metadata: ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(Self.seconds(now - run.startedAt))", "reason": "\(reason)"])
+            log.info("run cancelled", metadata: said.merging(["reason": "\(reason)"]) { $1 })
             ended(run, state: .cancelled, message: reason, output: nil)
             owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
         case .failed(let first, _, let also), .poison(let first, _, let also):
@@ -2103,7 +2091,7 @@ final class CoordinatorCore {
                 message += "\n  (\(n == 1 ? "the 1 other item is" : "the \(n) other items are") rendered and kept: mend or remove the failed \(messages.count == 1 ? "one" : "ones") and submit again to reuse \(n == 1 ? "it" : "them"))"
             }
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
-            log.error("run failed", metadata: ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(Self.seconds(now - run.startedAt))", "error": "\(message)"])
+            log.error("run failed", metadata: said.merging(["error": "\(message)"]) { $1 })
             ended(run, state: .failed, message: message, output: nil)
             owner.notify(nil, run.id, .failed(message: message))
         }

@@ -439,8 +439,8 @@ public struct FarmScheduler: Sendable {
             guard let s = current(lease, from: worker, &out) else { break }
             leases[lease] = nil
             var run = take(s.run)
+            Self.leaveSlot(&run, s.node)
             var node = run.nodes[s.node]
-            if node.inSlot { run.running -= 1; node.inSlot = false }
             node.excluded.insert(worker)
             node.attempts = max(0, node.attempts - 1)
             node.lease = nil; node.worker = nil

@@ -154,11 +154,14 @@ final class Harness {
     /// A cancel's recorded reason names who asked as a person reads it, from the client's
     /// identity; an identity of another shape is kept as it came (cut to 64 characters).
     @Test func aRequesterIsNamedByUserHostAndProcess() {
-        #expect(CoordinatorCore.requester("client-ana@render-1.lan-4242-A1B2C3", key: nil) == "ana@render-1.lan (process 4242)")
-        #expect(CoordinatorCore.requester("client-vm-24628-27B70D", key: nil) == "vm (process 24628)")
-        #expect(CoordinatorCore.requester("client-ana@farm-7400-X9Y8Z7", key: "rq7&Yb!x0000000000000000000000000000000") == "ana@farm (process 7400), key rq7&Yb!x…")
-        #expect(CoordinatorCore.requester("w1", key: nil) == "w1")
-        #expect(CoordinatorCore.requester(String(repeating: "x", count: 100), key: nil).count == 64)
+        #expect(ClientIdentity.requester("client-ana@render-1.lan-4242-A1B2C3", key: nil) == "ana@render-1.lan (process 4242)")
+        #expect(ClientIdentity.requester("client-vm-24628-27B70D", key: nil) == "vm (process 24628)")
+        #expect(ClientIdentity.requester("client-ana@farm-7400-X9Y8Z7", key: "rq7&Yb!x0000000000000000000000000000000") == "ana@farm (process 7400), key rq7&Yb!x…")
+        #expect(ClientIdentity.requester("w1", key: nil) == "w1")
+        #expect(ClientIdentity.requester(String(repeating: "x", count: 100), key: nil).count == 64)
+        // What a client makes reads back as its user, host and process.
+        let mine = ClientIdentity.requester(ClientIdentity.make(), key: nil)
+        #expect(mine.hasSuffix("@\(ProcessInfo.processInfo.hostName) (process \(getpid()))"), "\(mine)")
     }
 
     // MARK: --verify (issue 16)

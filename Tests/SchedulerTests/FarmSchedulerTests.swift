@@ -128,6 +128,16 @@ struct Farm {
         return id
     }
 
+    /// The worker gives the lease's slot back while its artifact is still being copied; its
+    /// result follows (`answer`).
+    @discardableResult
+    mutating func release(_ lease: String) -> [Effect] {
+        guard let o = outstanding[lease] else { return [] }
+        held[o.worker]?.remove(lease)
+        released.insert(lease)
+        return send(.released(lease: lease, worker: o.worker))
+    }
+
     mutating func join(slots n: Int) -> String {
         let w = "w\(nextWorker)"; nextWorker += 1
         slots[w] = n
@@ -242,10 +252,7 @@ struct Farm {
                     case 8: _ = farm.answer(l) { .again(lease: $0, worker: $1) }
                     default:
                         // The slot frees first (the artifact is still being copied); the result follows.
-                        let o = farm.outstanding[l]!
-                        farm.held[o.worker]?.remove(l)
-                        farm.released.insert(l)
-                        farm.send(.released(lease: l, worker: o.worker))
+                        farm.release(l)
                     }
                 case 9:
                     // A duplicate of a result already delivered.
@@ -713,9 +720,8 @@ extension Array {
         let d = dispatches(farm.send(.tick))
         #expect(Set(d.map(\.stage.run)) == [older, newer], "\(d)")
         let uploading = d.first { $0.stage.run == newer }!
-        farm.released.insert(uploading.lease)
-        farm.held[w]?.remove(uploading.lease)
-        farm.send(.released(lease: uploading.lease, worker: w))
+        #expect(farm.outstanding[uploading.lease]?.worker == w)
+        farm.release(uploading.lease)
         let next = dispatches(farm.send(.tick))
         #expect(next.map(\.stage.run) == [newer], "the newer run holds no slot now, the older one: \(next)")
         // Its success then takes nothing off the share twice: each run has one render out, so a
