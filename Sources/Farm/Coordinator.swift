@@ -101,7 +101,7 @@ public struct RunProgress: Sendable, Codable {
 /// to render, so they neither lengthen the time left nor keep the line from saying the movies are
 /// being joined) and nothing of it is running.
 public struct BatchProgress: Sendable, Equatable {
-    public var itemsDone = 0, running = 0
+    public var running = 0
     public var framesDone = 0, framesTotal = 0, rendered = 0
     /// Every project still going knows its length (and every project has been heard from).
     public var known: Bool
@@ -117,7 +117,6 @@ public struct BatchProgress: Sendable, Equatable {
         going = projects - ended
         var slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0), everySays = true
         for (p, over) in told {
-            itemsDone += p.itemsDone
             framesDone += p.framesDone ?? 0
             framesTotal += over ? p.framesDone ?? 0 : p.framesTotal ?? 0
             rendered += p.framesRendered ?? p.framesDone ?? 0

@@ -727,8 +727,14 @@ final class BatchDisplay: Sendable {
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
             : Self.waitingForWorker(s) ? RunProgress.waitingText : batch.text(renderingFor: now - started)
+        // A project that succeeded made every item, whatever it last told: a run that ended before
+        // it was followed (its stages cached) tells no progress at all.
+        let all = names.indices.map { max(items[$0], s.progress[$0]?.items ?? 0) }
+        let itemsDone = names.indices.reduce(0) { n, k in
+            n + (s.ended[k]?.hasPrefix("succeeded") == true ? all[k] : s.progress[k]?.itemsDone ?? 0)
+        }
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
-                      unfinished.isEmpty ? "" : " (\(unfinished.joined(separator: ", ")))", batch.itemsDone, names.indices.reduce(0) { $0 + max(items[$1], s.progress[$1]?.items ?? 0) }, batch.running, eta)
+                      unfinished.isEmpty ? "" : " (\(unfinished.joined(separator: ", ")))", itemsDone, all.reduce(0, +), batch.running, eta)
     }
 
     /// One project's line under the total (its time as `RunProgress.timeInBatch` says).

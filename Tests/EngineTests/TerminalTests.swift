@@ -64,4 +64,23 @@ import TestSupport
         let piped = try run(coordPath, ["runs", "--state", dir + "/st"], timeout: 30)
         #expect(piped.out.hasPrefix("1\tsucceeded\t") && !piped.out.contains("project"), "\(piped.out)")
     }
+
+    /// A batch submitted again to a farm (every stage cached) ends with every item counted. Its
+    /// runs end before they are followed, so they tell no progress: the total line said
+    /// "3/3 projects done · 0/6 items" (a run that told some before it succeeded counted only those).
+    @Test func aCachedBatchOnAFarmCountsEveryItem() throws {
+        let dir = temporaryDirectory("cached-batch-items")
+        let files = try InterruptTests.projects(dir)
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1, pipelines: 2)
+        defer { procs.stopAll() }
+        let first = try run(coordPath, ["submit"] + files + ["--coordinator", ep], timeout: 300)
+        #expect(first.status == 0, "\(first.err)")
+        guard let terminal = try TerminalSession((["cd", dir, "&&", coordPath, "submit"] + files + ["--coordinator", ep]).joined(separator: " ")) else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
+        let (ended, screen) = terminal.waitForExit(timeout: 120)
+        #expect(ended && screen.contains("EXIT=0"), "\(screen)")
+        let total = Self.rows(screen, "projects done")
+        #expect(total.count == 1 && total[0].hasPrefix("3/3 projects done · 6/6 items · 0 running · "), "\(screen)")
+    }
 }
