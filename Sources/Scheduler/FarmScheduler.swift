@@ -45,7 +45,8 @@ public struct FarmScheduler: Sendable {
         public var priority: Int
         /// `dependencies[n]`: the nodes node n waits for (the plan's dependencies).
         public var dependencies: [[Int]]
-        /// Short joining work (fetches, transitions, the concat) goes ahead of renders.
+        /// Short joining work (fetches, transitions, the concat) goes ahead of renders, its own
+        /// run's and (at the same priority, within an owner's share) other runs'.
         public var short: [Bool]
         /// Tries per stage for retryable failures.
         public var maxAttempts: Int
@@ -789,9 +790,9 @@ public struct FarmScheduler: Sendable {
         }
     }
 
-    /// Credit-based: a worker never holds more attempts than its slots. Priority first; then fair
-    /// share (the run with the fewest attempts running), then the oldest run; within a run its
-    /// ready queue's order. The free worker holding most of the stage's input gets it.
+    /// Credit-based: a worker never holds more attempts than its slots. Which run: `FairShare`
+    /// (owners, priority, short joining work before renders, fewest attempts running, the oldest);
+    /// within a run its ready queue's order. The free worker holding most of the stage's input gets it.
     mutating func dispatchSlots(_ now: Double, _ affinity: ((StageRef, String) -> Int64)?, _ out: inout [Effect]) {
         var free = workers.filter { $0.value.takesWork(at: now) && $0.value.running.count < $0.value.slots }
             .sorted { $0.value.joined < $1.value.joined }.map(\.key)
@@ -815,7 +816,8 @@ public struct FarmScheduler: Sendable {
         while !free.isEmpty && !active.isEmpty {
             guard let id = FairShare.pick(active.map {
                       FairShare.Candidate(run: $0, priority: runs[$0]!.spec.priority, running: runs[$0]!.running,
-                                          owner: runs[$0]!.spec.owner, ownerRunning: ownerRunning[runs[$0]!.spec.owner] ?? 0)
+                                          owner: runs[$0]!.spec.owner, ownerRunning: ownerRunning[runs[$0]!.spec.owner] ?? 0,
+                                          short: runs[$0]!.slotLane.firstIsShort)
                   }),
                   let k = runs[id]!.slotLane.pop() else { break }
             let s = StageRef(run: id, node: k)

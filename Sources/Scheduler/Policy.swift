@@ -1,8 +1,10 @@
 /// Which run gets the next free slot. Owners first: the owner (a submitter's key) whose runs hold
 /// the fewest slots, so a person with one project is not starved by another's batch of a hundred
 /// (ties: the owner waiting longest, by its oldest run). Then, among that owner's runs, the highest
-/// priority; among equals, the run with the fewest attempts running (fair share), then the oldest.
-/// With one owner (a farm without keys), it is priority, fair share and age alone.
+/// priority; among equals, a run whose next stage is short joining work (a fetch, which tells the
+/// run's length; a transition; the concat, which finishes a movie) before renders; then the run
+/// with the fewest attempts running (fair share), then the oldest. With one owner (a farm without
+/// keys), it is priority, short work, fair share and age alone.
 public enum FairShare {
     public struct Candidate: Sendable, Equatable {
         public var run: Int64
@@ -12,8 +14,11 @@ public enum FairShare {
         public var owner: String?
         /// Slots all of the owner's runs hold, those with nothing to dispatch now included.
         public var ownerRunning: Int
-        public init(run: Int64, priority: Int, running: Int, owner: String? = nil, ownerRunning: Int = 0) {
+        /// The run's next stage is short joining work, not a render.
+        public var short: Bool
+        public init(run: Int64, priority: Int, running: Int, owner: String? = nil, ownerRunning: Int = 0, short: Bool = false) {
             self.run = run; self.priority = priority; self.running = running; self.owner = owner; self.ownerRunning = ownerRunning
+            self.short = short
         }
     }
 
@@ -26,7 +31,7 @@ public enum FairShare {
             let owner = owners.min { ($0.value.running, $0.value.oldest) < ($1.value.running, $1.value.oldest) }!.key
             pool = candidates.filter { $0.owner == owner }[...]
         }
-        return pool.min { a, b in (-a.priority, a.running, a.run) < (-b.priority, b.running, b.run) }?.run
+        return pool.min { a, b in (-a.priority, a.short ? 0 : 1, a.running, a.run) < (-b.priority, b.short ? 0 : 1, b.running, b.run) }?.run
     }
 }
 

@@ -26,6 +26,8 @@ public struct ReadyQueue<Element: Sendable>: Sendable {
     public var count: Int { short.count + long.count }
     /// What `pop` would return.
     public var first: Element? { short.first ?? long.max?.element }
+    /// `pop` would return short joining work.
+    public var firstIsShort: Bool { !short.isEmpty }
 
     public mutating func push(_ e: Element, short isShort: Bool, cost: Double = 0) {
         if isShort { short.append(e) } else { long.insert(Ranked(cost: cost, sequence: sequence, element: e)); sequence += 1 }

@@ -707,6 +707,33 @@ extension Array {
         #expect(perRun[low] == 2 && perRun[other] == 2 && perRun[high] == 2)
     }
 
+    /// A batch on fewer slots than projects: every project's fetches (which tell its length, so
+    /// the batch's ETA) and a finished project's concat go before the next render. Before, a free
+    /// slot went to the oldest run with work, so the youngest project's fetches waited for every
+    /// older project's renders, and the batch's progress line said "ETA --:--" for 12 of its 15 s.
+    @Test func shortWorkOfEveryRunGoesBeforeTheNextRender() {
+        var farm = Farm()
+        // Node 0 (short, a fetch) before two renders (1, 2), then node 3 (short, the concat).
+        let runs = (0..<3).map { _ in farm.submit([[], [0], [0], [1, 2]]) }
+        farm.prepareAll()
+        _ = farm.join(slots: 1)
+        var order: [StageRef] = []
+        var fx = farm.send(.tick)
+        while let d = dispatches(fx).first {
+            order.append(d.stage)
+            fx = farm.answer(d.lease) { .succeeded(lease: $0, worker: $1) }
+            farm.prepareAll()
+            fx += farm.send(.tick)
+        }
+        let (a, b, c) = (runs[0], runs[1], runs[2])
+        #expect(order.map { "\($0.run)/\($0.node)" } == [
+            "\(a)/0", "\(b)/0", "\(c)/0",            // every fetch first
+            "\(a)/2", "\(a)/1", "\(a)/3",            // then the oldest run's renders (costliest first), its concat at once
+            "\(b)/2", "\(b)/1", "\(b)/3", "\(c)/2", "\(c)/1", "\(c)/3",
+        ], "\(order)")
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
     /// A worker reports a render done and gives its slot back while the segment still comes up
     /// from its store (the success waits for that). That run holds no slot then: the freed slot
     /// goes to it, not to an older run that holds as many as it did (before, the uploading render

@@ -120,6 +120,13 @@ import PropertyBased
         #expect(FairShare.pick([C(run: 4, priority: 0, running: 0, owner: "a", ownerRunning: 1),
                                 C(run: 2, priority: 0, running: 0, owner: "b", ownerRunning: 1),
                                 C(run: 6, priority: 3, running: 1, owner: "b", ownerRunning: 1)]) == 6)
+        // Short joining work before renders, whatever the runs hold and their age; not before
+        // priority, nor across owners.
+        #expect(FairShare.pick([C(run: 1, priority: 0, running: 0), C(run: 2, priority: 0, running: 3, short: true)]) == 2)
+        #expect(FairShare.pick([C(run: 1, priority: 0, running: 0, short: true), C(run: 2, priority: 0, running: 0, short: true)]) == 1)
+        #expect(FairShare.pick([C(run: 1, priority: 1, running: 0), C(run: 2, priority: 0, running: 0, short: true)]) == 1)
+        #expect(FairShare.pick([C(run: 1, priority: 0, running: 0, owner: "a", ownerRunning: 0),
+                                C(run: 2, priority: 0, running: 1, owner: "b", ownerRunning: 1, short: true)]) == 1)
     }
 
     /// Equal runs get equal slots: handing out slots one at a time to the picked run spreads them evenly.
