@@ -2130,7 +2130,7 @@ final class CoordinatorCore {
         var itemsLost: Set<Int> = []
         var framesLost = 0
         var slots = TimeLeft.Slots(renderSeconds: run.renderSeconds, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
-        let phases = scheduler.phases(ofRun: run.id)
+        let phases = scheduler.phases(ofRun: run.id), inSlot = scheduler.inSlot(ofRun: run.id)
         for (k, u) in run.units.enumerated() {
             total += u.stages.count
             switch run.succeeded ? .done : (k < phases.count ? phases[k] : .ended) {
@@ -2142,7 +2142,10 @@ final class CoordinatorCore {
             case .running:
                 running.append(u.name)
                 if u.kind == .render, let i = u.item {
-                    slots.inFlight += 1
+                    // A render whose slot was given back (its segment coming up) is as far along
+                    // as its time says, but renders nothing beside the others: on one slot, the
+                    // next render and it read as two and halved the time left.
+                    if k >= inSlot.count || inSlot[k] { slots.inFlight += 1 }
                     slots.inFlightFrames += run.frameCounts[i] ?? 0
                     slots.inFlightSeconds += max(0, now - u.sentAt)
                 }

@@ -11,8 +11,9 @@ import Foundation
 /// left when the waiting counted).
 public enum TimeLeft {
     /// How a run's renders go on their slots: the seconds its finished renders took (summed over
-    /// them, from when each was sent), and the renders still in flight (how many, their planned
-    /// frames, and the seconds since each was sent, summed). Renders run side by side, so frames
+    /// them, from when each was sent), and the renders still in flight (how many hold a slot, and
+    /// of all, those whose segment is still coming up too, their planned frames and the seconds
+    /// since each was sent, summed). Renders run side by side, so frames
     /// over wall time alone said about twice the time left when the first of two parallel renders
     /// ended (the small bench's first ETA read 0:33 at 1/14 items of an 18.5 s run; with these, 0:14
     /// with 16.5 s of rendering left).
@@ -61,8 +62,9 @@ public enum TimeLeft {
                                  slots: slots) else { return "ETA --:--" }
         // Every frame left is in renders under way, which the rate says should be done: they go
         // slower than the average (a heavy clip last). "ETA 0:00" held for seconds read as stuck.
-        if left < 1, let slots, slots.inFlight > 0, total - done <= slots.inFlightFrames {
-            return slots.inFlight == 1 ? "finishing the last render" : "finishing the last \(slots.inFlight) renders"
+        // (A render whose slot was given back, its segment coming up, is not counted in flight.)
+        if left < 1, let slots, slots.inFlightFrames > 0, total - done <= slots.inFlightFrames {
+            return slots.inFlight <= 1 ? "finishing the last render" : "finishing the last \(slots.inFlight) renders"
         }
         return String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
     }

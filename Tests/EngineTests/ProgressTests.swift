@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Logging
 @testable import Farm
+import Transport
 import ThreadlineCore
 import TestSupport
 
@@ -112,6 +113,9 @@ import TestSupport
         #expect(last.etaText == "finishing the last render", "\(last.etaText)")
         last.slots = TimeLeft.Slots(renderSeconds: 18, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 6)
         #expect(last.eta == 0 && last.etaText == "finishing the last render", "overdue: \(last.etaText)")
+        // Its slot given back, its segment coming up: still the last render, not "ETA 0:00".
+        last.slots = TimeLeft.Slots(renderSeconds: 18, inFlight: 0, inFlightFrames: 100, inFlightSeconds: 6)
+        #expect(last.etaText == "finishing the last render", "uploading: \(last.etaText)")
         var two = progress(done: 800, total: 1000, known: true, elapsed: 10)
         two.framesRendered = 800; two.renderingFor = 9
         two.slots = TimeLeft.Slots(renderSeconds: 16, inFlight: 2, inFlightFrames: 200, inFlightSeconds: 5)
@@ -253,6 +257,26 @@ import TestSupport
         guard case .succeeded = try #require(h.wait(run)) else { Issue.record("the run failed"); return }
         #expect(seenDuringConcat.value == [true], "progress seen when the concat started: \(seenDuringConcat.value)")
         #expect(early.value.isEmpty, "joining while a render still ran: \(early.value)")
+    }
+
+    /// On one slot, a render whose worker gave the slot back (its segment still coming up from
+    /// the worker's own store) and the next render sent to that slot are one render at a time,
+    /// not two: the time left read half (ETA 0:04 between 0:09s on a one-slot farm) while a
+    /// segment came up. Real `coord serve` and `worker`, followed as `coord submit` does.
+    @Test func aRenderWhoseSegmentComesUpRendersNothingBesideTheNext() throws {
+        let dir = temporaryDirectory("one-slot-in-flight")
+        let path = try ClusterTests.project(dir, items: 6, seconds: 2, size: (1280, 720), output: "1280x720")
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1, pipelines: 1)
+        defer { procs.stopAll() }
+        let client = try ClusterClient(endpoint: ep, context: MessagingContext(), downloads: dir + "/downloads")
+        let run = try client.submit(try PipelineLoader.load(path: path))
+        var most = 0, told = 0
+        let end = try client.follow(run) { p in
+            guard let s = p.slots else { return }
+            most = max(most, s.inFlight); told += 1
+        }
+        #expect(end.state == "succeeded", "\(end)")
+        #expect(told > 3 && most == 1, "\(told) told, at most \(most) renders in flight on one slot")
     }
 
     /// A render sent within the progress throttle of the word before (its fetch's result) is
