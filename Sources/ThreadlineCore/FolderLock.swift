@@ -11,6 +11,7 @@ import Glibc
 public final class FolderLock: Sendable {
     public let path: String
     private let fd: Int32
+    private let exclusive: Bool
 
     public struct Held: Error, CustomStringConvertible {
         /// What the exclusive holder wrote ("coord serve, pid 41 on render-1, …"); empty when the
@@ -25,6 +26,7 @@ public final class FolderLock: Sendable {
     /// the lock file cannot be made.
     public init(_ folder: String, name: String, holder: String, shared: Bool = false) throws {
         path = folder + "/" + name
+        exclusive = !shared
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FileChecks.FolderError(description: "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
         guard flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0 else {
@@ -49,6 +51,15 @@ public final class FolderLock: Sendable {
 
     deinit { close(fd) }
 
+    /// Writes a new `holder` into a lock held exclusively (what a refusal names; `coord serve`
+    /// says the address it bound once it has one). A shared lock writes nothing.
+    public func rewrite(holder: String) {
+        guard exclusive else { return }
+        let line = Array((holder + "\n").utf8)
+        _ = ftruncate(fd, 0)
+        _ = pwrite(fd, line, line.count, 0)
+    }
+
     /// The lock of a state folder (`STATE/coordinator.lock`): exclusive for `coord serve`, shared
     /// for local submits. Nil when the lock file cannot be made (a read-only state folder, which
     /// opening lineage then explains); throws `Held` when another process holds it against this one.
@@ -58,5 +69,46 @@ public final class FolderLock: Sendable {
         } catch {
             return nil
         }
+    }
+}
+
+/// What `coord serve` writes into its state folder's lock ("coord serve, pid 41 on render-1, bound
+/// to tcp://0.0.0.0:7400, with CURVE keys"), read back when a local submit is refused there, to
+/// say where to submit instead.
+public struct ServeHolder: Sendable, Equatable {
+    public var pid: Int32
+    public var host: String
+    /// The address it bound (the port resolved once listening).
+    public var endpoint: String
+    public var curve: Bool
+
+    public init(pid: Int32, host: String, endpoint: String, curve: Bool) {
+        self.pid = pid; self.host = host; self.endpoint = endpoint; self.curve = curve
+    }
+
+    public var line: String { "coord serve, pid \(pid) on \(host), bound to \(endpoint)\(curve ? ", with CURVE keys" : "")" }
+
+    /// Nil for what another program wrote (`coord gc`'s lock, an older coordinator's line).
+    public init?(line: String) {
+        let prefix = "coord serve, pid ", keys = ", with CURVE keys"
+        guard line.hasPrefix(prefix), let on = line.range(of: " on "), let bound = line.range(of: ", bound to ", range: on.upperBound..<line.endIndex),
+              let pid = Int32(line[line.index(line.startIndex, offsetBy: prefix.count)..<on.lowerBound]) else { return nil }
+        var endpoint = String(line[bound.upperBound...])
+        curve = endpoint.hasSuffix(keys)
+        if curve { endpoint.removeLast(keys.count) }
+        self.pid = pid; host = String(line[on.upperBound..<bound.lowerBound]); self.endpoint = endpoint
+    }
+
+    /// Where a submitter on `thisHost` reaches it: a wildcard address (0.0.0.0, *, ::) is its
+    /// host's name, or loopback on the same host; nil when the port is not known (a wildcard port
+    /// in a line written before it listened).
+    public func address(from thisHost: String) -> String? {
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"),
+              let port = Int(endpoint[endpoint.index(after: colon)...]), port > 0 else {
+            return endpoint.hasPrefix("ipc://") && host == thisHost ? endpoint : nil
+        }
+        let bound = String(endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon])
+        guard ["0.0.0.0", "*", "[::]", "::", "[::0]"].contains(bound) else { return endpoint }
+        return "tcp://\(host == thisHost ? "127.0.0.1" : host):\(port)"
     }
 }

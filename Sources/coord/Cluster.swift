@@ -237,7 +237,8 @@ struct Serve: AsyncParsableCommand {
         // (a turn that waits past the busy timeout stops a coordinator) and split the farm's view.
         let lock: FolderLock?
         do {
-            lock = try FolderLock.stateFolder(dir, holder: "coord serve, pid \(getpid()) on \(ProcessInfo.processInfo.hostName), bound to \(bind)", shared: false)
+            lock = try FolderLock.stateFolder(dir, holder: ServeHolder(pid: getpid(), host: ProcessInfo.processInfo.hostName, endpoint: bind,
+                                                                       curve: curveSecretKey != nil).line, shared: false)
         } catch let held as FolderLock.Held {
             if held.holder.isEmpty {
                 errorLine("error: local coord submit processes are rendering on \(dir); one coordinator per state folder")
@@ -286,6 +287,8 @@ struct Serve: AsyncParsableCommand {
             errorLine("error: cannot listen on \(bind): \(error)"); throw ExitCode(1)
         }
         logger.info("coordinator listening", metadata: ["endpoint": "\(endpoint)", "state": "\(dir)", "curve": "\(config.curve != nil)"])
+        // The port it got, for a refusal to name (a bind to port * had none before).
+        lock?.rewrite(holder: ServeHolder(pid: getpid(), host: ProcessInfo.processInfo.hostName, endpoint: endpoint, curve: config.curve != nil).line)
         // A group stops its services last first: the coordinator drains first, while the
         // dashboard still answers (/readyz says draining), then the dashboard, then the collector.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []

@@ -22,13 +22,19 @@ struct Coord: AsyncParsableCommand {
           coord lineage pipelines/out/demo.mp4   how an output came to be
           coord dashboard --http 127.0.0.1:7401  runs, workers, failures in a browser
 
-        A cluster:
+        A farm (its keys first: coord keygen --farm keys):
           coord serve --bind tcp://0.0.0.0:7400 \\
-              --curve-secret-key keys/coordinator.key --allow keys/allowed
+              --curve-secret-key keys/coordinator/coordinator.key \\
+              --allow-workers keys/coordinator/workers \\
+              --allow-submitters keys/coordinator/submitters
           worker --connect tcp://HOST:7400 --pipelines 2 \\
-              --curve-secret-key keys/w1.key --coordinator-key keys/coordinator.pub
-          coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach]
+              --curve-secret-key keys/worker/worker.key \\
+              --coordinator-key keys/worker/coordinator.pub
+          coord submit a.yaml b.yaml --coordinator tcp://HOST:7400 [--detach] \\
+              --curve-secret-key keys/submitter/submitter.key \\
+              --coordinator-key keys/submitter/coordinator.pub
           coord wait RUN... (ids or ranges: 12-40); coord cancel RUN
+              (with the same --coordinator and keys)
         """,
         subcommands: [Submit.self, PlanCommand.self, ThumbnailsCommand.self, Runs.self, Status.self, Serve.self, Wait.self, Cancel.self,
                       Keygen.self, BenchScheduler.self, LineageCommand.self, GC.self, ExportLineage.self, DashboardCommand.self,

@@ -210,8 +210,12 @@ struct Submit: ParsableCommand {
         // of it: that farm takes the work instead.
         let lock: FolderLock?
         do { lock = try FolderLock.stateFolder(stateDirectory, shared: true) } catch let held as FolderLock.Held {
-            errorLine("error: \(held.holder.isEmpty ? "a coordinator" : held.holder) serves the state folder \(stateDirectory); it cannot be rendered on beside it")
-            errorLine("  hint: submit to that coordinator instead: coord submit \(files.joined(separator: " ")) --coordinator tcp://HOST:PORT (its address)")
+            errorLine("error: a coordinator serves the state folder \(stateDirectory)\(held.holder.isEmpty ? "" : " (\(held.holder))"); it cannot be rendered on beside it")
+            let serve = ServeHolder(line: held.holder)
+            let address = serve?.address(from: ProcessInfo.processInfo.hostName) ?? "tcp://HOST:PORT"
+            let keys = serve?.curve == true ? " --curve-secret-key YOUR.key --coordinator-key ITS.pub" : ""
+            errorLine("  hint: submit to that coordinator instead: coord submit \(files.joined(separator: " ")) --coordinator \(address)\(keys)"
+                      + (address.hasPrefix("tcp://HOST") ? " (its address)" : ""))
             throw ExitCode(1)
         }
         defer { withExtendedLifetime(lock) {} }

@@ -1082,7 +1082,7 @@ import ThreadlineCore
     /// ran, taking turns at SQLite's one writer.)
     @Test func aSecondCoordinatorOnOneStateFolderIsRefused() throws {
         let dir = temporaryDirectory("serve-twice")
-        let (procs, _) = try Self.loopbackCluster(dir, workers: 0)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
         let first = try #require(procs.process("coord")).processIdentifier
         let second = try run(coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", dir + "/coord"], timeout: 20)
@@ -1092,7 +1092,9 @@ import ThreadlineCore
         // Nor may a local submit render on it beside the farm: it is told to submit to the farm.
         let pipeline = try Self.project(dir, items: 2, seconds: 2)
         let local = try run(coordPath, ["submit", pipeline, "--state", dir + "/coord"], timeout: 60)
-        #expect(local.status == 1 && local.err.contains("error: coord serve, pid \(first) on ") && local.err.contains("--coordinator"), "\(local.err)")
+        #expect(local.status == 1 && local.err.contains("error: a coordinator serves the state folder \(dir)/coord (coord serve, pid \(first) on "), "\(local.err)")
+        // Told where: the port the coordinator got (it bound port *), not "tcp://HOST:PORT".
+        #expect(local.err.contains("hint: submit to that coordinator instead: coord submit \(pipeline) --coordinator \(ep)\n"), "\(local.err)")
         procs.signal("coord", SIGKILL)
         #expect(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
         // While a local submit renders on the folder, a coord serve of it is refused as well.
