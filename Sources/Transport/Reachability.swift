@@ -61,6 +61,23 @@ public enum Reachability: Sendable, Equatable {
         return result
     }
 
+    /// What is wrong with an address given on the command line, in a sentence; nil when it is
+    /// one ZeroMQ takes. `binding`: a listener's, whose host and port may be `*` (any address,
+    /// a free port).
+    public static func problem(with endpoint: String, binding: Bool = false) -> String? {
+        let shape = binding ? "tcp://ADDRESS:PORT (e.g. tcp://0.0.0.0:7400) or ipc://PATH" : "tcp://HOST:PORT (e.g. tcp://render-1:7400) or ipc://PATH"
+        if endpoint.hasPrefix("ipc://") { return endpoint.count > 6 ? nil : "'\(endpoint)' names no path: it takes \(shape)" }
+        guard endpoint.hasPrefix("tcp://") else { return "'\(endpoint)' is not an address it takes: \(shape)" }
+        let rest = endpoint.dropFirst(6)
+        guard let colon = rest.lastIndex(of: ":"), !rest[..<colon].hasSuffix(":"), !rest[..<colon].isEmpty else {
+            return "'\(endpoint)' has no port: it takes \(shape)"
+        }
+        let port = rest[rest.index(after: colon)...]
+        if binding && port == "*" { return nil }
+        guard let n = Int(port), (1...65535).contains(n) else { return "'\(endpoint)' has no port number (1-65535): it takes \(shape)" }
+        return binding || hostAndPort(endpoint) != nil ? nil : "'\(endpoint)' names no host: it takes \(shape)"
+    }
+
     /// `tcp://host:port`, `tcp://[v6]:port` or `tcp://source;host:port` → (host, port).
     static func hostAndPort(_ endpoint: String) -> (String, String)? {
         guard endpoint.hasPrefix("tcp://") else { return nil }

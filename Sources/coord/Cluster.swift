@@ -25,9 +25,7 @@ struct ClusterOptions: ParsableArguments {
     var timeout: Double = 15
 
     func validate() throws {
-        if let c = coordinator, !(c.hasPrefix("tcp://") || c.hasPrefix("ipc://")) {
-            throw ValidationError("--coordinator takes tcp://HOST:PORT or ipc://PATH, got '\(c)'")
-        }
+        if let c = coordinator, let problem = Reachability.problem(with: c) { throw ValidationError("--coordinator \(problem)") }
         guard (curveSecretKey == nil) == (coordinatorKey == nil) else {
             throw ValidationError("--curve-secret-key and --coordinator-key go together")
         }
@@ -193,7 +191,7 @@ struct Serve: AsyncParsableCommand {
         _ = try Self.verifyFraction(verify)
         if let http { do { _ = try DashboardConfiguration.parse(http, tokenFile: tokenFile) } catch { throw ValidationError("\(error)") } }
         else if tokenFile != nil { throw ValidationError("--token-file goes with --http") }
-        guard bind.hasPrefix("tcp://") || bind.hasPrefix("ipc://") else { throw ValidationError("--bind takes tcp://ADDR:PORT or ipc://PATH") }
+        if let problem = Reachability.problem(with: bind, binding: true) { throw ValidationError("--bind \(problem)") }
         guard (curveSecretKey == nil) == !anyAllowList else {
             throw ValidationError("--curve-secret-key goes with allow-lists (--allow-workers, --allow-submitters, --allow-admins)")
         }

@@ -95,9 +95,7 @@ struct WorkerCommand: AsyncParsableCommand {
         guard fetchMaxBytes > 0, fetchDeadline > 0 else { throw ValidationError("--fetch-max-bytes and --fetch-deadline must be positive") }
         guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
         guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be between 0 and 64") }
-        guard connect.hasPrefix("tcp://") || connect.hasPrefix("ipc://") else {
-            throw ValidationError("--connect takes tcp://HOST:PORT or ipc://PATH, got '\(connect)'")
-        }
+        if let problem = Reachability.problem(with: connect) { throw ValidationError("--connect \(problem)") }
         guard (curveSecretKey == nil) == (coordinatorKey == nil) else {
             throw ValidationError("--curve-secret-key and --coordinator-key go together")
         }

@@ -1226,6 +1226,33 @@ import ThreadlineCore
         #expect(Reachability.probe("tcp://eth0;127.0.0.1:1") == .refused(address: "127.0.0.1:1"))
     }
 
+    /// An address without a port is refused when the command is read, saying what it takes
+    /// (before, `worker --connect tcp://127.0.0.1` logged its store and then stopped with
+    /// "connect tcp://127.0.0.1 failed: Invalid argument").
+    @Test func anAddressWithoutAPortIsRefusedSayingWhatItTakes() throws {
+        for good in ["tcp://127.0.0.1:7400", "tcp://render-1:7400", "tcp://[::1]:7400", "tcp://eth0;10.0.0.5:7400", "ipc:///run/threadline.sock"] {
+            #expect(Reachability.problem(with: good) == nil, "\(good)")
+        }
+        for good in ["tcp://0.0.0.0:7400", "tcp://*:7400", "tcp://127.0.0.1:*", "tcp://[::]:7400"] {
+            #expect(Reachability.problem(with: good, binding: true) == nil, "\(good)")
+        }
+        #expect(Reachability.problem(with: "tcp://127.0.0.1") == "'tcp://127.0.0.1' has no port: it takes tcp://HOST:PORT (e.g. tcp://render-1:7400) or ipc://PATH")
+        #expect(Reachability.problem(with: "127.0.0.1:7400")?.hasPrefix("'127.0.0.1:7400' is not an address it takes") == true)
+        #expect(Reachability.problem(with: "tcp://render-1:74000")?.contains("no port number (1-65535)") == true)
+        #expect(Reachability.problem(with: "tcp://127.0.0.1:*")?.contains("no port number") == true, "a port to connect to")
+        #expect(Reachability.problem(with: "tcp://*:7400")?.contains("names no host") == true)
+        #expect(Reachability.problem(with: "tcp://[::1]") != nil && Reachability.problem(with: "ipc://") != nil)
+        #expect(Reachability.problem(with: "tcp://0.0.0.0", binding: true)?.contains("tcp://ADDRESS:PORT (e.g. tcp://0.0.0.0:7400)") == true)
+
+        let worker = try run(workerPath, ["--connect", "tcp://127.0.0.1", "--store", temporaryDirectory("no-port") + "/w"], timeout: 20)
+        #expect(worker.status == 64 && worker.err.contains("Error: --connect 'tcp://127.0.0.1' has no port: it takes tcp://HOST:PORT"), "\(worker.err)")
+        #expect(!worker.err.contains("store kept"), "refused before it starts: \(worker.err)")
+        let submit = try run(coordPath, ["runs", "--coordinator", "tcp://render-1"], timeout: 20)
+        #expect(submit.status == 64 && submit.err.contains("Error: --coordinator 'tcp://render-1' has no port"), "\(submit.err)")
+        let serve = try run(coordPath, ["serve", "--bind", "tcp://0.0.0.0"], timeout: 20)
+        #expect(serve.status == 64 && serve.err.contains("Error: --bind 'tcp://0.0.0.0' has no port"), "\(serve.err)")
+    }
+
     /// A worker left idle gives back the memory its renders left in the heap (kept while it works,
     /// for speed). After the demo's render: 463 MB resident, 284 MB ten seconds later; before, it
     /// kept the 463 MB for as long as it ran.
