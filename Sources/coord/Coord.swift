@@ -376,7 +376,7 @@ struct Runs: ParsableCommand {
             print(Self.table(rows))
         } else {
             for r in rows {
-                print("\(r["id"]!)\t\(r["state"]!)\t\(r["stages_done"]!)/\(r["stages"]!)\t\(r["seconds"]!) s\t\(r["name"]!)\t\(r["output_path"]!)")
+                print("\(r["id"]!)\t\(r["state"]!)\t\(r["stages_done"]!)/\(r["stages"]!)\t\(Self.seconds(r))\t\(r["name"]!)\t\(r["output_path"]!)")
             }
         }
         // Nothing printed said nothing: an empty list says so (on standard error, as the note above).
@@ -390,11 +390,17 @@ struct Runs: ParsableCommand {
 }
 
 extension Runs {
+    /// A run's seconds, "-" while it has none (running, interrupted): not a bare " s".
+    static func seconds(_ r: [String: String]) -> String {
+        guard let s = r["seconds"], !s.isEmpty else { return "-" }
+        return s + " s"
+    }
+
     /// The runs under a header, each column as wide as its widest value (a project's name at
     /// most 32 columns, cut in the middle), the movie last.
     static func table(_ rows: [[String: String]]) -> String {
         let cells = rows.map { r in
-            [r["id"] ?? "", r["state"] ?? "", "\(r["stages_done"] ?? "")/\(r["stages"] ?? "")", "\(r["seconds"] ?? "") s", r["name"] ?? "", r["output_path"] ?? ""]
+            [r["id"] ?? "", r["state"] ?? "", "\(r["stages_done"] ?? "")/\(r["stages"] ?? "")", seconds(r), r["name"] ?? "", r["output_path"] ?? ""]
         }
         let header = ["run", "state", "stages", "seconds", "project", "movie"]
         let widths = (0..<5).map { c in min(c == 4 ? 32 : .max, ([header] + cells).map { TerminalText.width($0[c]) }.max() ?? 0) }

@@ -93,6 +93,10 @@ import TestSupport
         // Nothing printed says why, on standard error (standard output stays the runs alone).
         // (With the key flags: this farm refuses a submit without them.)
         #expect(bobRuns.err.contains("no runs to list on \(ep): coord submit pipeline.yaml \(farm.as("bob").joined(separator: " ")) renders one"), "\(bobRuns.err)")
+        // Alice's, waiting for a worker, has no seconds yet: "-" (it said " s").
+        let waiting = try run(coordPath, ["runs"] + key("alice"), timeout: 30)
+        let fields = waiting.out.split(separator: "\t", omittingEmptySubsequences: false)
+        #expect(waiting.status == 0 && fields.count == 6 && fields[0] == "1" && fields[3] == "-", "\(waiting.out)")
 
         // A real worker renders it; Alice downloads her movie; the operator sees every run.
         try procs.start("worker", workerPath, ["--connect", ep, "--store", dir + "/ww", "--id", "w1",
