@@ -2140,12 +2140,13 @@ final class CoordinatorCore {
                 if u.kind == .render, let i = u.item { framesLost += run.frameCounts[i] ?? 0; itemsLost.insert(i) }
             case .done: done += u.stages.count
             case .running:
-                running.append(u.name)
+                // A render whose slot was given back (its segment coming up) is as far along as
+                // its time says, but renders nothing beside the others: on one slot, the next
+                // render and it read as two running and halved the time left.
+                let holdsSlot = k >= inSlot.count || inSlot[k]
+                if holdsSlot { running.append(u.name) }
                 if u.kind == .render, let i = u.item {
-                    // A render whose slot was given back (its segment coming up) is as far along
-                    // as its time says, but renders nothing beside the others: on one slot, the
-                    // next render and it read as two and halved the time left.
-                    if k >= inSlot.count || inSlot[k] { slots.inFlight += 1 }
+                    if holdsSlot { slots.inFlight += 1 }
                     slots.inFlightFrames += run.frameCounts[i] ?? 0
                     slots.inFlightSeconds += max(0, now - u.sentAt)
                 }

@@ -262,7 +262,8 @@ import TestSupport
     /// On one slot, a render whose worker gave the slot back (its segment still coming up from
     /// the worker's own store) and the next render sent to that slot are one render at a time,
     /// not two: the time left read half (ETA 0:04 between 0:09s on a one-slot farm) while a
-    /// segment came up. Real `coord serve` and `worker`, followed as `coord submit` does.
+    /// segment came up, and the line said "2 running". Real `coord serve` and `worker`, followed
+    /// as `coord submit` does.
     @Test func aRenderWhoseSegmentComesUpRendersNothingBesideTheNext() throws {
         let dir = temporaryDirectory("one-slot-in-flight")
         let path = try ClusterTests.project(dir, items: 6, seconds: 2, size: (1280, 720), output: "1280x720")
@@ -270,13 +271,15 @@ import TestSupport
         defer { procs.stopAll() }
         let client = try ClusterClient(endpoint: ep, context: MessagingContext(), downloads: dir + "/downloads")
         let run = try client.submit(try PipelineLoader.load(path: path))
-        var most = 0, told = 0
+        var most = 0, told = 0, mostRunning = 0
         let end = try client.follow(run) { p in
             guard let s = p.slots else { return }
             most = max(most, s.inFlight); told += 1
+            mostRunning = max(mostRunning, p.running.count)
         }
         #expect(end.state == "succeeded", "\(end)")
         #expect(told > 3 && most == 1, "\(told) told, at most \(most) renders in flight on one slot")
+        #expect(mostRunning == 1, "at most \(mostRunning) stages said running on one slot")
     }
 
     /// A render sent within the progress throttle of the word before (its fetch's result) is
