@@ -29,8 +29,12 @@ public enum TimeLeft {
 
     /// Seconds left. With `slots`: a render's speed is the frames rendered over the seconds their
     /// renders took; the renders in flight are that far along; what is left goes at that speed on
-    /// as many slots as the run has in flight (at least one). Without (an older coordinator): the
-    /// frames not done yet at the rate `rendered` frames took `renderingFor` seconds of wall time.
+    /// as many slots as the run has had on average since its first render (its renders' seconds
+    /// over `renderingFor`), or as it has in flight when more (at least one), but no sooner than
+    /// the renders in flight can end on their own slots. (By the renders in flight alone, the
+    /// time left doubled whenever one of two slots was between renders: a 40-project batch on two
+    /// slots read 0:10, 0:19, 0:08, 0:12, …) Without `slots` (an older coordinator): the frames
+    /// not done yet at the rate `rendered` frames took `renderingFor` seconds of wall time.
     /// Nil until a frame is rendered and every item's length is known (remote sources are
     /// measured when fetched).
     public static func seconds(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double,
@@ -39,7 +43,10 @@ public enum TimeLeft {
         if let slots, slots.renderSeconds > 0 {
             let perSlot = Double(rendered) / slots.renderSeconds
             let underway = min(Double(slots.inFlightFrames), perSlot * slots.inFlightSeconds)
-            return max(0, Double(total - done) - underway) / (perSlot * Double(max(1, slots.inFlight)))
+            let average = renderingFor > 0 ? (slots.renderSeconds + slots.inFlightSeconds) / renderingFor : 0
+            let left = max(0, Double(total - done) - underway) / (perSlot * max(1, Double(slots.inFlight), average))
+            let inFlightLeft = max(0, Double(slots.inFlightFrames) - underway) / (perSlot * Double(max(1, slots.inFlight)))
+            return max(left, inFlightLeft)
         }
         guard renderingFor > 0 else { return nil }
         return Double(total - done) * renderingFor / Double(rendered)

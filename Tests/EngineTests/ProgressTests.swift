@@ -94,12 +94,28 @@ import TestSupport
         // made ready): the second one 2 s along, the third just sent.
         p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 2, inFlightFrames: 200, inFlightSeconds: 2)
         #expect(abs((p.eta ?? -1) - 8) < 1e-9, "\(String(describing: p.eta))")
-        // One render in flight: what is left goes on one slot (800 frames at 50 a second).
+        // One render in flight for a moment (the other slot between renders): the run has had
+        // two slots all along, and what is left goes on two (by the one in flight, 16 s).
         p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 2)
-        #expect(abs((p.eta ?? -1) - 16) < 1e-9, "\(String(describing: p.eta))")
+        #expect(abs((p.eta ?? -1) - 8) < 1e-9, "\(String(describing: p.eta))")
+        // A run that has had one slot (its renders' seconds are its wall time): 800 frames at 50 a second.
+        var one = p
+        one.renderingFor = 4
+        #expect(abs((one.eta ?? -1) - 16) < 1e-9, "\(String(describing: one.eta))")
         // A render in flight longer than the rate says is not counted past its own frames.
-        p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 5)
-        #expect(abs((p.eta ?? -1) - 16) < 1e-9)
+        one.renderingFor = 7
+        one.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 5)
+        #expect(abs((one.eta ?? -1) - 16) < 1e-9, "\(String(describing: one.eta))")
+        // More in flight than on average (a worker joined): the slots in flight.
+        one.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 4, inFlightFrames: 400, inFlightSeconds: 0)
+        one.renderingFor = 2
+        #expect(abs((one.eta ?? -1) - 4.5) < 1e-9, "\(String(describing: one.eta))")
+        // Never sooner than the renders in flight can end on their own slots: one render of 100
+        // frames just sent, nothing else left, on a run that had four slots: 2 s, not 0.5.
+        var tail = progress(done: 900, total: 1000, known: true, elapsed: 10)
+        tail.framesRendered = 900; tail.renderingFor = 4.5
+        tail.slots = TimeLeft.Slots(renderSeconds: 18, inFlight: 1, inFlightFrames: 100, inFlightSeconds: 0)
+        #expect(abs((tail.eta ?? -1) - 2) < 1e-9, "\(String(describing: tail.eta))")
         // Nothing in flight (waiting for a slot): one slot's speed.
         p.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
         #expect(abs((p.eta ?? -1) - 18) < 1e-9)
