@@ -243,17 +243,23 @@ final class ProgressDisplay: Sendable {
         // The ETA comes from planned frames rendered, not stage counts (fetches are quick).
         let eta = p.etaText
         if terminal {
-            let width = 24
-            let filled = Int(fraction * Double(width))
-            let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
-            let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
-            let line = String(format: "%@ [%@] %d/%d items%@ · %d running · %@", name, bar, p.itemsDone, p.items, failed, p.running.count, eta)
+            let line = Self.line(name, fraction: fraction, itemsDone: p.itemsDone, items: p.items, failures: p.failures.count,
+                                 running: p.running.count, tail: eta)
             self.bar.withLock { $0 = line }
             TerminalLine.draw(line)
         } else {
             errorLine(String(format: "%@: %d/%d items done, %d/%d stages, %d running, %.1f s", name, p.itemsDone, p.items,
                              p.stagesDone, p.stagesTotal, p.running.count, p.elapsed))
         }
+    }
+
+    /// One project's bar on a terminal: "demo [████····] 3/7 items · 2 running · ETA 0:02".
+    static func line(_ name: String, fraction: Double, itemsDone: Int, items: Int, failures: Int, running: Int, tail: String) -> String {
+        let width = 24
+        let filled = max(0, min(width, Int(fraction * Double(width))))
+        let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
+        let failed = failures == 0 ? "" : " (\(failures) failed)"
+        return String(format: "%@ [%@] %d/%d items%@ · %d running · %@", name, bar, itemsDone, items, failed, running, tail)
     }
 
     func finish() { if terminal { writeStandardError("\n") } }

@@ -741,6 +741,18 @@ final class BatchDisplay: Sendable {
                       unfinished.isEmpty ? "" : " (\(unfinished.joined(separator: ", ")))", itemsDone, all.reduce(0, +), batch.running, eta)
     }
 
+    /// A batch of one project: its own bar, as a remote submit of one draws it (a total line
+    /// "0/1 projects done" above a line of the same project said everything twice).
+    func soleLine(_ s: State, now: Double) -> String {
+        let p = s.progress[0]?.aged(by: now - (s.received[0] ?? now))
+        let items = max(self.items[0], p?.items ?? 0)
+        let succeeded = s.ended[0]?.hasPrefix("succeeded") == true
+        let tail = s.ended[0] != nil ? String(format: "%.1f s", now - started)
+            : Self.waitingForWorker(s) ? RunProgress.waitingText : p?.etaText ?? "ETA --:--"
+        return ProgressDisplay.line(names[0], fraction: succeeded ? 1 : p?.fractionDone ?? 0, itemsDone: succeeded ? items : p?.itemsDone ?? 0,
+                                    items: items, failures: p?.failures.count ?? 0, running: s.ended[0] == nil ? p?.running.count ?? 0 : 0, tail: tail)
+    }
+
     /// One project's line under the total (its time as `RunProgress.timeInBatch` says).
     static func projectLine(_ name: String, _ p: RunProgress) -> String {
         let filled = min(16, Int(p.fractionDone * 16))
@@ -759,9 +771,9 @@ final class BatchDisplay: Sendable {
         let now = Clocks.steady
         guard terminal, force || now - s.lastDraw >= 0.1 else { return nil }
         s.lastDraw = now
-        var lines = [totalLine(s, now: now)]
+        var lines = [names.count == 1 ? soleLine(s, now: now) : totalLine(s, now: now)]
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
-        for k in active.prefix(Self.activeLines) {
+        for k in active.prefix(Self.activeLines) where names.count > 1 {
             lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now))))
         }
         if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }

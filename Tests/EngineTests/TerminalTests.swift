@@ -39,6 +39,21 @@ import TestSupport
         #expect(bars.count == 1 && bars[0].hasSuffix("…"), "the bar drawn once and cut:\n\(remoteScreen)")
     }
 
+    /// One project rendered here draws one bar, as a remote submit of one does; before, a total
+    /// line "0/1 projects done · 3/7 items · …" stood above a line of the same project.
+    @Test func oneLocalProjectDrawsOneBar() throws {
+        let dir = temporaryDirectory("one-bar")
+        let pipeline = try ClusterTests.project(dir, items: 3, seconds: 1, size: (160, 120))
+        guard let terminal = try TerminalSession("\(coordPath) submit \(pipeline) --state \(dir)/st --workers 1") else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
+        let (ended, screen) = terminal.waitForExit(timeout: 120)
+        #expect(ended && screen.contains("EXIT=0"), "\(screen)")
+        #expect(Self.rows(screen, "projects done").isEmpty, "\(screen)")
+        let bars = Self.rows(screen, " items · ")
+        #expect(bars.count == 1 && bars[0].hasPrefix("test [████████████████████████] 3/3 items · 0 running · ") && bars[0].hasSuffix(" s"), "\(screen)")
+    }
+
     /// `coord runs` on a terminal: named, aligned columns. Piped, tab-separated lines as before
     /// (what scripts read).
     @Test func runsOnATerminalHaveNamedColumns() throws {
