@@ -37,6 +37,10 @@ public struct RunProgress: Sendable, Codable {
     /// Workers taking work (connected, not draining) when this was told; nil from a coordinator
     /// that does not say.
     public var workers: Int? = nil
+    /// What set the run back on the farm, one line each as it happened (a worker lost with a
+    /// stage, a stage handed back by a draining worker, a stage tried again after a failure):
+    /// the time left grows then, and this says why. The last `RunState.setbacksKept`.
+    public var setbacks: [String] = []
 
     /// No worker takes work and nothing of the run runs: it waits for one to join (all workers
     /// stopped, scaled to zero, or not started yet), which the time left cannot tell.
@@ -403,6 +407,13 @@ final class RunState {
     var notes: [Int: [String]] = [:]
     /// Every note, in item order.
     var notesInOrder: [String] { notes.sorted { $0.key < $1.key }.flatMap(\.value) }
+    /// What set it back on the farm (`RunProgress.setbacks`), the last `setbacksKept`.
+    var setbacks: [String] = []
+    static let setbacksKept = 20
+    func setBack(_ line: String) {
+        setbacks.append(line)
+        if setbacks.count > Self.setbacksKept { setbacks.removeFirst(setbacks.count - Self.setbacksKept) }
+    }
     var sources: [Int: (ArtifactRef, Int64)] = [:]       // artifact + lineage artifact id
     var segments: [Int: (ArtifactRef, Int64)] = [:]
     var transitions: [Int: (ArtifactRef, Int64)] = [:]
@@ -1404,7 +1415,11 @@ final class CoordinatorCore {
                     }
                 }
             }
-            if !checkOnly { run.units[s.node].lastError = "worker lost" }
+            if !checkOnly {
+                run.units[s.node].lastError = "worker lost"
+                run.setBack("\(label(run, run.units[s.node])): worker \(wid) was lost (\(reason)) while \(Self.doing(run.units[s.node].kind)) it; it goes to another worker")
+                progress(run)
+            }
         case .handedBack(_, let s, let wid):
             guard let run = runs[s.run] else { return }
             let u = run.units[s.node]
@@ -1412,11 +1427,16 @@ final class CoordinatorCore {
                 record("attemptFinished") { try lineage.attemptFinished(a, state: .handedBack, started: nil, finished: Clocks.wall, errorMessage: "handed back by worker \(wid) (draining)") }
             }
             log.info("attempt handed back", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)"])
+            run.setBack("\(label(run, u)): handed back by worker \(wid), which is leaving (draining); it goes to another worker")
             progress(run)
-        case .retry(let s, _, _):
+        case .retry(let s, _, let attempts):
             guard let run = runs[s.run] else { return }
             let u = run.units[s.node]
             for id in u.stageRows { record("stageUpdate") { try lineage.stageUpdate(id, state: .ready, error: u.lastError) } }
+            // (A lost worker's stage is told of as it is lost.)
+            if let why = u.lastError, why != "worker lost" {
+                run.setBack("\(label(run, u)): \(why); trying again (attempt \(attempts + 1) of \(run.pipeline.retryAttempts ?? config.maxAttempts))")
+            }
             progress(run)
         case .stale(let lease, let wid):
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(lease)") }
@@ -2096,6 +2116,16 @@ final class CoordinatorCore {
         }
     }
 
+    /// What a unit's worker does, for a line about it ("while rendering it").
+    static func doing(_ kind: Unit.Kind) -> String {
+        switch kind {
+        case .fetch: "fetching"
+        case .render: "rendering"
+        case .transition: "blending"
+        case .concat: "joining"
+        }
+    }
+
     func label(_ run: RunState, _ u: Unit) -> String {
         guard let i = u.item else { return "\(run.pipeline.name) (concat)" }
         let item = run.pipeline.items[i]
@@ -2165,6 +2195,7 @@ final class CoordinatorCore {
         p.slots = slots
         p.failures = failures
         p.notes = run.notesInOrder
+        p.setbacks = run.setbacks
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

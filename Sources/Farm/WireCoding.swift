@@ -303,6 +303,7 @@ extension RunProgress {
             }
             $0.failures = failures
             $0.notes = notes
+            $0.setbacks = setbacks
             if let w = workers { $0.workers = Int64(w) }
         }
     }
@@ -314,7 +315,7 @@ extension RunProgress {
                   renderingFor: w.hasRenderingFor ? w.renderingFor : nil,
                   slots: w.hasRenderSeconds ? TimeLeft.Slots(renderSeconds: w.renderSeconds, inFlight: Int(w.rendersInFlight),
                                                              inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil,
-                  failures: w.failures, notes: w.notes, workers: w.hasWorkers ? Int(w.workers) : nil)
+                  failures: w.failures, notes: w.notes, workers: w.hasWorkers ? Int(w.workers) : nil, setbacks: w.setbacks)
     }
 }
 

@@ -1323,6 +1323,14 @@ public nonisolated struct Threadline_Wire_RunProgress: @unchecked Sendable {
     set {_uniqueStorage()._notes = newValue}
   }
 
+  /// What set the run back on the farm, one line each as it happened (a worker lost with a stage,
+  /// a stage handed back by a draining worker, a stage tried again after a failure): the time left
+  /// grows then, and this says why.
+  public var setbacks: [String] {
+    get {_storage._setbacks}
+    set {_uniqueStorage()._setbacks = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3196,7 +3204,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0\u{1}notes\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0\u{1}notes\0\u{1}setbacks\0")
 
   fileprivate class _StorageClass {
     var _runID: Int64 = 0
@@ -3218,6 +3226,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     var _failures: [String] = []
     var _workers: Int64? = nil
     var _notes: [String] = []
+    var _setbacks: [String] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3247,6 +3256,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       _failures = source._failures
       _workers = source._workers
       _notes = source._notes
+      _setbacks = source._setbacks
     }
   }
 
@@ -3284,6 +3294,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         case 17: try { try decoder.decodeRepeatedStringField(value: &_storage._failures) }()
         case 18: try { try decoder.decodeSingularInt64Field(value: &_storage._workers) }()
         case 19: try { try decoder.decodeRepeatedStringField(value: &_storage._notes) }()
+        case 20: try { try decoder.decodeRepeatedStringField(value: &_storage._setbacks) }()
         default: break
         }
       }
@@ -3353,6 +3364,9 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       if !_storage._notes.isEmpty {
         try visitor.visitRepeatedStringField(value: _storage._notes, fieldNumber: 19)
       }
+      if !_storage._setbacks.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._setbacks, fieldNumber: 20)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3381,6 +3395,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         if _storage._failures != rhs_storage._failures {return false}
         if _storage._workers != rhs_storage._workers {return false}
         if _storage._notes != rhs_storage._notes {return false}
+        if _storage._setbacks != rhs_storage._setbacks {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -227,8 +227,9 @@ final class ProgressDisplay: Sendable {
     func update(_ p: RunProgress) {
         // On a terminal a failure is printed as it comes, above the progress line: the run goes on
         // without it. A log gets the run's error once, at its end.
-        // A note (what planning did that the pipeline did not say) is printed as it comes, terminal or log.
-        let lines = told.withLock { t in t.newNotes(0, p) + (terminal ? t.newFailures(0, p).map { ToldOnce.line($0) } : []) }
+        // A note (what planning did that the pipeline did not say) and a setback (a worker lost)
+        // are printed as they come, terminal or log.
+        let lines = told.withLock { t in t.newNotes(0, p) + t.newSetbacks(0, p) + (terminal ? t.newFailures(0, p).map { ToldOnce.line($0) } : []) }
         for line in lines { if terminal { TerminalLine.draw(line + "\n") } else { errorLine(line) } }
         // A terminal redraws on every word (the coordinator tells a watcher at least once a second,
         // so the time left counts down through a long render); a log gets a line per finished stage.
@@ -282,6 +283,8 @@ struct ToldOnce: Sendable {
     /// Each project's notes in the order they came (a `--json` object lists them).
     private(set) var notes: [Int: [String]] = [:]
     mutating func newFailures(_ project: Int, _ p: RunProgress) -> [String] { p.failures.filter { told[project, default: []].insert($0).inserted } }
+    /// Setbacks not printed yet (a worker lost with a stage, a stage tried again): why the time left grew.
+    mutating func newSetbacks(_ project: Int, _ p: RunProgress) -> [String] { p.setbacks.filter { told[project, default: []].insert($0).inserted } }
     /// Notes not printed yet: each already says its file:line:col, so it is printed as it is.
     mutating func newNotes(_ project: Int, _ p: RunProgress) -> [String] { newNotes(project, p.notes) }
     /// The same of a run's end (`RunEnd.notes`): a run that ended before it was followed sent no progress.

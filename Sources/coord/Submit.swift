@@ -664,8 +664,9 @@ final class BatchDisplay: Sendable {
             s.received[k] = Clocks.steady
             // On a terminal a failure is printed as it comes, above the live lines (drawn again below
             // it): the run goes on. A log gets the run's error once, at its end.
-            // A note (what planning did that the pipeline did not say) is printed as it comes, terminal or log.
-            let notes = s.told.newNotes(k, p).map { $0 + "\n" }.joined()
+            // A note (what planning did that the pipeline did not say) and a setback (a worker
+            // lost with a stage) are printed as they come, terminal or log.
+            let notes = s.told.newNotes(k, p).map { $0 + "\n" }.joined() + s.told.newSetbacks(k, p).map { "\(names[k]): \($0)\n" }.joined()
             if !terminal {
                 let wasWaiting = s.waiting
                 s.waiting = Self.waitingForWorker(s)

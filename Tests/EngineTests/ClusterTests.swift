@@ -534,6 +534,10 @@ import ThreadlineCore
         #expect(try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'").first?["n"] != "0")
         let coordSaid = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
         #expect(coordSaid.contains("a new process joined under its id (it was restarted)"), "\(coordSaid)")
+        // The submitter is told why its time left grew (before, nothing said a worker was lost).
+        let submitSaid = (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? ""
+        #expect(submitSaid.contains("]: worker w1 was lost (a new process joined under its id (it was restarted)) while rendering it; it goes to another worker"),
+                "\(submitSaid)")
     }
 
     /// A worker with its own store keeps it within `--store-max`: here every artifact may go as

@@ -249,12 +249,17 @@ final class Harness {
         let runner = FakeRunner()
         runner.failures["render p-2.mov"] = (.retryable, 2)
         let h = try Harness(workers: 1, slots: 2, runner: runner)
+        let setbacks = Locked<[String]>([])
+        h.coordinator.observe { p, _, _ in if let p { setbacks.withLock { $0 = p.setbacks } } }
         let run = try h.submit(h.pipeline(3))
         guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
         let rows = try h.lineage.rows("""
             SELECT a.state FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND s.name = 'decode/2' AND a.state != 'missed' ORDER BY a.id
             """, [run])
         #expect(rows.map { $0["state"]! } == ["failed", "failed", "succeeded"])
+        // Its followers are told each try again, and why (the time left grows then).
+        #expect(setbacks.value.count == 2 && setbacks.value.allSatisfy { $0.hasPrefix("clip 3 (p-2.mov): ") }, "\(setbacks.value)")
+        #expect(setbacks.value.last?.hasSuffix("; trying again (attempt 3 of 3)") == true, "\(setbacks.value)")
     }
 
     /// Two broken files of four: the run's one failure names both (the rest of the run goes on
