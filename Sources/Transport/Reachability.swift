@@ -73,8 +73,11 @@ public enum Reachability: Sendable, Equatable {
             return "'\(endpoint)' has no port: it takes \(shape)"
         }
         let port = rest[rest.index(after: colon)...]
+        // A listener may take a free port: * or 0.
         if binding && port == "*" { return nil }
-        guard let n = Int(port), (1...65535).contains(n) else { return "'\(endpoint)' has no port number (1-65535): it takes \(shape)" }
+        guard let n = Int(port), ((binding ? 0 : 1)...65535).contains(n) else {
+            return "'\(endpoint)' has no port number (\(binding ? 0 : 1)-65535): it takes \(shape)"
+        }
         return binding || hostAndPort(endpoint) != nil ? nil : "'\(endpoint)' names no host: it takes \(shape)"
     }
 

@@ -1237,7 +1237,7 @@ import ThreadlineCore
         for good in ["tcp://127.0.0.1:7400", "tcp://render-1:7400", "tcp://[::1]:7400", "tcp://eth0;10.0.0.5:7400", "ipc:///run/threadline.sock"] {
             #expect(Reachability.problem(with: good) == nil, "\(good)")
         }
-        for good in ["tcp://0.0.0.0:7400", "tcp://*:7400", "tcp://127.0.0.1:*", "tcp://[::]:7400"] {
+        for good in ["tcp://0.0.0.0:7400", "tcp://*:7400", "tcp://127.0.0.1:*", "tcp://127.0.0.1:0", "tcp://[::]:7400"] {
             #expect(Reachability.problem(with: good, binding: true) == nil, "\(good)")
         }
         #expect(Reachability.problem(with: "tcp://127.0.0.1") == "'tcp://127.0.0.1' has no port: it takes tcp://HOST:PORT (e.g. tcp://render-1:7400) or ipc://PATH")
