@@ -382,6 +382,8 @@ final class Unit {
     var reuse: ArtifactRef?
     /// Why its last attempt failed (recorded on the stage when it is retried).
     var lastError: String?
+    /// `lastError` after its worker was lost (told as a setback when lost, not again at the retry).
+    static let workerLost = "worker lost"
     /// Why it fails, should the scheduler end its run on it: the message, and the stage kind that failed.
     var failure: (message: String, stage: StageKind?)?
     /// Verification (--verify): outputs so far, by the worker that made them.
@@ -1416,7 +1418,7 @@ final class CoordinatorCore {
                 }
             }
             if !checkOnly {
-                run.units[s.node].lastError = "worker lost"
+                run.units[s.node].lastError = Unit.workerLost
                 run.setBack("\(label(run, run.units[s.node])): worker \(wid) was lost (\(reason)) while \(Self.doing(run.units[s.node].kind)) it; it goes to another worker")
                 progress(run)
             }
@@ -1434,7 +1436,7 @@ final class CoordinatorCore {
             let u = run.units[s.node]
             for id in u.stageRows { record("stageUpdate") { try lineage.stageUpdate(id, state: .ready, error: u.lastError) } }
             // (A lost worker's stage is told of as it is lost.)
-            if let why = u.lastError, why != "worker lost" {
+            if let why = u.lastError, why != Unit.workerLost {
                 run.setBack("\(label(run, u)): \(why); trying again (attempt \(attempts + 1) of \(run.pipeline.retryAttempts ?? config.maxAttempts))")
             }
             progress(run)
@@ -2160,7 +2162,7 @@ final class CoordinatorCore {
         var itemsLost: Set<Int> = []
         var framesLost = 0
         var slots = TimeLeft.Slots(renderSeconds: run.renderSeconds, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
-        let phases = scheduler.phases(ofRun: run.id), inSlot = scheduler.inSlot(ofRun: run.id)
+        let phases = scheduler.phases(ofRun: run.id)
         for (k, u) in run.units.enumerated() {
             total += u.stages.count
             switch run.succeeded ? .done : (k < phases.count ? phases[k] : .ended) {
@@ -2173,7 +2175,7 @@ final class CoordinatorCore {
                 // A render whose slot was given back (its segment coming up) is as far along as
                 // its time says, but renders nothing beside the others: on one slot, the next
                 // render and it read as two running and halved the time left.
-                let holdsSlot = k >= inSlot.count || inSlot[k]
+                let holdsSlot = scheduler.inSlot(StageRef(run: run.id, node: k))
                 if holdsSlot { running.append(u.name) }
                 if u.kind == .render, let i = u.item {
                     if holdsSlot { slots.inFlight += 1 }

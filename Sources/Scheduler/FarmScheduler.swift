@@ -298,9 +298,9 @@ public struct FarmScheduler: Sendable {
     /// Every node's phase in one run, by node (empty when the run has ended): one lookup for a
     /// progress report instead of one per node.
     public func phases(ofRun id: Int64) -> [Phase] { runs[id]?.nodes.map(\.phase) ?? [] }
-    /// Which of a run's nodes hold a worker's slot now, by node: a running render whose worker
-    /// gave its slot back (its segment still coming up) does not.
-    public func inSlot(ofRun id: Int64) -> [Bool] { runs[id]?.nodes.map(\.inSlot) ?? [] }
+    /// Whether the stage's attempt holds a worker's slot now: a running render whose worker gave
+    /// its slot back (its segment still coming up) does not.
+    public func inSlot(_ s: StageRef) -> Bool { runs[s.run].map { $0.nodes.indices.contains(s.node) && $0.nodes[s.node].inSlot } ?? false }
     public func attempts(_ s: StageRef) -> Int { runs[s.run]?.nodes[s.node].attempts ?? 0 }
     public func excluded(_ s: StageRef) -> Set<String> { runs[s.run]?.nodes[s.node].excluded ?? [] }
     public func isDraining(_ worker: String) -> Bool { workers[worker]?.draining ?? false }

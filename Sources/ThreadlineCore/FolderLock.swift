@@ -44,9 +44,7 @@ public final class FolderLock: Sendable {
             throw Held(holder: named, path: path)
         }
         guard !shared else { return }
-        let line = Array((holder + "\n").utf8)
-        _ = ftruncate(fd, 0)
-        _ = pwrite(fd, line, line.count, 0)
+        write(holder)
     }
 
     deinit { close(fd) }
@@ -54,7 +52,10 @@ public final class FolderLock: Sendable {
     /// Writes a new `holder` into a lock held exclusively (what a refusal names; `coord serve`
     /// says the address it bound once it has one). A shared lock writes nothing.
     public func rewrite(holder: String) {
-        guard exclusive else { return }
+        if exclusive { write(holder) }
+    }
+
+    private func write(_ holder: String) {
         let line = Array((holder + "\n").utf8)
         _ = ftruncate(fd, 0)
         _ = pwrite(fd, line, line.count, 0)
@@ -74,7 +75,7 @@ public final class FolderLock: Sendable {
 
 /// What `coord serve` writes into its state folder's lock ("coord serve, pid 41 on render-1, bound
 /// to tcp://0.0.0.0:7400, with CURVE keys"), read back when a local submit is refused there, to
-/// say where to submit instead.
+/// say where to submit instead (`Reachability.address(ofListener:on:from:)`).
 public struct ServeHolder: Sendable, Equatable {
     public var pid: Int32
     public var host: String
@@ -97,18 +98,5 @@ public struct ServeHolder: Sendable, Equatable {
         curve = endpoint.hasSuffix(keys)
         if curve { endpoint.removeLast(keys.count) }
         self.pid = pid; host = String(line[on.upperBound..<bound.lowerBound]); self.endpoint = endpoint
-    }
-
-    /// Where a submitter on `thisHost` reaches it: a wildcard address (0.0.0.0, *, ::) is its
-    /// host's name, or loopback on the same host; nil when the port is not known (a wildcard port
-    /// in a line written before it listened).
-    public func address(from thisHost: String) -> String? {
-        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"),
-              let port = Int(endpoint[endpoint.index(after: colon)...]), port > 0 else {
-            return endpoint.hasPrefix("ipc://") && host == thisHost ? endpoint : nil
-        }
-        let bound = String(endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon])
-        guard ["0.0.0.0", "*", "[::]", "::", "[::0]"].contains(bound) else { return endpoint }
-        return "tcp://\(host == thisHost ? "127.0.0.1" : host):\(port)"
     }
 }

@@ -68,11 +68,9 @@ public enum Reachability: Sendable, Equatable {
         let shape = binding ? "tcp://ADDRESS:PORT (e.g. tcp://0.0.0.0:7400) or ipc://PATH" : "tcp://HOST:PORT (e.g. tcp://render-1:7400) or ipc://PATH"
         if endpoint.hasPrefix("ipc://") { return endpoint.count > 6 ? nil : "'\(endpoint)' names no path: it takes \(shape)" }
         guard endpoint.hasPrefix("tcp://") else { return "'\(endpoint)' is not an address it takes: \(shape)" }
-        let rest = endpoint.dropFirst(6)
-        guard let colon = rest.lastIndex(of: ":"), !rest[..<colon].hasSuffix(":"), !rest[..<colon].isEmpty else {
+        guard let (host, port) = tcpParts(endpoint), !host.isEmpty, !host.hasSuffix(":") else {
             return "'\(endpoint)' has no port: it takes \(shape)"
         }
-        let port = rest[rest.index(after: colon)...]
         // A listener may take a free port: * or 0.
         if binding && port == "*" { return nil }
         guard let n = Int(port), ((binding ? 0 : 1)...65535).contains(n) else {
@@ -81,14 +79,30 @@ public enum Reachability: Sendable, Equatable {
         return binding || hostAndPort(endpoint) != nil ? nil : "'\(endpoint)' names no host: it takes \(shape)"
     }
 
-    /// `tcp://host:port`, `tcp://[v6]:port` or `tcp://source;host:port` → (host, port).
-    static func hostAndPort(_ endpoint: String) -> (String, String)? {
+    /// Where a client on `thisHost` reaches a listener that bound `endpoint` on `host`: a
+    /// wildcard address (0.0.0.0, *, ::) is that host's name, or loopback on the same host; nil
+    /// while the port is not known (* or 0, before it listened), and for another host's ipc:// path.
+    public static func address(ofListener endpoint: String, on host: String, from thisHost: String) -> String? {
+        if endpoint.hasPrefix("ipc://") { return host == thisHost ? endpoint : nil }
+        guard let (bound, port) = tcpParts(endpoint), let n = Int(port), n > 0 else { return nil }
+        guard ["0.0.0.0", "*", "[::]", "::", "[::0]"].contains(bound) else { return endpoint }
+        return "tcp://\(host == thisHost ? "127.0.0.1" : host):\(n)"
+    }
+
+    /// `tcp://host:port`, `tcp://[v6]:port` or `tcp://source;host:port` → its host (an IPv6
+    /// address in its brackets) and port as written; nil for another transport, or without a colon.
+    static func tcpParts(_ endpoint: String) -> (host: Substring, port: Substring)? {
         guard endpoint.hasPrefix("tcp://") else { return nil }
         var rest = Substring(endpoint.dropFirst(6))
         if let semicolon = rest.lastIndex(of: ";") { rest = rest[rest.index(after: semicolon)...] }
         guard let colon = rest.lastIndex(of: ":") else { return nil }
-        var host = rest[..<colon]
-        let port = rest[rest.index(after: colon)...]
+        return (rest[..<colon], rest[rest.index(after: colon)...])
+    }
+
+    /// `tcp://host:port`, `tcp://[v6]:port` or `tcp://source;host:port` → (host, port), a host
+    /// and port to connect to.
+    static func hostAndPort(_ endpoint: String) -> (String, String)? {
+        guard var (host, port) = tcpParts(endpoint) else { return nil }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = host.dropFirst().dropLast() }
         guard !host.isEmpty, host != "*", !port.isEmpty, port.allSatisfy(\.isNumber) else { return nil }
         return (String(host), String(port))

@@ -212,7 +212,7 @@ struct Submit: ParsableCommand {
         do { lock = try FolderLock.stateFolder(stateDirectory, shared: true) } catch let held as FolderLock.Held {
             errorLine("error: a coordinator serves the state folder \(stateDirectory)\(held.holder.isEmpty ? "" : " (\(held.holder))"); it cannot be rendered on beside it")
             let serve = ServeHolder(line: held.holder)
-            let address = serve?.address(from: ProcessInfo.processInfo.hostName) ?? "tcp://HOST:PORT"
+            let address = serve.flatMap { Reachability.address(ofListener: $0.endpoint, on: $0.host, from: ProcessInfo.processInfo.hostName) } ?? "tcp://HOST:PORT"
             let keys = serve?.curve == true ? " --curve-secret-key YOUR.key --coordinator-key ITS.pub" : ""
             errorLine("  hint: submit to that coordinator instead: coord submit \(files.joined(separator: " ")) --coordinator \(address)\(keys)"
                       + (address.hasPrefix("tcp://HOST") ? " (its address)" : ""))
@@ -732,26 +732,30 @@ final class BatchDisplay: Sendable {
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
             : Self.waitingForWorker(s) ? RunProgress.waitingText : batch.text(renderingFor: now - started)
-        // A project that succeeded made every item, whatever it last told: a run that ended before
-        // it was followed (its stages cached) tells no progress at all.
-        let all = names.indices.map { max(items[$0], s.progress[$0]?.items ?? 0) }
-        let itemsDone = names.indices.reduce(0) { n, k in
-            n + (s.ended[k]?.hasPrefix("succeeded") == true ? all[k] : s.progress[k]?.itemsDone ?? 0)
-        }
+        let counts = names.indices.map { itemCounts(s, $0) }
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
-                      unfinished.isEmpty ? "" : " (\(unfinished.joined(separator: ", ")))", itemsDone, all.reduce(0, +), batch.running, eta)
+                      unfinished.isEmpty ? "" : " (\(unfinished.joined(separator: ", ")))", counts.reduce(0) { $0 + $1.done },
+                      counts.reduce(0) { $0 + $1.all }, batch.running, eta)
+    }
+
+    /// The `k`th project's items made and in all. A project that succeeded made every item,
+    /// whatever it last told: a run that ended before it was followed (its stages cached) tells
+    /// no progress at all.
+    func itemCounts(_ s: State, _ k: Int) -> (done: Int, all: Int, succeeded: Bool) {
+        let all = max(items[k], s.progress[k]?.items ?? 0)
+        let succeeded = s.ended[k]?.hasPrefix("succeeded") == true
+        return (succeeded ? all : s.progress[k]?.itemsDone ?? 0, all, succeeded)
     }
 
     /// A batch of one project: its own bar, as a remote submit of one draws it (a total line
     /// "0/1 projects done" above a line of the same project said everything twice).
     func soleLine(_ s: State, now: Double) -> String {
         let p = s.progress[0]?.aged(by: now - (s.received[0] ?? now))
-        let items = max(self.items[0], p?.items ?? 0)
-        let succeeded = s.ended[0]?.hasPrefix("succeeded") == true
+        let items = itemCounts(s, 0)
         let tail = s.ended[0] != nil ? String(format: "%.1f s", now - started)
             : Self.waitingForWorker(s) ? RunProgress.waitingText : p?.etaText ?? "ETA --:--"
-        return ProgressDisplay.line(names[0], fraction: succeeded ? 1 : p?.fractionDone ?? 0, itemsDone: succeeded ? items : p?.itemsDone ?? 0,
-                                    items: items, failures: p?.failures.count ?? 0, running: s.ended[0] == nil ? p?.running.count ?? 0 : 0, tail: tail)
+        return ProgressDisplay.line(names[0], fraction: items.succeeded ? 1 : p?.fractionDone ?? 0, itemsDone: items.done, items: items.all,
+                                    failures: p?.failures.count ?? 0, running: s.ended[0] == nil ? p?.running.count ?? 0 : 0, tail: tail)
     }
 
     /// One project's line under the total (its time as `RunProgress.timeInBatch` says).

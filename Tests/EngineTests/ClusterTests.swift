@@ -1230,6 +1230,17 @@ import ThreadlineCore
         #expect(Reachability.probe("tcp://eth0;127.0.0.1:1") == .refused(address: "127.0.0.1:1"))
     }
 
+    /// Where a local submit refused on a served state folder is told to submit instead: the
+    /// address the coordinator wrote into the folder's lock (`ServeHolder`) once it listened.
+    @Test func aListenersAddressIsWhereClientsReachIt() {
+        // A wildcard address: the host's name from elsewhere, loopback on the same host.
+        #expect(Reachability.address(ofListener: "tcp://0.0.0.0:7400", on: "render-1", from: "laptop") == "tcp://render-1:7400")
+        #expect(Reachability.address(ofListener: "tcp://0.0.0.0:7400", on: "render-1", from: "render-1") == "tcp://127.0.0.1:7400")
+        #expect(Reachability.address(ofListener: "tcp://10.0.0.5:7401", on: "vm", from: "laptop") == "tcp://10.0.0.5:7401")
+        // A port not known yet (a bind to port *): no address to offer.
+        #expect(Reachability.address(ofListener: "tcp://127.0.0.1:*", on: "vm", from: "vm") == nil)
+    }
+
     /// An address without a port is refused when the command is read, saying what it takes
     /// (before, `worker --connect tcp://127.0.0.1` logged its store and then stopped with
     /// "connect tcp://127.0.0.1 failed: Invalid argument").
