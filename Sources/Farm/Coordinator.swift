@@ -1419,8 +1419,10 @@ final class CoordinatorCore {
             }
             if !checkOnly {
                 run.units[s.node].lastError = Unit.workerLost
-                run.setBack("\(label(run, run.units[s.node])): worker \(wid) was lost (\(reason)) while \(Self.doing(run.units[s.node].kind)) it; it goes to another worker")
-                progress(run)
+                // (The scheduler has decided by now: another try, or none when the stage is poison.)
+                let next = scheduler.phase(s) == .ended ? "it is not tried again" : "it goes to another worker"
+                run.setBack("\(label(run, run.units[s.node])): worker \(wid) was lost (\(reason)) while \(Self.doing(run.units[s.node].kind)) it; \(next)")
+                progress(run, force: true)   // told before a run the loss ends stops telling
             }
         case .handedBack(_, let s, let wid):
             guard let run = runs[s.run] else { return }
@@ -2101,10 +2103,11 @@ final class CoordinatorCore {
             ended(run, state: .cancelled, message: reason, output: nil)
             owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
         case .failed(let first, _, let also), .poison(let first, _, let also):
-            // The first failure, then those found while the run finished what did not wait for it
-            // (each recorded as it came, `stageFailed`).
-            let messages = ([first] + also).map { s in run.units[s.node].failure?.message ?? "\(label(run, run.units[s.node])) failed" }
-            let what = ([first] + also).allSatisfy { run.units[$0.node].item != nil } ? "items" : "stages"
+            // Every failure, in the pipeline's order (as a person reads the file against it), not
+            // in the order they came: two items fetched side by side fail in either order.
+            let failed = ([first] + also).sorted { $0.node < $1.node }
+            let messages = failed.map { s in run.units[s.node].failure?.message ?? "\(label(run, run.units[s.node])) failed" }
+            let what = failed.allSatisfy { run.units[$0.node].item != nil } ? "items" : "stages"
             var message = messages.count == 1 ? messages[0] : "\(messages.count) \(what) failed:\n" + messages.map { "  " + $0 }.joined(separator: "\n")
             // The run went on without them: say what that kept, and how it is used.
             if what == "items", !run.segments.isEmpty {

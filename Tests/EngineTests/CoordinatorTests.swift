@@ -537,9 +537,16 @@ final class Harness {
                 Thread.sleep(forTimeInterval: 3)     // the task never finishes while its worker lives
             }
         }
+        let setbacks = Locked<[String]>([])
+        h.coordinator.observe { p, _, _ in if let p { setbacks.withLock { $0 = p.setbacks } } }
         let run = try h.submit(h.pipeline(5))
         guard case .failed(let message) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run should fail"); return }
         #expect(message.contains("poison") && message.contains("lost 3 workers"), "\(message)")
+        // Its followers were told of each lost worker; the third loss is not followed by another
+        // try (before, it said "it goes to another worker" there too).
+        #expect(setbacks.value.count == 3 && setbacks.value.allSatisfy { $0.hasPrefix("clip 3 (p-2.mov): worker w") }, "\(setbacks.value)")
+        #expect(setbacks.value.prefix(2).allSatisfy { $0.hasSuffix("; it goes to another worker") } && setbacks.value.last?.hasSuffix("; it is not tried again") == true,
+                "\(setbacks.value)")
         let lost = try h.lineage.rows("SELECT count(*) AS n FROM worker WHERE state = 'lost'")
         #expect(lost.first?["n"] == "3", "exactly three workers were taken down; the fourth was spared")
         let tries = try h.lineage.rows("SELECT count(*) AS n FROM v_attempts WHERE stage = 'decode/2' AND state = 'lost'")
