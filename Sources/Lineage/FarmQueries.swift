@@ -127,6 +127,7 @@ public struct FarmReader: Sendable {
             let framed = rows.filter { id != nil || ($0[2] as String) == "running" }.map { $0[0] as Int64 }
             var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int)] = [:]
             var slots: [Int64: TimeLeft.Slots] = [:]
+            var firstRenderSent: [Int64: Double] = [:]
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
                 for r in try Row.fetchAll(db, sql: """
@@ -171,6 +172,18 @@ public struct FarmReader: Sendable {
                     slots[r[0]]?.inFlightFrames = r[2]
                     slots[r[0]]?.inFlightSeconds = r[3]
                 }
+                // When its first render was sent (since the resume): the slots it has had on
+                // average are its renders' seconds over the time since, as `coord submit` counts
+                // them. By the renders in flight alone, the time left jumped whenever one of two
+                // slots was between renders (13, 12, 11, then 5.3 s in a live run).
+                for r in try Row.fetchAll(db, sql: """
+                    SELECT s.run_id, min(a.dispatched_at)
+                    FROM stage s JOIN attempt a ON a.stage_id = s.id JOIN run r ON r.id = s.run_id
+                    WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND (r.resumed_at IS NULL OR a.dispatched_at >= r.resumed_at)
+                    GROUP BY s.run_id
+                    """, arguments: StatementArguments(framed)) {
+                    firstRenderSent[r[0]] = r[1]
+                }
             }
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
@@ -186,7 +199,8 @@ public struct FarmReader: Sendable {
                            started: started, finished: finished, durationS: elapsed, pausedS: paused,
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
                            etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
-                                                                        renderingFor: 0, slots: slots[id]) : nil,   // the slots' rule only
+                                                                        renderingFor: firstRenderSent[id].map { max(0, now - $0) } ?? 0,
+                                                                        slots: slots[id]) : nil,
                            joining: joining,
                            outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8], submitter: r[10], ownerKey: r[11])
             }

@@ -87,7 +87,8 @@ import PropertyBased
     }
 
     /// The dashboard counts renders in flight as the terminal does (`TimeLeft.Slots`): from the
-    /// seconds the finished renders' stages took and the attempts still running.
+    /// seconds the finished renders' stages took, the attempts still running, and the slots the
+    /// run has had on average since its first render was sent.
     @Test func theDashboardCountsRendersInFlight() throws {
         let dir = temporaryDirectory("eta-slots")
         let lineage = try LineageStore(path: dir + "/l.db")
@@ -109,8 +110,14 @@ import PropertyBased
         }
         let r = try #require(try FarmReader(path: dir + "/l.db").runs(id: runID, now: sent + 2).first)
         // 150 frames a second on a slot; item 1 is as far along as item 0 went (done), so items 2
-        // and 3 are left: 600 frames on the one slot in flight, 4 s. Frames over wall time: 6 s.
-        #expect(r.framesDone == 300 && abs((r.etaS ?? -1) - 4) < 0.01, "\(r)")
+        // and 3 are left: 600 frames on the two slots the run has had since its first render
+        // (4 s of renders in 2 s), 2 s; as `coord submit` reads it. By the one render in flight
+        // at this instant, 4 s: the dashboard's time left doubled whenever a slot was between
+        // renders. Frames over wall time: 6 s.
+        #expect(r.framesDone == 300 && abs((r.etaS ?? -1) - 2) < 0.01, "\(r)")
+        let terminal = TimeLeft.seconds(framesDone: 300, framesTotal: 1200, known: true, rendered: 300, renderingFor: 2,
+                                        slots: TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 300, inFlightSeconds: 2))
+        #expect(terminal.map { abs($0 - (r.etaS ?? -1)) < 0.01 } == true, "the terminal's rule: \(String(describing: terminal))")
     }
 
     /// A resumed run's time left comes from what it renders after the resume: the hour it lay
