@@ -1252,7 +1252,7 @@ final class CoordinatorCore {
         }
         let runs = try lineage.rows("SELECT * FROM v_runs WHERE id = ?", [runID])
         let stages = try lineage.rows("SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
-        let failures = try lineage.rows("SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])
+        let failures = try lineage.rows(LineageStore.setbacksSQL, [runID])
         return StatusReply(runs: runs, stages: stages, failures: failures)
     }
 

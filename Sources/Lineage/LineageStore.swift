@@ -700,6 +700,16 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// What `coord status` lists under a run's stages (one argument: the run id): its failed and
+    /// lost attempts, and those a draining worker handed back, in the order they were sent (a
+    /// stage's second attempt otherwise had no word of why there was one).
+    public static let setbacksSQL = """
+        SELECT s.name AS stage, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message
+        FROM attempt a JOIN stage s ON s.id = a.stage_id
+        WHERE s.run_id = ? AND a.state IN ('\(AttemptStatus.failed.rawValue)', '\(AttemptStatus.lost.rawValue)', '\(AttemptStatus.handedBack.rawValue)')
+        ORDER BY a.id
+        """
+
     /// Rows of a query on a read-only connection, as dashboards and tests read while a render writes.
     public static func readRows(path: String, _ sql: String, _ arguments: [any DatabaseValueConvertible] = []) throws -> [[String: String]] {
         let reader = try reader(path: path)

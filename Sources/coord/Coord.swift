@@ -455,7 +455,7 @@ struct Status: ParsableCommand {
             local = db
             runRows = try LineageStore.readRows(path: db, "SELECT * FROM v_runs WHERE id = ?", [runID])
             stages = try LineageStore.readRows(path: db, "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
-            failures = try LineageStore.readRows(path: db, "SELECT stage, attempt_no, worker_id, state, error_class, error_message FROM v_failures WHERE run_id = ?", [runID])
+            failures = try LineageStore.readRows(path: db, LineageStore.setbacksSQL, [runID])
         }
         guard let r = runRows.first else {
             errorLine("error: no run \(runID) \(cluster.coordinator.map { "on \($0)" } ?? "in \(stateOptions.directory)")"); throw ExitCode(1)
@@ -487,7 +487,14 @@ struct Status: ParsableCommand {
             let cached = st["cached"] == "1" ? " (cached)" : ""
             print("  \(st["name"]!.padding(toLength: 14, withPad: " ", startingAt: 0)) \(st["state"]!)\(cached)  \(st["seconds"]!.isEmpty ? "" : st["seconds"]! + " s")")
         }
-        for f in failures { print("  ✗ \(f["stage"]!) attempt \(f["attempt_no"]!) on \(f["worker_id"]!): \(f["state"]!) — \(f["error_message"]!)") }
+        for f in failures {
+            // A hand-back is no failure: the worker was leaving, and the stage went to another.
+            if f["state"] == AttemptStatus.handedBack.rawValue {
+                print("  ↩ \(f["stage"]!) attempt \(f["attempt_no"]!) on \(f["worker_id"]!): handed back by its worker, which was leaving (not a failure)")
+            } else {
+                print("  ✗ \(f["stage"]!) attempt \(f["attempt_no"]!) on \(f["worker_id"]!): \(f["state"]!) — \(f["error_message"]!)")
+            }
+        }
     }
 }
 

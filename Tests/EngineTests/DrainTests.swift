@@ -105,6 +105,14 @@ import TestSupport
         let lost = try LineageStore.readRows(path: db, "SELECT count(*) AS n FROM attempt WHERE state = 'lost'")
         #expect(lost.first?["n"] == "0")
         try ClusterTests.expectOneSuccessPerStage(db, run: 1)
+        // `coord status` says why those stages took a second attempt (it listed failed and lost
+        // attempts only), from the coordinator and from its state folder alike.
+        for from in [["--coordinator", try procs.endpoint(of: "coord")], ["--state", dir + "/coord"]] {
+            let status = try run(coordPath, ["status", "1"] + from, timeout: 30)
+            #expect(status.status == 0 && status.out.contains("attempt 1 on w1: handed back by its worker, which was leaving (not a failure)"),
+                    "\(from[0]): \(status.out)\(status.err)")
+            #expect(!status.out.contains("✗"), "nothing failed: \(status.out)")
+        }
     }
 
     /// A coordinator stopped while a dashboard page is open (its live event stream) drains at once,
