@@ -65,8 +65,10 @@ public struct RunProgress: Sendable, Codable {
     /// running while the workers render other runs' stages (a batch's fair share gives each its
     /// turn) waits for a slot. Before, such a line read "ETA --:--", or held the time it last had,
     /// as if the project were stuck.
-    public var timeInBatch: String {
-        running.isEmpty && !waitingForWorker && !joining ? Self.waitingForSlotText : etaText
+    public var timeInBatch: String { timeInBatch(speed: nil) }
+    /// `speed`: the batch's (`BatchProgress.speed`), for a run that has rendered nothing of its own yet.
+    public func timeInBatch(speed: Double?) -> String {
+        running.isEmpty && !waitingForWorker && !joining ? Self.waitingForSlotText : etaText(speed: speed)
     }
     public static let waitingForSlotText = "waiting for a slot"
 
@@ -74,9 +76,12 @@ public struct RunProgress: Sendable, Codable {
     public var joining: Bool { TimeLeft.joining(framesDone: done, framesTotal: total, known: known) }
 
     /// What a progress line shows for the time left (`TimeLeft.text`).
-    public var etaText: String {
+    public var etaText: String { etaText(speed: nil) }
+    /// `speed`: frames a slot renders a second elsewhere, for a run with no rate of its own (`TimeLeft.seconds`).
+    public func etaText(speed: Double?) -> String {
         if waitingForWorker { return Self.waitingText }
-        return TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
+        return TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime,
+                             slots: slots, speed: speed)
     }
 
     /// As it stands `seconds` after it was told, for a display that redraws between words (a
@@ -131,6 +136,13 @@ public struct BatchProgress: Sendable, Equatable {
             if let q = p.slots { slots.inFlight += q.inFlight; slots.inFlightFrames += q.inFlightFrames; slots.inFlightSeconds += q.inFlightSeconds }
         }
         self.slots = everySays ? slots : nil
+    }
+
+    /// Frames a slot renders a second over the batch's renders so far: the rate of a project
+    /// line whose project has rendered nothing of its own yet (its first items reused).
+    public var speed: Double? {
+        guard let slots, slots.renderSeconds > 0, rendered > 0 else { return nil }
+        return Double(rendered) / slots.renderSeconds
     }
 
     /// The time left as a progress line shows it, the batch rendering for `seconds` so far.

@@ -37,18 +37,23 @@ public enum TimeLeft {
     /// not done yet at the rate `rendered` frames took `renderingFor` seconds of wall time.
     /// Nil until a frame is rendered and every item's length is known (remote sources are
     /// measured when fetched).
+    ///
+    /// `speed`: frames a slot renders a second, seen elsewhere (a batch's other projects), for a
+    /// run with `slots` that has rendered nothing of its own yet: a project of a batch whose first
+    /// items came from the cache (clips another project had rendered) read "ETA --:--" until its
+    /// own last render ended.
     public static func seconds(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double,
-                               slots: Slots? = nil) -> Double? {
-        guard known, rendered > 0, total >= done else { return nil }
-        if let slots, slots.renderSeconds > 0 {
-            let perSlot = Double(rendered) / slots.renderSeconds
+                               slots: Slots? = nil, speed: Double? = nil) -> Double? {
+        guard known, total >= done else { return nil }
+        if let slots, rendered > 0 && slots.renderSeconds > 0 || (speed ?? 0) > 0 {
+            let perSlot = rendered > 0 && slots.renderSeconds > 0 ? Double(rendered) / slots.renderSeconds : speed!
             let underway = min(Double(slots.inFlightFrames), perSlot * slots.inFlightSeconds)
             let average = renderingFor > 0 ? (slots.renderSeconds + slots.inFlightSeconds) / renderingFor : 0
             let left = max(0, Double(total - done) - underway) / (perSlot * max(1, Double(slots.inFlight), average))
             let inFlightLeft = max(0, Double(slots.inFlightFrames) - underway) / (perSlot * Double(max(1, slots.inFlight)))
             return max(left, inFlightLeft)
         }
-        guard renderingFor > 0 else { return nil }
+        guard rendered > 0, renderingFor > 0 else { return nil }
         return Double(total - done) * renderingFor / Double(rendered)
     }
 
@@ -63,10 +68,10 @@ public enum TimeLeft {
     /// "finishing the last render" once what is left is under way and overdue, or "ETA --:--"
     /// while the length or the rate is not known yet.
     public static func text(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double,
-                            slots: Slots? = nil, movies: Int = 1) -> String {
+                            slots: Slots? = nil, speed: Double? = nil, movies: Int = 1) -> String {
         if joining(framesDone: done, framesTotal: total, known: known) { return movies == 1 ? "joining the movie" : "joining the movies" }
         guard let left = seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingFor,
-                                 slots: slots) else { return "ETA --:--" }
+                                 slots: slots, speed: speed) else { return "ETA --:--" }
         // Every frame left is in renders under way, which the rate says should be done: they go
         // slower than the average (a heavy clip last). "ETA 0:00" held for seconds read as stuck.
         // (A render whose slot was given back, its segment coming up, is not counted in flight.)

@@ -726,8 +726,7 @@ final class BatchDisplay: Sendable {
         let cancelled = s.ended.values.filter { $0.hasPrefix("cancelled") }.count
         let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count - cancelled
         let unfinished = [failed > 0 ? "\(failed) failed" : nil, cancelled > 0 ? "\(cancelled) cancelled" : nil].compactMap { $0 }
-        let told = s.progress.map { k, p in (progress: p.aged(by: now - (s.received[k] ?? now)), ended: s.ended[k] != nil) }
-        let batch = BatchProgress(projects: names.count, ended: s.ended.count, told: told)
+        let batch = batchProgress(s, now: now)
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
@@ -736,6 +735,12 @@ final class BatchDisplay: Sendable {
         return String(format: "%d/%d projects done%@ · %d/%d items · %d running · %@", s.ended.count, names.count,
                       unfinished.isEmpty ? "" : " (\(unfinished.joined(separator: ", ")))", counts.reduce(0) { $0 + $1.done },
                       counts.reduce(0) { $0 + $1.all }, batch.running, eta)
+    }
+
+    /// Every project's last word, as it stands now, summed.
+    func batchProgress(_ s: State, now: Double) -> BatchProgress {
+        let told = s.progress.map { k, p in (progress: p.aged(by: now - (s.received[k] ?? now)), ended: s.ended[k] != nil) }
+        return BatchProgress(projects: names.count, ended: s.ended.count, told: told)
     }
 
     /// The `k`th project's items made and in all. A project that succeeded made every item,
@@ -758,12 +763,13 @@ final class BatchDisplay: Sendable {
                                     failures: p?.failures.count ?? 0, running: s.ended[0] == nil ? p?.running.count ?? 0 : 0, tail: tail)
     }
 
-    /// One project's line under the total (its time as `RunProgress.timeInBatch` says).
-    static func projectLine(_ name: String, _ p: RunProgress) -> String {
+    /// One project's line under the total (its time as `RunProgress.timeInBatch` says; `speed`:
+    /// the batch's, for a project that has rendered nothing of its own yet).
+    static func projectLine(_ name: String, _ p: RunProgress, speed: Double? = nil) -> String {
         let filled = min(16, Int(p.fractionDone * 16))
         let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 16 - filled)
         let failed = p.failures.isEmpty ? "" : " (\(p.failures.count) failed)"
-        return "  \(ProjectReport.fit(name, 24)) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.timeInBatch)"
+        return "  \(ProjectReport.fit(name, 24)) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.timeInBatch(speed: speed))"
     }
 
     /// Every project still going waits for a worker, as last told.
@@ -778,8 +784,9 @@ final class BatchDisplay: Sendable {
         s.lastDraw = now
         var lines = [names.count == 1 ? soleLine(s, now: now) : totalLine(s, now: now)]
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
+        let speed = names.count > 1 ? batchProgress(s, now: now).speed : nil
         for k in active.prefix(Self.activeLines) where names.count > 1 {
-            lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now))))
+            lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now)), speed: speed))
         }
         if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""

@@ -175,6 +175,33 @@ import TestSupport
         #expect(BatchProgress(projects: 3, ended: 1, told: [(failed, true), (going, false)]).text(renderingFor: 5) == "ETA --:--")
     }
 
+    /// A project of a batch whose first items came from the cache (clips another project of the
+    /// batch had rendered) has no rate of its own while its one render goes: its line takes the
+    /// batch's (frames a slot renders a second) rather than read "ETA --:--" until the render ends.
+    @Test func aProjectWithNoRenderOfItsOwnTakesTheBatchsRate() {
+        // The first project rendered 600 frames in 4 s of one slot (150 a second).
+        var first = progress(done: 600, total: 600, known: true, elapsed: 5)
+        first.framesRendered = 600; first.itemsDone = 4
+        first.slots = TimeLeft.Slots(renderSeconds: 4, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+        // The second reused two items (300 frames) and renders its third, 300 frames, for 1 s.
+        var second = progress(done: 300, total: 600, known: true, elapsed: 1.5)
+        second.framesRendered = 0; second.renderingFor = 1; second.running = ["render/2"]; second.workers = 1
+        second.slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 1, inFlightFrames: 300, inFlightSeconds: 1)
+        #expect(second.timeInBatch == "ETA --:--", "its own rate alone: none yet")
+        let batch = BatchProgress(projects: 2, ended: 1, told: [(first, true), (second, false)])
+        #expect(batch.speed == 150)
+        // 150 of its 300 frames under way at that speed: 150 left, 1 s.
+        #expect(second.timeInBatch(speed: batch.speed) == "ETA 0:01", "\(second.timeInBatch(speed: batch.speed))")
+        // A rate of its own wins over the batch's: 300 frames in 3 s of its slot (100 a second),
+        // 300 left, 3 s (the batch's speed would say 2 s).
+        var own = second
+        own.framesRendered = 300; own.renderingFor = 3; own.running = ["render/3"]
+        own.slots = TimeLeft.Slots(renderSeconds: 3, inFlight: 1, inFlightFrames: 300, inFlightSeconds: 0)
+        #expect(own.timeInBatch(speed: batch.speed) == "ETA 0:03", "\(own.timeInBatch(speed: batch.speed))")
+        // A batch with nothing rendered yet has no speed to give.
+        #expect(BatchProgress(projects: 1, ended: 0, told: [(second, false)]).speed == nil)
+    }
+
     /// A real coordinator with fake workers, 12 equal renders on 2 slots, the second slot's half a
     /// render behind the first (as renders of different lengths leave them): the first time left
     /// is near the truth. Frames over wall time counted only the finished render, not the one half
