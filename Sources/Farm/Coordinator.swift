@@ -14,6 +14,8 @@ public struct RunProgress: Sendable, Codable {
     public var itemsDone: Int
     public var stagesTotal: Int
     public var stagesDone: Int
+    /// The units at work on a slot now (a render, a fetch, the concat; not a cache check, which
+    /// takes none), by name.
     public var running: [String]
     public var elapsed: Double
     /// Planned output frames rendered so far, and in all; `framesKnown` once every item's length
@@ -2197,7 +2199,10 @@ final class CoordinatorCore {
                     slots.inFlightFrames += run.frameCounts[i] ?? 0
                     slots.inFlightSeconds += max(0, now - u.sentAt)
                 }
-            case .checking: running.append(u.name)
+            // A cache check takes no slot and a few milliseconds: counted, a coordinator
+            // restarted under a batch on one slot read "3 running" while its resumed runs
+            // checked what they had.
+            case .checking: break
             default: break
             }
         }

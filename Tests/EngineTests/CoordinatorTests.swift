@@ -26,6 +26,8 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     let delay: Double
     /// A fetch's moment, when it is not `delay`.
     var fetchDelay: Double?
+    /// Seconds a cache check takes (a worker hashing a large artifact).
+    var checkDelay: Double = 0
     /// Fetch labels whose files have an audio track no decoder reads (as probing reports it).
     var undecodableAudio: Set<String> = []
     /// Outputs depend only on the task (as real renders do: the same bits on every host), and a
@@ -42,6 +44,7 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
     /// A deterministic runner holds what it made, as a worker's store does: a check of one of
     /// those is a hit. Otherwise every check misses.
     func check(_ assignment: Assignment) -> TaskResult {
+        if checkDelay > 0 { Thread.sleep(forTimeInterval: checkDelay) }
         var r = TaskResult.miss(assignment)
         lock.lock(); defer { lock.unlock() }
         if deterministic, let reuse = assignment.reuse, made.contains(reuse.sha256) {

@@ -233,6 +233,23 @@ import TestSupport
         #expect(abs(said - left) <= 0.3 * left + 0.1, "said \(said) s left, \(left) s were: \(first.progress)")
     }
 
+    /// A run whose renders are cached checks them on the worker, beside what runs there: the
+    /// checks take no slot, and are not counted running (on one slot, a coordinator restarted
+    /// under a batch told "3 running" while its resumed runs checked what they had).
+    @Test func cacheChecksAreNotCountedRunning() throws {
+        let runner = FakeRunner(delay: 0.02, deterministic: true)
+        runner.checkDelay = 0.3
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        let most = Locked<[Int64: Int]>([:])
+        h.coordinator.observe { p, run, _ in if let p { most.withLock { $0[run] = max($0[run] ?? 0, p.running.count) } } }
+        let first = try h.submit(h.pipeline(6))
+        guard case .succeeded = try #require(h.wait(first)) else { Issue.record("the first run failed"); return }
+        let again = try h.submit(h.pipeline(6))
+        guard case .succeeded = try #require(h.wait(again)) else { Issue.record("the cached run failed"); return }
+        #expect(runner.calls.filter { $0.hasPrefix("render") }.count == 6, "the second run rendered again: \(runner.calls)")
+        #expect(most.value[first] == 1 && (most.value[again] ?? 0) <= 1, "most told running, on one slot: \(most.value)")
+    }
+
     /// Two projects on one slot, as in a batch: the one that waits for the other renders later,
     /// and its time left is judged from its own rendering, not from the time it waited (which
     /// made its line read several times the time it had left).
