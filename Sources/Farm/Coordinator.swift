@@ -396,6 +396,15 @@ final class Unit {
     var reuse: ArtifactRef?
     /// Why its last attempt failed (recorded on the stage when it is retried).
     var lastError: String?
+    /// Workers where its attempts failed, first to last, each once: a failure for good names
+    /// them (a full disk or a broken library is that machine's to mend).
+    var failedOn: [String] = []
+    /// An attempt failed on `worker`: "after 3 attempts on workers w1, w2", as a failure for good
+    /// ends (a full disk on one worker failed a project with no word of which).
+    func failed(on worker: String, attempts n: Int) -> String {
+        if !failedOn.contains(worker) { failedOn.append(worker) }
+        return "after \(n) attempt\(n == 1 ? "" : "s") on worker\(failedOn.count == 1 ? "" : "s") \(failedOn.joined(separator: ", "))"
+    }
     /// `lastError` after its worker was lost (told as a setback when lost, not again at the retry).
     static let workerLost = "worker lost"
     /// Why it fails, should the scheduler end its run on it: the message, and the stage kind that failed.
@@ -1474,7 +1483,7 @@ final class CoordinatorCore {
                 u.reuseID = nil; u.reuse = nil
             } else {
                 // Used only if the scheduler ends the run; otherwise the stage is retried.
-                u.failure = ("\(label(run, u)): \(message), after \(n) attempt\(n == 1 ? "" : "s")", nil)
+                u.failure = ("\(label(run, u)): \(message), \(u.failed(on: wid, attempts: n))", nil)
                 u.lastError = message
                 workers[wid]?.lastFailure = message
             }
@@ -1868,8 +1877,7 @@ final class CoordinatorCore {
                 record("attemptFinished") { try lineage.attemptFinished(a, state: failedHere ? .failed : .cancelled, started: r.startedAt, finished: r.finishedAt,
                                              errorClass: e.errorClass.rawValue, errorMessage: e.message, cpu: r.cpuSeconds, maxRSS: r.maxRSS) }
             }
-            let attempts = scheduler.attempts(s)
-            let tries = e.errorClass == .retryable ? " after \(attempts) attempts" : ""
+            let tries = e.errorClass == .retryable ? " " + u.failed(on: wid, attempts: scheduler.attempts(s)) : ""
             // Used only if the scheduler ends the run; otherwise the stage is retried.
             u.failure = ("\(label(run, u)): \(e.description)\(tries)", e.stage)
             u.lastError = e.description

@@ -11,7 +11,7 @@ func avErrorString(_ code: Int32) -> String {
 func writeError(_ code: Int32) -> String {
     let reason = avErrorString(code)
     guard code == tl_averror(ENOSPC) else { return reason }
-    return reason + " (free space on that disk; on a state folder, `coord gc` removes artifacts no recent run uses)"
+    return reason + " (free space on that disk: a worker's store gives up what it may to keep `worker --store-keep-free` free; on a state folder, `coord gc` removes artifacts no recent run uses)"
 }
 
 /// I/O errors that may pass; everything else about input is permanent.

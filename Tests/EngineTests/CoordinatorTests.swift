@@ -418,7 +418,9 @@ final class Harness {
         let run = try h.submit(h.pipeline(2))
         guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("the run succeeded"); return }
         #expect(message.contains("render p-0.mov") || message.contains("clip 1"), "\(message)")
-        #expect(message.contains("did not finish within") && message.contains("after 3 attempts"), "\(message)")
+        #expect(message.contains("did not finish within") && message.contains("after 3 attempts on workers "), "\(message)")
+        // Both workers named, each once (the third attempt went back to one of them).
+        #expect(message.contains("w0") && message.contains("w1") && !message.contains("w0, w1, w") && !message.contains("w1, w0, w"), "\(message)")
     }
 
     @Test func retryableFailuresStopAfterThreeAttempts() throws {
@@ -427,7 +429,7 @@ final class Harness {
         let h = try Harness(workers: 1, slots: 1, runner: runner)
         let run = try h.submit(h.pipeline(2))
         guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
-        #expect(message.contains("after 3 attempts"))
+        #expect(message.contains("after 3 attempts on worker w0"), "which machine to look at: \(message)")
         #expect(runner.calls.filter { $0 == "fetch p-0.mov" }.count == 3)
     }
 
