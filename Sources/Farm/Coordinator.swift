@@ -1273,7 +1273,7 @@ final class CoordinatorCore {
             let list = try LineageStore.runList(limit: limit ?? 0, owner: peer.seesEveryRun ? nil : peer.key ?? "", rows: lineage.rows)
             return StatusReply(runs: list.runs, stages: [], failures: [], runsTotal: list.total)
         }
-        let runs = try lineage.rows("SELECT * FROM v_runs WHERE id = ?", [runID])
+        let runs = try lineage.rows(LineageStore.statusRunSQL, [runID])
         let stages = try lineage.rows("SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
         let failures = try lineage.rows(LineageStore.setbacksSQL, [runID])
         return StatusReply(runs: runs, stages: stages, failures: failures)

@@ -700,6 +700,11 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// What `coord status` says of a run (one argument: its id): its `v_runs` row and its items
+    /// (`coord wait` counts them on its total line; a run that ended before it was followed
+    /// tells no progress, and the line read "0/0 items").
+    public static let statusRunSQL = "SELECT v.*, (SELECT count(*) FROM item i WHERE i.run_id = v.id) AS items FROM v_runs v WHERE v.id = ?"
+
     /// What `coord status` lists under a run's stages (one argument: the run id): its failed and
     /// lost attempts, and those a draining worker handed back, in the order they were sent (a
     /// stage's second attempt otherwise had no word of why there was one).

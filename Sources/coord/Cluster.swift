@@ -470,10 +470,14 @@ struct Wait: ParsableCommand {
         }
         let started = Clocks.steady
         // Every run first: a typo in a range (or another's run) is said before anything is followed.
-        var names: [String] = [], unknown: [Int64] = []
+        var names: [String] = [], items: [Int] = [], unknown: [Int64] = []
         for id in ids {
             do {
-                if let name = try clusterCall(rethrowingAnswers: true, { try client.status(id).runs.first?["name"] }) { names.append(name) } else { unknown.append(id) }
+                if let run = try clusterCall(rethrowingAnswers: true, { try client.status(id).runs.first }), let name = run["name"] {
+                    names.append(name)
+                    // (An older coordinator does not say: the runs' progress will.)
+                    items.append(run["items"].flatMap { Int($0) } ?? 0)
+                } else { unknown.append(id) }
             } catch let e as ClusterClient.Failure where e.answered { unknown.append(id) }
         }
         guard unknown.isEmpty else {
@@ -482,7 +486,7 @@ struct Wait: ParsableCommand {
             throw ExitCode(1)
         }
         let labels = ProjectReport.labels(names: names, files: ids.map { "run \($0)" })
-        let reports = try followRuns(client, ids: ids, labels: labels, items: ids.map { _ in 0 }, json: json, cluster: cluster) { k in
+        let reports = try followRuns(client, ids: ids, labels: labels, items: items, json: json, cluster: cluster) { k in
             ProjectReport(file: nil, name: names[k], label: labels[k])
         }
         try reportProjects(reports, seconds: Clocks.steady - started, followed: true, json: json)

@@ -453,7 +453,7 @@ struct Status: ParsableCommand {
         } else {
             let db = try lineageDatabase(stateOptions)
             local = db
-            runRows = try LineageStore.readRows(path: db, "SELECT * FROM v_runs WHERE id = ?", [runID])
+            runRows = try LineageStore.readRows(path: db, LineageStore.statusRunSQL, [runID])
             stages = try LineageStore.readRows(path: db, "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
             failures = try LineageStore.readRows(path: db, LineageStore.setbacksSQL, [runID])
         }

@@ -97,5 +97,11 @@ import TestSupport
         #expect(ended && screen.contains("EXIT=0"), "\(screen)")
         let total = Self.rows(screen, "projects done")
         #expect(total.count == 1 && total[0].hasPrefix("3/3 projects done · 6/6 items · 0 running · "), "\(screen)")
+        // `coord wait` of runs that have ended counts their items too (it read "0/0 items").
+        guard let waiting = try TerminalSession("\(coordPath) wait 1-3 --coordinator \(ep)") else { return }
+        let (waited, waitScreen) = waiting.waitForExit(timeout: 120)
+        #expect(waited && waitScreen.contains("EXIT=0"), "\(waitScreen)")
+        let followed = Self.rows(waitScreen, "projects done")
+        #expect(followed.count == 1 && followed[0].hasPrefix("3/3 projects done · 6/6 items · 0 running · "), "\(waitScreen)")
     }
 }
