@@ -52,10 +52,20 @@ struct ClusterOptions: ParsableArguments {
           coordinatorKey.map { "--coordinator-key \($0)" }] as [String?]).compactMap { $0 }.joined(separator: " ")
     }
 
-    /// What Ctrl-C on a command following runs says: they go on, and how to follow them again.
+    /// What Ctrl-C on a command following runs says: those still going go on, those that ended
+    /// there have movies still to download (`FollowedRuns.ended`), and how to follow them again.
     func stoppedFollowing(_ ids: [Int64]) -> [String] {
-        let these = ids.count == 1 ? "run \(ids[0]) goes" : "runs \(RunIDs.text(ids)) go"
-        return ["\ninterrupted: \(these) on at the coordinator; this only stopped following \(ids.count == 1 ? "it" : "them")."] + followAgain(ids)
+        let ended = FollowedRuns.ended.withLock { $0 }
+        let going = ids.filter { !ended.contains($0) }, over = ids.filter { ended.contains($0) }
+        let it = ids.count == 1 ? "it" : "them"
+        if going.isEmpty {
+            let these = ids.count == 1 ? "run \(ids[0]) has" : "runs \(RunIDs.text(ids)) have"
+            return ["\ninterrupted: \(these) ended at the coordinator; this only stopped following \(it)."] + followAgain(ids)
+        }
+        let these = going.count == 1 ? "run \(going[0]) goes" : "runs \(RunIDs.text(going)) go"
+        // (Movies come down once every run followed has ended: `coord wait` gets the ended ones' too.)
+        let others = over.isEmpty ? "" : " (\(over.count == 1 ? "run \(over[0]) has" : "runs \(RunIDs.text(over)) have") ended there)"
+        return ["\ninterrupted: \(these) on at the coordinator\(others); this only stopped following \(it)."] + followAgain(ids)
     }
 
     /// How to pick up runs that go on at the coordinator after this command stopped following them.
@@ -78,6 +88,11 @@ struct ClusterOptions: ParsableArguments {
             return try clusterCall(hint: hint) { throw error }
         }
     }
+}
+
+/// The runs this command follows that have ended, as they end: what Ctrl-C says of them.
+enum FollowedRuns {
+    static let ended = Locked<Set<Int64>>([])
 }
 
 /// Runs a cluster command, turning its failures into one clear line (and the `hint` lines) and
@@ -461,6 +476,7 @@ struct Wait: ParsableCommand {
             let display = ProgressDisplay(name: "run \(ids[0])", terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
+            FollowedRuns.ended.withLock { _ = $0.insert(end.run) }
             display.finish(end)
             // Its name as the coordinator recorded it (a batch's objects have theirs).
             let name = (try? client.status(ids[0]).runs.first?["name"]).flatMap { $0 } ?? "run \(ids[0])"

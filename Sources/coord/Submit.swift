@@ -407,6 +407,7 @@ struct Submit: ParsableCommand {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
             let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
+            FollowedRuns.ended.withLock { _ = $0.insert(end.run) }
             display.finish(end)
             var report = ProjectReport(projects[0], label: labels[0], notes: notes[0])
             report.notes += display.notes
@@ -509,6 +510,7 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
     let ends = try cluster.following(ids, stop: display.interrupted) {
         try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
                              ended: { e in
+                                 FollowedRuns.ended.withLock { _ = $0.insert(e.run) }
                                  if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")", notes: e.notes) }
                              })
     }

@@ -334,6 +334,13 @@ import ThreadlineCore
         #expect(more.out == "4\n5\n", "\(more.out)\(more.err)")
         let cancel = try run(coordPath, ["cancel", "4-5", "--coordinator", ep], timeout: 30)
         #expect(cancel.status == 0 && cancel.out == "runs 4, 5 cancelled\n", "\(cancel.out)\(cancel.err)")
+        // Followed with the waiting three and interrupted: the ended two are not said to go on.
+        let followingAll = try procs.start("wait-all", coordPath, ["wait", "1-5", "--coordinator", ep])
+        try #require(waitUntil(timeout: 30) { said("wait-all").contains("[2/5]") && said("wait-all").contains("waiting for a worker") }, "\(said("wait-all"))")
+        kill(followingAll.processIdentifier, SIGINT)
+        followingAll.waitUntilExit()
+        #expect(followingAll.terminationStatus == 130 && said("wait-all").contains("interrupted: runs 1-3 go on at the coordinator (runs 4, 5 have ended there)")
+                && said("wait-all").contains("coord wait 1-5 --coordinator \(ep)"), "\(said("wait-all"))")
         // What it printed, followed through a restart of the coordinator (each run's followers
         // are told it is stopping: said once, as its coming back), then a worker.
         let waiter = try procs.start("wait", coordPath, ["wait", "1-3", "--coordinator", ep, "--json"])
