@@ -46,35 +46,47 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "With --coordinator: send long clips whole. By default a trim of a clip of 16 MiB or more goes as an excerpt, its packets from the key frame before the trim to the one after (or the clip's end) copied without re-encoding (the render is the same), when the clip's excerpts come to under half of it.")
     var wholeFiles = false
 
-    @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm.")
-    var priority: Int = 0
+    @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm. (default: 0)")
+    var priority: Int?
 
-    @Option(name: .long, help: "Local worker processes: one per CPU this process may use (in a container, its CPU quota) unless given.")
-    var workers: Int = Cores.available
+    @Option(name: .long, help: "Without --coordinator: local worker processes: one per CPU this process may use (in a container, its CPU quota) unless given.")
+    var workers: Int?
 
-    @Option(name: .long, help: "Media pipelines each worker runs at once.")
-    var pipelines: Int = 1
+    @Option(name: .long, help: "Without --coordinator: media pipelines each local worker runs at once. (default: 1)")
+    var pipelines: Int?
 
-    @Option(name: .long, help: "Codec threads per pipeline (1: identical bits on every host; 0: the codecs choose).")
-    var threads: Int = 1
+    @Option(name: .long, help: "Without --coordinator: codec threads per pipeline (1: identical bits on every host; 0: the codecs choose). (default: 1)")
+    var threads: Int?
 
     @Flag(name: .long, help: "Print the result as JSON on standard output: one object per project, one per line.")
     var json = false
 
-    @Flag(name: .long, help: "Log the coordinator's decisions to standard error.")
+    @Flag(name: .long, help: "Without --coordinator: log the local coordinator's decisions to standard error.")
     var verbose = false
 
-    @Option(name: .long, help: ArgumentHelp("Without --coordinator: after rendering, remove from the state folder the artifacts (source copies, segments, movies) of runs older than this many days, at most every 6 hours, as `coord gc` does (0: never). The movies written to their output paths stay.",
+    @Option(name: .long, help: ArgumentHelp("Without --coordinator: after rendering, remove from the state folder the artifacts (source copies, segments, movies) of runs older than this many days, at most every 6 hours, as `coord gc` does (0: never). The movies written to their output paths stay. (default: 14)",
                                             valueName: "days"))
-    var gcKeepDays: Double = 14
+    var gcKeepDays: Double?
 
     func validate() throws {
-        guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") }
-        guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") }
-        guard (0...64).contains(threads) else { throw ValidationError("--threads must be between 0 and 64") }
+        if let workers { guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") } }
+        if let pipelines { guard pipelines >= 1 && pipelines <= 64 else { throw ValidationError("--pipelines must be between 1 and 64") } }
+        if let threads { guard (0...64).contains(threads) else { throw ValidationError("--threads must be between 0 and 64") } }
         guard !files.isEmpty else { throw ValidationError("name at least one pipeline file") }
-        if detach && cluster.coordinator == nil { throw ValidationError("--detach needs --coordinator") }
-        guard gcKeepDays >= 0, gcKeepDays.isFinite else { throw ValidationError("--gc-keep-days must be 0 (never) or more days") }
+        if let gcKeepDays { guard gcKeepDays >= 0, gcKeepDays.isFinite else { throw ValidationError("--gc-keep-days must be 0 (never) or more days") } }
+        // An option of the other kind of submit is refused, not ignored: `--workers 8` with
+        // --coordinator adds no worker to the farm, and `--priority` without one orders nothing.
+        let local = [("--state", stateOptions.state != nil), ("--workers", workers != nil), ("--pipelines", pipelines != nil),
+                     ("--threads", threads != nil), ("--gc-keep-days", gcKeepDays != nil), ("--verbose", verbose)].filter(\.1).map(\.0)
+        let remote = [("--detach", detach), ("--whole-files", wholeFiles), ("--priority", priority != nil)].filter(\.1).map(\.0)
+        if cluster.coordinator != nil, !local.isEmpty {
+            throw ValidationError("\(local.joined(separator: ", ")) \(local.count == 1 ? "is" : "are") for a render on this machine; with --coordinator "
+                                  + "the farm's workers render and its state folder keeps the runs: leave \(local.count == 1 ? "it" : "them") out")
+        }
+        if cluster.coordinator == nil, !remote.isEmpty {
+            throw ValidationError("\(remote.joined(separator: ", ")) \(remote.count == 1 ? "needs" : "need") --coordinator (a farm's `coord serve`); "
+                                  + "here the pipelines render together on this machine")
+        }
     }
 
     func run() throws {
@@ -232,9 +244,9 @@ struct Submit: ParsableCommand {
             errorLine("error: cannot find the 'worker' executable next to coord (\(workerExe)); build it with 'swift build'")
             throw ExitCode(1)
         }
-        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateDirectory, workers: workers, pipelinesPerWorker: pipelines,
+        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateDirectory, workers: workers ?? Cores.available, pipelinesPerWorker: pipelines ?? 1,
                                                        workerExecutable: exe)
-        clusterConfig.threadsPerPipeline = threads
+        clusterConfig.threadsPerPipeline = threads ?? 1
         let cluster = try LocalCluster(clusterConfig, logger: logger)
         try cluster.start()
         let labels = ProjectReport.labels(projects)
@@ -310,6 +322,7 @@ struct Submit: ParsableCommand {
     /// `--gc-keep-days` go, as `coord serve` collects its own (never a live or interrupted run's,
     /// never a file younger than an hour); what went is said on standard error.
     func collectGarbage(_ stateDirectory: String) {
+        let gcKeepDays = gcKeepDays ?? 14
         guard gcKeepDays > 0 else { return }
         let stamp = stateDirectory + "/gc.stamp"
         if let last = (try? FileManager.default.attributesOfItem(atPath: stamp))?[.modificationDate] as? Date,
@@ -375,7 +388,7 @@ struct Submit: ParsableCommand {
             }
             let id: Int64
             do {
-                id = try client.submit(sent.pipeline, priority: priority, stand: sent.stand)
+                id = try client.submit(sent.pipeline, priority: priority ?? 0, stand: sent.stand)
             } catch let e as ClusterClient.Failure where e.answered && projects.count > 1 {
                 // One project of a batch refused (its submitter's stage limit reached, …): the
                 // others still go, and the summary says why this one did not.

@@ -1275,6 +1275,18 @@ import ThreadlineCore
         #expect(serve.status == 64 && serve.err.contains("Error: --bind 'tcp://0.0.0.0' has no port"), "\(serve.err)")
     }
 
+    /// A submit's options of the other kind are refused, not ignored: `--workers 8` with
+    /// --coordinator added no worker to the farm, and `--priority` without one ordered nothing.
+    @Test func aSubmitRefusesOptionsOfTheOtherKind() throws {
+        let remote = try run(coordPath, ["submit", "p.yaml", "--coordinator", "tcp://127.0.0.1:7400", "--workers", "8", "--state", "/tmp/s"], timeout: 20)
+        #expect(remote.status == 64 && remote.err.contains("Error: --state, --workers are for a render on this machine; with --coordinator "
+                                                          + "the farm's workers render and its state folder keeps the runs: leave them out"), "\(remote.err)")
+        let local = try run(coordPath, ["submit", "p.yaml", "--priority", "3"], timeout: 20)
+        #expect(local.status == 64 && local.err.contains("Error: --priority needs --coordinator (a farm's `coord serve`)"), "\(local.err)")
+        let detached = try run(coordPath, ["submit", "p.yaml", "--detach", "--whole-files"], timeout: 20)
+        #expect(detached.status == 64 && detached.err.contains("Error: --detach, --whole-files need --coordinator"), "\(detached.err)")
+    }
+
     /// A worker left idle gives back the memory its renders left in the heap (kept while it works,
     /// for speed). After the demo's render: 463 MB resident, 284 MB ten seconds later; before, it
     /// kept the 463 MB for as long as it ran.
