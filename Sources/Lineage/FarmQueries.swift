@@ -124,7 +124,12 @@ public struct FarmReader: Sendable {
             // Planned frames, in all and of the items rendered, for the runs whose time left is
             // shown (running ones, or the one asked for): the item rows, and the rendered items'
             // rows through their encode stages.
-            let framed = rows.filter { id != nil || ($0[2] as String) == "running" }.map { $0[0] as Int64 }
+            // (With one run asked for, the other running runs too: their renders give the farm's
+            // speed, which a run that has rendered nothing of its own yet goes by.)
+            var framed = rows.filter { id != nil || ($0[2] as String) == "running" }.map { $0[0] as Int64 }
+            if let id {
+                framed += try Int64.fetchAll(db, sql: "SELECT id FROM run WHERE state = 'running' AND id != ?", arguments: [id])
+            }
             var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int)] = [:]
             var slots: [Int64: TimeLeft.Slots] = [:]
             var firstRenderSent: [Int64: Double] = [:]
@@ -168,9 +173,11 @@ public struct FarmReader: Sendable {
                     WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.state = 'running'
                     GROUP BY s.run_id
                     """, arguments: StatementArguments([now] + framed.map { $0 as any DatabaseValueConvertible })) {
-                    slots[r[0]]?.inFlight = r[1]
-                    slots[r[0]]?.inFlightFrames = r[2]
-                    slots[r[0]]?.inFlightSeconds = r[3]
+                    // (A run with no render of its own finished yet has its renders in flight.)
+                    let run: Int64 = r[0]
+                    var s = slots[run] ?? TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+                    s.inFlight = r[1]; s.inFlightFrames = r[2]; s.inFlightSeconds = r[3]
+                    slots[run] = s
                 }
                 // When its first render was sent (since the resume): the slots it has had on
                 // average are its renders' seconds over the time since, as `coord submit` counts
@@ -185,6 +192,14 @@ public struct FarmReader: Sendable {
                     firstRenderSent[r[0]] = r[1]
                 }
             }
+            // Frames a slot renders a second over the running runs' own renders: the rate of a
+            // run whose items so far came from the cache (clips another project had rendered), as
+            // a batch's project lines take it; without it, "ETA" stayed blank until its own
+            // last render ended.
+            let sampled = slots.filter { $0.value.renderSeconds > 0 }
+            let sampledFrames = sampled.keys.reduce(0) { $0 + (frames[$1]?.rendered ?? 0) }
+            let sampledSeconds = sampled.values.reduce(0) { $0 + $1.renderSeconds }
+            let speed = sampledFrames > 0 && sampledSeconds > 0 ? Double(sampledFrames) / sampledSeconds : nil
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
                 let items: Int = r[9]
@@ -200,7 +215,7 @@ public struct FarmReader: Sendable {
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
                            etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
                                                                         renderingFor: firstRenderSent[id].map { max(0, now - $0) } ?? 0,
-                                                                        slots: slots[id]) : nil,
+                                                                        slots: slots[id], speed: speed) : nil,
                            joining: joining,
                            outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8], submitter: r[10], ownerKey: r[11])
             }

@@ -169,7 +169,8 @@ def farm(b, base, out):
     b.screenshot(os.path.join(out, "farm.png"))
     return b.eval("""(() => ({ status: document.getElementById('status').textContent,
         runs: [...document.querySelectorAll('#runs tbody tr')].map(r => ({ id: +r.dataset.run, state: r.dataset.state,
-              items: r.querySelector('.items-done').textContent, bars: r.querySelectorAll('.stage-bar span').length })),
+              items: r.querySelector('.items-done').textContent, bars: r.querySelectorAll('.stage-bar span').length,
+              eta: r.querySelector('.eta').textContent })),
         workers: document.querySelectorAll('#workers tbody tr').length,
         clocks: [...document.querySelectorAll('#workers .clock-off')].map(c => c.textContent),
         failures: document.querySelectorAll('#failures tbody tr').length }))()""")

@@ -120,6 +120,47 @@ import PropertyBased
         #expect(terminal.map { abs($0 - (r.etaS ?? -1)) < 0.01 } == true, "the terminal's rule: \(String(describing: terminal))")
     }
 
+    /// A run that has rendered nothing of its own yet (its first item came from the cache: a clip
+    /// another project had rendered) takes the farm's speed, from the other running runs' renders,
+    /// as a batch's project lines do; in the run list and on its own page alike. Its ETA was blank
+    /// until its own last render ended.
+    @Test func aRunWithNoRenderOfItsOwnTakesTheFarmsSpeed() throws {
+        let dir = temporaryDirectory("eta-speed")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 2, version: "test")
+        var runs: [(Int64, [String: Int64])] = []
+        for name in ["first", "second"] {
+            let uris = ["a", "b"].map { dir + "/\(name)-\($0).mov" }
+            let p = Pipeline(name: name, output: OutputProfile(path: dir + "/\(name).mp4"), items: uris.map { Item(kind: .video(source: SourceRef($0), trim: nil)) })
+            let (runID, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
+            let facts = Dictionary(uniqueKeysWithValues: uris.map { ($0, MediaFacts(duration: 10, width: 320, height: 240, hasVideo: true, hasAudio: false)) })
+            try lineage.setItemTiming(runID: runID, timeline: try Planner.timeline(for: p, facts: facts))
+            runs.append((runID, ids))
+        }
+        let (first, one) = runs[0], (second, two) = runs[1]
+        // The first run rendered item 0's 300 frames in 2 s (150 a second on a slot).
+        let zero = try lineage.attemptDispatched(stageIDs: ["decode/0", "transform/0", "encode/0"].map { one[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: "l0")
+        let sent: Double = try #require(LineageStore.readRows(path: dir + "/l.db", "SELECT dispatched_at FROM attempt WHERE id = \(zero[0])")
+            .first?["dispatched_at"].flatMap(Double.init))
+        for (k, stage) in ["decode/0", "transform/0", "encode/0"].enumerated() {
+            try lineage.attemptFinished(zero[k], state: .succeeded, started: sent, finished: sent + 2)
+            try lineage.stageUpdate(one[stage]!, state: .succeeded, finished: sent + 2)
+        }
+        // The second reused its item 0 (the same clip) and renders item 1, sent at the same time.
+        try lineage.stageCached(two["encode/0"]!)
+        try lineage.stageUpdate(two["encode/0"]!, state: .succeeded)
+        _ = try lineage.attemptDispatched(stageIDs: ["decode/1", "transform/1", "encode/1"].map { two[$0]! }, attemptNo: 1, worker: "w", slot: 1, lease: "l1")
+        try lineage.stageUpdate(two["decode/1"]!, state: .running)
+        let reader = try FarmReader(path: dir + "/l.db")
+        // At sent + 1: item 1 is 150 frames along at 150 a second; 150 left, 1 s.
+        let listed = try reader.runs(now: sent + 1).first { $0.id == second }
+        let alone = try reader.runs(id: second, now: sent + 1).first
+        #expect(listed?.framesDone == 300 && abs((listed?.etaS ?? -1) - 1) < 0.05, "\(String(describing: listed))")
+        #expect(alone?.etaS != nil && abs((alone?.etaS ?? -1) - (listed?.etaS ?? -2)) < 1e-9, "its own page: \(String(describing: alone))")
+        // Its own rate wins once it has one: the first run still goes by its own.
+        #expect(try reader.runs(id: first, now: sent + 2).first?.etaS.map { abs($0 - 2) < 0.05 } == true)
+    }
+
     /// A resumed run's time left comes from what it renders after the resume: the hour it lay
     /// interrupted was not rendering time (counted, the ETA read half an hour for two seconds).
     @Test func aResumedRunIsJudgedByWhatItRendersAfterTheResume() throws {
