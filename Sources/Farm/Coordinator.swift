@@ -43,6 +43,10 @@ public struct RunProgress: Sendable, Codable {
     /// stage, a stage handed back by a draining worker, a stage tried again after a failure):
     /// the time left grows then, and this says why. The last `RunState.setbacksKept`.
     public var setbacks: [String] = []
+    /// Planned frames of its renders still to come whose output another run's render makes (the
+    /// same clip with the same edits in two projects of a batch: rendered once, a cache hit for
+    /// the other). A batch's total counts them once; nil from a coordinator that does not say.
+    public var framesElsewhere: Int? = nil
 
     /// No worker takes work and nothing of the run runs: it waits for one to join (all workers
     /// stopped, scaled to zero, or not started yet), which the time left cannot tell.
@@ -129,7 +133,8 @@ public struct BatchProgress: Sendable, Equatable {
         var slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0), everySays = true
         for (p, over) in told {
             framesDone += p.framesDone ?? 0
-            framesTotal += over ? p.framesDone ?? 0 : p.framesTotal ?? 0
+            // (Frames another project of the batch renders for it are counted there, once.)
+            framesTotal += over ? p.framesDone ?? 0 : max(p.framesDone ?? 0, (p.framesTotal ?? 0) - (p.framesElsewhere ?? 0))
             rendered += p.framesRendered ?? p.framesDone ?? 0
             if let q = p.slots { slots.renderSeconds += q.renderSeconds } else { everySays = false }
             guard !over else { continue }
@@ -593,6 +598,10 @@ final class CoordinatorCore {
     /// and sent is in the same word (a render sent just after a result was shown as not running
     /// until the next result), at most ~8 times a second each.
     var progressOwed: Set<Int64> = []
+    /// A render's output key → the render that makes it (the first prepared with it, while its run
+    /// goes on): another run's render with that key waits for it and is a cache hit
+    /// (`RunProgress.framesElsewhere`). Forgotten as runs end.
+    var keyMakers: [String: StageRef] = [:]
     var draining = false
     var drainDeadline = 0.0
     var lastLivenessCheck = 0.0
@@ -1537,6 +1546,7 @@ final class CoordinatorCore {
         let task = makeTask(run, ui)
         let key = task.flatMap { stageKey(run, ui, $0) }
         u.task = task; u.key = key; u.reuseID = nil; u.reuse = nil
+        if u.kind == .render, let key, keyMakers[key] == nil { keyMakers[key] = s }
         var ready = LineageStore.StageParameters(params: nil, key: u.kind == .render ? key : nil)
         var cost = 0.0
         if case .segment(let spec) = task, let i = u.item {
@@ -2097,6 +2107,9 @@ final class CoordinatorCore {
     /// The scheduler ended a run: record how, tell its observers and watchers, forget it.
     func runEnded(_ run: RunState, _ outcome: FarmScheduler.Outcome, now: Double) {
         run.finished = true
+        for (k, u) in run.units.enumerated() where u.kind == .render {
+            if let key = u.key, keyMakers[key] == StageRef(run: run.id, node: k) { keyMakers[key] = nil }
+        }
         // Its whole time (before a resume too), and what the log line for its end starts with.
         let seconds = now - run.startedAt
         let said: Logger.Metadata = ["run.id": "\(run.id)", "run.name": "\(run.pipeline.name)", "run.seconds": "\(String(format: "%.1f", seconds))"]
@@ -2187,9 +2200,22 @@ final class CoordinatorCore {
         var itemsLost: Set<Int> = []
         var framesLost = 0
         var slots = TimeLeft.Slots(renderSeconds: run.renderSeconds, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+        var framesElsewhere = 0
         let phases = scheduler.phases(ofRun: run.id)
         for (k, u) in run.units.enumerated() {
             total += u.stages.count
+            // A render to come whose output another run's render makes: a cache hit once that is
+            // done. (A maker whose run ended, or that ended without it, makes it no more: the
+            // first render left with the key takes it over.)
+            if u.kind == .render, let key = u.key, let i = u.item, k < phases.count, phases[k] != .done, phases[k] != .ended {
+                let me = StageRef(run: run.id, node: k)
+                if let maker = keyMakers[key], maker != me, let other = runs[maker.run], !other.finished,
+                   maker.node < other.units.count, scheduler.phase(maker) != .ended {
+                    if maker.run != run.id { framesElsewhere += run.frameCounts[i] ?? 0 }
+                } else {
+                    keyMakers[key] = me
+                }
+            }
             switch run.succeeded ? .done : (k < phases.count ? phases[k] : .ended) {
             case .ended where k < phases.count:
                 // A unit that waited for a failure has none of its own.
@@ -2226,6 +2252,7 @@ final class CoordinatorCore {
         p.failures = failures
         p.notes = run.notesInOrder
         p.setbacks = run.setbacks
+        p.framesElsewhere = framesElsewhere
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

@@ -305,6 +305,7 @@ extension RunProgress {
             $0.notes = notes
             $0.setbacks = setbacks
             if let w = workers { $0.workers = Int64(w) }
+            if let f = framesElsewhere { $0.framesElsewhere = Int64(f) }
         }
     }
     init(_ w: Threadline_Wire_RunProgress) {
@@ -315,7 +316,8 @@ extension RunProgress {
                   renderingFor: w.hasRenderingFor ? w.renderingFor : nil,
                   slots: w.hasRenderSeconds ? TimeLeft.Slots(renderSeconds: w.renderSeconds, inFlight: Int(w.rendersInFlight),
                                                              inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil,
-                  failures: w.failures, notes: w.notes, workers: w.hasWorkers ? Int(w.workers) : nil, setbacks: w.setbacks)
+                  failures: w.failures, notes: w.notes, workers: w.hasWorkers ? Int(w.workers) : nil, setbacks: w.setbacks,
+                  framesElsewhere: w.hasFramesElsewhere ? Int(w.framesElsewhere) : nil)
     }
 }
 

@@ -1331,6 +1331,18 @@ public nonisolated struct Threadline_Wire_RunProgress: @unchecked Sendable {
     set {_uniqueStorage()._setbacks = newValue}
   }
 
+  /// Planned frames of this run's renders still to come whose output another run's render makes
+  /// (the same clip with the same edits in two projects of a batch: rendered once, a cache hit
+  /// for the other). A batch's time left counts them once.
+  public var framesElsewhere: Int64 {
+    get {_storage._framesElsewhere ?? 0}
+    set {_uniqueStorage()._framesElsewhere = newValue}
+  }
+  /// Returns true if `framesElsewhere` has been explicitly set.
+  public var hasFramesElsewhere: Bool {_storage._framesElsewhere != nil}
+  /// Clears the value of `framesElsewhere`. Subsequent reads from it will return its default value.
+  public mutating func clearFramesElsewhere() {_uniqueStorage()._framesElsewhere = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3204,7 +3216,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0\u{1}notes\0\u{1}setbacks\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0\u{1}notes\0\u{1}setbacks\0\u{3}frames_elsewhere\0")
 
   fileprivate class _StorageClass {
     var _runID: Int64 = 0
@@ -3227,6 +3239,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     var _workers: Int64? = nil
     var _notes: [String] = []
     var _setbacks: [String] = []
+    var _framesElsewhere: Int64? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3257,6 +3270,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       _workers = source._workers
       _notes = source._notes
       _setbacks = source._setbacks
+      _framesElsewhere = source._framesElsewhere
     }
   }
 
@@ -3295,6 +3309,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         case 18: try { try decoder.decodeSingularInt64Field(value: &_storage._workers) }()
         case 19: try { try decoder.decodeRepeatedStringField(value: &_storage._notes) }()
         case 20: try { try decoder.decodeRepeatedStringField(value: &_storage._setbacks) }()
+        case 21: try { try decoder.decodeSingularInt64Field(value: &_storage._framesElsewhere) }()
         default: break
         }
       }
@@ -3367,6 +3382,9 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       if !_storage._setbacks.isEmpty {
         try visitor.visitRepeatedStringField(value: _storage._setbacks, fieldNumber: 20)
       }
+      try { if let v = _storage._framesElsewhere {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 21)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3396,6 +3414,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         if _storage._workers != rhs_storage._workers {return false}
         if _storage._notes != rhs_storage._notes {return false}
         if _storage._setbacks != rhs_storage._setbacks {return false}
+        if _storage._framesElsewhere != rhs_storage._framesElsewhere {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -202,6 +202,45 @@ import TestSupport
         #expect(BatchProgress(projects: 1, ended: 0, told: [(second, false)]).speed == nil)
     }
 
+    /// Two projects of a batch that thread the same clips with the same edits: each shared render
+    /// is made once (the other project's is a cache hit), so the batch's total counts its frames
+    /// once. Counted twice, 18 projects from one library read "ETA 0:26" with 8 s left.
+    @Test func aBatchCountsTheRendersTwoProjectsShareOnce() throws {
+        let runner = FakeRunner(delay: 0.1, deterministic: true)
+        let h = try Harness(workers: 1, slots: 1, runner: runner)
+        let told = Locked<[Int64: [RunProgress]]>([:])
+        h.coordinator.observe { p, run, _ in if let p { told.withLock { $0[run, default: []].append(p) } } }
+        func shared(_ name: String) -> Pipeline {
+            Pipeline(name: name, output: OutputProfile(path: h.dir + "/\(name).mp4"),
+                     items: (0..<4).map { Item(kind: .video(source: SourceRef("/media/shared-\($0).mov"), trim: nil)) })
+        }
+        let a = try h.submit(shared("a")), b = try h.submit(shared("b"))
+        for r in [a, b] { guard case .succeeded = try #require(h.wait(r)) else { Issue.record("run \(r) failed"); return } }
+        #expect(runner.calls.filter { $0.hasPrefix("render") }.count == 4, "each shared render made once: \(runner.calls)")
+        // While the first project renders them, the second's renders to come are all made there.
+        let second = told.value[b] ?? []
+        let waiting = try #require(second.first { $0.framesKnown == true && ($0.framesElsewhere ?? 0) > 0 }, "\(second.map(\.framesElsewhere))")
+        #expect(waiting.framesElsewhere! <= waiting.framesTotal! - waiting.framesDone!, "\(waiting)")
+        #expect(told.value[a]?.allSatisfy { ($0.framesElsewhere ?? 0) == 0 } == true, "the first makes its own")
+        // The batch's total, as the two last told then: the shared frames once.
+        let first = try #require(told.value[a]?.last { $0.framesKnown == true })
+        let batch = BatchProgress(projects: 2, ended: 0, told: [(first, false), (waiting, false)])
+        #expect(batch.framesTotal == first.framesTotal! + waiting.framesTotal! - waiting.framesElsewhere!, "\(batch)")
+    }
+
+    /// The batch's total subtracts what one project's render makes for another, never below what
+    /// that project has done.
+    @Test func framesMadeElsewhereAreCountedOnce() {
+        var a = progress(done: 300, total: 1200, known: true, elapsed: 2)
+        a.framesRendered = 300; a.running = ["render/1"]
+        var b = progress(done: 300, total: 1200, known: true, elapsed: 2)
+        b.framesElsewhere = 900; b.running = []
+        let batch = BatchProgress(projects: 2, ended: 0, told: [(a, false), (b, false)])
+        #expect(batch.framesTotal == 1500 && batch.framesDone == 600, "\(batch)")
+        b.framesElsewhere = 1200
+        #expect(BatchProgress(projects: 2, ended: 0, told: [(a, false), (b, false)]).framesTotal == 1500, "never below its frames done")
+    }
+
     /// A real coordinator with fake workers, 12 equal renders on 2 slots, the second slot's half a
     /// render behind the first (as renders of different lengths leave them): the first time left
     /// is near the truth. Frames over wall time counted only the finished render, not the one half
