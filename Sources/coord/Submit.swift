@@ -639,6 +639,8 @@ final class BatchDisplay: Sendable {
         var waiting = false
         var drawn = 0
         var lastDraw = 0.0
+        /// A word came within 0.1 s of the last drawing and is not drawn yet.
+        var owed = false
         var stopped = false
     }
     let names: [String]
@@ -650,18 +652,21 @@ final class BatchDisplay: Sendable {
     let state = Locked(State())
     static let activeLines = 8
 
-    /// Redraws every second between words, so the time left counts down during long renders.
+    /// Draws a word that came too soon after the last drawing (at most 0.1 s later), and redraws
+    /// every second between words, so the time left counts down during long renders. (A word
+    /// held back waited for the next second: a render sent was shown "waiting for a slot" for
+    /// 0.75 s.)
     nonisolated(unsafe) private var ticker: DispatchSourceTimer?
 
     init(names: [String], items: [Int], terminal: Bool) {
         self.names = names; self.items = items; self.terminal = terminal
         guard terminal else { return }
         let t = DispatchSource.makeTimerSource(queue: .global())
-        t.schedule(deadline: .now() + 1, repeating: 1)
+        t.schedule(deadline: .now() + 0.1, repeating: 0.1)
         t.setEventHandler { [weak self] in
             guard let self else { return }
             let text = self.state.withLock { s -> String? in
-                guard !s.stopped, !s.progress.isEmpty else { return nil }
+                guard !s.stopped, !s.progress.isEmpty, s.owed || Clocks.steady - s.lastDraw >= 1 else { return nil }
                 return self.draw(&s, force: true)
             }
             if let text { writeStandardError(text) }
@@ -795,8 +800,10 @@ final class BatchDisplay: Sendable {
 
     private func draw(_ s: inout State, force: Bool) -> String? {
         let now = Clocks.steady
-        guard terminal, force || now - s.lastDraw >= 0.1 else { return nil }
+        guard terminal else { return nil }
+        guard force || now - s.lastDraw >= 0.1 else { s.owed = true; return nil }
         s.lastDraw = now
+        s.owed = false
         var lines = [names.count == 1 ? soleLine(s, now: now) : totalLine(s, now: now)]
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
         let speed = names.count > 1 ? batchProgress(s, now: now).speed : nil
