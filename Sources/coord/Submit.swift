@@ -792,6 +792,19 @@ final class BatchDisplay: Sendable {
         return "  \(ProjectReport.fit(name, 24)) [\(bar)] \(p.itemsDone)/\(p.items) items\(failed) · \(p.timeInBatch(speed: speed))"
     }
 
+    /// The projects going beyond the lines drawn: how many render and how many wait their turn
+    /// ("… and 10 more running" was said of ten of which one rendered).
+    static func moreLine(_ hidden: [RunProgress]) -> String {
+        // (One whose movie is to be joined waits for a slot too, until its concat is sent.)
+        let going = hidden.filter { !$0.running.isEmpty }.count, worker = hidden.filter(\.waitingForWorker).count
+        let slot = hidden.count - going - worker
+        let parts = [going > 0 ? "\(going) running" : nil, slot > 0 ? "\(slot) \(RunProgress.waitingForSlotText)" : nil,
+                     worker > 0 ? "\(worker) \(RunProgress.waitingText)" : nil].compactMap { $0 }
+        // One kind: "… and 9 more waiting for a slot".
+        if parts.count == 1 { return "  … and \(hidden.count) more " + parts[0].drop { $0 != " " }.dropFirst() }
+        return "  … and \(hidden.count) more: " + parts.joined(separator: ", ")
+    }
+
     /// Every project still going waits for a worker, as last told.
     static func waitingForWorker(_ s: State) -> Bool {
         let going = s.progress.filter { s.ended[$0.key] == nil }.values
@@ -810,7 +823,7 @@ final class BatchDisplay: Sendable {
         for k in active.prefix(Self.activeLines) where names.count > 1 {
             lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now)), speed: speed))
         }
-        if active.count > Self.activeLines { lines.append("  … and \(active.count - Self.activeLines) more running") }
+        if active.count > Self.activeLines { lines.append(Self.moreLine(active.dropFirst(Self.activeLines).map { s.progress[$0]! })) }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""
         s.drawn = lines.count
         // Each line one row (the cursor goes back up a row per line drawn).

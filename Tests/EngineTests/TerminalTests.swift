@@ -54,6 +54,38 @@ import TestSupport
         #expect(bars.count == 1 && bars[0].hasPrefix("test [████████████████████████] 3/3 items · 0 running · ") && bars[0].hasSuffix(" s"), "\(screen)")
     }
 
+    /// Projects beyond the lines drawn are told as they stand: eleven projects on one slot read
+    /// "… and 3 more running" while the total said "1 running".
+    @Test func projectsBeyondTheLinesSayWhetherTheyRenderOrWait() throws {
+        let dir = temporaryDirectory("more-line")
+        let files = try (1...11).map { k -> String in
+            try FileManager.default.createDirectory(atPath: dir + "/p\(k)", withIntermediateDirectories: true)
+            return try ClusterTests.project(dir + "/p\(k)", items: 3, seconds: 2, size: (320, 240))
+        }
+        guard let terminal = try TerminalSession("\(coordPath) submit \(files.joined(separator: " ")) --state \(dir)/st --workers 1") else {
+            print("skipped: tmux is not installed (scripts/setup installs it)"); return
+        }
+        var mores: [String] = [], claims: [String] = []
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline {
+            let screen = terminal.screen()
+            if screen.contains("EXIT=") { break }
+            guard let total = Self.rows(screen, "projects done").first, let more = Self.rows(screen, "… and ").first else { usleep(50_000); continue }
+            mores.append(String(more))
+            // What the hidden ones say runs, against what the total says runs (one slot).
+            let running = Int(total.components(separatedBy: " running")[0].split(separator: " ").last ?? "") ?? -1
+            let hiddenRunning = more.hasSuffix("more running") ? Int(more.split(separator: " ")[2]) ?? 99
+                : more.contains(" running,") ? Int(more.components(separatedBy: " running,")[0].split(separator: " ").last ?? "") ?? 99 : 0
+            if hiddenRunning > max(running, 1) { claims.append("\(total) / \(more)") }
+            usleep(50_000)
+        }
+        let (ended, screen) = terminal.waitForExit(timeout: 60)
+        #expect(ended && screen.contains("EXIT=0"), "\(screen)")
+        #expect(!mores.isEmpty, "never more projects than lines")
+        #expect(claims.isEmpty, "more said running than the farm runs: \(claims.prefix(3))")
+        #expect(mores.contains { $0.contains("waiting for a slot") }, "\(Set(mores))")
+    }
+
     /// `coord runs` on a terminal: named, aligned columns. Piped, tab-separated lines as before
     /// (what scripts read).
     @Test func runsOnATerminalHaveNamedColumns() throws {
