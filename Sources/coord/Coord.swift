@@ -52,6 +52,14 @@ struct StateOptions: ParsableArguments {
         return Home.dataFolder("threadline")
     }
 
+    /// A command that reads runs from a state folder or asks a running coordinator takes one of
+    /// them: given both, it asked the coordinator and said nothing of the folder.
+    static func oneSource(_ state: StateOptions, _ cluster: ClusterOptions) throws {
+        if state.state != nil, cluster.coordinator != nil {
+            throw ValidationError("--state reads a state folder here and --coordinator asks a running coordinator: give one of them")
+        }
+    }
+
     /// The state folder, made if it is not there yet; when it cannot be, a clear error (exit 1).
     func made() throws -> String {
         let dir = directory
@@ -353,7 +361,10 @@ struct Runs: ParsableCommand {
     @Option(name: .long, help: "Show the N most recent runs (0: every run).") var limit = 50
     @Flag(name: .long, help: "Print as JSON.") var json = false
 
-    func validate() throws { guard limit >= 0 else { throw ValidationError("--limit must be 0 (every run) or more") } }
+    func validate() throws {
+        guard limit >= 0 else { throw ValidationError("--limit must be 0 (every run) or more") }
+        try StateOptions.oneSource(stateOptions, cluster)
+    }
 
     func run() throws {
         let rows: [[String: String]]
@@ -440,6 +451,8 @@ struct Status: ParsableCommand {
     @OptionGroup var stateOptions: StateOptions
     @OptionGroup var cluster: ClusterOptions
     @Flag(name: .long, help: "Print as JSON.") var json = false
+
+    func validate() throws { try StateOptions.oneSource(stateOptions, cluster) }
 
     func run() throws {
         let runRows: [[String: String]], stages: [[String: String]], failures: [[String: String]]

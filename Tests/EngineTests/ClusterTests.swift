@@ -1285,6 +1285,12 @@ import ThreadlineCore
         #expect(local.status == 64 && local.err.contains("Error: --priority needs --coordinator (a farm's `coord serve`)"), "\(local.err)")
         let detached = try run(coordPath, ["submit", "p.yaml", "--detach", "--whole-files"], timeout: 20)
         #expect(detached.status == 64 && detached.err.contains("Error: --detach, --whole-files need --coordinator"), "\(detached.err)")
+        // Runs are read from a state folder or asked of a coordinator, not both at once.
+        for command in [["runs"], ["status", "1"]] {
+            let both = try run(coordPath, command + ["--state", "/tmp/s", "--coordinator", "tcp://127.0.0.1:7400"], timeout: 20)
+            #expect(both.status == 64 && both.err.contains("Error: --state reads a state folder here and --coordinator asks a running coordinator: give one of them"),
+                    "\(command): \(both.err)")
+        }
     }
 
     /// A worker left idle gives back the memory its renders left in the heap (kept while it works,
