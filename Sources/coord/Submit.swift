@@ -49,7 +49,7 @@ struct Submit: ParsableCommand {
     @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm. (default: 0)")
     var priority: Int?
 
-    @Option(name: .long, help: "Without --coordinator: local worker processes: one per CPU this process may use (in a container, its CPU quota) unless given.")
+    @Option(name: .long, help: "Without --coordinator: local worker processes: one per CPU this process may use (in a container, its CPU quota) unless given. (default: \(Cores.available))")
     var workers: Int?
 
     @Option(name: .long, help: "Without --coordinator: media pipelines each local worker runs at once. (default: 1)")

@@ -494,7 +494,9 @@ import ThreadlineCore
         kill(waiter.processIdentifier, SIGCONT)
         waiter.waitUntilExit()
         let said = try String(contentsOfFile: procs.log("wait1"), encoding: .utf8)
-        #expect(waiter.terminationStatus == 130 && said.contains("interrupted: run 1 goes on at the coordinator"), "\(said)")
+        // (The run has ended there: its movie was coming down.)
+        #expect(waiter.terminationStatus == 130 && said.contains("interrupted: run 1 has ended at the coordinator; this only stopped following it.")
+                && said.contains("follow it and download the movie: coord wait 1 --coordinator"), "\(said)")
         let kept = sizes(".partial").max() ?? 0
         #expect(kept >= 4 << 20, "kept \(kept) bytes: \(String(describing: try? FileManager.default.contentsOfDirectory(atPath: clientTmp)))")
 
