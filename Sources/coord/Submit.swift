@@ -214,7 +214,8 @@ struct Submit: ParsableCommand {
     }
 
     /// What submits these files again, resuming their interrupted runs.
-    var resumeCommand: String { (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ") }
+    var resumeCommand: String { resumeCommand(files) }
+    func resumeCommand(_ files: [String]) -> String { (["coord", "submit"] + files + (stateOptions.state.map { ["--state", $0] } ?? [])).joined(separator: " ") }
 
     func runLocal(_ projects: [Pipeline], notes: [[String]]) throws {
         let stateDirectory = try stateOptions.made()
@@ -251,7 +252,7 @@ struct Submit: ParsableCommand {
         try cluster.start()
         let labels = ProjectReport.labels(projects)
         let display = BatchDisplay(names: labels, items: projects.map(\.items.count), terminal: isatty(STDERR_FILENO) == 1 && !json)
-        let signals = onInterrupt { [resumeCommand] in
+        let signals = onInterrupt { [files] in
             display.interrupted()
             do {
                 let runs = try cluster.interrupt()
@@ -260,7 +261,12 @@ struct Submit: ParsableCommand {
             } catch {
                 errorLine("interrupted: the render stopped, but the lineage database cannot say which runs were recorded as interrupted: \(error)")
             }
-            errorLine("resume with: \(resumeCommand)")
+            // The projects whose movies are written are not submitted again (each would be a
+            // new run, cached, its movie written anew).
+            let written = display.succeeded()
+            let left = files.count == projects.count ? files.indices.filter { !written.contains($0) }.map { files[$0] } : files
+            errorLine("resume with: \(resumeCommand(left.isEmpty ? files : left))"
+                      + (written.isEmpty || left.isEmpty ? "" : " (the other \(written.count) \(written.count == 1 ? "movie is" : "movies are") written)"))
             Foundation.exit(130)
         }
         defer { _ = signals }
@@ -699,6 +705,9 @@ final class BatchDisplay: Sendable {
         }
         if let text { writeStandardError(text) }
     }
+
+    /// The projects that have succeeded so far, by index.
+    func succeeded() -> Set<Int> { state.withLock { s in Set(s.ended.filter { $0.value.hasPrefix("succeeded") }.keys) } }
 
     /// The `k`th project's notes told so far.
     func notes(_ k: Int) -> [String] { state.withLock { $0.told.notes[k] ?? [] } }

@@ -84,6 +84,14 @@ import TestSupport
         #expect(submit.terminationStatus == 130, "\(said)")
         #expect(said.contains("recorded as interrupted") && said.contains("resume with: coord submit"), "\(said)")
         let runs = try Self.expectRecordedAsInterrupted(dir + "/state/lineage.db")
+        // The resume line names the files of the projects not written, not those whose movies are.
+        let resume = try #require(said.split(separator: "\n").first { $0.hasPrefix("resume with: ") }.map(String.init))
+        let names = try LineageStore.readRows(path: dir + "/state/lineage.db", "SELECT name, state FROM run ORDER BY id")
+        for r in names {
+            guard let name = r["name"], let k = name.split(separator: "-").last else { continue }
+            let named = resume.contains("/p\(k).yaml")
+            #expect(named == (r["state"] != "succeeded"), "\(name) \(r["state"] ?? ""): \(resume)")
+        }
         // `coord status` of one of them says how it goes on, not where its movie would be.
         let id = try #require(runs.first { $0["state"] == "interrupted" }?["id"] ?? nil)
         let status = try run(coordPath, ["status", id, "--state", dir + "/state"], timeout: 30)
