@@ -496,10 +496,7 @@ struct Status: ParsableCommand {
             print(how["farm"] == "1" ? "resumes by itself when a coordinator starts on this state folder: coord serve\(state) …"
                                      : "resume with: coord submit \(how["pipeline_path"] ?? "PIPELINE")\(state)")
         }
-        for st in stages {
-            let cached = st["cached"] == "1" ? " (cached)" : ""
-            print("  \(st["name"]!.padding(toLength: 14, withPad: " ", startingAt: 0)) \(st["state"]!)\(cached)  \(st["seconds"]!.isEmpty ? "" : st["seconds"]! + " s")")
-        }
+        Self.stageLines(stages).forEach { print($0) }
         for f in failures {
             // A hand-back is no failure: the worker was leaving, and the stage went to another.
             if f["state"] == AttemptStatus.handedBack.rawValue {
@@ -508,6 +505,36 @@ struct Status: ParsableCommand {
                 print("  ✗ \(f["stage"]!) attempt \(f["attempt_no"]!) on \(f["worker_id"]!): \(f["state"]!) — \(f["error_message"]!)")
             }
         }
+    }
+}
+
+extension Status {
+    /// Stages shown one a line up to this many; beyond, counted by state.
+    static let stagesListed = 40
+
+    /// A run's stages, one a line; a run of more (a 500-item project has 2,000) in counts by
+    /// state, then the ones not succeeded, at most `stagesListed` (`--json` lists every one).
+    static func stageLines(_ stages: [[String: String]]) -> [String] {
+        func line(_ st: [String: String]) -> String {
+            let cached = st["cached"] == "1" ? " (cached)" : ""
+            let seconds = st["seconds"] ?? ""
+            return "  \((st["name"] ?? "").padding(toLength: 14, withPad: " ", startingAt: 0)) \(st["state"] ?? "")\(cached)  \(seconds.isEmpty ? "" : seconds + " s")"
+        }
+        guard stages.count > stagesListed else { return stages.map(line) }
+        var counts: [String: Int] = [:], cached = 0
+        for st in stages {
+            counts[st["state"] ?? "", default: 0] += 1
+            if st["cached"] == "1" { cached += 1 }
+        }
+        let order = StageStatus.allCases.map(\.rawValue)
+        let byState = counts.sorted { (order.firstIndex(of: $0.key) ?? order.count, $0.key) < (order.firstIndex(of: $1.key) ?? order.count, $1.key) }
+            .map { "\($0.value) \($0.key)\($0.key == StageStatus.succeeded.rawValue && cached > 0 ? " (\(cached) cached)" : "")" }
+        let open = stages.filter { $0["state"] != StageStatus.succeeded.rawValue }
+        var lines = ["  \(stages.count) stages: " + byState.joined(separator: ", ")]
+        lines += open.prefix(stagesListed).map(line)
+        if open.count > stagesListed { lines.append("  … and \(open.count - stagesListed) more not succeeded") }
+        lines.append("  (--json lists every stage)")
+        return lines
     }
 }
 

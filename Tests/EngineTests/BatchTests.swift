@@ -110,6 +110,22 @@ import Lineage
         #expect(head.count == 4 && head[1] == "error: 2 items failed:" && head[2].contains("broken.mp4") && head[3].contains("broken2.mp4"), "\(status.out)")
     }
 
+    /// `coord status` of a run of many stages counts them by state and lists only those not
+    /// succeeded (a 500-item project printed 2,000 lines); `--json` still has every one.
+    @Test func theStatusOfALongRunCountsItsStages() throws {
+        let dir = temporaryDirectory("status-long")
+        let pipeline = try ClusterTests.project(dir, items: 11, seconds: 0.5, size: (160, 120))
+        let r = try run(coordPath, ["submit", pipeline, "--state", dir + "/state", "--workers", "2"], timeout: 300)
+        #expect(r.status == 0, "\(r.err)")
+        let status = try run(coordPath, ["status", "1", "--state", dir + "/state"], timeout: 30)
+        let lines = status.out.split(separator: "\n").map(String.init)
+        // Fetch, decode, transform and encode of each of the 11 items, and the concat.
+        #expect(lines.count == 3 && lines[1] == "  45 stages: 45 succeeded" && lines[2] == "  (--json lists every stage)", "\(status.out)")
+        let json = try run(coordPath, ["status", "1", "--state", dir + "/state", "--json"], timeout: 30)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any], "\(json.err)")
+        #expect((object["stages"] as? [Any])?.count == 45)
+    }
+
     /// Pipelines copied to render variants keep their name: the table and the progress lines
     /// tell them apart by file (its name, or its path where the names are the same too).
     @Test func projectsSharingANameAreToldApartByTheirFiles() throws {
