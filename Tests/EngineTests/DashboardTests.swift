@@ -229,6 +229,38 @@ import TestSupport
         #expect(over < 3, "the chart ran \(over) s past now: \(out)")
     }
 
+    /// Two runs sharing one slot, as a batch's projects do: on the farm page the run whose turn
+    /// it is shows its time left and the other says it waits for a slot (its ETA column was
+    /// blank, as if it were stuck).
+    @Test(.enabled(if: clients(haveChromium), clientsNote))
+    func aRunWaitingItsTurnSaysSoOnTheFarmPage() throws {
+        let dir = temporaryDirectory("farm-turns")
+        let pipelines = try ["a", "b"].map { name -> String in
+            try FileManager.default.createDirectory(atPath: dir + "/" + name, withIntermediateDirectories: true)
+            return try ClusterTests.project(dir + "/" + name, items: 4, seconds: 2, output: "640x360", preset: "medium")
+        }
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:0", "--state", dir + "/state", "--http", "127.0.0.1:0"])
+        let endpoint = try procs.endpoint(of: "coord")
+        let base = try Self.dashboardURL(procs, "coord")
+        try #require(try run(coordPath, ["submit"] + pipelines + ["--coordinator", endpoint, "--detach"], timeout: 60).status == 0)
+        try procs.start("w1", workerPath, ["--connect", endpoint, "--pipelines", "1", "--store", dir + "/w1"])
+        // Once a render of each has been made, both runs have a rate; the slot takes turns.
+        let db = dir + "/state/lineage.db"
+        try #require(waitUntil(timeout: 120) {
+            ((try? LineageStore.readRows(path: db, "SELECT count(DISTINCT run_id) AS n FROM stage WHERE kind = 'encode' AND state = 'succeeded'"))?
+                .first?["n"]) == "2"
+        }, "each run rendered an item")
+        let farm = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "farm", base, dir], timeout: 120)
+        let page = try #require(try JSONSerialization.jsonObject(with: Data(farm.out.utf8)) as? [String: Any], "browser: \(farm.err)")
+        let runs = page["runs"] as? [[String: Any]] ?? []
+        let etas = runs.filter { $0["state"] as? String == "running" }.map { $0["eta"] as? String ?? "" }
+        // Both still running (four renders each on one slot): one renders, the other waits its turn.
+        #expect(etas.count == 2, "\(page)")
+        #expect(etas.contains("waiting for a slot") && etas.contains { $0.hasSuffix(" s") || $0 == "joining the movie" }, "\(etas)")
+    }
+
     /// A farm page left open while its coordinator restarts (an upgrade, a reboot): it says in words
     /// that the coordinator does not answer (before: the browser's "Failed to fetch"), and comes
     /// back by itself, without a reload, once the coordinator is up again.
