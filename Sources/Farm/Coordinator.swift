@@ -805,8 +805,12 @@ final class CoordinatorCore {
     /// stay resumable.
     func handBack() {
         for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
+        // How it goes on: a service resumes its runs when it starts again; a run of the embedded
+        // default (an interrupted `coord submit`) when its pipeline is submitted again.
+        let reason = config.resumeInterrupted ? "coordinator stopped; the run resumes when a coordinator starts on this state folder"
+            : "the submit was interrupted; submitting the pipeline again resumes the run"
         for run in runs.values where !run.finished {
-            record("interruptRun") { try lineage.interruptRun(run.id, reason: "coordinator stopped; the run resumes when a coordinator starts on this state folder") }
+            record("interruptRun") { try lineage.interruptRun(run.id, reason: reason) }
             for w in watchers[run.id] ?? [] {
                 send(.ended(RunEnd(run: run.id, state: RunStatus.interrupted.rawValue, message: "the coordinator stopped; the run resumes when it starts again",
                                    output: nil, outputPath: run.pipeline.output.path, seconds: Clocks.steady - run.startedAt)), to: w)

@@ -266,7 +266,7 @@ struct Submit: ParsableCommand {
             let written = display.succeeded()
             let left = files.count == projects.count ? files.indices.filter { !written.contains($0) }.map { files[$0] } : files
             errorLine("resume with: \(resumeCommand(left.isEmpty ? files : left))"
-                      + (written.isEmpty || left.isEmpty ? "" : " (the other \(written.count) \(written.count == 1 ? "movie is" : "movies are") written)"))
+                      + (written.isEmpty || left.isEmpty ? "" : written.count == 1 ? " (the other movie is written)" : " (the other \(written.count) movies are written)"))
             Foundation.exit(130)
         }
         defer { _ = signals }

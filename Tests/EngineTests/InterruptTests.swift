@@ -98,6 +98,10 @@ import TestSupport
         let lines = status.out.split(separator: "\n").map(String.init)
         #expect(lines.first?.contains(": interrupted, ") == true && lines.first?.contains("(no movie written to ") == true, "\(status.out)\(status.err)")
         #expect(lines.count > 1 && lines[1].hasPrefix("resume with: coord submit ") && lines[1].hasSuffix(" --state \(dir)/state"), "\(status.out)")
+        // Its lost attempts say how it goes on here (not that a coordinator starting resumes it,
+        // as a farm's `coord serve` does).
+        let lost = try LineageStore.readRows(path: dir + "/state/lineage.db", "SELECT DISTINCT error_message AS m FROM attempt WHERE state = 'lost'")
+        #expect(lost.map { $0["m"] } == ["the submit was interrupted; submitting the pipeline again resumes the run"], "\(lost)")
     }
 
     /// A worker executable that cannot start (here: a library it needs is missing) stops the
