@@ -147,10 +147,7 @@ public struct BatchProgress: Sendable, Equatable {
 
     /// Frames a slot renders a second over the batch's renders so far: the rate of a project
     /// line whose project has rendered nothing of its own yet (its first items reused).
-    public var speed: Double? {
-        guard let slots, slots.renderSeconds > 0, rendered > 0 else { return nil }
-        return Double(rendered) / slots.renderSeconds
-    }
+    public var speed: Double? { slots.flatMap { TimeLeft.speed(frames: rendered, seconds: $0.renderSeconds) } }
 
     /// The time left as a progress line shows it, the batch rendering for `seconds` so far.
     public func text(renderingFor seconds: Double) -> String {
@@ -1287,7 +1284,7 @@ final class CoordinatorCore {
             return StatusReply(runs: list.runs, stages: [], failures: [], runsTotal: list.total)
         }
         let runs = try lineage.rows(LineageStore.statusRunSQL, [runID])
-        let stages = try lineage.rows("SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
+        let stages = try lineage.rows(LineageStore.statusStagesSQL, [runID])
         let failures = try lineage.rows(LineageStore.setbacksSQL, [runID])
         return StatusReply(runs: runs, stages: stages, failures: failures)
     }
@@ -2213,8 +2210,7 @@ final class CoordinatorCore {
             // first render left with the key takes it over.)
             if u.kind == .render, let key = u.key, let i = u.item, k < phases.count, phases[k] != .done, phases[k] != .ended {
                 let me = StageRef(run: run.id, node: k)
-                if let maker = keyMakers[key], maker != me, let other = runs[maker.run], !other.finished,
-                   maker.node < other.units.count, scheduler.phase(maker) != .ended {
+                if let maker = keyMakers[key], maker != me, scheduler.phase(maker) != .ended {
                     if maker.run != run.id { framesElsewhere += run.frameCounts[i] ?? 0 }
                 } else {
                     keyMakers[key] = me

@@ -197,9 +197,8 @@ public struct FarmReader: Sendable {
             // a batch's project lines take it; without it, "ETA" stayed blank until its own
             // last render ended.
             let sampled = slots.filter { $0.value.renderSeconds > 0 }
-            let sampledFrames = sampled.keys.reduce(0) { $0 + (frames[$1]?.rendered ?? 0) }
-            let sampledSeconds = sampled.values.reduce(0) { $0 + $1.renderSeconds }
-            let speed = sampledFrames > 0 && sampledSeconds > 0 ? Double(sampledFrames) / sampledSeconds : nil
+            let speed = TimeLeft.speed(frames: sampled.keys.reduce(0) { $0 + (frames[$1]?.rendered ?? 0) },
+                                       seconds: sampled.values.reduce(0) { $0 + $1.renderSeconds })
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
                 let items: Int = r[9]

@@ -705,6 +705,9 @@ public final class LineageStore: Sendable {
     /// tells no progress, and the line read "0/0 items").
     public static let statusRunSQL = "SELECT v.*, (SELECT count(*) FROM item i WHERE i.run_id = v.id) AS items FROM v_runs v WHERE v.id = ?"
 
+    /// A run's stages as `coord status` lists them (one argument: the run id), in the plan's order.
+    public static let statusStagesSQL = "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id"
+
     /// What `coord status` lists under a run's stages (one argument: the run id): its failed and
     /// lost attempts, and those a draining worker handed back, in the order they were sent (a
     /// stage's second attempt otherwise had no word of why there was one).

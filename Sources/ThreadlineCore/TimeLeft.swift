@@ -45,8 +45,7 @@ public enum TimeLeft {
     public static func seconds(framesDone done: Int, framesTotal total: Int, known: Bool, rendered: Int, renderingFor: Double,
                                slots: Slots? = nil, speed: Double? = nil) -> Double? {
         guard known, total >= done else { return nil }
-        if let slots, rendered > 0 && slots.renderSeconds > 0 || (speed ?? 0) > 0 {
-            let perSlot = rendered > 0 && slots.renderSeconds > 0 ? Double(rendered) / slots.renderSeconds : speed!
+        if let slots, let perSlot = Self.speed(frames: rendered, seconds: slots.renderSeconds) ?? speed.flatMap({ $0 > 0 ? $0 : nil }) {
             let underway = min(Double(slots.inFlightFrames), perSlot * slots.inFlightSeconds)
             let average = renderingFor > 0 ? (slots.renderSeconds + slots.inFlightSeconds) / renderingFor : 0
             let left = max(0, Double(total - done) - underway) / (perSlot * max(1, Double(slots.inFlight), average))
@@ -55,6 +54,12 @@ public enum TimeLeft {
         }
         guard rendered > 0, renderingFor > 0 else { return nil }
         return Double(total - done) * renderingFor / Double(rendered)
+    }
+
+    /// Frames a slot renders a second: `frames` rendered in `seconds` of renders (summed over
+    /// their slots); nil before there are any. A run's own rate, a batch's, the farm's.
+    public static func speed(frames: Int, seconds: Double) -> Double? {
+        frames > 0 && seconds > 0 ? Double(frames) / seconds : nil
     }
 
     /// Every planned frame is rendered and the run goes on: the concat is joining the movie. Its

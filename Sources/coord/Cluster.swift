@@ -76,6 +76,13 @@ struct ClusterOptions: ParsableArguments {
                "stop them: coord cancel \(RunIDs.text(ids, separator: " ")) \(flags)"]
     }
 
+    /// Follows one run to its end on `display` (`following`), and notes it ended (`FollowedRuns`).
+    func followOne(_ client: ClusterClient, _ id: Int64, display: ProgressDisplay) throws -> RunEnd {
+        let end = try following([id], stop: display.finish) { try client.follow(id) { display.update($0) } }
+        FollowedRuns.ended.withLock { _ = $0.insert(end.run) }
+        return end
+    }
+
     /// Follows runs with `body`; when that stops (the coordinator lost, a download cut off),
     /// `stop` ends the live display, and the error comes with how to follow the runs again, unless
     /// it is the coordinator's own answer (no such run), which following again would only repeat,
@@ -475,8 +482,7 @@ struct Wait: ParsableCommand {
         guard ids.count > 1 else {
             let display = ProgressDisplay(name: "run \(ids[0])", terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
-            let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
-            FollowedRuns.ended.withLock { _ = $0.insert(end.run) }
+            let end = try cluster.followOne(client, ids[0], display: display)
             display.finish(end)
             // Its name as the coordinator recorded it (a batch's objects have theirs).
             let name = (try? client.status(ids[0]).runs.first?["name"]).flatMap { $0 } ?? "run \(ids[0])"

@@ -467,7 +467,7 @@ struct Status: ParsableCommand {
             let db = try lineageDatabase(stateOptions)
             local = db
             runRows = try LineageStore.readRows(path: db, LineageStore.statusRunSQL, [runID])
-            stages = try LineageStore.readRows(path: db, "SELECT name, state, cached, attempts, round(seconds, 3) AS seconds, error FROM v_stages WHERE run_id = ? ORDER BY id", [runID])
+            stages = try LineageStore.readRows(path: db, LineageStore.statusStagesSQL, [runID])
             failures = try LineageStore.readRows(path: db, LineageStore.setbacksSQL, [runID])
         }
         guard let r = runRows.first else {
@@ -526,9 +526,10 @@ extension Status {
             counts[st["state"] ?? "", default: 0] += 1
             if st["cached"] == "1" { cached += 1 }
         }
-        let order = StageStatus.allCases.map(\.rawValue)
-        let byState = counts.sorted { (order.firstIndex(of: $0.key) ?? order.count, $0.key) < (order.firstIndex(of: $1.key) ?? order.count, $1.key) }
-            .map { "\($0.value) \($0.key)\($0.key == StageStatus.succeeded.rawValue && cached > 0 ? " (\(cached) cached)" : "")" }
+        // In the order a stage goes through its states (lineage records no others).
+        let byState = StageStatus.allCases.compactMap { state in
+            counts[state.rawValue].map { "\($0) \(state.rawValue)\(state == .succeeded && cached > 0 ? " (\(cached) cached)" : "")" }
+        }
         let open = stages.filter { $0["state"] != StageStatus.succeeded.rawValue }
         var lines = ["  \(stages.count) stages: " + byState.joined(separator: ", ")]
         lines += open.prefix(stagesListed).map(line)

@@ -425,8 +425,7 @@ struct Submit: ParsableCommand {
         if projects.count == 1 {
             let display = ProgressDisplay(name: projects[0].name, terminal: isatty(STDERR_FILENO) == 1 && !json)
             client.onSilence = { display.note($0.line) }
-            let end = try cluster.following(ids, stop: display.finish) { try client.follow(ids[0]) { display.update($0) } }
-            FollowedRuns.ended.withLock { _ = $0.insert(end.run) }
+            let end = try cluster.followOne(client, ids[0], display: display)
             display.finish(end)
             var report = ProjectReport(projects[0], label: labels[0], notes: notes[0])
             report.notes += display.notes
@@ -648,6 +647,8 @@ final class BatchDisplay: Sendable {
         /// A word came within 0.1 s of the last drawing and is not drawn yet.
         var owed = false
         var stopped = false
+        /// The `k`th project ended with its movie.
+        func succeeded(_ k: Int) -> Bool { ended[k]?.hasPrefix("succeeded") == true }
     }
     let names: [String]
     /// Each project's items, known before any progress comes (a project that fails at once sends
@@ -707,7 +708,7 @@ final class BatchDisplay: Sendable {
     }
 
     /// The projects that have succeeded so far, by index.
-    func succeeded() -> Set<Int> { state.withLock { s in Set(s.ended.filter { $0.value.hasPrefix("succeeded") }.keys) } }
+    func succeeded() -> Set<Int> { state.withLock { s in Set(s.ended.keys.filter(s.succeeded)) } }
 
     /// The `k`th project's notes told so far.
     func notes(_ k: Int) -> [String] { state.withLock { $0.told.notes[k] ?? [] } }
@@ -751,11 +752,10 @@ final class BatchDisplay: Sendable {
 
     /// The total line: projects done, items, and an ETA from planned frames (once every running
     /// project's length is known).
-    func totalLine(_ s: State, now: Double) -> String {
+    func totalLine(_ s: State, _ batch: BatchProgress, now: Double) -> String {
         let cancelled = s.ended.values.filter { $0.hasPrefix("cancelled") }.count
         let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count - cancelled
         let unfinished = [failed > 0 ? "\(failed) failed" : nil, cancelled > 0 ? "\(cancelled) cancelled" : nil].compactMap { $0 }
-        let batch = batchProgress(s, now: now)
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)
@@ -777,7 +777,7 @@ final class BatchDisplay: Sendable {
     /// no progress at all.
     func itemCounts(_ s: State, _ k: Int) -> (done: Int, all: Int, succeeded: Bool) {
         let all = max(items[k], s.progress[k]?.items ?? 0)
-        let succeeded = s.ended[k]?.hasPrefix("succeeded") == true
+        let succeeded = s.succeeded(k)
         return (succeeded ? all : s.progress[k]?.itemsDone ?? 0, all, succeeded)
     }
 
@@ -806,12 +806,11 @@ final class BatchDisplay: Sendable {
     static func moreLine(_ hidden: [RunProgress]) -> String {
         // (One whose movie is to be joined waits for a slot too, until its concat is sent.)
         let going = hidden.filter { !$0.running.isEmpty }.count, worker = hidden.filter(\.waitingForWorker).count
-        let slot = hidden.count - going - worker
-        let parts = [going > 0 ? "\(going) running" : nil, slot > 0 ? "\(slot) \(RunProgress.waitingForSlotText)" : nil,
-                     worker > 0 ? "\(worker) \(RunProgress.waitingText)" : nil].compactMap { $0 }
+        let kinds = [(going, "running"), (hidden.count - going - worker, RunProgress.waitingForSlotText), (worker, RunProgress.waitingText)]
+            .filter { $0.0 > 0 }
         // One kind: "… and 9 more waiting for a slot".
-        if parts.count == 1 { return "  … and \(hidden.count) more " + parts[0].drop { $0 != " " }.dropFirst() }
-        return "  … and \(hidden.count) more: " + parts.joined(separator: ", ")
+        if kinds.count == 1 { return "  … and \(hidden.count) more \(kinds[0].1)" }
+        return "  … and \(hidden.count) more: " + kinds.map { "\($0.0) \($0.1)" }.joined(separator: ", ")
     }
 
     /// Every project still going waits for a worker, as last told.
@@ -826,11 +825,11 @@ final class BatchDisplay: Sendable {
         guard force || now - s.lastDraw >= 0.1 else { s.owed = true; return nil }
         s.lastDraw = now
         s.owed = false
-        var lines = [names.count == 1 ? soleLine(s, now: now) : totalLine(s, now: now)]
+        let batch = names.count > 1 ? batchProgress(s, now: now) : nil
+        var lines = [batch.map { totalLine(s, $0, now: now) } ?? soleLine(s, now: now)]
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
-        let speed = names.count > 1 ? batchProgress(s, now: now).speed : nil
-        for k in active.prefix(Self.activeLines) where names.count > 1 {
-            lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now)), speed: speed))
+        for k in active.prefix(Self.activeLines) where batch != nil {
+            lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now)), speed: batch?.speed))
         }
         if active.count > Self.activeLines { lines.append(Self.moreLine(active.dropFirst(Self.activeLines).map { s.progress[$0]! })) }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""
