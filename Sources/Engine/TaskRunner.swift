@@ -100,6 +100,7 @@ public struct MediaTaskRunner: TaskRunner {
             let stage: StageKind
             switch task { case .fetch: stage = .fetch; case .segment: stage = .encode; case .transition: stage = .transition; case .concat: stage = .concat }
             result.error = WireError(stage: stage, errorClass: .retryable, file: task.label, message: "\(error)")
+            result.error?.noSpace = (error as? ArtifactStore.PublishError)?.noSpace ?? FileChecks.isNoSpace(error)
         }
         result.finishedAt = Date().timeIntervalSince1970
         result.cpuSeconds = tl_cpu_seconds_self() - cpu0

@@ -188,10 +188,16 @@ public struct WireError: Codable, Sendable, Error, CustomStringConvertible {
     public var errorClass: MediaError.Class
     public var file: String
     public var message: String
+    /// The attempt failed for want of room on the disk (`MediaError.noSpace`). Read by the worker
+    /// that ran it, which frees its store at once; not sent (the message says it).
+    public var noSpace = false
     public init(stage: StageKind, errorClass: MediaError.Class, file: String, message: String) {
         self.stage = stage; self.errorClass = errorClass; self.file = file; self.message = message
     }
-    public init(_ e: MediaError) { self.init(stage: e.stage, errorClass: e.errorClass, file: e.file, message: e.message) }
+    public init(_ e: MediaError) {
+        self.init(stage: e.stage, errorClass: e.errorClass, file: e.file, message: e.message)
+        noSpace = e.noSpace
+    }
     public var description: String { "\(stage.rawValue) failed on \(file): \(message)" }
 }
 

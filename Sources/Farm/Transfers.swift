@@ -71,6 +71,8 @@ final class Transfers {
         var here = false
         /// The sender does not hold the file (removed since it was named: `coord gc`, or by hand).
         var notHeld = false
+        /// This side's disk is full.
+        var noSpace = false
     }
     /// What a sender answers for a file it does not hold.
     static let notHeldReason = "not held here"
@@ -140,7 +142,7 @@ final class Transfers {
         do {
             try t.handle.seek(toOffset: UInt64(c.offset))
             try t.handle.write(contentsOf: payload)
-        } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true); return }
+        } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true, noSpace: FileChecks.isNoSpace(error)); return }
         t.outstanding.remove(c.offset)
         t.received += Int64(payload.count)
         if t.digest?.count == c.offset { t.digest!.update(payload) } else { t.digest = nil }
@@ -203,13 +205,13 @@ final class Transfers {
     /// Ends a transfer that failed. `keep`: it was cut off (its sender went silent or away, not
     /// a bad write or bad content), so what came from the start without a gap is kept for the
     /// next transfer of the file.
-    private func fail(_ sha: String, _ why: String, here: Bool = false, keep: Bool = false, notHeld: Bool = false) {
+    private func fail(_ sha: String, _ why: String, here: Bool = false, keep: Bool = false, notHeld: Bool = false, noSpace: Bool = false) {
         guard let t = incoming.removeValue(forKey: sha) else { return }
         try? t.handle.close()
         let kept = keep && t.contiguous > 0 && truncate(t.tmp, off_t(t.contiguous)) == 0
             && rename(t.tmp, store.partialPath(sha256: sha)) == 0
         if !kept { try? FileManager.default.removeItem(atPath: t.tmp) }
-        completed.append((sha, .failure(TransferError(description: why, here: here, notHeld: notHeld))))
+        completed.append((sha, .failure(TransferError(description: why, here: here, notHeld: notHeld, noSpace: noSpace))))
     }
 
     /// Moves a transfer to the next peer that offered the file, asking it for what is missing.

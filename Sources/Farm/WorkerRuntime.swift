@@ -249,6 +249,36 @@ public final class WorkerRuntime: Sendable {
             }
         }
 
+        /// Trims the store, keeping what attempts read, deliver or made, and tells the coordinator
+        /// what is gone (it sends work where its inputs are).
+        func trimStore(_ store: ArtifactStore, _ limit: StoreLimit, freeing: Int64) -> ArtifactStore.TrimReport {
+            let keep = Set(reading.values.joined()).union(unacked.values.compactMap { $0.artifact?.sha256 })
+            // (A second's margin for file systems that keep coarse times.)
+            let since = running.compactMap { acceptedAt[$0] }.min().map { Date(timeIntervalSince1970: $0 - 1) }
+            let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace, freeing: freeing, keepSince: since)
+            for k in stride(from: 0, to: t.removedSHA256.count, by: WireMessage.droppedPerMessage) {
+                send(.dropped(sha256: Array(t.removedSHA256[k..<min(k + WireMessage.droppedPerMessage, t.removedSHA256.count)])))
+            }
+            return t
+        }
+        /// An attempt or a pull here failed for want of room on the disk: the store gives up at
+        /// once every artifact it may (all but what attempts read, deliver or made), so that the
+        /// retry, a fraction of a second later and here when this is the only worker, finds room.
+        /// (Before, the store looked at its disk every few seconds: the three attempts of a
+        /// stage failed between two looks, and the project with them.)
+        func makeRoom(after why: String) {
+            guard let limit = config.storeLimit, let store = config.store, !store.isStateFolder else { return }
+            let t = trimStore(store, limit, freeing: .max)
+            if t.removedBytes > 0 {
+                logger.warning("the store's disk is full: gave up its least recently used artifacts for the retry",
+                               metadata: ["files": "\(t.removed)", "removed": "\(ByteSize.text(t.removedBytes))", "store": "\(ByteSize.text(t.bytes))",
+                                          "failure": "\(why)"])
+            } else {
+                logger.warning("the store's disk is full and the store has nothing more it may give up: free space on that disk, or attempts here fail",
+                               metadata: ["store": "\(ByteSize.text(t.bytes))", "failure": "\(why)"])
+            }
+        }
+
         var leavingSince: Double?
         while !stopped.withLock({ $0 }) {
             if let deadline = drainDeadline.withLock({ $0 }) {
@@ -361,6 +391,7 @@ public final class WorkerRuntime: Sendable {
                             p.waiting.remove(sha)
                             if p.waiting.isEmpty { preparing[lease] = nil; launch(Self.rewrite(p.assignment, p.paths)) } else { preparing[lease] = p }
                         case .failure(let e):
+                            if e.noSpace { makeRoom(after: e.description) }
                             preparing[lease] = nil
                             report(failed(p.assignment, "could not get input \(sha.prefix(12))… from the coordinator: \(e)"))
                         }
@@ -393,7 +424,10 @@ public final class WorkerRuntime: Sendable {
                 let waited = Set(preparing.values.flatMap(\.waiting))
                 takesWanted.withLock { $0.formIntersection(waited) }
             }
-            for r in finished.withLock({ let r = $0; $0 = []; return r }) { report(r) }
+            for r in finished.withLock({ let r = $0; $0 = []; return r }) {
+                if let e = r.error, e.noSpace { makeRoom(after: e.description) }
+                report(r)
+            }
             let now = Clocks.steady
             if let limit = config.storeLimit, let store = config.store, now - lastTrim >= limit.interval, !store.isStateFolder {
                 lastTrim = now
@@ -401,15 +435,8 @@ public final class WorkerRuntime: Sendable {
                 let short = limit.shortfall(store.root)
                 if trimWanted || short > 0 {
                     trimWanted = false
-                    let keep = Set(reading.values.joined()).union(unacked.values.compactMap { $0.artifact?.sha256 })
-                    // (A second's margin for file systems that keep coarse times.)
-                    let since = running.compactMap { acceptedAt[$0] }.min().map { Date(timeIntervalSince1970: $0 - 1) }
-                    let t = store.trim(toBytes: limit.maxBytes, keep: keep, grace: limit.grace, freeing: short, keepSince: since)
+                    let t = trimStore(store, limit, freeing: short)
                     trimmed(t, limit, short: short, now: now)
-                    // The coordinator sends work where its inputs are: these are here no more.
-                    for k in stride(from: 0, to: t.removedSHA256.count, by: WireMessage.droppedPerMessage) {
-                        send(.dropped(sha256: Array(t.removedSHA256[k..<min(k + WireMessage.droppedPerMessage, t.removedSHA256.count)])))
-                    }
                     // Still over: try again as files age out of the grace period or are let go.
                     if t.bytes > limit.maxBytes { trimWanted = true }
                 }

@@ -79,25 +79,25 @@ final class OutputFile {
 
     func open(options: [String: String] = [:]) throws {
         var ret = avio_open(&ctx.pointee.pb, path, AVIO_FLAG_WRITE)
-        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot write \(path): \(writeError(ret))") }
+        if ret < 0 { throw writeFailure(ret, file: file, "cannot write \(path)") }
         var dict: OpaquePointer? = nil
         for (k, v) in options { av_dict_set(&dict, k, v, 0) }
         ret = avformat_write_header(ctx, &dict)
         av_dict_free(&dict)
-        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot write the header of \(path): \(writeError(ret))") }
+        if ret < 0 { throw writeFailure(ret, file: file, "cannot write the header of \(path)") }
         headerWritten = true
     }
 
     func write(_ pkt: UnsafeMutablePointer<AVPacket>) throws {
         let ret = av_interleaved_write_frame(ctx, pkt)
-        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot write to \(path): \(writeError(ret))") }
+        if ret < 0 { throw writeFailure(ret, file: file, "cannot write to \(path)") }
     }
 
     func finish() throws {
         guard headerWritten else { return }
         var ret = av_write_trailer(ctx)
         if ret >= 0 { ret = avio_closep(&ctx.pointee.pb) }
-        if ret < 0 { throw MediaError(.encode, classify(ret), file: file, "cannot finish \(path): \(writeError(ret))") }
+        if ret < 0 { throw writeFailure(ret, file: file, "cannot finish \(path)") }
     }
 }
 

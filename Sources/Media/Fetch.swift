@@ -109,7 +109,7 @@ public enum Fetch {
                 throw MediaError(.fetch, .permanent, file: name, "source exceeds the \(limits.maxBytes)-byte limit")
             }
             do { try out.write(contentsOf: buf[0..<Int(ret)]) } catch {
-                throw MediaError(.fetch, .retryable, file: name, "cannot write \(path): \(FileChecks.reason(error))")
+                throw MediaError(.fetch, .retryable, file: name, "cannot write \(path): \(FileChecks.reason(error))", writing: error)
             }
         }
         if declared > 0 && total != declared {

@@ -128,7 +128,7 @@ public enum Fonts {
                                   placement: placement, width: profile.width, height: profile.height, window: window)
                 .write(toFile: script, atomically: true, encoding: .utf8)
         } catch {
-            throw MediaError(.transform, .retryable, file: file, "cannot write the lettering's files under \(folder): \(FileChecks.reason(error))")
+            throw MediaError(.transform, .retryable, file: file, "cannot write the lettering's files under \(folder): \(FileChecks.reason(error))", writing: error)
         }
         return (script, fonts)
     }

@@ -14,6 +14,13 @@ func writeError(_ code: Int32) -> String {
     return reason + " (free space on that disk: a worker's store gives up what it may to keep `worker --store-keep-free` free; on a state folder, `coord gc` removes artifacts no recent run uses)"
 }
 
+/// Writing an output failed with `code`: `what` and the reason, marked `noSpace` when the disk is full.
+func writeFailure(_ code: Int32, file: String, _ what: String) -> MediaError {
+    var e = MediaError(.encode, classify(code), file: file, "\(what): \(writeError(code))")
+    e.noSpace = code == tl_averror(ENOSPC)
+    return e
+}
+
 /// I/O errors that may pass; everything else about input is permanent.
 func classify(_ code: Int32) -> MediaError.Class {
     let transient: [Int32] = [EIO, ENOSPC, EAGAIN, ETIMEDOUT, ECONNRESET, ECONNREFUSED, EPIPE, ENETUNREACH, EHOSTUNREACH, ENOMEM]

@@ -98,7 +98,7 @@ public enum OverlayImage {
         if let known = decided.withLock({ $0[key] }) {
             guard let data = known else { return false }
             do { try data.write(to: URL(fileURLWithPath: png)) } catch {
-                throw MediaError(.transform, .retryable, file: (image as NSString).lastPathComponent, "cannot write \(png): \(FileChecks.reason(error))")
+                throw MediaError(.transform, .retryable, file: (image as NSString).lastPathComponent, "cannot write \(png): \(FileChecks.reason(error))", writing: error)
             }
             return true
         }

@@ -112,7 +112,7 @@ public enum Thumbnails {
         guard ret >= 0 else { throw MediaError(.encode, .permanent, file: name, "PNG encoding failed: \(avErrorString(ret))") }
         let data = Data(bytes: pkt.ptr.pointee.data, count: Int(pkt.ptr.pointee.size))
         do { try data.write(to: URL(fileURLWithPath: path), options: .atomic) } catch {
-            throw MediaError(.encode, .retryable, file: name, "cannot write \(path): \(FileChecks.reason(error))")
+            throw MediaError(.encode, .retryable, file: name, "cannot write \(path): \(FileChecks.reason(error))", writing: error)
         }
     }
 }

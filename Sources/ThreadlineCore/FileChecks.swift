@@ -202,14 +202,25 @@ public enum FileChecks {
     /// Why a file operation failed in the system's words ("No such file or directory"): the POSIX
     /// reason inside a Foundation file error, not its whole dump.
     public static func reason(_ error: Error) -> String {
+        posixCode(error).map { String(cString: strerror($0)) } ?? (error as NSError).localizedDescription
+    }
+
+    /// Whether a file operation failed for want of room: the disk is full (ENOSPC) or the
+    /// user's quota is (EDQUOT).
+    public static func isNoSpace(_ error: Error) -> Bool {
+        posixCode(error).map { $0 == ENOSPC || $0 == EDQUOT } ?? false
+    }
+
+    /// The POSIX error inside a Foundation file error.
+    static func posixCode(_ error: Error) -> Int32? {
         let ns = error as NSError
-        if ns.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(ns.code))) }
+        if ns.domain == NSPOSIXErrorDomain { return Int32(ns.code) }
         // On Linux the underlying error is held as a Swift Error, so bridge it rather than cast.
         if let under = ns.userInfo[NSUnderlyingErrorKey].flatMap({ $0 as? Error }).map({ $0 as NSError }),
            under.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(under.code)))
+            return Int32(under.code)
         }
-        return ns.localizedDescription
+        return nil
     }
 
     /// `path` with symbolic links resolved, as far as it exists.

@@ -16,9 +16,18 @@ public struct MediaError: Error, Sendable, CustomStringConvertible {
     /// The file concerned, as the user named it.
     public var file: String
     public var message: String
+    /// Writing failed for want of room on the disk: a worker's store gives up what it may before
+    /// the retry.
+    public var noSpace = false
 
     public init(_ stage: StageKind, _ errorClass: Class, file: String, _ message: String) {
         self.stage = stage; self.errorClass = errorClass; self.file = file; self.message = message
+    }
+
+    /// A write that failed with `error`, marked `noSpace` when the disk was full.
+    public init(_ stage: StageKind, _ errorClass: Class, file: String, _ message: String, writing error: Error) {
+        self.init(stage, errorClass, file: file, message)
+        noSpace = FileChecks.isNoSpace(error)
     }
 
     public var description: String { "\(stage.rawValue) failed on \(file): \(message)" }

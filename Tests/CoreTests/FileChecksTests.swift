@@ -20,6 +20,25 @@ import ThreadlineCore
         #expect(["Not a directory", "File exists"].contains(reason), "\(reason)")
     }
 
+    /// A write to a full disk is told from other failures by its error, not its words: a
+    /// worker's store then gives up what it may before the retry. (/dev/full answers every
+    /// write with ENOSPC.)
+    @Test func aFullDiskIsToldByItsError() throws {
+        let full = #expect(throws: (any Error).self) {
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
+            defer { try? handle.close() }
+            try handle.write(contentsOf: Data(count: 4096))
+        }
+        #expect(full.map(FileChecks.isNoSpace) == true, "\(String(describing: full))")
+        #expect(full.map(FileChecks.reason) == "No space left on device")
+        #expect(full.map { MediaError(.fetch, .retryable, file: "a.mov", "cannot write", writing: $0).noSpace } == true)
+        let missing = #expect(throws: (any Error).self) {
+            try Data("x".utf8).write(to: URL(fileURLWithPath: "/nonexistent/threadline/a"))
+        }
+        #expect(missing.map(FileChecks.isNoSpace) == false)
+        #expect(missing.map { MediaError(.fetch, .retryable, file: "a.mov", "cannot write", writing: $0).noSpace } == false)
+    }
+
     /// A state folder, a store or a movie's folder that cannot be made says which and why.
     @Test func aFolderThatCannotBeMadeSaysWhichAndWhy() throws {
         let base = NSTemporaryDirectory() + "/threadline-folders-\(getpid())-\(UUID().uuidString)"

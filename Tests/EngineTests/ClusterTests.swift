@@ -729,6 +729,43 @@ import ThreadlineCore
                 && own().contains("Check this host's disk"), "\(own())")
     }
 
+    /// A worker's store on a disk its old artifacts have filled: the first write that fails for
+    /// want of room makes the store give up at once what it may, so the retry renders. Before, the
+    /// store looked at its disk every few seconds (here, with --store-trim-every 600, only as it
+    /// started): a stage's three attempts failed in between, and the run with them (4 projects of
+    /// 6 on a farm whose one worker's store sat on a 30 MB disk). Needs root for a tmpfs.
+    @Test(.enabled(if: SmallDisk.available, Comment(rawValue: SmallDisk.note)))
+    func aWorkerWhoseDiskFillsGivesUpOldArtifactsBeforeTheRetry() throws {
+        let dir = temporaryDirectory("store-fills")
+        let pipeline = try Self.project(dir, items: 3, seconds: 2, size: (640, 360), output: "640x360")
+        let small = dir + "/small"
+        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
+        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", small]).status == 0)
+        defer { _ = try? run("/bin/umount", ["-l", small]) }
+        // An earlier project's artifact, used by no one now, leaves less room than this project
+        // needs in the store (its sources, segments and movie: about 1.2 MB).
+        var fs = statvfs()
+        try #require(statvfs(small, &fs) == 0)
+        let old = dir + "/old"
+        try Data((0..<(Int(fs.f_bavail) * Int(fs.f_frsize) - 512 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 13) })
+            .write(to: URL(fileURLWithPath: old))
+        let oldRef = try ArtifactStore(root: small + "/w").ingest(localFile: old)
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: oldRef.path)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", small + "/w", "--id", "w1", "--store-max", "8M", "--store-trim-every", "600"])
+        let r = try run(coordPath, ["submit", pipeline, "--coordinator", ep], timeout: 120)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        let db = dir + "/coord/lineage.db"
+        try Self.expectOneSuccessPerStage(db, run: 1)
+        // It did run out of room (once, or once for each attempt or pull under way then): the retries found it.
+        let failed = try Self.rows(db, "SELECT error_message AS e FROM attempt WHERE state = 'failed'").compactMap { $0["e"] }
+        #expect(!failed.isEmpty && failed.allSatisfy { $0.contains("No space left on device") }, "\(failed)")
+        let log = (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? ""
+        #expect(log.contains("the store's disk is full: gave up its least recently used artifacts for the retry"), "\(log)")
+        #expect(!FileManager.default.fileExists(atPath: oldRef.path))
+    }
+
     /// The coordinator's own disk full: what workers make cannot be stored. The run fails saying
     /// so and what to do, no worker is blamed (sidelined) for it, the coordinator stays up, and
     /// once there is room the same submit renders. Needs root for a tmpfs; skipped without.
