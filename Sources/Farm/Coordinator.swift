@@ -599,6 +599,14 @@ final class CoordinatorCore {
     /// goes on): another run's render with that key waits for it and is a cache hit
     /// (`RunProgress.framesElsewhere`). Forgotten as runs end.
     var keyMakers: [String: StageRef] = [:]
+    /// Renders an earlier coordinator on this state folder gave out before it was killed, of the
+    /// runs this one resumed, by lease: a worker still running one (its hello lists the lease) or
+    /// reporting its result lets it finish, and its output is kept under its key for the resumed
+    /// stage to reuse. Before, they were cancelled and rendered again from the start.
+    var orphans: [String: OrphanedAttempt] = [:]
+    /// Orphans whose result is in: the same result sent again (a worker sends what is not yet
+    /// acknowledged each time it says hello) is dropped without a word.
+    var orphansEnded: Set<String> = []
     var draining = false
     var drainDeadline = 0.0
     var lastLivenessCheck = 0.0
@@ -881,6 +889,7 @@ final class CoordinatorCore {
                 defer { record("planningDone") { try lineage.setPlanning(runID, false) } }
                 if let problem = Self.submissionProblem(s) { throw PipelineError(problem, at: nil) }
                 _ = try submit(s, resuming: (runID, resumed.stageIDs, resumed.secondsBefore))
+                for o in try lineage.orphanedAttempts(runID: runID) { orphans[o.lease] = o }
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
             } catch {
                 log.error("cannot resume run \(runID): \(error)")
@@ -962,6 +971,8 @@ final class CoordinatorCore {
             if let known { info.clock = known.clock }
             if let sent = h.clock { info.clock.observe(sent: sent, received: Clocks.wall) }
             workers[id] = info
+            // A render the last coordinator gave it before it was killed goes on (`orphans`).
+            for lease in h.running ?? [] { _ = letOrphanFinish(lease, on: id, now: now) }
             // What it still runs holds its slots until it reports them; leases nobody knows are cancelled.
             feed(.workerJoined(id, slots: h.slots, running: h.running ?? []), now: now)
             if h.draining == true { feed(.workerDraining(id), now: now) }
@@ -975,7 +986,7 @@ final class CoordinatorCore {
             guard workers[id] != nil else { send(.reannounce, to: identity); return }   // declared lost, or we restarted
             workers[id]!.lastSeen = now
             if let sent { observeClock(of: id, sent: sent) }
-            for lease in running where !scheduler.isLive(lease) { send(.cancel(lease: lease), to: identity) }
+            for lease in running where !scheduler.isLive(lease) && !scheduler.isOrphan(lease) { send(.cancel(lease: lease), to: identity) }
         case .result(var r):
             if workers[id] != nil {
                 workers[id]!.lastSeen = now
@@ -1295,7 +1306,7 @@ final class CoordinatorCore {
     /// True when the result waits for its artifact to be copied (it is acknowledged then).
     @discardableResult
     func received(_ r: TaskResult, from wid: String, identity: Data) -> Bool {
-        guard scheduler.current(r.lease, from: wid) != nil else { finish(r, from: wid); return false }
+        guard scheduler.current(r.lease, from: wid) != nil || letOrphanFinish(r.lease, on: wid) else { finish(r, from: wid); return false }
         var r = r
         if let art = r.artifact {
             holdings.add(art.sha256, to: wid)
@@ -1862,8 +1873,58 @@ final class CoordinatorCore {
 
     // MARK: results
 
+    /// Whether `lease`, which `worker` runs or reports, is a render of the last coordinator's
+    /// (`orphans`) let finish: it is when no attempt of this coordinator makes its output.
+    func letOrphanFinish(_ lease: String, on worker: String, now: Double = Clocks.steady) -> Bool {
+        guard let o = orphans[lease], o.worker == worker else { return false }
+        if scheduler.isOrphan(lease) { return true }
+        feed(.orphaned(lease: lease, key: o.key, worker: worker), now: now)
+        guard scheduler.isOrphan(lease) else {
+            orphans[lease] = nil
+            return false
+        }
+        log.info("a render the last coordinator gave out goes on: its output is kept for the resumed run",
+                 metadata: ["run.id": "\(o.runID)", "stage.id": "\(o.stage)", "worker.id": "\(worker)"])
+        record("event") {
+            try lineage.event("attempt.orphaned", "worker \(worker) still runs \(o.stage), given out before the coordinator was killed: it finishes, and its output is kept for this run",
+                              runID: o.runID)
+        }
+        return true
+    }
+
+    /// The result of a render the last coordinator gave out (`letOrphanFinish`): its output is
+    /// recorded under its key, and the resumed stage, waiting for it, finds it there. The attempt
+    /// stays lost (its coordinator was gone; the stage's success is the reuse that follows).
+    func orphanFinished(_ r: TaskResult, from wid: String) -> Bool {
+        if orphansEnded.contains(r.lease) { return true }
+        guard scheduler.isOrphan(r.lease), let o = orphans.removeValue(forKey: r.lease) else { return false }
+        orphansEnded.insert(r.lease)
+        var made = false
+        if r.error == nil, let art = r.artifact, r.segment != nil {
+            record("orphanOutput") {
+                try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "segment", facts: nil, key: o.key, attemptID: o.attemptIDs.first)
+                for a in o.attemptIDs {
+                    try lineage.attemptFinished(a, state: .lost, started: r.startedAt, finished: r.finishedAt, errorClass: "retryable",
+                                                errorMessage: "coordinator stopped; worker \(wid) finished it after, and its output was kept for the resumed run",
+                                                cpu: r.cpuSeconds, maxRSS: r.maxRSS)
+                }
+                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the coordinator was killed: its output \(art.sha256.prefix(12))… is kept and reused",
+                                  runID: o.runID)
+            }
+            made = true
+        } else {
+            record("event") {
+                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the coordinator was killed, did not finish (\(r.error?.description ?? "no output")): it renders again",
+                                  runID: o.runID)
+            }
+        }
+        feed(.orphanEnded(lease: r.lease, made: made))
+        return true
+    }
+
     func finish(_ r: TaskResult, from wid: String, workersFault: Bool = true) {
         guard let s = scheduler.current(r.lease, from: wid), let run = runs[s.run], !run.finished else {
+            if orphanFinished(r, from: wid) { return }
             // A stale lease: the stage was reassigned or its run ended, or another worker holds it. Never counted.
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)") }
             return

@@ -642,6 +642,31 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// The renders of a run that were in flight when its coordinator was killed (recorded lost
+    /// by `recoverInterrupted`), each with the key of its output: their workers may still run
+    /// them, and the coordinator that resumes the run keeps what they make.
+    public func orphanedAttempts(runID: Int64) throws -> [OrphanedAttempt] {
+        let rows = try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT a.id, a.lease, a.worker_id, s.key, s.name FROM attempt a JOIN stage s ON s.id = a.stage_id
+                WHERE s.run_id = ? AND a.state = 'lost' AND a.error_message = 'coordinator stopped' AND a.slot IS NOT NULL
+                ORDER BY a.id
+                """, arguments: [runID])
+        }
+        var found: [OrphanedAttempt] = []
+        for row in rows {
+            let lease = String((row["lease"] as String).prefix { $0 != "#" })
+            let id: Int64 = row["id"], key: String? = row["key"]
+            if let k = found.firstIndex(where: { $0.lease == lease }) {
+                found[k].attemptIDs.append(id)
+                if found[k].key.isEmpty, let key { found[k].key = key }
+            } else {
+                found.append(OrphanedAttempt(runID: runID, lease: lease, worker: row["worker_id"], key: key ?? "", attemptIDs: [id], stage: row["name"]))
+            }
+        }
+        return found.filter { !$0.key.isEmpty }
+    }
+
     /// A run whose coordinator stops before it ends: in-flight attempts handed back (lost), the run
     /// left for the next coordinator to resume.
     public func interruptRun(_ runID: Int64, reason: String) throws {
@@ -933,6 +958,20 @@ public final class LineageStore: Sendable {
 }
 
 // MARK: - cache
+
+/// A render a killed coordinator gave out (`LineageStore.orphanedAttempts`).
+public struct OrphanedAttempt: Sendable, Equatable {
+    public var runID: Int64
+    /// The lease it went out under (a render's stages share one: theirs are `lease#k`).
+    public var lease: String
+    public var worker: String
+    /// The output key it makes.
+    public var key: String
+    /// Its attempt rows, one a stage.
+    public var attemptIDs: [Int64]
+    /// Its stage, as lineage names it (the first of a render's stages).
+    public var stage: String
+}
 
 /// An artifact recorded under a stage key.
 public struct CachedArtifact: Sendable {

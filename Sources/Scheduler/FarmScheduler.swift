@@ -98,6 +98,14 @@ public struct FarmScheduler: Sendable {
         /// The coordinator failed the stage itself (its output could not be recorded, or its
         /// verification failed): the run ends. The stage's own lease is not cancelled (it reported).
         case fail(StageRef)
+        /// An attempt an earlier coordinator gave out (it was killed, and this one resumed the
+        /// run) still runs on `worker`, or its result just came: it is let finish, and stages
+        /// with its output key wait for it (`parked`) instead of rendering the same output again.
+        /// Refused (the lease is cancelled) when an attempt of this coordinator makes the key.
+        case orphaned(lease: String, key: String, worker: String)
+        /// The orphaned attempt is over: `made` when its output is stored under its key (stages
+        /// waiting for it are cache hits now); otherwise they render.
+        case orphanEnded(lease: String, made: Bool)
         /// Stop giving out work (a graceful coordinator stop); results still count.
         case stopDispatching
         /// Release retries whose backoff is over, and hand out work.
@@ -266,6 +274,10 @@ public struct FarmScheduler: Sendable {
     /// they are prepared again at once. Entries go when the stage is sent, the key is made or the
     /// run ends.
     var queuedByKey: [String: Set<StageRef>] = [:]
+    /// Attempts of an earlier coordinator let finish (`Event.orphaned`): lease → its output key
+    /// and worker, and key → lease.
+    var orphans: [String: (key: String, worker: String)] = [:]
+    var orphanMaking: [String: String] = [:]
     public private(set) var dispatching = true
 
     public init(_ config: Configuration) { self.config = config }
@@ -280,6 +292,8 @@ public struct FarmScheduler: Sendable {
     }
     public var liveLeaseCount: Int { leases.count }
     public func isLive(_ lease: String) -> Bool { leases[lease] != nil }
+    /// Whether `lease` is an earlier coordinator's attempt let finish (`Event.orphaned`).
+    public func isOrphan(_ lease: String) -> Bool { orphans[lease] != nil }
     /// The stage `lease` runs, if it is current and was given to `worker`: the only results that count.
     public func current(_ lease: String, from worker: String) -> StageRef? {
         guard let info = leases[lease], info.worker == worker, runs[info.stage.run]?.nodes[info.stage.node].lease == lease else { return nil }
@@ -364,8 +378,9 @@ public struct FarmScheduler: Sendable {
             w.slots = max(0, slots)
             for lease in running {
                 if w.running[lease] == nil { w.running[lease] = w.freeSlot }
-                // A lease nobody knows (an earlier coordinator's, or an ended run's) is stopped.
-                if !isLive(lease) { out.append(.cancel(lease: lease, nil, worker: id)) }
+                // A lease nobody knows (an earlier coordinator's not let finish, or an ended
+                // run's) is stopped.
+                if !isLive(lease) && orphans[lease]?.worker != id { out.append(.cancel(lease: lease, nil, worker: id)) }
             }
             workers[id] = w
 
@@ -373,12 +388,34 @@ public struct FarmScheduler: Sendable {
             workers[id]?.draining = true
 
         case .workerLeft(let id):
+            endOrphans(of: id)
             guard let w = workers.removeValue(forKey: id) else { break }
             for lease in w.checks.union(w.running.keys).sorted() { handBack(lease, from: id, now: now, &out) }
 
         case .workerLost(let id):
+            endOrphans(of: id)
             guard let w = workers.removeValue(forKey: id) else { break }
             for lease in w.checks.union(w.running.keys).sorted() { lose(lease, worker: id, now: now, &out) }
+
+        case .orphaned(let lease, let key, let worker):
+            guard orphans[lease] == nil else { break }
+            // Not when this coordinator gave the lease out, or an attempt of its own (or another
+            // orphan) makes the key: that one's output is the stages'.
+            guard leases[lease] == nil, orphanMaking[key] == nil, making[key].flatMap({ leases[$0] }) == nil else {
+                if leases[lease] == nil { out.append(.cancel(lease: lease, nil, worker: worker)) }
+                break
+            }
+            orphans[lease] = (key, worker)
+            orphanMaking[key] = lease
+
+        case .orphanEnded(let lease, let made):
+            guard let o = orphans.removeValue(forKey: lease) else { break }
+            orphanMaking[o.key] = nil
+            free(lease, on: o.worker)
+            if made {
+                self.made[o.key] = preparations
+                wake(o.key, now: now, &out)
+            }
 
         case .released(let lease, let worker):
             free(lease, on: worker)
@@ -725,7 +762,7 @@ public struct FarmScheduler: Sendable {
     /// attempt is making the key (parked until that attempt's lease ends), or one made it since
     /// the stage was prepared (prepared again: it is a cache hit now).
     mutating func holdBack(_ s: StageRef, key: String, now: Double, _ out: inout [Effect]) -> Bool {
-        if let other = making[key].flatMap({ leases[$0] }), other.stage != s {
+        if orphanMaking[key] != nil || making[key].flatMap({ leases[$0] }).map({ $0.stage != s }) == true {
             parked[key, default: []].append(s)
             return true
         }
@@ -739,7 +776,7 @@ public struct FarmScheduler: Sendable {
     /// Stages parked behind an attempt whose lease has ended are prepared again.
     mutating func unpark(_ now: Double, _ out: inout [Effect]) {
         guard !parked.isEmpty else { return }
-        for (key, stages) in parked where making[key].flatMap({ leases[$0] }) == nil {
+        for (key, stages) in parked where making[key].flatMap({ leases[$0] }) == nil && orphanMaking[key] == nil {
             parked[key] = nil
             making[key] = nil
             for s in stages {
@@ -764,6 +801,14 @@ public struct FarmScheduler: Sendable {
         }
     }
     static let madeMemory: UInt64 = 8192
+
+    /// Its worker went: its orphaned attempts with it (stages waiting for them render).
+    mutating func endOrphans(of worker: String) {
+        for (lease, o) in orphans where o.worker == worker {
+            orphans[lease] = nil
+            orphanMaking[o.key] = nil
+        }
+    }
 
     mutating func newLease() -> String {
         nextLease += 1

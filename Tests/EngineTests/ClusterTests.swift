@@ -1127,6 +1127,45 @@ import ThreadlineCore
         #expect(p.terminationReason == .exit && p.terminationStatus == 0, "ended by \(p.terminationReason == .exit ? "exit" : "signal") \(p.terminationStatus)")
     }
 
+    /// A render in flight when `coord serve` is killed outright is not thrown away: the worker
+    /// goes on with it, and the restarted coordinator, resuming the run, lets it finish, keeps its
+    /// output under its key and reuses it. Before, the new coordinator cancelled it as a lease it
+    /// did not know and rendered the item again from the start.
+    @Test func aRenderInFlightWhenTheCoordinatorIsKilledIsKept() throws {
+        let dir = temporaryDirectory("orphan-render")
+        let pipeline = try Self.project(dir, items: 2, seconds: 4, size: (1280, 720), output: "1280x720", preset: "medium")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let port = ep.split(separator: ":").last!
+        let db = dir + "/coord/lineage.db"
+        let submitted = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60)
+        try #require(submitted.status == 0, "\(submitted.err)")
+        // A render under way on the worker (its one slot), then the coordinator killed.
+        let rendering = "SELECT s.name FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running' AND a.slot IS NOT NULL"
+        try #require(waitUntil(timeout: 60, poll: 0.02) { ((try? Self.rows(db, rendering)) ?? []).count == 1 })
+        let stage = try #require(try Self.rows(db, rendering).first?["name"])
+        Thread.sleep(forTimeInterval: 0.3)
+        procs.signal("coord", SIGKILL)
+        try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
+        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord2")
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 180)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+        // (A resumed run checks again what it had: its fetches have a success and a reuse each.)
+        #expect(try Self.rows(db, "SELECT count(*) AS n FROM stage WHERE run_id = 1 AND state != 'succeeded'").first?["n"] == "0")
+        #expect(try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'running'").first?["n"] == "0")
+        // That item was rendered once: the attempt the first coordinator gave out made it, and the
+        // resumed stage reused its output.
+        let states = try Self.rows(db, "SELECT a.state, a.error_message AS e FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.name = '\(stage)' AND s.run_id = 1 ORDER BY a.id")
+        #expect(states.map { $0["state"] ?? "" } == ["lost", "cached"], "\(states)")
+        #expect(states.first?["e"]?.contains("finished it after, and its output was kept for the resumed run") == true, "\(states)")
+        let renders = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'succeeded'")
+        #expect(renders.first?["n"] == "1", "only the other item rendered after the restart: \(renders)")
+        let recovered = try Self.rows(db, "SELECT message FROM event WHERE kind = 'attempt.recovered'").compactMap { $0["message"] }
+        #expect(recovered.count == 1 && recovered[0].contains("is kept and reused"), "\(recovered)")
+    }
+
     /// A second `coord serve` on a state folder that one already serves is refused, naming the
     /// first; once the first is gone (even killed), the folder can be served again. (Before, both
     /// ran, taking turns at SQLite's one writer.)

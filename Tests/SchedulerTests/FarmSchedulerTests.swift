@@ -388,6 +388,79 @@ extension Array {
         #expect(farm.problems.isEmpty)
     }
 
+    /// A render an earlier coordinator gave out (it was killed; this one resumed the run) still
+    /// runs on a worker that joins: it is let finish, holding its slot, and the resumed stage with
+    /// its key waits for it; once its output is stored the stage is prepared again (a cache
+    /// check) instead of rendered a second time. Had the orphan failed, or its worker gone, the
+    /// stage renders.
+    @Test func aRenderOfTheLastCoordinatorIsLetFinish() throws {
+        var farm = Farm()
+        let a = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        // The worker's hello lists the old lease; it is not cancelled, and it holds the slot.
+        farm.slots["w9"] = 2
+        farm.send(.orphaned(lease: "old-7", key: "same", worker: "w9"))
+        let joined = farm.send(.workerJoined("w9", slots: 2, running: ["old-7"]))
+        #expect(!joined.contains(.cancel(lease: "old-7", nil, worker: "w9")), "\(joined)")
+        #expect(farm.scheduler.isOrphan("old-7") && farm.scheduler.slot(of: "old-7", on: "w9") == 0)
+        #expect(dispatches(farm.send(.tick)).isEmpty && farm.scheduler.parked["same"] == [StageRef(run: a, node: 0)],
+                "the resumed stage waits, a slot free")
+        // Its heartbeat still lists it: the coordinator asks `isOrphan` before cancelling.
+        _ = farm.send(.released(lease: "old-7", worker: "w9"))
+        _ = farm.send(.orphanEnded(lease: "old-7", made: true))
+        #expect(!farm.scheduler.isOrphan("old-7") && farm.scheduler.running(on: "w9").isEmpty)
+        try expectReusedAfterACheck(&farm, run: a)
+
+        // It failed there: the stage renders.
+        farm = Farm()
+        let b = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        farm.slots["w9"] = 2
+        farm.send(.orphaned(lease: "old-8", key: "same", worker: "w9"))
+        farm.send(.workerJoined("w9", slots: 2, running: ["old-8"]))
+        #expect(dispatches(farm.send(.tick)).isEmpty)
+        _ = farm.send(.released(lease: "old-8", worker: "w9"))
+        _ = farm.send(.orphanEnded(lease: "old-8", made: false))
+        _ = farm.send(.tick)
+        #expect(farm.toPrepare == [StageRef(run: b, node: 0)])
+        farm.prepareAll(key: { _ in "same" })
+        #expect(dispatches(farm.send(.tick)).map(\.check) == [false], "rendered")
+
+        // Its worker went: the stage renders elsewhere.
+        farm = Farm()
+        let c = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        farm.slots["w9"] = 1
+        farm.send(.orphaned(lease: "old-9", key: "same", worker: "w9"))
+        farm.send(.workerJoined("w9", slots: 1, running: ["old-9"]))
+        let w2 = farm.join(slots: 1)
+        #expect(dispatches(farm.send(.tick)).isEmpty, "w2 is free, but the orphan makes the key")
+        farm.lose("w9")
+        #expect(!farm.scheduler.isOrphan("old-9"))
+        _ = farm.send(.tick)
+        #expect(farm.toPrepare == [StageRef(run: c, node: 0)])
+        farm.prepareAll(key: { _ in "same" })
+        let sent = dispatches(farm.send(.tick))
+        #expect(sent.map(\.worker) == [w2] && sent.map(\.check) == [false])
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
+    /// An orphan is refused (cancelled) when an attempt of this coordinator already makes its
+    /// key: the resumed stage went out before the orphan's worker came back.
+    @Test func anOrphanWhoseKeyIsBeingMadeIsCancelled() {
+        var farm = Farm()
+        let w = farm.join(slots: 1)
+        _ = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        let sent = dispatches(farm.send(.tick))
+        #expect(sent.count == 1 && sent[0].worker == w)
+        let fx = farm.send(.orphaned(lease: "old-1", key: "same", worker: "w9"))
+        #expect(fx == [.cancel(lease: "old-1", nil, worker: "w9")] && !farm.scheduler.isOrphan("old-1"))
+        // Nor is a lease of this coordinator's own taken for one.
+        #expect(farm.send(.orphaned(lease: sent[0].lease, key: "other", worker: w)).isEmpty && !farm.scheduler.isOrphan(sent[0].lease))
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
     /// The waiting stage of `run` (its only one) is prepared again; the artifact is recorded now,
     /// so it goes out as a cache check, whose hit ends the run.
     func expectReusedAfterACheck(_ farm: inout Farm, run: Int64) throws {
