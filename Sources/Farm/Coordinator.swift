@@ -1263,6 +1263,13 @@ final class CoordinatorCore {
     }
 
     func watch(_ runID: Int64, from identity: Data, once: Bool = false) {
+        if runs[runID] == nil, config.resumeInterrupted, let state = try? lineage.runRecord(runID)?.state,
+           state == RunStatus.running.rawValue || state == RunStatus.interrupted.rawValue {
+            // Left by a coordinator that is gone (this one serves the folder, so none other
+            // renders on it) and not resumed as this one started (it was dying then): taken over now.
+            record("recoverInterrupted") { _ = try lineage.recoverInterrupted(only: [runID]) }
+            resumeInterrupted()
+        }
         if let run = runs[runID] {
             if !once { watchers[runID, default: []].insert(identity) }
             progress(run, force: true)
@@ -1277,7 +1284,10 @@ final class CoordinatorCore {
             send(.rejected(message: "no run \(runID) on this coordinator"), to: identity); return
         }
         let output = rec.movie.map { stored(ArtifactRef(sha256: $0.sha256, path: $0.uri, size: $0.size)) }
-        send(.ended(RunEnd(run: runID, state: rec.state, message: rec.error, output: output, outputPath: rec.outputPath, seconds: rec.seconds,
+        let unowned = rec.state == RunStatus.running.rawValue || rec.state == RunStatus.interrupted.rawValue
+        let message = unowned ? "run \(runID) is recorded \(rec.state) but no coordinator renders it (another process took it and is still there); restart coord serve on its state folder to resume it"
+            : rec.error
+        send(.ended(RunEnd(run: runID, state: rec.state, message: message, output: output, outputPath: rec.outputPath, seconds: rec.seconds,
                            notes: rec.notes)),
              to: identity)
     }

@@ -486,11 +486,22 @@ public final class LineageStore: Sendable {
     }
 
     /// Whether process `pid` on this host runs and is the one that was there at `since` (not a
-    /// later process under a reused pid).
+    /// later process under a reused pid). A process that has ended but whose parent has not
+    /// collected it yet (a zombie: a killed `coord serve` whose parent is a container's first
+    /// process that reaps late) does not run: a coordinator started on its folder then took its
+    /// runs for live and left them unresumed, each `coord wait` of them reading "running".
     static func processAlive(_ pid: Int32, since: Double?) -> Bool {
         guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+        if let state = processState(pid), state == "Z" || state == "X" { return false }
         if let since, let started = processStart(pid), started > since + 2 { return false }
         return true
+    }
+
+    /// The state letter of process `pid` (`/proc/PID/stat`, field 3: R, S, D, Z for a zombie…).
+    static func processState(_ pid: Int32) -> Character? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        return stat[stat.index(after: close)...].first { $0 != " " }
     }
 
     /// Workers recorded up or draining on this host whose process is gone — left so by a

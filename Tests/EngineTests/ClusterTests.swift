@@ -1166,6 +1166,35 @@ import ThreadlineCore
         #expect(recovered.count == 1 && recovered[0].contains("is kept and reused"), "\(recovered)")
     }
 
+    /// A run left recorded running by a coordinator that was still dying as the next one started
+    /// on the folder (so not resumed then) is taken over when someone follows it. Before, `coord
+    /// wait` read "running" with no word, counted it failed, and it stayed so until a restart.
+    @Test func aRunLeftByADyingCoordinatorIsTakenOverWhenFollowed() throws {
+        let dir = temporaryDirectory("dying-owner")
+        let pipeline = try Self.project(dir, items: 2, seconds: 1)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        let port = ep.split(separator: ":").last!
+        let db = dir + "/coord/lineage.db"
+        try #require(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60).status == 0)
+        procs.signal("coord", SIGKILL)
+        try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
+        // As the next coordinator starts, the run's owner still looks alive (here: this process).
+        let host = ProcessInfo.processInfo.hostName
+        _ = try run("sqlite3", [db, "UPDATE run SET coordinator = '\(host):\(getpid())' WHERE id = 1"], timeout: 10)
+        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord2")
+        #expect(try Self.rows(db, "SELECT state FROM run WHERE id = 1").first?["state"] == "running")
+        // Then it is gone.
+        _ = try run("sqlite3", [db, "UPDATE run SET coordinator = '\(host):999999' WHERE id = 1"], timeout: 10)
+        try procs.start("w1", workerPath, ["--connect", ep, "--store", dir + "/w1", "--id", "w1"])
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 120)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+        let said = (try? String(contentsOfFile: procs.log("coord2"), encoding: .utf8)) ?? ""
+        #expect(said.contains("resumed an interrupted run"), "\(said)")
+    }
+
     /// A second `coord serve` on a state folder that one already serves is refused, naming the
     /// first; once the first is gone (even killed), the folder can be served again. (Before, both
     /// ran, taking turns at SQLite's one writer.)
