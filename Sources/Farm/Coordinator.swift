@@ -988,6 +988,14 @@ final class CoordinatorCore {
             if let sent { observeClock(of: id, sent: sent) }
             for lease in running where !scheduler.isLive(lease) && !scheduler.isOrphan(lease) { send(.cancel(lease: lease), to: identity) }
         case .result(var r):
+            if workers[id] == nil, orphans[r.lease]?.worker == id {
+                // A render the last coordinator gave out, whose result the worker queued while
+                // no coordinator was there: it comes before the worker's hello. Not acknowledged
+                // (that would drop it) but asked again once the worker has said who it is and
+                // where it keeps its files (its upload depends on that).
+                send(.reannounce, to: identity)
+                return
+            }
             if workers[id] != nil {
                 workers[id]!.lastSeen = now
                 // Its times as the coordinator's clock has them (see `WorkerClock`).
@@ -1886,7 +1894,7 @@ final class CoordinatorCore {
     /// Whether `lease`, which `worker` runs or reports, is a render of the last coordinator's
     /// (`orphans`) let finish: it is when no attempt of this coordinator makes its output.
     func letOrphanFinish(_ lease: String, on worker: String, now: Double = Clocks.steady) -> Bool {
-        guard let o = orphans[lease], o.worker == worker else { return false }
+        guard let o = orphans[lease], o.worker == worker, workers[worker] != nil else { return false }
         if scheduler.isOrphan(lease) { return true }
         feed(.orphaned(lease: lease, key: o.key, worker: worker), now: now)
         guard scheduler.isOrphan(lease) else {
