@@ -452,6 +452,10 @@ final class RunState {
     /// Items whose segment this run rendered itself (not reused), and when its first render was
     /// sent: the ETA's rate (`RunProgress.framesRendered`, `renderingFor`).
     var renderedItems: Set<Int> = []
+    /// A resumed run's items rendered under the coordinator before: counted done while the
+    /// checks of their segments wait for a worker (a restarted coordinator with none yet read
+    /// "0/3 items" for a run with two of three rendered), until a check finds one gone.
+    var kept: Set<Int> = []
     var firstRenderSent: Double?
     /// Seconds its own finished renders took, each from when it was sent (`TimeLeft.Slots`).
     var renderSeconds = 0.0
@@ -856,6 +860,10 @@ final class CoordinatorCore {
                                                              ownerKey: ownerKey)
         let run = RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files, ranBefore: resuming?.secondsBefore ?? 0)
         run.ownerKey = try resuming == nil ? ownerKey : lineage.runOwnerKey(runID)
+        if resuming != nil {
+            let done = try lineage.succeededStages(runID: runID)
+            for u in run.units where u.kind == .render && u.stages.allSatisfy(done.contains) { if let i = u.item { run.kept.insert(i) } }
+        }
         return try start(run)
     }
 
@@ -1520,6 +1528,7 @@ final class CoordinatorCore {
             log.warning("attempt timed out: stopped on its worker", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)", "seconds": "\(took)"])
             if checkOnly {
                 u.reuseID = nil; u.reuse = nil
+                if u.kind == .render, let i = u.item { run.kept.remove(i) }
             } else {
                 // Used only if the scheduler ends the run; otherwise the stage is retried.
                 u.failure = ("\(label(run, u)): \(message), \(u.failed(on: wid, attempts: n))", nil)
@@ -1954,6 +1963,7 @@ final class CoordinatorCore {
                 // A miss (missing or altered artifact): render it for real.
                 for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .missed, started: r.startedAt, finished: r.finishedAt) } }
                 u.reuseID = nil; u.reuse = nil
+                if u.kind == .render, let i = u.item { run.kept.remove(i) }
                 feed(.cacheMiss(lease: r.lease, worker: wid))
                 return
             }
@@ -2272,7 +2282,6 @@ final class CoordinatorCore {
         progressOwed.remove(run.id)
         run.lastProgress = now
         let items = run.pipeline.items.count
-        let itemsDone = run.segments.count
         var done = 0, total = 0
         var running: [String] = []
         var failures: [String] = []
@@ -2319,10 +2328,12 @@ final class CoordinatorCore {
             default: break
             }
         }
-        var p = RunProgress(runID: run.id, items: items, itemsDone: itemsDone, stagesTotal: total, stagesDone: done,
+        // Rendered before a restart, their checks still to come (see `RunState.kept`).
+        let kept = run.kept.subtracting(run.segments.keys).subtracting(itemsLost)
+        var p = RunProgress(runID: run.id, items: items, itemsDone: run.segments.count + kept.count, stagesTotal: total, stagesDone: done,
                             running: running.count > 64 ? Array(running.prefix(64)) : running, elapsed: now - run.startedAt)
         p.framesTotal = run.frameCounts.values.reduce(0, +) - framesLost
-        p.framesDone = run.segments.keys.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
+        p.framesDone = run.segments.keys.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) } + kept.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
         // An item that will not render needs no length: the time left is the others'.
         p.framesKnown = run.frameCounts.count == items || Set(run.frameCounts.keys).union(itemsLost).count == items
         p.framesRendered = run.renderedItems.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }

@@ -653,6 +653,13 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// The stages of a run that have succeeded, by name: what a resumed run had done.
+    public func succeededStages(runID: Int64) throws -> Set<String> {
+        try read { db in
+            Set(try String.fetchAll(db, sql: "SELECT name FROM stage WHERE run_id = ? AND state = 'succeeded'", arguments: [runID]))
+        }
+    }
+
     /// The renders of a run that were in flight when its coordinator was killed (recorded lost
     /// by `recoverInterrupted`), each with the key of its output: their workers may still run
     /// them, and the coordinator that resumes the run keeps what they make.

@@ -1176,6 +1176,36 @@ import ThreadlineCore
         #expect(recovered.count == 1 && recovered[0].contains("is kept and reused"), "\(recovered)")
     }
 
+    /// A run resumed by a restarted coordinator counts the items it had rendered while their
+    /// checks wait for a worker. Before, with no worker back yet, its line read "0/3 items ·
+    /// waiting for a worker to join" for a run with two of three rendered (and a batch's total
+    /// 3/18 for 9).
+    @Test func aResumedRunCountsWhatItHadRendered() throws {
+        let dir = temporaryDirectory("resumed-count")
+        let pipeline = try Self.project(dir, items: 3, seconds: 2, size: (640, 360), output: "640x360", preset: "medium")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let port = ep.split(separator: ":").last!
+        let db = dir + "/coord/lineage.db"
+        try #require(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60).status == 0)
+        let rendered = { Int((try? Self.rows(db, "SELECT count(*) AS n FROM stage WHERE kind = 'encode' AND state = 'succeeded'"))?.first?["n"] ?? "0") ?? 0 }
+        try #require(waitUntil(timeout: 60, poll: 0.005) { rendered() >= 1 })
+        procs.signal("w1", SIGKILL)
+        procs.signal("coord", SIGKILL)
+        try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) && !(procs.process("w1")?.isRunning ?? false) })
+        let had = rendered()
+        try #require(had < 3, "the run ended before the coordinator was killed")
+        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord2")
+        let said = { (try? String(contentsOfFile: procs.log("wait"), encoding: .utf8)) ?? "" }
+        let follower = try procs.start("wait", coordPath, ["wait", "1", "--coordinator", ep])
+        #expect(waitUntil(timeout: 30) { said().contains("\(had)/3 items") && said().contains("waiting for a worker to join") }, "had \(had): \(said())")
+        #expect(!said().contains("0/3 items"), "\(said())")
+        try procs.start("w2", workerPath, ["--connect", ep, "--store", dir + "/w2", "--id", "w2"])
+        try #require(waitUntil(timeout: 120) { !follower.isRunning }, "\(said())")
+        #expect(follower.terminationStatus == 0, "\(said())")
+    }
+
     /// A run left recorded running by a coordinator that was still dying as the next one started
     /// on the folder (so not resumed then) is taken over when someone follows it. Before, `coord
     /// wait` read "running" with no word, counted it failed, and it stayed so until a restart.
