@@ -611,6 +611,13 @@ final class CoordinatorCore {
     /// Orphans whose result is in: the same result sent again (a worker sends what is not yet
     /// acknowledged each time it says hello) is dropped without a word.
     var orphansEnded: Set<String> = []
+    /// Orphans their worker has told of (running, or its result): let finish.
+    var orphansSeen: Set<String> = []
+    /// How long a resumed stage waits for word of the render the last coordinator gave out
+    /// (its worker reconnects with backoff, up to 5 s between tries), and then how long for its
+    /// result once its worker is back without it.
+    static let orphanWait = 10.0
+    static let orphanResultWait = 2.0
     var draining = false
     var drainDeadline = 0.0
     var lastLivenessCheck = 0.0
@@ -897,7 +904,13 @@ final class CoordinatorCore {
                 defer { record("planningDone") { try lineage.setPlanning(runID, false) } }
                 if let problem = Self.submissionProblem(s) { throw PipelineError(problem, at: nil) }
                 _ = try submit(s, resuming: (runID, resumed.stageIDs, resumed.secondsBefore))
-                for o in try lineage.orphanedAttempts(runID: runID) { orphans[o.lease] = o }
+                for o in try lineage.orphanedAttempts(runID: runID) {
+                    // Waited for a while: its worker may be on its way back (on a farm of several,
+                    // another that came back first would otherwise render it again).
+                    orphans[o.lease] = o
+                    feed(.orphaned(lease: o.lease, key: o.key, worker: o.worker, until: Clocks.steady + Self.orphanWait))
+                    if !scheduler.isOrphan(o.lease) { orphans[o.lease] = nil }
+                }
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
             } catch {
                 log.error("cannot resume run \(runID): \(error)")
@@ -979,8 +992,12 @@ final class CoordinatorCore {
             if let known { info.clock = known.clock }
             if let sent = h.clock { info.clock.observe(sent: sent, received: Clocks.wall) }
             workers[id] = info
-            // A render the last coordinator gave it before it was killed goes on (`orphans`).
+            // A render the last coordinator gave it before it was killed goes on (`orphans`); one
+            // it no longer runs may have ended while no coordinator was there: its result follows.
             for lease in h.running ?? [] { _ = letOrphanFinish(lease, on: id, now: now) }
+            for (lease, o) in orphans where o.worker == id && !(h.running ?? []).contains(lease) && scheduler.isOrphan(lease) {
+                feed(.orphaned(lease: lease, key: o.key, worker: id, until: now + Self.orphanResultWait), now: now)
+            }
             // What it still runs holds its slots until it reports them; leases nobody knows are cancelled.
             feed(.workerJoined(id, slots: h.slots, running: h.running ?? []), now: now)
             if h.draining == true { feed(.workerDraining(id), now: now) }
@@ -1904,12 +1921,13 @@ final class CoordinatorCore {
     /// (`orphans`) let finish: it is when no attempt of this coordinator makes its output.
     func letOrphanFinish(_ lease: String, on worker: String, now: Double = Clocks.steady) -> Bool {
         guard let o = orphans[lease], o.worker == worker, workers[worker] != nil else { return false }
-        if scheduler.isOrphan(lease) { return true }
+        if orphansSeen.contains(lease) { return true }
         feed(.orphaned(lease: lease, key: o.key, worker: worker), now: now)
         guard scheduler.isOrphan(lease) else {
             orphans[lease] = nil
             return false
         }
+        orphansSeen.insert(lease)
         log.info("a render the last coordinator gave out goes on: its output is kept for the resumed run",
                  metadata: ["run.id": "\(o.runID)", "stage.id": "\(o.stage)", "worker.id": "\(worker)"])
         record("event") {

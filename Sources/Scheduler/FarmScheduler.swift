@@ -99,10 +99,12 @@ public struct FarmScheduler: Sendable {
         /// verification failed): the run ends. The stage's own lease is not cancelled (it reported).
         case fail(StageRef)
         /// An attempt an earlier coordinator gave out (it was killed, and this one resumed the
-        /// run) still runs on `worker`, or its result just came: it is let finish, and stages
-        /// with its output key wait for it (`parked`) instead of rendering the same output again.
-        /// Refused (the lease is cancelled) when an attempt of this coordinator makes the key.
-        case orphaned(lease: String, key: String, worker: String)
+        /// run) may still run on `worker`: it is let finish, and stages with its output key wait
+        /// for it (`parked`) instead of rendering the same output again. `until`: how long to
+        /// wait for word of it (its worker is not back yet, or came back without it and its
+        /// result may follow); nil: its worker runs it or its result came. Said again to change
+        /// that. Refused (the lease is cancelled) when an attempt of this coordinator makes the key.
+        case orphaned(lease: String, key: String, worker: String, until: Double? = nil)
         /// The orphaned attempt is over: `made` when its output is stored under its key (stages
         /// waiting for it are cache hits now); otherwise they render.
         case orphanEnded(lease: String, made: Bool)
@@ -276,7 +278,7 @@ public struct FarmScheduler: Sendable {
     var queuedByKey: [String: Set<StageRef>] = [:]
     /// Attempts of an earlier coordinator let finish (`Event.orphaned`): lease → its output key
     /// and worker, and key → lease.
-    var orphans: [String: (key: String, worker: String)] = [:]
+    var orphans: [String: (key: String, worker: String, until: Double?)] = [:]
     var orphanMaking: [String: String] = [:]
     public private(set) var dispatching = true
 
@@ -397,15 +399,15 @@ public struct FarmScheduler: Sendable {
             guard let w = workers.removeValue(forKey: id) else { break }
             for lease in w.checks.union(w.running.keys).sorted() { lose(lease, worker: id, now: now, &out) }
 
-        case .orphaned(let lease, let key, let worker):
-            guard orphans[lease] == nil else { break }
+        case .orphaned(let lease, let key, let worker, let until):
+            if orphans[lease] != nil { orphans[lease]!.until = until; break }
             // Not when this coordinator gave the lease out, or an attempt of its own (or another
             // orphan) makes the key: that one's output is the stages'.
             guard leases[lease] == nil, orphanMaking[key] == nil, making[key].flatMap({ leases[$0] }) == nil else {
                 if leases[lease] == nil { out.append(.cancel(lease: lease, nil, worker: worker)) }
                 break
             }
-            orphans[lease] = (key, worker)
+            orphans[lease] = (key, worker, until)
             orphanMaking[key] = lease
 
         case .orphanEnded(let lease, let made):
@@ -505,6 +507,11 @@ public struct FarmScheduler: Sendable {
         case .tick:
             guard dispatching else { break }
             expire(now, &out)
+            // Orphans nobody has word of by now: the stages waiting for them render.
+            for (lease, o) in orphans where o.until.map({ $0 <= now }) == true {
+                orphans[lease] = nil
+                orphanMaking[o.key] = nil
+            }
             unpark(now, &out)
             release(now)
             dispatchChecks(now, &out)

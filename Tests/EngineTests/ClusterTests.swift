@@ -1176,6 +1176,39 @@ import ThreadlineCore
         #expect(recovered.count == 1 && recovered[0].contains("is kept and reused"), "\(recovered)")
     }
 
+    /// On a farm of several workers, the one that comes back first after the coordinator's
+    /// restart does not render again what another was rendering when it was killed: the resumed
+    /// stage waits for that worker (up to 10 s), which comes back with it still running.
+    @Test func aKeptRenderWaitsForItsWorkerToComeBack() throws {
+        let dir = temporaryDirectory("orphan-wait")
+        let pipeline = try Self.project(dir, items: 2, seconds: 4, size: (1280, 720), output: "1280x720", preset: "medium")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let port = ep.split(separator: ":").last!
+        let db = dir + "/coord/lineage.db"
+        try #require(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60).status == 0)
+        let rendering = "SELECT s.name FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running' AND a.slot IS NOT NULL"
+        try #require(waitUntil(timeout: 60, poll: 0.02) { ((try? Self.rows(db, rendering)) ?? []).count == 1 })
+        let stage = try #require(try Self.rows(db, rendering).first?["name"])
+        // w1 held still while the coordinator is killed and restarted and w2 joins.
+        let w1 = try #require(procs.process("w1")).processIdentifier
+        kill(w1, SIGSTOP)
+        procs.signal("coord", SIGKILL)
+        try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
+        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: "coord2")
+        try procs.start("w2", workerPath, ["--connect", ep, "--store", dir + "/w2", "--id", "w2"])
+        let said = { (try? String(contentsOfFile: procs.log("coord2"), encoding: .utf8)) ?? "" }
+        try #require(waitUntil(timeout: 20) { said().contains("worker.id=w2") && said().contains("worker joined") }, "\(said())")
+        Thread.sleep(forTimeInterval: 1.5)
+        kill(w1, SIGCONT)
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 180)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        let attempts = try Self.rows(db, "SELECT a.state, a.worker_id AS w FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.name = '\(stage)' AND s.run_id = 1 ORDER BY a.id")
+        #expect(attempts.map { $0["state"] ?? "" } == ["lost", "cached"], "w2 rendered it again: \(attempts)")
+        #expect(attempts.first?["w"] == "w1")
+    }
+
     /// A run resumed by a restarted coordinator counts the items it had rendered while their
     /// checks wait for a worker. Before, with no worker back yet, its line read "0/3 items ·
     /// waiting for a worker to join" for a run with two of three rendered (and a batch's total

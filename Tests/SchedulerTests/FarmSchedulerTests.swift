@@ -445,6 +445,40 @@ extension Array {
         #expect(farm.problems.isEmpty, "\(farm.problems)")
     }
 
+    /// At resume an orphan is waited for a while before its worker is back: another worker that
+    /// came back first does not render its stage; with no word of it by then, the stage renders.
+    @Test func anOrphanIsWaitedForUntilItsWorkerIsBack() {
+        var farm = Farm()
+        let a = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        farm.send(.orphaned(lease: "old-1", key: "same", worker: "w9", until: farm.now + 10))
+        let w = farm.join(slots: 1)
+        #expect(dispatches(farm.send(.tick)).isEmpty && farm.scheduler.parked["same"] == [StageRef(run: a, node: 0)], "waits for w9")
+        // w9 back, running it: waited for as long as it runs.
+        farm.slots["w9"] = 1
+        farm.send(.orphaned(lease: "old-1", key: "same", worker: "w9"))
+        farm.send(.workerJoined("w9", slots: 1, running: ["old-1"]))
+        farm.now += 60
+        #expect(dispatches(farm.send(.tick)).isEmpty && farm.scheduler.isOrphan("old-1"))
+
+        // No word by the deadline: rendered on the worker that is there.
+        farm = Farm()
+        let b = farm.submit([[]])
+        farm.prepareAll(key: { _ in "same" })
+        farm.send(.orphaned(lease: "old-2", key: "same", worker: "w9", until: farm.now + 10))
+        let w2 = farm.join(slots: 1)
+        #expect(dispatches(farm.send(.tick)).isEmpty)
+        farm.now += 9
+        #expect(dispatches(farm.send(.tick)).isEmpty && farm.toPrepare.isEmpty)
+        farm.now += 1
+        _ = farm.send(.tick)
+        #expect(!farm.scheduler.isOrphan("old-2") && farm.toPrepare == [StageRef(run: b, node: 0)])
+        farm.prepareAll(key: { _ in "same" })
+        #expect(dispatches(farm.send(.tick)).map(\.worker) == [w2])
+        _ = w
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
     /// An orphan is refused (cancelled) when an attempt of this coordinator already makes its
     /// key: the resumed stage went out before the orphan's worker came back.
     @Test func anOrphanWhoseKeyIsBeingMadeIsCancelled() {
