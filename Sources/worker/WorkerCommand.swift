@@ -49,7 +49,7 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Artifacts used this recently stay even over --store-max (another worker sharing the folder may be about to read them).", valueName: "seconds"))
     var storeKeepRecent: Double = 600
 
-    @Option(name: .long, help: ArgumentHelp("Keep this much free on the store's disk: when other files leave less, the store gives up its least recently used artifacts, recent or not (never one in use). Default: 1G, or 5% of the disk when that is smaller; 0: do not look.", valueName: "size"))
+    @Option(name: .long, help: ArgumentHelp("Keep this much free on the store's disk: when other files leave less, the store gives up its least recently used artifacts, recent or not (never one in use); a stage that finds the disk full makes it give up every artifact not in use at once, before the retry. Default: 1G, or 5% of the disk when that is smaller; 0: do not look.", valueName: "size"))
     var storeKeepFree: String?
 
     @Option(name: .long, help: ArgumentHelp("Seconds between looks at the store's size while work comes and goes.", visibility: .hidden))
