@@ -70,6 +70,7 @@ struct Farm {
                 if let other = outstanding.first(where: { !$0.value.checkOnly && !dead.contains($0.key) && leaseKeys[$0.key] == key }) {
                     problems.append("\(s) dispatched with key \(key) while \(other.value.stage) makes it under \(other.key)")
                 }
+                if let orphan = scheduler.orphanMaking[key] { problems.append("\(s) dispatched with key \(key) while orphan \(orphan) makes it") }
                 leaseKeys[lease] = key
             }
             outstanding[lease] = (s, w, checkOnly)
@@ -214,9 +215,12 @@ struct Farm {
     /// Random farms: runs submitted and cancelled, workers joining, draining, leaving, dying and
     /// reconnecting; results that succeed, fail, miss the cache, come back handed back or for
     /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended;
-    /// stages that share output keys; attempts that outlive their stage's time limit. Throughout: never two successes for one stage, never more
+    /// stages that share output keys; attempts that outlive their stage's time limit; renders of
+    /// an earlier coordinator let finish (orphans), waited for, confirmed, ended or forgotten.
+    /// Throughout: never two successes for one stage, never more
     /// attempts on a worker than its slots, nothing dispatched before its dependencies or to a
-    /// draining worker, never two live attempts making one key, and a stale lease never succeeds.
+    /// draining worker, never two live attempts making one key (nor one beside an orphan making
+    /// it), and a stale lease never succeeds.
     /// Then, with one healthy worker, every run ends, and a failed one only after finishing every
     /// stage that did not wait for a failed one.
     @Test func randomFarmsKeepTheirPromisesAndEveryRunEnds() async {
@@ -225,10 +229,11 @@ struct Farm {
             var farm = Farm()
             var c = 0
             func next(_ n: Int) -> Int { defer { c += 1 }; return n <= 0 ? 0 : choices[c % choices.count] % n }
+            var orphans: [String] = []
             for _ in 0..<choices.count {
                 let workers = farm.slots.keys.sorted()
                 let live = farm.outstanding.keys.sorted()
-                switch next(16) {
+                switch next(18) {
                 case 0, 1:
                     let n = 1 + next(8)
                     _ = farm.submit((0..<n).map { _ in (0..<next(3)).map { _ in next(100) } }, priority: next(4) == 0 ? 1 : 0,
@@ -289,6 +294,23 @@ struct Farm {
                     // some have time limits (attempts that outlive them are stopped and retried).
                     farm.prepareAll(check: { _ in next(3) == 0 }, key: { _ in next(2) == 0 ? "k\(next(3))" : nil },
                                     timeLimit: { _ in next(3) == 0 ? Double(1 + next(5)) : nil })
+                case 14:
+                    // A render of an earlier coordinator: waited for, or told of by its worker
+                    // (a hello listing it: it holds a slot there), or said again to confirm it.
+                    let lease = orphans.randomPick(next).flatMap { next(2) == 0 ? $0 : nil } ?? "old-\(c)"
+                    let worker = workers.randomPick(next) ?? "w-gone"
+                    farm.send(.orphaned(lease: lease, key: "k\(next(3))", worker: worker, until: next(2) == 0 ? nil : farm.now + Double(next(5))))
+                    if farm.scheduler.isOrphan(lease) && !orphans.contains(lease) { orphans.append(lease) }
+                    if next(2) == 0, let slots = farm.slots[worker] {
+                        let running = farm.outstanding.filter { $0.value.worker == worker && !farm.released.contains($0.key) }.map(\.key)
+                        farm.send(.workerJoined(worker, slots: slots, running: running + [lease]))
+                    }
+                case 15:
+                    // Its result came (and its output was stored, or not).
+                    if let lease = orphans.randomPick(next) {
+                        farm.send(.orphanEnded(lease: lease, made: next(2) == 0))
+                        orphans.removeAll { $0 == lease }
+                    }
                 default:
                     farm.now += Double(next(300)) / 100
                     farm.send(.tick)
@@ -297,7 +319,9 @@ struct Farm {
             }
             #expect(farm.problems.isEmpty, "\(farm.problems.prefix(3))")
 
-            // Liveness: one healthy worker, every attempt answered, time moving on: every run ends.
+            // Liveness: one healthy worker, every attempt answered, every orphan's result in, time
+            // moving on: every run ends.
+            for lease in orphans { farm.send(.orphanEnded(lease: lease, made: false)) }
             _ = farm.join(slots: 2)
             var rounds = 0
             while farm.ended.count < farm.deps.count && rounds < 2_000 {
