@@ -755,7 +755,8 @@ public final class LineageStore: Sendable {
     /// lost attempts, and those a draining worker handed back, in the order they were sent (a
     /// stage's second attempt otherwise had no word of why there was one).
     public static let setbacksSQL = """
-        SELECT s.name AS stage, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message
+        SELECT s.name AS stage, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message,
+               EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out') AS kept
         FROM attempt a JOIN stage s ON s.id = a.stage_id
         WHERE s.run_id = ? AND a.state IN ('\(AttemptStatus.failed.rawValue)', '\(AttemptStatus.lost.rawValue)', '\(AttemptStatus.handedBack.rawValue)')
         ORDER BY a.id

@@ -497,13 +497,34 @@ struct Status: ParsableCommand {
                                      : "resume with: coord submit \(how["pipeline_path"] ?? "PIPELINE")\(state)")
         }
         Self.stageLines(stages).forEach { print($0) }
-        for f in failures {
+        Self.setbackLines(failures).forEach { print($0) }
+    }
+}
+
+extension Status {
+    /// A run's setbacks (`LineageStore.setbacksSQL`), one a line: the stages of one attempt with
+    /// one outcome (a render's decode, transform and encode) on one line, where each had its own.
+    static func setbackLines(_ rows: [[String: String]]) -> [String] {
+        var groups: [(stages: [String], row: [String: String], kept: Bool)] = []
+        for f in rows {
+            if let last = groups.last, ["attempt_no", "worker_id", "state", "error_message"].allSatisfy({ last.row[$0] == f[$0] }) {
+                groups[groups.count - 1].stages.append(f["stage"] ?? "")
+                groups[groups.count - 1].kept = last.kept || f["kept"] == "1"
+            } else {
+                groups.append(([f["stage"] ?? ""], f, f["kept"] == "1"))
+            }
+        }
+        return groups.map { g in
+            let f = g.row, which = "\(g.stages.joined(separator: ", ")) attempt \(f["attempt_no"] ?? "?") on \(f["worker_id"] ?? "?")"
             // A hand-back is no failure: the worker was leaving, and the stage went to another.
             if f["state"] == AttemptStatus.handedBack.rawValue {
-                print("  ↩ \(f["stage"]!) attempt \(f["attempt_no"]!) on \(f["worker_id"]!): handed back by its worker, which was leaving (not a failure)")
-            } else {
-                print("  ✗ \(f["stage"]!) attempt \(f["attempt_no"]!) on \(f["worker_id"]!): \(f["state"]!) — \(f["error_message"]!)")
+                return "  ↩ \(which): handed back by its worker, which was leaving (not a failure)"
             }
+            // Nor is a render its coordinator did not live to take in, kept by the next one.
+            if f["state"] == AttemptStatus.lost.rawValue && g.kept {
+                return "  ↻ \(which): \(f["error_message"] ?? "") (not rendered again)"
+            }
+            return "  ✗ \(which): \(f["state"] ?? "?") — \(f["error_message"] ?? "")"
         }
     }
 }

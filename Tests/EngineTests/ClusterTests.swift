@@ -1174,6 +1174,11 @@ import ThreadlineCore
         #expect(renders.first?["n"] == "1", "only the other item rendered after the restart: \(renders)")
         let recovered = try Self.rows(db, "SELECT message FROM event WHERE kind = 'attempt.recovered'").compactMap { $0["message"] }
         #expect(recovered.count == 1 && recovered[0].contains("is kept and reused"), "\(recovered)")
+        // `coord status` tells it as kept, one line for the render's three stages, not as a failure.
+        let k = stage.split(separator: "/").last!
+        let status = try run(coordPath, ["status", "1", "--coordinator", ep], timeout: 30)
+        #expect(status.out.contains("  ↻ decode/\(k), transform/\(k), encode/\(k) attempt 1 on w1: coordinator stopped; worker w1 finished it after, and its output was kept for the resumed run (not rendered again)\n")
+                && !status.out.contains("✗"), "\(status.out)\(status.err)")
     }
 
     /// On a farm of several workers, the one that comes back first after the coordinator's
