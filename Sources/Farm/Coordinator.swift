@@ -1947,7 +1947,9 @@ final class CoordinatorCore {
         var made = false
         if r.error == nil, let art = r.artifact, r.segment != nil {
             record("orphanOutput") {
-                try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "segment", facts: nil, key: o.key, attemptID: o.attemptIDs.first)
+                // Each of its stages' attempts made it (what tells a kept render from a lost one).
+                let id = try lineage.recordArtifact(sha256: art.sha256, uri: art.path, size: art.size, kind: "segment", facts: nil, key: o.key, attemptID: o.attemptIDs.first)
+                for a in o.attemptIDs.dropFirst() { try lineage.linkArtifact(attemptID: a, artifactID: id, inputs: []) }
                 for a in o.attemptIDs {
                     try lineage.attemptFinished(a, state: .lost, started: r.startedAt, finished: r.finishedAt, errorClass: "retryable",
                                                 errorMessage: "coordinator stopped; worker \(wid) finished it after, and its output was kept for the resumed run",

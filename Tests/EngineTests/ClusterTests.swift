@@ -1179,6 +1179,10 @@ import ThreadlineCore
         let status = try run(coordPath, ["status", "1", "--coordinator", ep], timeout: 30)
         #expect(status.out.contains("  ↻ decode/\(k), transform/\(k), encode/\(k) attempt 1 on w1: coordinator stopped; worker w1 finished it after, and its output was kept for the resumed run (not rendered again)\n")
                 && !status.out.contains("✗"), "\(status.out)\(status.err)")
+        // Nor does the dashboard list it among the run's failures or the farm's.
+        let reader = try FarmReader(path: db)
+        let listed = try #require(try reader.run(1)).failures, recent = try reader.recentFailures()
+        #expect(listed.isEmpty && recent.isEmpty, "\(listed) \(recent)")
     }
 
     /// On a farm of several workers, the one that comes back first after the coordinator's
