@@ -1296,29 +1296,31 @@ final class CoordinatorCore {
     }
 
     func watch(_ runID: Int64, from identity: Data, once: Bool = false) {
-        if runs[runID] == nil, config.resumeInterrupted, let state = try? lineage.runRecord(runID)?.state,
-           state == RunStatus.running.rawValue || state == RunStatus.interrupted.rawValue {
-            // Left by a coordinator that is gone (this one serves the folder, so none other
-            // renders on it) and not resumed as this one started (it was dying then): taken over now.
-            record("recoverInterrupted") { _ = try lineage.recoverInterrupted(only: [runID]) }
-            resumeInterrupted()
+        var found: LineageStore.RunRecord?
+        if runs[runID] == nil {
+            do { found = try lineage.runRecord(runID) } catch {
+                log.error("cannot read run \(runID) to answer a watch: \(error)", metadata: ["run.id": "\(runID)"])
+                send(.rejected(message: "cannot read run \(runID) from the lineage database: \(error)"), to: identity); return
+            }
+            if config.resumeInterrupted, let state = found.flatMap({ RunStatus(rawValue: $0.state) }), !state.isEnd {
+                // Left by a coordinator that is gone (this one serves the folder, so none other
+                // renders on it) and not resumed as this one started (it was dying then): taken over now.
+                record("recoverInterrupted") { _ = try lineage.recoverInterrupted(only: [runID]) }
+                resumeInterrupted()
+                if runs[runID] == nil { found = (try? lineage.runRecord(runID)) ?? found }
+            }
         }
         if let run = runs[runID] {
             if !once { watchers[runID, default: []].insert(identity) }
             progress(run, force: true)
             return
         }
-        let record: LineageStore.RunRecord?
-        do { record = try lineage.runRecord(runID) } catch {
-            log.error("cannot read run \(runID) to answer a watch: \(error)", metadata: ["run.id": "\(runID)"])
-            send(.rejected(message: "cannot read run \(runID) from the lineage database: \(error)"), to: identity); return
-        }
-        guard let rec = record else {
+        guard let rec = found else {
             send(.rejected(message: "no run \(runID) on this coordinator"), to: identity); return
         }
         let output = rec.movie.map { stored(ArtifactRef(sha256: $0.sha256, path: $0.uri, size: $0.size)) }
-        let unowned = rec.state == RunStatus.running.rawValue || rec.state == RunStatus.interrupted.rawValue
-        let message = unowned ? "run \(runID) is recorded \(rec.state) but no coordinator renders it (another process took it and is still there); restart coord serve on its state folder to resume it"
+        let message = RunStatus(rawValue: rec.state)?.isEnd == false
+            ? "run \(runID) is recorded \(rec.state) but no coordinator renders it (another process took it and is still there); restart coord serve on its state folder to resume it"
             : rec.error
         send(.ended(RunEnd(run: runID, state: rec.state, message: message, output: output, outputPath: rec.outputPath, seconds: rec.seconds,
                            notes: rec.notes)),

@@ -552,6 +552,14 @@ public final class LineageStore: Sendable {
             .map { (Int64($0["id"]!)!, $0["output_path"]!, $0["coordinator"]!) }
     }
 
+    /// Why the attempts a killed coordinator left running are lost (`recoverInterrupted`): what
+    /// `orphanedAttempts` finds them by.
+    static let coordinatorStopped = "coordinator stopped"
+
+    /// An attempt `a` lost with its coordinator (killed) whose render the next one kept: it made
+    /// an output, so it is no failure (`coord status`, the dashboard).
+    static let keptRenderSQL = "(a.state = 'lost' AND EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out'))"
+
     /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
     /// as lost (`only`: just these runs). Returns how many runs were interrupted.
     @discardableResult
@@ -572,7 +580,7 @@ public final class LineageStore: Sendable {
                 try db.cachedStatement(sql: "UPDATE run SET interrupted_at = max(?, ?) WHERE id = ?")
                     .execute(arguments: [lastHeard ?? 0, row["since"] as Double? ?? 0, id])
                 try db.cachedStatement(sql: """
-                    UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = 'coordinator stopped'
+                    UPDATE attempt SET state = 'lost', finished_at = ?, error_class = 'retryable', error_message = '\(Self.coordinatorStopped)'
                     WHERE state = 'running' AND stage_id IN (SELECT id FROM stage WHERE run_id = ?)
                     """).execute(arguments: [now(), id])
                 try db.cachedStatement(sql: "UPDATE stage SET state = 'pending' WHERE run_id = ? AND state IN ('running', 'ready')").execute(arguments: [id])
@@ -667,7 +675,7 @@ public final class LineageStore: Sendable {
         let rows = try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT a.id, a.lease, a.worker_id, s.key, s.name FROM attempt a JOIN stage s ON s.id = a.stage_id
-                WHERE s.run_id = ? AND a.state = 'lost' AND a.error_message = 'coordinator stopped' AND a.slot IS NOT NULL
+                WHERE s.run_id = ? AND a.state = 'lost' AND a.error_message = '\(Self.coordinatorStopped)' AND a.slot IS NOT NULL
                 ORDER BY a.id
                 """, arguments: [runID])
         }
@@ -756,7 +764,7 @@ public final class LineageStore: Sendable {
     /// stage's second attempt otherwise had no word of why there was one).
     public static let setbacksSQL = """
         SELECT s.name AS stage, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message,
-               EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out') AS kept
+               \(keptRenderSQL) AS kept
         FROM attempt a JOIN stage s ON s.id = a.stage_id
         WHERE s.run_id = ? AND a.state IN ('\(AttemptStatus.failed.rawValue)', '\(AttemptStatus.lost.rawValue)', '\(AttemptStatus.handedBack.rawValue)')
         ORDER BY a.id

@@ -8,6 +8,8 @@ public enum RunStatus: String, Sendable, CaseIterable {
     /// The states a run ends in, as an SQL list (`'succeeded', 'failed', 'cancelled'`): an
     /// interrupted run is resumed. (Migrations spell it out: they stay as they were written.)
     static let endedSQL = [RunStatus.succeeded, .failed, .cancelled].map { "'\($0.rawValue)'" }.joined(separator: ", ")
+    /// States a run does not leave (an interrupted run is resumed).
+    public var isEnd: Bool { self == .succeeded || self == .failed || self == .cancelled }
 }
 
 public enum StageStatus: String, Sendable, CaseIterable {

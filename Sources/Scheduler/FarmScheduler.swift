@@ -411,8 +411,7 @@ public struct FarmScheduler: Sendable {
             orphanMaking[key] = lease
 
         case .orphanEnded(let lease, let made):
-            guard let o = orphans.removeValue(forKey: lease) else { break }
-            orphanMaking[o.key] = nil
+            guard let o = forget(orphan: lease) else { break }
             free(lease, on: o.worker)
             if made {
                 self.made[o.key] = preparations
@@ -508,10 +507,7 @@ public struct FarmScheduler: Sendable {
             guard dispatching else { break }
             expire(now, &out)
             // Orphans nobody has word of by now: the stages waiting for them render.
-            for (lease, o) in orphans where o.until.map({ $0 <= now }) == true {
-                orphans[lease] = nil
-                orphanMaking[o.key] = nil
-            }
+            for (lease, o) in orphans where o.until.map({ $0 <= now }) == true { forget(orphan: lease) }
             unpark(now, &out)
             release(now)
             dispatchChecks(now, &out)
@@ -811,10 +807,15 @@ public struct FarmScheduler: Sendable {
 
     /// Its worker went: its orphaned attempts with it (stages waiting for them render).
     mutating func endOrphans(of worker: String) {
-        for (lease, o) in orphans where o.worker == worker {
-            orphans[lease] = nil
-            orphanMaking[o.key] = nil
-        }
+        for (lease, o) in orphans where o.worker == worker { forget(orphan: lease) }
+    }
+
+    /// The orphan no longer makes its key: stages parked behind it are let go at the next tick.
+    @discardableResult
+    mutating func forget(orphan lease: String) -> (key: String, worker: String, until: Double?)? {
+        guard let o = orphans.removeValue(forKey: lease) else { return nil }
+        orphanMaking[o.key] = nil
+        return o
     }
 
     mutating func newLease() -> String {

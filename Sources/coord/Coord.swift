@@ -527,9 +527,7 @@ extension Status {
             return "  ✗ \(which): \(f["state"] ?? "?") — \(f["error_message"] ?? "")"
         }
     }
-}
 
-extension Status {
     /// Stages shown one a line up to this many; beyond, counted by state.
     static let stagesListed = 40
 

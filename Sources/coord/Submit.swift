@@ -46,16 +46,16 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "With --coordinator: send long clips whole. By default a trim of a clip of 16 MiB or more goes as an excerpt, its packets from the key frame before the trim to the one after (or the clip's end) copied without re-encoding (the render is the same), when the clip's excerpts come to under half of it.")
     var wholeFiles = false
 
-    @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm. (default: 0)")
+    @Option(name: .long, help: "With --coordinator: your higher runs first; runs of equal priority share workers fairly, and each submitter key's runs together get an equal share of the farm. (default: \(Defaults.priority))")
     var priority: Int?
 
     @Option(name: .long, help: "Without --coordinator: local worker processes: one per CPU this process may use (in a container, its CPU quota) unless given. (default: \(Cores.available))")
     var workers: Int?
 
-    @Option(name: .long, help: "Without --coordinator: media pipelines each local worker runs at once. (default: 1)")
+    @Option(name: .long, help: "Without --coordinator: media pipelines each local worker runs at once. (default: \(Defaults.pipelines))")
     var pipelines: Int?
 
-    @Option(name: .long, help: "Without --coordinator: codec threads per pipeline (1: identical bits on every host; 0: the codecs choose). (default: 1)")
+    @Option(name: .long, help: "Without --coordinator: codec threads per pipeline (1: identical bits on every host; 0: the codecs choose). (default: \(Defaults.threads))")
     var threads: Int?
 
     @Flag(name: .long, help: "Print the result as JSON on standard output: one object per project, one per line.")
@@ -64,9 +64,16 @@ struct Submit: ParsableCommand {
     @Flag(name: .long, help: "Without --coordinator: log the local coordinator's decisions to standard error.")
     var verbose = false
 
-    @Option(name: .long, help: ArgumentHelp("Without --coordinator: after rendering, remove from the state folder the artifacts (source copies, segments, movies) of runs older than this many days, at most every 6 hours, as `coord gc` does (0: never). The movies written to their output paths stay. (default: 14)",
+    @Option(name: .long, help: ArgumentHelp("Without --coordinator: after rendering, remove from the state folder the artifacts (source copies, segments, movies) of runs older than this many days, at most every 6 hours, as `coord gc` does (0: never). The movies written to their output paths stay. (default: \(Defaults.gcKeepDays.formatted()))",
                                             valueName: "days"))
     var gcKeepDays: Double?
+
+    /// What the options of either kind of submit are when not given (optional, so that one given
+    /// to the other kind is refused in `validate`).
+    enum Defaults {
+        static let priority = 0, pipelines = 1, threads = 1
+        static let gcKeepDays = 14.0
+    }
 
     func validate() throws {
         if let workers { guard workers >= 1 && workers <= 256 else { throw ValidationError("--workers must be between 1 and 256") } }
@@ -245,9 +252,9 @@ struct Submit: ParsableCommand {
             errorLine("error: cannot find the 'worker' executable next to coord (\(workerExe)); build it with 'swift build'")
             throw ExitCode(1)
         }
-        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateDirectory, workers: workers ?? Cores.available, pipelinesPerWorker: pipelines ?? 1,
+        var clusterConfig = LocalCluster.Configuration(stateDirectory: stateDirectory, workers: workers ?? Cores.available, pipelinesPerWorker: pipelines ?? Defaults.pipelines,
                                                        workerExecutable: exe)
-        clusterConfig.threadsPerPipeline = threads ?? 1
+        clusterConfig.threadsPerPipeline = threads ?? Defaults.threads
         let cluster = try LocalCluster(clusterConfig, logger: logger)
         try cluster.start()
         let labels = ProjectReport.labels(projects)
@@ -328,7 +335,7 @@ struct Submit: ParsableCommand {
     /// `--gc-keep-days` go, as `coord serve` collects its own (never a live or interrupted run's,
     /// never a file younger than an hour); what went is said on standard error.
     func collectGarbage(_ stateDirectory: String) {
-        let gcKeepDays = gcKeepDays ?? 14
+        let gcKeepDays = gcKeepDays ?? Defaults.gcKeepDays
         guard gcKeepDays > 0 else { return }
         let stamp = stateDirectory + "/gc.stamp"
         if let last = (try? FileManager.default.attributesOfItem(atPath: stamp))?[.modificationDate] as? Date,
@@ -394,7 +401,7 @@ struct Submit: ParsableCommand {
             }
             let id: Int64
             do {
-                id = try client.submit(sent.pipeline, priority: priority ?? 0, stand: sent.stand)
+                id = try client.submit(sent.pipeline, priority: priority ?? Defaults.priority, stand: sent.stand)
             } catch let e as ClusterClient.Failure where e.answered && projects.count > 1 {
                 // One project of a batch refused (its submitter's stage limit reached, …): the
                 // others still go, and the summary says why this one did not.

@@ -148,6 +148,26 @@ import ThreadlineCore
         return (procs, ep)
     }
 
+    /// `coord serve` started again as `name` on the port and state folder of `loopbackCluster`'s
+    /// coordinator (a restart), once it listens.
+    static func serveAgain(_ procs: ServiceProcesses, _ name: String, ep: String, dir: String) throws {
+        try procs.start(name, coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(ep.split(separator: ":").last!)", "--state", dir + "/coord"])
+        _ = try procs.endpoint(of: name)
+    }
+
+    /// A farm of one single-slot worker (w1) in the middle of the first of two long renders of a
+    /// project submitted detached: the cluster, its lineage database, and the stage under way.
+    static func farmMidRender(_ dir: String) throws -> (procs: ServiceProcesses, ep: String, db: String, stage: String) {
+        let pipeline = try project(dir, items: 2, seconds: 4, size: (1280, 720), output: "1280x720", preset: "medium")
+        let (procs, ep) = try loopbackCluster(dir, workers: 1)
+        let db = dir + "/coord/lineage.db"
+        let submitted = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60)
+        try #require(submitted.status == 0, "\(submitted.err)")
+        let rendering = "SELECT s.name FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running' AND a.slot IS NOT NULL"
+        try #require(waitUntil(timeout: 60, poll: 0.02) { ((try? rows(db, rendering)) ?? []).count == 1 })
+        return (procs, ep, db, try #require(try rows(db, rendering).first?["name"]))
+    }
+
     /// A project of 104 MB of uncompressed video (`dir/p.yaml`): about a second to go up on
     /// loopback, long enough to catch an upload half-way. Returns the file's size.
     static func bigUpload(_ dir: String) throws -> Int64 {
@@ -234,7 +254,6 @@ import ThreadlineCore
         let size = try Self.bigUpload(dir)
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 0, serveArgs: ["--drain-timeout", "1"])
         defer { procs.stopAll() }
-        let port = ep.split(separator: ":").last!
         let coordTmp = dir + "/coord/tmp"
         let arriving = { Self.largestTemporary(coordTmp) }
         /// Starts a submit and holds it once `bytes` are at the coordinator.
@@ -260,8 +279,7 @@ import ThreadlineCore
         #expect(kept >= 8 << 20, "kept \(kept) bytes")
 
         // Back: a submit sends only the rest. Held again, and the coordinator killed outright.
-        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord2")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
         let second = try submitHeldAt(kept + (8 << 20), "submit2", ["--timeout", "3"])
         procs.signal("coord2", SIGKILL)
         kill(second.processIdentifier, SIGCONT)
@@ -701,9 +719,8 @@ import ThreadlineCore
         let dir = temporaryDirectory("full-disk")
         let pipeline = try Self.project(dir, items: 6, seconds: 1)
         let small = dir + "/small"
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", small]).status == 0)
-        defer { _ = try? run("/bin/umount", ["-l", small]) }
+        try #require(try SmallDisk.mount(small, size: "256k"))
+        defer { SmallDisk.unmount(small) }
         // The store's folders exist; then the disk fills up.
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
@@ -739,15 +756,13 @@ import ThreadlineCore
         let dir = temporaryDirectory("store-fills")
         let pipeline = try Self.project(dir, items: 3, seconds: 2, size: (640, 360), output: "640x360")
         let small = dir + "/small"
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", small]).status == 0)
-        defer { _ = try? run("/bin/umount", ["-l", small]) }
+        try #require(try SmallDisk.mount(small, size: "8m"))
+        defer { SmallDisk.unmount(small) }
         // An earlier project's artifact, used by no one now, leaves less room than this project
         // needs in the store (its sources, segments and movie: about 1.2 MB).
-        var fs = statvfs()
-        try #require(statvfs(small, &fs) == 0)
+        let free = try #require(FileChecks.freeBytes(small))
         let old = dir + "/old"
-        try Data((0..<(Int(fs.f_bavail) * Int(fs.f_frsize) - 512 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 13) })
+        try Data((0..<(Int(free) - 512 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 2654435761 >> 13) })
             .write(to: URL(fileURLWithPath: old))
         let oldRef = try ArtifactStore(root: small + "/w").ingest(localFile: old)
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: oldRef.path)
@@ -775,9 +790,8 @@ import ThreadlineCore
         // Segments of about a megabyte, larger than the room left below.
         let pipeline = try Self.project(dir, items: 3, seconds: 2, size: (640, 360), output: "1280x720")
         let state = dir + "/state"
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", state]).status == 0)
-        defer { _ = try? run("/bin/umount", ["-l", state]) }
+        try #require(try SmallDisk.mount(state, size: "16m"))
+        defer { SmallDisk.unmount(state) }
         let procs = ServiceProcesses(directory: dir)
         defer { procs.stopAll() }
         try procs.start("coord", coordPath, ["serve", "--bind", "tcp://127.0.0.1:*", "--state", state])
@@ -785,9 +799,7 @@ import ThreadlineCore
         // Accepted (its sources are in), then the disk fills before any worker renders, leaving
         // room for lineage's rows but not for a segment.
         #expect(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"]).status == 0)
-        var fs = statvfs()
-        try #require(statvfs(state, &fs) == 0)
-        let room = 384 * 1024, fill = Int(fs.f_bavail) * Int(fs.f_frsize) - room
+        let room = 384 * 1024, fill = Int(try #require(FileChecks.freeBytes(state))) - room
         _ = try run("/bin/dd", ["if=/dev/zero", "of=" + state + "/fill", "bs=4096", "count=\(fill / 4096)"])
         for w in ["w1", "w2"] { try procs.start(w, workerPath, ["--connect", ep, "--store", dir + "/" + w, "--id", w]) }
         let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 120)
@@ -813,9 +825,8 @@ import ThreadlineCore
         try Generate.clip(dir + "/big.mp4", width: 1280, height: 720, seconds: 2, tone: nil)   // about 1.8 MB
         try writePipeline(dir + "/p.yaml", output: "out.mp4", size: "320x180", clips: ["video: small.mp4", "video: big.mp4"])
         let state = dir + "/state"
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", state]).status == 0)
-        defer { _ = try? run("/bin/umount", ["-l", state]) }
+        try #require(try SmallDisk.mount(state, size: "2m"))
+        defer { SmallDisk.unmount(state) }
         let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", state], timeout: 120)
         #expect(r.status == 1)
         #expect(r.err.contains("clip 2 (big.mp4)") && r.err.contains("cannot copy \(dir)/big.mp4 into the artifact store \(state): No space left on device")
@@ -859,9 +870,8 @@ import ThreadlineCore
     func aFullOutputDiskSaysSoAndTheNextSubmitRendersNothing() throws {
         let dir = temporaryDirectory("full-output")
         let small = dir + "/small"
-        try FileManager.default.createDirectory(atPath: small, withIntermediateDirectories: true)
-        try #require(try run("/bin/mount", ["-t", "tmpfs", "-o", "size=16k", "tmpfs", small]).status == 0)
-        defer { _ = try? run("/bin/umount", ["-l", small]) }
+        try #require(try SmallDisk.mount(small, size: "16k"))
+        defer { SmallDisk.unmount(small) }
         for i in 0..<2 { try Generate.clip(dir + "/c\(i).mp4", seconds: 1, tone: 300 + Double(i) * 100) }
         try writePipeline(dir + "/p.yaml", output: small + "/out.mp4", clips: ["video: c0.mp4", "video: c1.mp4"])
         let r = try run(coordPath, ["submit", dir + "/p.yaml", "--state", dir + "/state"], timeout: 120)
@@ -1105,9 +1115,7 @@ import ThreadlineCore
         #expect(Date().timeIntervalSince(t0) < 5)
         #expect(try Self.rows(db, "SELECT state FROM run WHERE id = 1").first?["state"] == "interrupted")
         // Same port, same state: the run resumes by itself; the worker reconnects.
-        let port = ep.split(separator: ":").last!
-        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord2")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
         let w = try run(coordPath, ["wait", "1", "--coordinator", ep, "--output", dir + "/out.mp4"], timeout: 300)
         #expect(w.status == 0, "\(w.err)")
         #expect(try frameMD5s(dir + "/out.mp4") == reference)
@@ -1137,17 +1145,9 @@ import ThreadlineCore
     @Test(arguments: [false, true])
     func aRenderInFlightWhenTheCoordinatorIsKilledIsKept(endsWhileNoCoordinatorIsThere: Bool) throws {
         let dir = temporaryDirectory("orphan-render")
-        let pipeline = try Self.project(dir, items: 2, seconds: 4, size: (1280, 720), output: "1280x720", preset: "medium")
-        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
-        defer { procs.stopAll() }
-        let port = ep.split(separator: ":").last!
-        let db = dir + "/coord/lineage.db"
-        let submitted = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60)
-        try #require(submitted.status == 0, "\(submitted.err)")
         // A render under way on the worker (its one slot), then the coordinator killed.
-        let rendering = "SELECT s.name FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running' AND a.slot IS NOT NULL"
-        try #require(waitUntil(timeout: 60, poll: 0.02) { ((try? Self.rows(db, rendering)) ?? []).count == 1 })
-        let stage = try #require(try Self.rows(db, rendering).first?["name"])
+        let (procs, ep, db, stage) = try Self.farmMidRender(dir)
+        defer { procs.stopAll() }
         Thread.sleep(forTimeInterval: 0.3)
         let segments = { StoreFiles.artifacts(in: dir + "/w1").count }
         let before = segments()
@@ -1157,8 +1157,7 @@ import ThreadlineCore
             try #require(waitUntil(timeout: 60) { segments() > before }, "the render did not end")
             Thread.sleep(forTimeInterval: 0.3)
         }
-        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord2")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
         let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 180)
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
         #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
@@ -1190,22 +1189,14 @@ import ThreadlineCore
     /// stage waits for that worker (up to 10 s), which comes back with it still running.
     @Test func aKeptRenderWaitsForItsWorkerToComeBack() throws {
         let dir = temporaryDirectory("orphan-wait")
-        let pipeline = try Self.project(dir, items: 2, seconds: 4, size: (1280, 720), output: "1280x720", preset: "medium")
-        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        let (procs, ep, db, stage) = try Self.farmMidRender(dir)
         defer { procs.stopAll() }
-        let port = ep.split(separator: ":").last!
-        let db = dir + "/coord/lineage.db"
-        try #require(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60).status == 0)
-        let rendering = "SELECT s.name FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running' AND a.slot IS NOT NULL"
-        try #require(waitUntil(timeout: 60, poll: 0.02) { ((try? Self.rows(db, rendering)) ?? []).count == 1 })
-        let stage = try #require(try Self.rows(db, rendering).first?["name"])
         // w1 held still while the coordinator is killed and restarted and w2 joins.
         let w1 = try #require(procs.process("w1")).processIdentifier
         kill(w1, SIGSTOP)
         procs.signal("coord", SIGKILL)
         try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
-        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord2")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
         try procs.start("w2", workerPath, ["--connect", ep, "--store", dir + "/w2", "--id", "w2"])
         let said = { (try? String(contentsOfFile: procs.log("coord2"), encoding: .utf8)) ?? "" }
         try #require(waitUntil(timeout: 20) { said().contains("worker.id=w2") && said().contains("worker joined") }, "\(said())")
@@ -1227,7 +1218,6 @@ import ThreadlineCore
         let pipeline = try Self.project(dir, items: 3, seconds: 2, size: (640, 360), output: "640x360", preset: "medium")
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
         defer { procs.stopAll() }
-        let port = ep.split(separator: ":").last!
         let db = dir + "/coord/lineage.db"
         try #require(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60).status == 0)
         let rendered = { Int((try? Self.rows(db, "SELECT count(*) AS n FROM stage WHERE kind = 'encode' AND state = 'succeeded'"))?.first?["n"] ?? "0") ?? 0 }
@@ -1237,8 +1227,7 @@ import ThreadlineCore
         try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) && !(procs.process("w1")?.isRunning ?? false) })
         let had = rendered()
         try #require(had < 3, "the run ended before the coordinator was killed")
-        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord2")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
         let said = { (try? String(contentsOfFile: procs.log("wait"), encoding: .utf8)) ?? "" }
         let follower = try procs.start("wait", coordPath, ["wait", "1", "--coordinator", ep])
         #expect(waitUntil(timeout: 30) { said().contains("\(had)/3 items") && said().contains("waiting for a worker to join") }, "had \(had): \(said())")
@@ -1256,7 +1245,6 @@ import ThreadlineCore
         let pipeline = try Self.project(dir, items: 2, seconds: 1)
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
         defer { procs.stopAll() }
-        let port = ep.split(separator: ":").last!
         let db = dir + "/coord/lineage.db"
         try #require(try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60).status == 0)
         procs.signal("coord", SIGKILL)
@@ -1264,8 +1252,7 @@ import ThreadlineCore
         // As the next coordinator starts, the run's owner still looks alive (here: this process).
         let host = ProcessInfo.processInfo.hostName
         _ = try run("sqlite3", [db, "UPDATE run SET coordinator = '\(host):\(getpid())' WHERE id = 1"], timeout: 10)
-        try procs.start("coord2", coordPath, ["serve", "--bind", "tcp://127.0.0.1:\(port)", "--state", dir + "/coord"])
-        _ = try procs.endpoint(of: "coord2")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
         #expect(try Self.rows(db, "SELECT state FROM run WHERE id = 1").first?["state"] == "running")
         // Then it is gone.
         _ = try run("sqlite3", [db, "UPDATE run SET coordinator = '\(host):999999' WHERE id = 1"], timeout: 10)

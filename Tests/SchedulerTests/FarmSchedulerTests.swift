@@ -139,6 +139,16 @@ struct Farm {
         return send(.released(lease: lease, worker: o.worker))
     }
 
+    /// A resumed run of one stage (its output key "same"), and `worker` back with `slots`, still
+    /// running `lease`, the last coordinator's render of that key: the run, and what the hello did.
+    mutating func resumedWithOrphan(_ lease: String, worker: String = "w9", slots n: Int) -> (run: Int64, joined: [Effect]) {
+        let id = submit([[]])
+        prepareAll(key: { _ in "same" })
+        slots[worker] = n
+        send(.orphaned(lease: lease, key: "same", worker: worker))
+        return (id, send(.workerJoined(worker, slots: n, running: [lease])))
+    }
+
     mutating func join(slots n: Int) -> String {
         let w = "w\(nextWorker)"; nextWorker += 1
         slots[w] = n
@@ -419,17 +429,13 @@ extension Array {
     /// stage renders.
     @Test func aRenderOfTheLastCoordinatorIsLetFinish() throws {
         var farm = Farm()
-        let a = farm.submit([[]])
-        farm.prepareAll(key: { _ in "same" })
         // The worker's hello lists the old lease; it is not cancelled, and it holds the slot.
-        farm.slots["w9"] = 2
-        farm.send(.orphaned(lease: "old-7", key: "same", worker: "w9"))
-        let joined = farm.send(.workerJoined("w9", slots: 2, running: ["old-7"]))
+        let (a, joined) = farm.resumedWithOrphan("old-7", slots: 2)
         #expect(!joined.contains(.cancel(lease: "old-7", nil, worker: "w9")), "\(joined)")
         #expect(farm.scheduler.isOrphan("old-7") && farm.scheduler.slot(of: "old-7", on: "w9") == 0)
         #expect(dispatches(farm.send(.tick)).isEmpty && farm.scheduler.parked["same"] == [StageRef(run: a, node: 0)],
                 "the resumed stage waits, a slot free")
-        // Its heartbeat still lists it: the coordinator asks `isOrphan` before cancelling.
+        // Its result comes (the slot is free), then its output is stored.
         _ = farm.send(.released(lease: "old-7", worker: "w9"))
         _ = farm.send(.orphanEnded(lease: "old-7", made: true))
         #expect(!farm.scheduler.isOrphan("old-7") && farm.scheduler.running(on: "w9").isEmpty)
@@ -437,11 +443,7 @@ extension Array {
 
         // It failed there: the stage renders.
         farm = Farm()
-        let b = farm.submit([[]])
-        farm.prepareAll(key: { _ in "same" })
-        farm.slots["w9"] = 2
-        farm.send(.orphaned(lease: "old-8", key: "same", worker: "w9"))
-        farm.send(.workerJoined("w9", slots: 2, running: ["old-8"]))
+        let b = farm.resumedWithOrphan("old-8", slots: 2).run
         #expect(dispatches(farm.send(.tick)).isEmpty)
         _ = farm.send(.released(lease: "old-8", worker: "w9"))
         _ = farm.send(.orphanEnded(lease: "old-8", made: false))
@@ -452,11 +454,7 @@ extension Array {
 
         // Its worker went: the stage renders elsewhere.
         farm = Farm()
-        let c = farm.submit([[]])
-        farm.prepareAll(key: { _ in "same" })
-        farm.slots["w9"] = 1
-        farm.send(.orphaned(lease: "old-9", key: "same", worker: "w9"))
-        farm.send(.workerJoined("w9", slots: 1, running: ["old-9"]))
+        let c = farm.resumedWithOrphan("old-9", slots: 1).run
         let w2 = farm.join(slots: 1)
         #expect(dispatches(farm.send(.tick)).isEmpty, "w2 is free, but the orphan makes the key")
         farm.lose("w9")
@@ -476,7 +474,7 @@ extension Array {
         let a = farm.submit([[]])
         farm.prepareAll(key: { _ in "same" })
         farm.send(.orphaned(lease: "old-1", key: "same", worker: "w9", until: farm.now + 10))
-        let w = farm.join(slots: 1)
+        _ = farm.join(slots: 1)   // another worker, back first
         #expect(dispatches(farm.send(.tick)).isEmpty && farm.scheduler.parked["same"] == [StageRef(run: a, node: 0)], "waits for w9")
         // w9 back, running it: waited for as long as it runs.
         farm.slots["w9"] = 1
@@ -499,7 +497,6 @@ extension Array {
         #expect(!farm.scheduler.isOrphan("old-2") && farm.toPrepare == [StageRef(run: b, node: 0)])
         farm.prepareAll(key: { _ in "same" })
         #expect(dispatches(farm.send(.tick)).map(\.worker) == [w2])
-        _ = w
         #expect(farm.problems.isEmpty, "\(farm.problems)")
     }
 

@@ -135,6 +135,15 @@ public enum SmallDisk {
         return true
     }()
     public static let note = "needs the right to mount a tmpfs (root outside a restricted container)"
+
+    /// Mounts a tmpfs of `size` ("256k", "8m") at `path`, made first; whether it worked. Unmount
+    /// it when the test ends (`unmount`).
+    public static func mount(_ path: String, size: String) throws -> Bool {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return try run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path]).status == 0
+    }
+
+    public static func unmount(_ path: String) { _ = try? run("/bin/umount", ["-l", path]) }
 }
 
 /// A command in a real terminal: a tmux server of its own, one window of `columns` × `rows`, the
