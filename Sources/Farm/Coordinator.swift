@@ -745,7 +745,8 @@ final class CoordinatorCore {
                 for (reply, result) in replies { reply(result) }
                 for (reply, result) in forgotten { reply(result) }
             }
-            heartbeat(now)
+            // (None after `stopping`: a worker takes any message for a coordinator that is back.)
+            if !stopping { heartbeat(now) }
             if now - lastWatcherTick > 1 {
                 lastWatcherTick = now
                 dropRevokedWatchers()
@@ -818,9 +819,28 @@ final class CoordinatorCore {
     }
 
     /// Graceful stop: attempts still running are cancelled and recorded as handed back; their runs
-    /// stay resumable.
+    /// stay resumable. A service's renders still under way go on instead (`keepsGoing`): recorded
+    /// lost as a killed coordinator's are, and kept by the coordinator that resumes their runs.
     func handBack() {
-        for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
+        var kept: [String: [String]] = [:]
+        for (lease, w) in scheduler.liveLeases {
+            guard let info = workers[w] else { continue }
+            if let u = keepsGoing(lease, on: w) {
+                kept[w, default: []].append(lease)
+                for a in u.attemptIDs {
+                    record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
+                                                                            errorMessage: LineageStore.coordinatorStopped) }
+                }
+            } else {
+                send(.cancel(lease: lease), to: info.identity)
+            }
+        }
+        if config.resumeInterrupted {
+            // Every worker is told, so that one stopping too leaves at once (nobody to deliver to).
+            for (id, w) in workers { send(.stopping(keep: kept[id] ?? []), to: w.identity) }
+            let n = kept.values.map(\.count).reduce(0, +)
+            if n > 0 { log.info("renders still under way go on on their workers; the coordinator that resumes their runs keeps what they make", metadata: ["renders": "\(n)"]) }
+        }
         // How it goes on: a service resumes its runs when it starts again; a run of the embedded
         // default (an interrupted `coord submit`) when its pipeline is submitted again.
         let reason = config.resumeInterrupted ? "coordinator stopped; the run resumes when a coordinator starts on this state folder"
@@ -840,6 +860,19 @@ final class CoordinatorCore {
         }
         pendingSubmissions = []
         log.info("stopped", metadata: ["runs_handed_back": "\(runs.values.filter { !$0.finished }.count)"])
+    }
+
+    /// The unit of a render that a stopping service lets go on on its worker after its drain
+    /// timeout (nil: cancel it): its output key was recorded as it went out, so the coordinator
+    /// that resumes its run keeps what it makes (`orphans`), as after a kill. Before, each such
+    /// render was cancelled and made again from the start after the restart (a long 4K render
+    /// lost at every upgrade of the coordinator). Not kept: a worker stopping too (it leaves),
+    /// cache checks, and everything but renders (short, made again).
+    func keepsGoing(_ lease: String, on worker: String) -> Unit? {
+        guard config.resumeInterrupted, !scheduler.isDraining(worker), !scheduler.isCheck(lease),
+              let s = scheduler.stage(of: lease), let run = runs[s.run], !run.finished else { return nil }
+        let u = run.units[s.node]
+        return u.kind == .render && u.key != nil && !u.attemptIDs.isEmpty ? u : nil
     }
 
     // MARK: submissions
@@ -1078,7 +1111,7 @@ final class CoordinatorCore {
             guard workers[id] != nil else { return }
             workers[id]!.lastSeen = now
             holdings.drop(shas, from: id)
-        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply, .notice:
+        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply, .notice, .stopping:
             dropped("message a coordinator does not take", ["peer": "\(id.prefix(64))"])
         }
     }
@@ -1115,7 +1148,7 @@ final class CoordinatorCore {
             guard peer.is(.worker) || mayDownload(sha256: sha, peer) else { return "not an artifact of yours" }
         case .chunk:
             break   // only chunks this coordinator asked for are taken, and each file is checked against its sha256
-        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply, .notice:
+        case .assign, .cancel, .shutdown, .ack, .reannounce, .accepted, .rejected, .progress, .ended, .statusReply, .notice, .stopping:
             break
         }
         return nil
@@ -1933,7 +1966,7 @@ final class CoordinatorCore {
         log.info("a render the last coordinator gave out goes on: its output is kept for the resumed run",
                  metadata: ["run.id": "\(o.runID)", "stage.id": "\(o.stage)", "worker.id": "\(worker)"])
         record("event") {
-            try lineage.event("attempt.orphaned", "worker \(worker) still runs \(o.stage), given out before the coordinator was killed: it finishes, and its output is kept for this run",
+            try lineage.event("attempt.orphaned", "worker \(worker) still runs \(o.stage), given out before the last coordinator stopped: it finishes, and its output is kept for this run",
                               runID: o.runID)
         }
         return true
@@ -1957,13 +1990,13 @@ final class CoordinatorCore {
                                                 errorMessage: "coordinator stopped; worker \(wid) finished it after, and its output was kept for the resumed run",
                                                 cpu: r.cpuSeconds, maxRSS: r.maxRSS)
                 }
-                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the coordinator was killed: its output \(art.sha256.prefix(12))… is kept and reused",
+                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the last coordinator stopped: its output \(art.sha256.prefix(12))… is kept and reused",
                                   runID: o.runID)
             }
             made = true
         } else {
             record("event") {
-                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the coordinator was killed, did not finish (\(r.error?.description ?? "no output")): it renders again",
+                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the last coordinator stopped, did not finish (\(r.error?.description ?? "no output")): it renders again",
                                   runID: o.runID)
             }
         }

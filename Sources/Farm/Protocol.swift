@@ -37,6 +37,10 @@ public enum WireMessage: Sendable {
     case dropped(sha256: [String])
     /// Coordinator → worker: a word for its log, about this worker (it is sidelined: why, how long).
     case notice(message: String)
+    /// Coordinator → worker: I am stopping (SIGTERM past my drain timeout). These attempts of yours
+    /// go on: deliver them to the coordinator that comes next, which keeps what they make. (What
+    /// it does not keep it cancelled first.) A worker stopping itself leaves at once.
+    case stopping(keep: [String])
 
     // Artifacts move in chunks: the receiver asks for one chunk at a time, keeping a few
     // requests in flight (credit-based flow control); each `chunk` carries its bytes in a
@@ -302,6 +306,7 @@ extension WireMessage {
             .hello(Hello(worker: "w4", host: "h", pid: 1, slots: 1, version: "0.6.0", storeID: nil, running: [], engine: "e+3",
                          incarnation: "0F1E2D3C-4B5A-4968-8776-655443322110", clock: 1_795_720_841.25)),
             .heartbeat(running: ["L4"], clock: 1_795_720_842.5),
+            .stopping(keep: ["L3"]),
         ]
     }
 }

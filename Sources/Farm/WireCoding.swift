@@ -68,6 +68,7 @@ extension WireMessage {
         case .leaving: return .leaving(.init())
         case .dropped(let shas): return .dropped(.with { $0.sha256 = shas })
         case .notice(let message): return .notice(.with { $0.text = message })
+        case .stopping(let keep): return .stopping(.with { $0.leases = keep })
         case .pull(let sha, let offset, let length):
             return .pull(.with { $0.sha256 = sha; $0.offset = offset; $0.length = Int64(length) })
         case .chunk(let c):
@@ -341,6 +342,7 @@ extension WireMessage {
             guard a.sha256.count <= WireMessage.droppedPerMessage else { throw FrameError.malformed("\(a.sha256.count) dropped artifacts in one message") }
             self = .dropped(sha256: a.sha256)
         case .notice(let t): self = .notice(message: t.text)
+        case .stopping(let l): self = .stopping(keep: l.leases)
         case .pull(let p):
             guard let length = Int(exactly: p.length) else { throw FrameError.malformed("pull length \(p.length)") }
             self = .pull(sha256: p.sha256, offset: p.offset, length: length)

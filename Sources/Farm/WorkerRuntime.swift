@@ -149,6 +149,9 @@ public final class WorkerRuntime: Sendable {
         var lastSent = Clocks.steady
         var lastHeard = lastSent
         var coordinatorLost = false
+        /// The coordinator said it stopped (`stopping`) and none has answered since: a drain has
+        /// nobody to deliver to and leaves at once.
+        var coordinatorStopped = false
         /// Whether the coordinator ever answered: one that never did is not "lost" but unreachable,
         /// or refusing this worker's key (CURVE refusals are silent on the wire).
         var heardFromCoordinator = false
@@ -294,6 +297,15 @@ public final class WorkerRuntime: Sendable {
                         send(.handBack(lease: p.assignment.lease))
                     }
                 }
+                if coordinatorStopped {
+                    // Stopped together (`docker compose down`): what runs here could reach no
+                    // coordinator, and the next one resumes its runs without it.
+                    logger.info("the coordinator stopped too: leaving without finishing; their runs resume when it starts again",
+                                metadata: ["attempts": "\(running.count)"])
+                    for lease in running { cancelled.withLock { _ = $0.insert(lease) } }
+                    running.removeAll()
+                    break
+                }
                 if now >= deadline && !running.isEmpty {
                     logger.warning("drain timeout: handing back unfinished attempts", metadata: ["attempts": "\(running.count)"])
                     for lease in running {
@@ -317,6 +329,7 @@ public final class WorkerRuntime: Sendable {
             let waiting = try socket.wait(timeoutMs: 50, wakeup: wakeup)
             if waiting, let frames = try socket.receive() {
                 lastHeard = Clocks.steady
+                coordinatorStopped = false
                 if coordinatorLost {
                     coordinatorLost = false
                     if refused == nil { logger.info(heardFromCoordinator ? "coordinator is back" : "the coordinator answered") }
@@ -372,6 +385,21 @@ public final class WorkerRuntime: Sendable {
                     stop()
                 case .notice(let message):
                     logger.warning("the coordinator: \(message)")
+                case .stopping(let keep):
+                    // Its renders here go on, their results kept for the coordinator that comes
+                    // next (its first answer is met with a hello, as after a lost coordinator).
+                    // One whose inputs were still coming from it cannot start: dropped, and the
+                    // next coordinator makes it again.
+                    coordinatorStopped = true
+                    coordinatorLost = true
+                    for (lease, _) in preparing {
+                        preparing[lease] = nil
+                        running.remove(lease)
+                        cancelled.withLock { _ = $0.insert(lease) }
+                    }
+                    let going = running.intersection(keep)
+                    logger.info("the coordinator is stopping; renders under way here go on and are delivered to the coordinator that comes next",
+                                metadata: ["renders": "\(going.count)"])
                 case .rejected(let why):
                     let now = Clocks.steady
                     if refused?.why != why || now - refused!.loggedAt > 600 {

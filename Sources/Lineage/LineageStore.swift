@@ -552,11 +552,11 @@ public final class LineageStore: Sendable {
             .map { (Int64($0["id"]!)!, $0["output_path"]!, $0["coordinator"]!) }
     }
 
-    /// Why the attempts a killed coordinator left running are lost (`recoverInterrupted`): what
-    /// `orphanedAttempts` finds them by.
-    static let coordinatorStopped = "coordinator stopped"
+    /// Why the attempts a killed coordinator left running are lost (`recoverInterrupted`), and the
+    /// renders a stopping one let go on: what `orphanedAttempts` finds them by.
+    public static let coordinatorStopped = "coordinator stopped"
 
-    /// An attempt `a` lost with its coordinator (killed) whose render the next one kept: it made
+    /// An attempt `a` lost with its coordinator (killed or stopped) whose render the next one kept: it made
     /// an output, so it is no failure (`coord status`, the dashboard).
     static let keptRenderSQL = "(a.state = 'lost' AND EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out'))"
 
@@ -669,7 +669,7 @@ public final class LineageStore: Sendable {
     }
 
     /// The renders of a run that were in flight when its coordinator was killed (recorded lost
-    /// by `recoverInterrupted`), each with the key of its output: their workers may still run
+    /// by `recoverInterrupted`) or stopped past its drain timeout, each with the key of its output: their workers may still run
     /// them, and the coordinator that resumes the run keeps what they make.
     public func orphanedAttempts(runID: Int64) throws -> [OrphanedAttempt] {
         let rows = try read { db in

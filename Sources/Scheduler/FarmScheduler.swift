@@ -310,6 +310,8 @@ public struct FarmScheduler: Sendable {
     /// The stage a current lease runs.
     public func stage(of lease: String) -> StageRef? { leases[lease]?.stage }
     public func holder(of lease: String) -> String? { leases[lease]?.worker }
+    /// Whether a current lease is a cache check (no slot, no render).
+    public func isCheck(_ lease: String) -> Bool { leases[lease]?.checkOnly ?? false }
     public func phase(_ s: StageRef) -> Phase { runs[s.run].map { $0.nodes.indices.contains(s.node) ? $0.nodes[s.node].phase : .ended } ?? .ended }
     /// Every node's phase in one run, by node (empty when the run has ended): one lookup for a
     /// progress report instead of one per node.

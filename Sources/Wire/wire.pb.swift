@@ -352,6 +352,15 @@ public nonisolated struct Threadline_Wire_Envelope: @unchecked Sendable {
     set {_uniqueStorage()._message = .notice(newValue)}
   }
 
+  /// coordinator → worker: stopping; these attempts go on, delivered to the next coordinator
+  public var stopping: Threadline_Wire_Leases {
+    get {
+      if case .stopping(let v)? = _storage._message {return v}
+      return Threadline_Wire_Leases()
+    }
+    set {_uniqueStorage()._message = .stopping(newValue)}
+  }
+
   /// Always Frame.endMark, and serialized last (the highest number): a frame cut short is refused
   /// rather than read as a shorter message, which protobuf alone would allow.
   public var end: UInt32 {
@@ -402,6 +411,8 @@ public nonisolated struct Threadline_Wire_Envelope: @unchecked Sendable {
     case dropped(Threadline_Wire_Artifacts)
     /// coordinator → worker: something its operator should read in its log
     case notice(Threadline_Wire_Text)
+    /// coordinator → worker: stopping; these attempts go on, delivered to the next coordinator
+    case stopping(Threadline_Wire_Leases)
 
   }
 
@@ -1448,7 +1459,7 @@ nonisolated extension Threadline_Wire_ErrorClass: SwiftProtobuf._ProtoNameProvid
 
 nonisolated extension Threadline_Wire_Envelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{2}\u{9}hello\0\u{1}heartbeat\0\u{1}assign\0\u{1}result\0\u{1}cancel\0\u{1}shutdown\0\u{1}ack\0\u{1}reannounce\0\u{1}draining\0\u{3}hand_back\0\u{1}leaving\0\u{1}pull\0\u{1}chunk\0\u{1}submit\0\u{1}accepted\0\u{1}rejected\0\u{1}watch\0\u{1}progress\0\u{1}ended\0\u{3}cancel_run\0\u{1}status\0\u{3}status_reply\0\u{1}dropped\0\u{1}notice\0\u{2}B\u{1}end\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{2}\u{9}hello\0\u{1}heartbeat\0\u{1}assign\0\u{1}result\0\u{1}cancel\0\u{1}shutdown\0\u{1}ack\0\u{1}reannounce\0\u{1}draining\0\u{3}hand_back\0\u{1}leaving\0\u{1}pull\0\u{1}chunk\0\u{1}submit\0\u{1}accepted\0\u{1}rejected\0\u{1}watch\0\u{1}progress\0\u{1}ended\0\u{3}cancel_run\0\u{1}status\0\u{3}status_reply\0\u{1}dropped\0\u{1}notice\0\u{1}stopping\0\u{2}A\u{1}end\0")
 
   fileprivate class _StorageClass {
     var _version: UInt32 = 0
@@ -1798,6 +1809,19 @@ nonisolated extension Threadline_Wire_Envelope: SwiftProtobuf.Message, SwiftProt
             _storage._message = .notice(v)
           }
         }()
+        case 34: try {
+          var v: Threadline_Wire_Leases?
+          var hadOneofValue = false
+          if let current = _storage._message {
+            hadOneofValue = true
+            if case .stopping(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._message = .stopping(v)
+          }
+        }()
         case 99: try { try decoder.decodeSingularFixed32Field(value: &_storage._end) }()
         default: break
         }
@@ -1910,6 +1934,10 @@ nonisolated extension Threadline_Wire_Envelope: SwiftProtobuf.Message, SwiftProt
       case .notice?: try {
         guard case .notice(let v)? = _storage._message else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 33)
+      }()
+      case .stopping?: try {
+        guard case .stopping(let v)? = _storage._message else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 34)
       }()
       case nil: break
       }

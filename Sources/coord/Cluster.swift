@@ -157,7 +157,8 @@ struct Serve: AsyncParsableCommand {
 
         Without CURVE keys it binds only to loopback unless --insecure is given. On SIGTERM, \
         SIGINT or SIGHUP (its terminal closed) it stops taking work, lets in-flight stages finish (--drain-timeout), hands back the \
-        rest and exits; runs left unfinished resume when it starts again on the same --state.
+        rest and exits; runs left unfinished resume when it starts again on the same --state. Renders still under way at the \
+        drain timeout go on on their workers, and the coordinator started again keeps what they make.
         """)
 
     @Option(name: .long, help: "Endpoint to listen on, e.g. tcp://0.0.0.0:7400.") var bind: String = "tcp://127.0.0.1:7400"
@@ -184,7 +185,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Attempts per stage for retryable failures.") var retryAttempts: Int = 3
     @Option(name: .long, help: ArgumentHelp("A stage whose attempts lost this many workers (killed or silent) is poison: its run fails instead of taking down more workers.",
                                             valueName: "N")) var poisonAfter: Int = 3
-    @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back.") var drainTimeout: Double = 10
+    @Option(name: .long, help: "Seconds in-flight stages may finish after SIGTERM before they are handed back (renders still under way go on on their workers, for the coordinator started again to keep).") var drainTimeout: Double = 10
     @Option(name: .long, help: ArgumentHelp("An attempt that runs this many seconds without finishing (a stage hung on its worker) is stopped there and tried again on another worker; its run fails once the stage's attempts are spent. Stages that should take long get 20 times their estimate (a render's frames, a fetch's bytes at 20 MB/s) when that is more. 0: no limit.",
                                             valueName: "seconds")) var stageTimeout: Double = 1800
     @Option(name: .long, help: ArgumentHelp("The most stages a submitter key's unfinished runs may hold at once (about 1.5 KB of coordinator memory each); its further submissions are refused, saying why, until some end. Admins are not limited; 0: no limit.",

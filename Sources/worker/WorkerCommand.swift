@@ -23,12 +23,13 @@ struct WorkerCommand: AsyncParsableCommand {
 
         The worker keeps its own artifact store (--store) and pulls the inputs it lacks from the \
         coordinator; when --store is a folder shared with the coordinator, nothing is copied. \
-        After losing the coordinator it keeps running its stages and reconnects with backoff.
+        After losing the coordinator (or when it stops, asking its renders to go on) it keeps \
+        running its stages, reconnects with backoff and delivers them to the coordinator that comes next.
 
         On SIGTERM or SIGINT (what Compose, Kubernetes and systemd send on scale-in or stop), or \
         SIGHUP (the terminal or SSH session it was started from closed), it drains: it takes no more work, lets the stages in flight finish and delivers their results \
         (within --drain-timeout), hands back any that cannot finish so they are queued again at \
-        once, and exits 0.
+        once, and exits 0. When its coordinator stopped too (and none has come back), it leaves at once.
         """)
 
     @Option(name: .long, help: "The coordinator's endpoint, e.g. tcp://127.0.0.1:7400.")

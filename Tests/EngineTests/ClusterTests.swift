@@ -157,9 +157,9 @@ import ThreadlineCore
 
     /// A farm of one single-slot worker (w1) in the middle of the first of two long renders of a
     /// project submitted detached: the cluster, its lineage database, and the stage under way.
-    static func farmMidRender(_ dir: String) throws -> (procs: ServiceProcesses, ep: String, db: String, stage: String) {
+    static func farmMidRender(_ dir: String, serveArgs: [String] = []) throws -> (procs: ServiceProcesses, ep: String, db: String, stage: String) {
         let pipeline = try project(dir, items: 2, seconds: 4, size: (1280, 720), output: "1280x720", preset: "medium")
-        let (procs, ep) = try loopbackCluster(dir, workers: 1)
+        let (procs, ep) = try loopbackCluster(dir, workers: 1, serveArgs: serveArgs)
         let db = dir + "/coord/lineage.db"
         let submitted = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60)
         try #require(submitted.status == 0, "\(submitted.err)")
@@ -1146,7 +1146,7 @@ import ThreadlineCore
     func aRenderInFlightWhenTheCoordinatorIsKilledIsKept(endsWhileNoCoordinatorIsThere: Bool) throws {
         let dir = temporaryDirectory("orphan-render")
         // A render under way on the worker (its one slot), then the coordinator killed.
-        let (procs, ep, db, stage) = try Self.farmMidRender(dir)
+        let (procs, ep, _, stage) = try Self.farmMidRender(dir)
         defer { procs.stopAll() }
         Thread.sleep(forTimeInterval: 0.3)
         let segments = { StoreFiles.artifacts(in: dir + "/w1").count }
@@ -1158,6 +1158,13 @@ import ThreadlineCore
             Thread.sleep(forTimeInterval: 0.3)
         }
         try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        try Self.expectRenderKept(dir: dir, ep: ep, stage: stage)
+    }
+
+    /// The run of `farmMidRender` resumed by a coordinator started again: it ends, and the render
+    /// under way when the first one stopped was made once, its output kept and told so.
+    static func expectRenderKept(dir: String, ep: String, stage: String) throws {
+        let db = dir + "/coord/lineage.db"
         let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 180)
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
         #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
@@ -1182,6 +1189,27 @@ import ThreadlineCore
         let reader = try FarmReader(path: db)
         let listed = try #require(try reader.run(1)).failures, recent = try reader.recentFailures()
         #expect(listed.isEmpty && recent.isEmpty, "\(listed) \(recent)")
+    }
+
+    /// `coord serve` stopped gracefully (SIGTERM: an upgrade, a restart by systemd) while a render
+    /// outlives its --drain-timeout: the render goes on on its worker, which delivers it to the
+    /// coordinator started again; the resumed run keeps it. Before, the render was cancelled at
+    /// the drain timeout and made again from the start (a long render lost at every restart).
+    @Test func aRenderOutlivingAGracefulStopIsKept() throws {
+        let dir = temporaryDirectory("orphan-graceful")
+        let (procs, ep, _, stage) = try Self.farmMidRender(dir, serveArgs: ["--drain-timeout", "0"])
+        defer { procs.stopAll() }
+        let coord = try #require(procs.process("coord"))
+        procs.signal("coord", SIGTERM)
+        try #require(waitUntil(timeout: 20) { !coord.isRunning }, "the coordinator did not stop")
+        #expect(coord.terminationStatus == 0)
+        let said = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(said.contains("renders still under way go on on their workers"), "\(said)")
+        let w1 = { (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 5) { w1().contains("renders under way here go on") && w1().contains("renders=1") }, "\(w1())")
+        Thread.sleep(forTimeInterval: 0.5)
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        try Self.expectRenderKept(dir: dir, ep: ep, stage: stage)
     }
 
     /// On a farm of several workers, the one that comes back first after the coordinator's

@@ -146,17 +146,21 @@ import TestSupport
     }
 
     /// The whole farm stopped at once (`docker compose down`, a host shutting down): the
-    /// coordinator hands back what runs and cancels it on the workers; a draining worker then has
-    /// nothing to deliver and leaves with it. Before, it waited its whole --drain-timeout (60 s)
-    /// for the acknowledgement of a cancelled attempt's result, and the stop took a minute.
-    @Test func aWorkerStoppedWithItsCoordinatorLeavesWithIt() throws {
+    /// coordinator hands back what runs; a draining worker then has nothing to deliver and leaves
+    /// with it. Before, it waited its whole --drain-timeout (60 s) for the acknowledgement of a
+    /// cancelled attempt's result, and the stop took a minute. Or the worker is stopped a moment
+    /// after the coordinator, whose renders it was told to go on with (`stopping`): it leaves at
+    /// once too, the coordinator being gone.
+    @Test(arguments: [0.0, 1.0])
+    func aWorkerStoppedWithItsCoordinatorLeavesWithIt(after: Double) throws {
         let dir = temporaryDirectory("drain-together")
         let (procs, submit, busy) = try Self.renderUntilW1IsBusy(dir, serveArgs: ["--drain-timeout", "0"])
         defer { procs.stopAll() }
         #expect(!busy.isEmpty, "w1 never started a render")
         let coord = try #require(procs.process("coord")), w1 = try #require(procs.process("w1"))
-        let t0 = Date()
         kill(coord.processIdentifier, SIGTERM)
+        if after > 0 { coord.waitUntilExit(); Thread.sleep(forTimeInterval: after) }
+        let t0 = Date()
         kill(w1.processIdentifier, SIGTERM)
         coord.waitUntilExit()
         // (Required: a process still running has no exit status to read, and reading one ends the test process.)
