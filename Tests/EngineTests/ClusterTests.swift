@@ -1189,6 +1189,9 @@ import ThreadlineCore
         let reader = try FarmReader(path: db)
         let listed = try #require(try reader.run(1)).failures, recent = try reader.recentFailures()
         #expect(listed.isEmpty && recent.isEmpty, "\(listed) \(recent)")
+        // Its chart draws the render's bar as kept, not as lost: its three stages' attempts, and no other.
+        let kept = try reader.attempts(run: 1).filter(\.kept)
+        #expect(kept.map(\.stage).sorted() == ["decode/\(k)", "encode/\(k)", "transform/\(k)"] && kept.allSatisfy { $0.state == "lost" }, "\(kept)")
     }
 
     /// `coord serve` stopped gracefully (SIGTERM: an upgrade, a restart by systemd) while a render
