@@ -88,7 +88,7 @@ public struct MediaTaskRunner: TaskRunner {
                 do {
                     // Encoded audio chunks beside the store's artifacts: an edit to a later item
                     // re-encodes the movie's audio from that item on, not from the start.
-                    _ = try Concat.run(inputs, profile: profile, to: tmp, audioCache: store.root + "/audio-chunks", isCancelled: isCancelled)
+                    _ = try Concat.run(inputs, profile: profile, to: tmp, audioCache: store.root + "/" + StoreFiles.audioChunks, isCancelled: isCancelled)
                     result.artifact = try store.adopt(tmp)
                 } catch {
                     try? FileManager.default.removeItem(atPath: tmp); throw error

@@ -222,7 +222,7 @@ public struct ArtifactStore: Sendable {
         public var removedBytes: Int64 = 0
         /// The artifacts removed, by sha256 (the coordinator is told: it places work by them).
         public var removedSHA256: [String] = []
-        /// The artifacts' bytes left in the store.
+        /// The artifacts' bytes left in the store (with its audio chunks').
         public var bytes: Int64 = 0
         /// Of those, what could not go: in use, used within the grace period, or not removable.
         public var heldBytes: Int64 = 0
@@ -232,7 +232,8 @@ public struct ArtifactStore: Sendable {
     }
 
     /// Keeps the store's artifacts within `maxBytes`, removing the least recently used first (a
-    /// use renews a file's time: `touch`). Never removes a file named in `keep` (what attempts in
+    /// use renews a file's time: `touch`). The concat's audio chunks count and go alike (before,
+    /// up to 4,096 of them, about 0.7 GB, sat beside a store kept to its --store-max). Never removes a file named in `keep` (what attempts in
     /// flight read or have not yet delivered) nor one used in the last `grace` seconds (another
     /// worker sharing this folder may be about to open it). Every artifact is a copy of what the
     /// coordinator holds, so a removed one is pulled again when next needed.
@@ -243,7 +244,9 @@ public struct ArtifactStore: Sendable {
     /// flight since then may have just written its output, not yet named in `keep`).
     public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, freeing: Int64 = 0, keepSince: Date? = nil,
                      now: Date = Date()) -> TrimReport {
-        let files = StoreFiles.artifacts(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now) } }
+        let artifacts = StoreFiles.artifacts(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now, chunk: false) } }
+        let chunks = StoreFiles.audioChunks(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now, chunk: true) } }
+        let files = artifacts + chunks
         var report = TrimReport()
         // What a killed writer left half-written goes whatever the size (an hour untouched at least:
         // a live one touches its file all the time).
@@ -252,7 +255,7 @@ public struct ArtifactStore: Sendable {
         let target = min(maxBytes, report.bytes - max(0, freeing))
         guard report.bytes > target else { return report }
         for f in files.sorted(by: { $0.used < $1.used }) where report.bytes > target {
-            if keep.contains(f.sha) || keepSince.map({ f.used >= $0 }) == true || (freeing <= 0 && now.timeIntervalSince(f.used) < grace) {
+            if (!f.chunk && keep.contains(f.sha)) || keepSince.map({ f.used >= $0 }) == true || (freeing <= 0 && now.timeIntervalSince(f.used) < grace) {
                 report.heldBytes += f.size
                 continue
             }
@@ -263,7 +266,7 @@ public struct ArtifactStore: Sendable {
             }
             report.removed += 1
             report.removedBytes += f.size
-            report.removedSHA256.append(f.sha)
+            if !f.chunk { report.removedSHA256.append(f.sha) }
             report.bytes -= f.size
         }
         return report

@@ -360,4 +360,19 @@ public enum StoreFiles {
         }
         return files
     }
+
+    /// Where in a store a concat keeps the movie audio it encoded, by chunk (see `AudioChunks`):
+    /// a cache like the artifacts, counted and trimmed with them.
+    public static let audioChunks = "audio-chunks"
+
+    /// The audio chunks kept in a store (their `sha256` is the chunk's key, not the content's;
+    /// files being written are left out).
+    public static func audioChunks(in root: String) -> [File] {
+        let fm = FileManager.default
+        let base = root + "/" + audioChunks
+        return ((try? fm.contentsOfDirectory(atPath: base)) ?? []).filter { !$0.contains(".tmp-") }.map { name in
+            let attrs = try? fm.attributesOfItem(atPath: base + "/" + name)
+            return File(path: base + "/" + name, sha256: name, size: (attrs?[.size] as? NSNumber)?.int64Value, modified: attrs?[.modificationDate] as? Date)
+        }
+    }
 }

@@ -44,7 +44,7 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Artifact store folder (default: $XDG_DATA_HOME/threadline-worker).")
     var store: String?
 
-    @Option(name: .long, help: ArgumentHelp("Keep the store's artifacts within this size, removing the least recently used (they are copies of the coordinator's, pulled again when needed): bytes, or with K, M, G or T (1024-based); 0: no limit. Default: 20G, or half the store's disk when that is smaller. A store that is a coordinator's state folder is never trimmed (coord gc tidies it).", valueName: "size"))
+    @Option(name: .long, help: ArgumentHelp("Keep the store's artifacts (and the concat's kept audio chunks) within this size, removing the least recently used (they are copies of the coordinator's, pulled again when needed): bytes, or with K, M, G or T (1024-based); 0: no limit. Default: 20G, or half the store's disk when that is smaller. A store that is a coordinator's state folder is never trimmed (coord gc tidies it).", valueName: "size"))
     var storeMax: String?
 
     @Option(name: .long, help: ArgumentHelp("Artifacts used this recently stay even over --store-max (another worker sharing the folder may be about to read them).", valueName: "seconds"))

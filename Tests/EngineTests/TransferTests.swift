@@ -357,6 +357,36 @@ import Engine
         #expect(StaleTemporaries.remove(in: store.root + "/tmp", untouchedFor: 60, now: now.addingTimeInterval(80_000)).removed == 1)
     }
 
+    /// The audio chunks a concat keeps in the store (`AudioChunks`) count in its limit and go by
+    /// the same rule, the least recently used first, as artifacts do; the coordinator is told of
+    /// artifacts only. Before, they were left out: up to 4,096 chunks beside a store at its limit.
+    @Test func aBoundedStoreCountsItsAudioChunks() throws {
+        let dir = temporaryDirectory("store-trim-chunks")
+        let store = try ArtifactStore(root: dir + "/store")
+        let now = Date()
+        let chunks = store.root + "/" + StoreFiles.audioChunks
+        try FileManager.default.createDirectory(atPath: chunks, withIntermediateDirectories: true)
+        var refs: [ArtifactRef] = []
+        // Oldest to newest: artifact 0, chunk a, artifact 1, chunk b (a chunk being written beside them).
+        for (k, (name, age)) in [("f0", 400.0), ("a", 300), ("f1", 200), ("b", 100)].enumerated() {
+            if name.hasPrefix("f") {
+                try Data(repeating: UInt8(k), count: 1000).write(to: URL(fileURLWithPath: dir + "/" + name))
+                let ref = try store.ingest(localFile: dir + "/" + name)
+                try FileManager.default.setAttributes([.modificationDate: now.addingTimeInterval(-age)], ofItemAtPath: ref.path)
+                refs.append(ref)
+            } else {
+                try Data(count: 1000).write(to: URL(fileURLWithPath: chunks + "/" + name))
+                try FileManager.default.setAttributes([.modificationDate: now.addingTimeInterval(-age)], ofItemAtPath: chunks + "/" + name)
+            }
+        }
+        try Data(count: 500).write(to: URL(fileURLWithPath: chunks + "/c.tmp-1A2B3C4D"))
+        #expect(store.trim(toBytes: 4000, keep: [], grace: 60, now: now).bytes == 4000)
+        let t = store.trim(toBytes: 2000, keep: [], grace: 60, now: now)
+        #expect(t.removed == 2 && t.bytes == 2000 && t.removedSHA256 == [refs[0].sha256], "\(t)")
+        #expect(!store.isPresent(refs[0]) && store.isPresent(refs[1]))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: chunks).sorted() == ["b", "c.tmp-1A2B3C4D"])
+    }
+
     /// A store named by a relative path (`worker --store ./store`) hands out absolute paths: an
     /// artifact's path that does not start with "/" was taken for a URL, and every fetch failed
     /// with "only http(s) URLs can be fetched".
