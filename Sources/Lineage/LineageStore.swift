@@ -558,7 +558,7 @@ public final class LineageStore: Sendable {
 
     /// An attempt `a` lost with its coordinator (killed or stopped) whose render the next one kept: it made
     /// an output, so it is no failure (`coord status`, the dashboard).
-    static let keptRenderSQL = "(a.state = 'lost' AND EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out'))"
+    public static let keptRenderSQL = "(a.state = 'lost' AND EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out'))"
 
     /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
     /// as lost (`only`: just these runs). Returns how many runs were interrupted.
