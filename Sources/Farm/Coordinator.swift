@@ -1534,7 +1534,10 @@ final class CoordinatorCore {
             let reason = lostReason[wid] ?? "lost"
             for a in run.units[s.node].attemptIDs {
                 record("attemptFinished") {
-                    if checkOnly { try lineage.attemptFinished(a, state: .lost, started: nil, finished: nil) } else {
+                    if checkOnly {
+                        try lineage.attemptFinished(a, state: .lost, started: nil, finished: nil, errorClass: "retryable",
+                                                    errorMessage: "worker \(wid) lost: \(reason), while checking a cached output (checked again elsewhere)")
+                    } else {
                         try lineage.attemptFinished(a, state: .lost, started: nil, finished: nil, errorClass: "retryable", errorMessage: "worker \(wid) lost: \(reason)")
                     }
                 }

@@ -325,7 +325,7 @@ public struct FarmReader: Sendable {
                     UNION ALL
                     SELECT a.id, s.item_idx, s.name, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message, a.finished_at, i.source_uri, 1
                     FROM stage s JOIN attempt a ON a.stage_id = s.id LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
-                    WHERE s.run_id = ? AND a.state IN ('failed', 'lost') AND NOT \(LineageStore.keptRenderSQL)
+                    WHERE s.run_id = ? AND a.state IN ('failed', 'lost') AND NOT \(LineageStore.noFailureSQL)
                 ) ORDER BY refused_first, id DESC LIMIT 200
                 """, arguments: [id, id]).map { r -> Failure in
                 let item: Int? = r["item_idx"]
@@ -482,7 +482,7 @@ public struct FarmReader: Sendable {
                 SELECT a.id, s.run_id, s.item_idx, s.name, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message, a.finished_at,
                        i.source_uri, i.params_json
                 FROM attempt a JOIN stage s ON s.id = a.stage_id LEFT JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
-                WHERE a.state IN ('failed', 'lost') AND NOT \(LineageStore.keptRenderSQL) ORDER BY a.id DESC LIMIT ?
+                WHERE a.state IN ('failed', 'lost') AND NOT \(LineageStore.noFailureSQL) ORDER BY a.id DESC LIMIT ?
                 """, arguments: [limit]).map { r in
                 Failure(attemptId: r["id"], item: r["item_idx"], stage: "run \(r["run_id"] as Int64): \(r["name"] as String)", attemptNo: r["attempt_no"],
                         worker: r["worker_id"], state: r["state"], errorClass: r["error_class"], error: r["error_message"], file: r["source_uri"],

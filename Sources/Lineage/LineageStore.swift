@@ -560,6 +560,14 @@ public final class LineageStore: Sendable {
     /// an output, so it is no failure (`coord status`, the dashboard).
     public static let keptRenderSQL = "(a.state = 'lost' AND EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out'))"
 
+    /// An attempt `a` that was a cache check (it takes no slot) lost with its worker or its
+    /// coordinator: checked again elsewhere in milliseconds, it set nothing back. (The dashboard
+    /// listed one as three failures of a render with no error, `coord status` as a ✗ line.)
+    public static let lostCheckSQL = "(a.state = 'lost' AND a.slot IS NULL)"
+
+    /// A failed or lost attempt `a` that is no failure: a kept render or a lost cache check.
+    public static let noFailureSQL = "(\(keptRenderSQL) OR \(lostCheckSQL))"
+
     /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
     /// as lost (`only`: just these runs). Returns how many runs were interrupted.
     @discardableResult
@@ -767,6 +775,7 @@ public final class LineageStore: Sendable {
                \(keptRenderSQL) AS kept
         FROM attempt a JOIN stage s ON s.id = a.stage_id
         WHERE s.run_id = ? AND a.state IN ('\(AttemptStatus.failed.rawValue)', '\(AttemptStatus.lost.rawValue)', '\(AttemptStatus.handedBack.rawValue)')
+              AND NOT \(lostCheckSQL)
         ORDER BY a.id
         """
 

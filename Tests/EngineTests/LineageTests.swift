@@ -120,6 +120,31 @@ import PropertyBased
         #expect(terminal.map { abs($0 - (r.etaS ?? -1)) < 0.01 } == true, "the terminal's rule: \(String(describing: terminal))")
     }
 
+    /// A cache check lost with its worker (it takes no slot, and is checked again elsewhere in
+    /// milliseconds) is no failure and no setback: not on the dashboard's failure lists, not a
+    /// line of `coord status`; a render lost with it is both. Before, a worker paused for 8 s
+    /// under a batch left a run page listing decode/0, transform/0 and encode/0 as lost, with no
+    /// error, and `coord status` a "✗ … lost — " line, for a check.
+    @Test func aLostCacheCheckIsNoFailure() throws {
+        let dir = temporaryDirectory("lost-check")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        let uris = ["a", "b"].map { dir + "/\($0).mov" }
+        let p = Pipeline(name: "checks", output: OutputProfile(path: dir + "/out.mp4"), items: uris.map { Item(kind: .video(source: SourceRef($0), trim: nil)) })
+        let (runID, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 1, version: "test")
+        let check = try lineage.attemptDispatched(stageIDs: ["decode/0", "transform/0", "encode/0"].map { ids[$0]! }, attemptNo: 1, worker: "w", slot: nil, lease: "l0")
+        let render = try lineage.attemptDispatched(stageIDs: ["decode/1", "transform/1", "encode/1"].map { ids[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: "l1")
+        for a in check + render {
+            try lineage.attemptFinished(a, state: .lost, started: nil, finished: nil, errorClass: "retryable", errorMessage: "worker w lost: silent for 5.1 s")
+        }
+        let reader = try FarmReader(path: dir + "/l.db")
+        let listed = try #require(try reader.run(runID)).failures.map(\.stage), recent = try reader.recentFailures().map(\.stage)
+        #expect(listed.sorted() == ["decode/1", "encode/1", "transform/1"], "\(listed)")
+        #expect(recent.sorted() == ["run \(runID): decode/1", "run \(runID): encode/1", "run \(runID): transform/1"], "\(recent)")
+        let setbacks = try LineageStore.readRows(path: dir + "/l.db", LineageStore.setbacksSQL, [runID]).map { $0["stage"] ?? "" }
+        #expect(setbacks.sorted() == ["decode/1", "encode/1", "transform/1"], "\(setbacks)")
+    }
+
     /// A run that has rendered nothing of its own yet (its first item came from the cache: a clip
     /// another project had rendered) takes the farm's speed, from the other running runs' renders,
     /// as a batch's project lines do; in the run list and on its own page alike. Its ETA was blank
