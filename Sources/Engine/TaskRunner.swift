@@ -78,7 +78,7 @@ public struct MediaTaskRunner: TaskRunner {
             case .transition(let spec, let from, let to, _):
                 let tmp = store.temporaryPath(suffix: ".mov")
                 do {
-                    result.segment = try TransitionRenderer.render(spec, from: from, to: to, to: tmp)
+                    result.segment = try TransitionRenderer.render(spec, from: from, to: to, to: tmp, isCancelled: isCancelled)
                     result.artifact = try store.adopt(tmp)
                 } catch {
                     try? FileManager.default.removeItem(atPath: tmp); throw error

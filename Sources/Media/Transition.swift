@@ -5,16 +5,24 @@ internal import CFFmpeg
 /// Renders a transition: the tail of one item's segment and the head of the next, joined by
 /// libavfilter (xfade for a dissolve; fade out, then in, for a fade through black), with their audio
 /// crossfaded the same way, into a small segment that concat stream-copies.
+///
+/// `isCancelled` (its run cancelled, its attempt past its time limit, its worker stopping) is
+/// asked between the steps and every frame written: a long dissolve of 4K clips held its slot to
+/// the end whatever happened to its run.
 public enum TransitionRenderer {
-    public static func render(_ spec: TransitionSpec, from a: String, to b: String, to path: String) throws -> SegmentReport {
+    public static func render(_ spec: TransitionSpec, from a: String, to b: String, to path: String,
+                              isCancelled: () -> Bool = { false }) throws -> SegmentReport {
         _ = configureLogging
         let name = "transition"
         var report = SegmentReport()
         let t0 = now()
+        try stopIfCancelled(isCancelled, stage: .transition, file: name)
         let (framesA, pcmA) = try read(a, firstFrame: spec.fromFrame, frames: spec.frames, firstSample: spec.fromSample,
                                        samples: spec.samples, fps: spec.profile.fps)
+        try stopIfCancelled(isCancelled, stage: .transition, file: name)
         let (framesB, pcmB) = try read(b, firstFrame: 0, frames: spec.frames, firstSample: 0, samples: spec.samples, fps: spec.profile.fps)
         report.decodeSeconds = now() - t0
+        try stopIfCancelled(isCancelled, stage: .transition, file: name)
         report.framesDecoded = framesA.count + framesB.count
 
         let t1 = now()
@@ -53,7 +61,10 @@ public enum TransitionRenderer {
         report.transformSeconds = now() - t1
 
         let writer = try SegmentWriter(profile: spec.profile, sampleCount: spec.samples, path: path, name: name)
-        for (slot, f) in out.enumerated() { try writer.write(f.ptr, slot: slot, report: &report) }
+        for (slot, f) in out.enumerated() {
+            try stopIfCancelled(isCancelled, stage: .transition, file: name)
+            try writer.write(f.ptr, slot: slot, report: &report)
+        }
         try writer.writePCM(crossfade(pcmA, pcmB, samples: spec.samples, throughSilence: spec.kind == .fade), count: spec.samples)
         try writer.finish(report: &report)
         return report

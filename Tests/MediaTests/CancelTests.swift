@@ -6,7 +6,7 @@ import TestSupport
 
 /// A stopped stage (its run cancelled, or its attempt past the stage's time limit) stops
 /// rendering within a few frames, whatever the item: titles and photos (still or moved over) as
-/// well as clips, and the concat between segments. Title and photo renders never looked, so a stopped one held its worker's slot
+/// well as clips, and the concat and transitions between segments. Title and photo renders never looked, so a stopped one held its worker's slot
 /// to its last frame (a 2-minute 1080p title card: about 20 s).
 @Suite struct CancelTests {
     @Test func aStoppedRenderStopsWithinAFewFrames() throws {
@@ -54,5 +54,20 @@ import TestSupport
             #expect(e.stage == .concat && e.message == "cancelled" && e.errorClass == .retryable, "\(e)")
         }
         #expect(looks == 2, "the concat looked \(looks) times")
+        // A transition looks between its reads and before each frame it writes. It never looked:
+        // a stopped dissolve held its slot to the end.
+        let spec = TransitionSpec(kind: .dissolve, frames: 15, samples: 24_000, fromFrame: t[0].frameCount - 15,
+                                  fromSample: t[0].sampleCount - 24_000, profile: profile)
+        var asked = 0
+        _ = try TransitionRenderer.render(spec, from: segment, to: segment, to: dir + "/dissolve.mov", isCancelled: { asked += 1; return false })
+        #expect(asked == 3 + spec.frames, "a whole transition looked \(asked) times")
+        looks = 0
+        do {
+            _ = try TransitionRenderer.render(spec, from: segment, to: segment, to: dir + "/stopped.mov", isCancelled: { looks += 1; return looks > 5 })
+            Issue.record("the transition ran to its end though it was stopped")
+        } catch let e as MediaError {
+            #expect(e.stage == .transition && e.message == "cancelled" && e.errorClass == .retryable, "\(e)")
+        }
+        #expect(looks == 6, "the transition looked \(looks) times")
     }
 }
