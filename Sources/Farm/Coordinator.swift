@@ -618,6 +618,16 @@ final class CoordinatorCore {
     /// result once its worker is back without it.
     static let orphanWait = 10.0
     static let orphanResultWait = 2.0
+    /// Renders of workers declared lost (silent past the liveness timeout: a network cut, a host
+    /// suspended or stalled), by lease, with the lost worker's hello and when: should that worker
+    /// come back still running one (or with its result) before the stage is given out again, the
+    /// render finishes there and its output is kept, as an orphan's is. Before, the returning
+    /// worker's render was cancelled and the stage rendered again from the start.
+    var lostRenders: [String: (attempt: OrphanedAttempt, stage: StageRef, hello: Hello, at: Double)] = [:]
+    /// The hello of each worker lost, for `lostRenders` (a worker that comes back as another process runs none of them).
+    var lostHellos: [String: Hello] = [:]
+    /// How long a lost worker's renders are remembered.
+    static let lostRenderMemory = 600.0
     var draining = false
     var drainDeadline = 0.0
     var lastLivenessCheck = 0.0
@@ -1025,6 +1035,7 @@ final class CoordinatorCore {
             if let known { info.clock = known.clock }
             if let sent = h.clock { info.clock.observe(sent: sent, received: Clocks.wall) }
             workers[id] = info
+            adoptLostRenders(of: id, hello: h, now: now)
             // A render the last coordinator gave it before it was killed goes on (`orphans`); one
             // it no longer runs may have ended while no coordinator was there: its result follows.
             for lease in h.running ?? [] { _ = letOrphanFinish(lease, on: id, now: now) }
@@ -1046,7 +1057,7 @@ final class CoordinatorCore {
             if let sent { observeClock(of: id, sent: sent) }
             for lease in running where !scheduler.isLive(lease) && !scheduler.isOrphan(lease) { send(.cancel(lease: lease), to: identity) }
         case .result(var r):
-            if workers[id] == nil, orphans[r.lease]?.worker == id {
+            if workers[id] == nil, orphans[r.lease]?.worker == id || lostRenders[r.lease]?.attempt.worker == id {
                 // A render the last coordinator gave out, whose result the worker queued while
                 // no coordinator was there: it comes before the worker's hello. Not acknowledged
                 // (that would drop it) but asked again once the worker has said who it is and
@@ -1462,11 +1473,13 @@ final class CoordinatorCore {
         for (id, w) in workers where now - w.lastSeen > config.livenessTimeout {
             lose(worker: id, reason: String(format: "silent for %.1f s", now - w.lastSeen))
         }
+        for (lease, l) in lostRenders where now - l.at > Self.lostRenderMemory { lostRenders[lease] = nil }
     }
 
     /// A drained worker leaves: not lost; anything it still held goes back to the queue.
     func leave(worker id: String, now: Double) {
         guard let w = workers.removeValue(forKey: id) else { return }
+        lostHellos[id] = nil
         feed(.workerLeft(id), now: now)
         forget(worker: id, w)
         record("workerState") { try lineage.workerState(id: id, state: .gone) }
@@ -1492,7 +1505,23 @@ final class CoordinatorCore {
         record("workerState") { try lineage.workerState(id: id, state: .lost) }
         forget(worker: id, w)
         lostReason[id] = reason
+        lostHellos[id] = w.hello
         feed(.workerLost(id))
+    }
+
+    /// A lost worker back (its hello): the renders it had when it was lost whose stages wait to
+    /// be given out again go on there (`lostRenders`), unless it came back as another process.
+    func adoptLostRenders(of id: String, hello h: Hello, now: Double) {
+        for (lease, l) in lostRenders where l.attempt.worker == id {
+            lostRenders[lease] = nil
+            guard !Self.isRestart(of: l.hello, h), scheduler.phase(l.stage) == .ready, runs[l.stage.run].map({ !$0.finished }) == true else { continue }
+            orphans[lease] = l.attempt
+            // Not running any more: its result, queued by the worker, follows the hello.
+            if !(h.running ?? []).contains(lease) {
+                feed(.orphaned(lease: lease, key: l.attempt.key, worker: id, until: now + Self.orphanResultWait), now: now)
+                if !scheduler.isOrphan(lease) { orphans[lease] = nil }
+            }
+        }
     }
 
     // MARK: the scheduler
@@ -1529,7 +1558,7 @@ final class CoordinatorCore {
             if let s, let run = runs[s.run] {
                 for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: Clocks.wall) } }
             }
-        case .lost(_, let s, let wid, let checkOnly):
+        case .lost(let lease, let s, let wid, let checkOnly):
             guard let run = runs[s.run] else { return }
             let reason = lostReason[wid] ?? "lost"
             for a in run.units[s.node].attemptIDs {
@@ -1543,6 +1572,11 @@ final class CoordinatorCore {
                 }
             }
             if !checkOnly {
+                let u = run.units[s.node]
+                if u.kind == .render, let key = u.key, !u.attemptIDs.isEmpty, let hello = lostHellos[wid] {
+                    lostRenders[lease] = (OrphanedAttempt(runID: run.id, lease: lease, worker: wid, key: key, attemptIDs: u.attemptIDs,
+                                                          stage: u.stages.first ?? u.name, workerLost: reason), s, hello, now)
+                }
                 run.units[s.node].lastError = Unit.workerLost
                 // (The scheduler has decided by now: another try, or none when the stage is poison.)
                 let next = scheduler.phase(s) == .ended ? "it is not tried again" : "it goes to another worker"
@@ -1966,10 +2000,11 @@ final class CoordinatorCore {
             return false
         }
         orphansSeen.insert(lease)
-        log.info("a render the last coordinator gave out goes on: its output is kept for the resumed run",
+        log.info(o.workerLost == nil ? "a render the last coordinator gave out goes on: its output is kept for the resumed run"
+                                     : "a render of a worker that was lost goes on now it is back: its output is kept",
                  metadata: ["run.id": "\(o.runID)", "stage.id": "\(o.stage)", "worker.id": "\(worker)"])
         record("event") {
-            try lineage.event("attempt.orphaned", "worker \(worker) still runs \(o.stage), given out before the last coordinator stopped: it finishes, and its output is kept for this run",
+            try lineage.event("attempt.orphaned", "worker \(worker) still runs \(o.stage), \(o.givenOut): it finishes, and its output is kept for this run",
                               runID: o.runID)
         }
         return true
@@ -1990,16 +2025,16 @@ final class CoordinatorCore {
                 for a in o.attemptIDs.dropFirst() { try lineage.linkArtifact(attemptID: a, artifactID: id, inputs: []) }
                 for a in o.attemptIDs {
                     try lineage.attemptFinished(a, state: .lost, started: r.startedAt, finished: r.finishedAt, errorClass: "retryable",
-                                                errorMessage: "coordinator stopped; worker \(wid) finished it after, and its output was kept for the resumed run",
+                                                errorMessage: o.kept(by: wid),
                                                 cpu: r.cpuSeconds, maxRSS: r.maxRSS)
                 }
-                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the last coordinator stopped: its output \(art.sha256.prefix(12))… is kept and reused",
+                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), \(o.givenOut): its output \(art.sha256.prefix(12))… is kept and reused",
                                   runID: o.runID)
             }
             made = true
         } else {
             record("event") {
-                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), given out before the last coordinator stopped, did not finish (\(r.error?.description ?? "no output")): it renders again",
+                try lineage.event("attempt.recovered", "\(o.stage) from worker \(wid), \(o.givenOut), did not finish (\(r.error?.description ?? "no output")): it renders again",
                                   runID: o.runID)
             }
         }

@@ -1007,6 +1007,24 @@ public struct OrphanedAttempt: Sendable, Equatable {
     public var attemptIDs: [Int64]
     /// Its stage, as lineage names it (the first of a render's stages).
     public var stage: String
+    /// Why it was lost, when its worker was (silent past the liveness timeout) rather than its
+    /// coordinator: the worker came back still running it (`CoordinatorCore.lostRenders`).
+    public var workerLost: String?
+    public init(runID: Int64, lease: String, worker: String, key: String, attemptIDs: [Int64], stage: String, workerLost: String? = nil) {
+        self.runID = runID; self.lease = lease; self.worker = worker; self.key = key; self.attemptIDs = attemptIDs; self.stage = stage
+        self.workerLost = workerLost
+    }
+
+    /// How its attempt reads once its output is kept (`coord status` adds "not rendered again").
+    public func kept(by worker: String) -> String {
+        workerLost.map { "worker \(worker) lost (\($0)); it came back and finished it, and its output was kept" }
+            ?? "coordinator stopped; worker \(worker) finished it after, and its output was kept for the resumed run"
+    }
+
+    /// When it went out, for the events that tell of it.
+    public var givenOut: String {
+        workerLost.map { "given out before its worker was lost (\($0))" } ?? "given out before the last coordinator stopped"
+    }
 }
 
 /// An artifact recorded under a stage key.

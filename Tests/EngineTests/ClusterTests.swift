@@ -1215,6 +1215,33 @@ import ThreadlineCore
         try Self.expectRenderKept(dir: dir, ep: ep, stage: stage)
     }
 
+    /// A worker silent past the liveness timeout mid-render (a network cut, a host suspended: here
+    /// SIGSTOP for 6 s) is lost, and its render goes back to the queue; when it comes back still
+    /// running it before the stage was given out again, the render finishes there and is kept.
+    /// Before, the returning worker's render was cancelled and made again from the start.
+    @Test func aLostWorkerBackWithItsRenderKeepsIt() throws {
+        let dir = temporaryDirectory("lost-back")
+        let (procs, ep, db, stage) = try Self.farmMidRender(dir)
+        defer { procs.stopAll() }
+        let w1 = try #require(procs.process("w1")).processIdentifier
+        kill(w1, SIGSTOP)
+        let lost = "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.name = '\(stage)' AND a.state = 'lost'"
+        let wasLost = waitUntil(timeout: 20) { (try? Self.rows(db, lost))?.first?["n"] == "1" }
+        kill(w1, SIGCONT)
+        try #require(wasLost, "w1 was not declared lost")
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 180)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        let states = try Self.rows(db, "SELECT a.state, a.error_message AS e FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.name = '\(stage)' ORDER BY a.id")
+        #expect(states.map { $0["state"] ?? "" } == ["lost", "cached"], "\(states)")
+        #expect(states.first?["e"]?.hasPrefix("worker w1 lost (silent for ") == true && states.first?["e"]?.hasSuffix("it came back and finished it, and its output was kept") == true, "\(states)")
+        let given = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.slot IS NOT NULL").first?["n"]
+        #expect(given == "2", "2 renders, \(given ?? "?") given out")
+        let k = stage.split(separator: "/").last!
+        let status = try run(coordPath, ["status", "1", "--coordinator", ep], timeout: 30)
+        #expect(status.out.contains("  ↻ decode/\(k), transform/\(k), encode/\(k) attempt 1 on w1: worker w1 lost (silent for ") && !status.out.contains("✗"),
+                "\(status.out)\(status.err)")
+    }
+
     /// A coordinator stopped and started again three times under a run on two workers (a
     /// flapping deployment): every render is made once, whichever coordinator it was given out
     /// by, and the run ends well.
