@@ -472,6 +472,10 @@ public final class WorkerRuntime: Sendable {
             if now - lastHeard > config.coordinatorTimeout {
                 // Lost the coordinator: keep working, announce again; libzmq reconnects underneath with backoff.
                 if coordinatorLost || refused != nil {
+                    // Silent for a whole timeout more: dial again. A connection made while the
+                    // coordinator was stalled (its host suspended) can stay open and unread for
+                    // ever (`Socket.redial`): the worker never heard from it again.
+                    if coordinatorLost && refused == nil && heardFromCoordinator { try? socket.redial(config.endpoint) }
                 } else if heardFromCoordinator {
                     logger.warning("lost the coordinator; reconnecting")
                 } else if let finding = Reachability.probe(config.endpoint)?.unlessListening {

@@ -132,6 +132,15 @@ public final class Socket {
         guard zmq_connect(ptr, endpoint) == 0 else { throw TransportError.last("connect \(endpoint)") }
     }
 
+    /// Drops the connection to `endpoint` (what is queued on it goes) and dials it again. libzmq
+    /// reconnects a connection that breaks, but not one a ROUTER never reads: one that came
+    /// while the peer's identity was still held by the connection before (a coordinator stalled
+    /// past the timeout, which had not yet found the old one closed) stays open and unread.
+    public func redial(_ endpoint: String) throws {
+        _ = zmq_disconnect(ptr, endpoint)
+        try connect(endpoint)
+    }
+
     /// Sends a multipart message. Returns false when the peer is unknown or would block.
     @discardableResult
     public func send(_ frames: [Data], dontWait: Bool = true) throws -> Bool {
