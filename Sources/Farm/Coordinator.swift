@@ -626,6 +626,8 @@ final class CoordinatorCore {
     var lostRenders: [String: (attempt: OrphanedAttempt, stage: StageRef, hello: Hello, at: Double)] = [:]
     /// The hello of each worker lost, for `lostRenders` (a worker that comes back as another process runs none of them).
     var lostHellos: [String: Hello] = [:]
+    /// Leases a worker's heartbeat did not list, and when first (`reconcile`).
+    var unlisted: [String: Double] = [:]
     /// How long a lost worker's renders are remembered.
     static let lostRenderMemory = 600.0
     var draining = false
@@ -1056,6 +1058,7 @@ final class CoordinatorCore {
             workers[id]!.lastSeen = now
             if let sent { observeClock(of: id, sent: sent) }
             for lease in running where !scheduler.isLive(lease) && !scheduler.isOrphan(lease) { send(.cancel(lease: lease), to: identity) }
+            reconcile(id, listed: running, identity: identity, now: now)
         case .result(var r):
             if workers[id] == nil, orphans[r.lease]?.worker == id || lostRenders[r.lease]?.attempt.worker == id {
                 // A render the last coordinator gave out, whose result the worker queued while
@@ -1469,11 +1472,50 @@ final class CoordinatorCore {
 
     // MARK: liveness
 
+    /// Assignments sent to a worker whose heartbeats do not list them (`unlisted`: lease → when
+    /// first found missing): the worker is asked to say what it runs again (`reannounce`: its
+    /// hello, and any result it has not had acknowledged), and one still missing after that went
+    /// astray (sent into a connection the worker had just given up on, as when the coordinator's
+    /// host was suspended past the workers' timeout): it goes out again. Before, such a stage stayed
+    /// running until its time limit (30 minutes by default), its slot taken and its run stuck.
+    func reconcile(_ id: String, listed: [String], identity: Data, now: Double) {
+        // Later than a heartbeat sent before the assignment came could arrive (both heartbeat intervals).
+        let margin = max(2, 2 * config.heartbeatInterval)
+        let listed = Set(listed)
+        var ask = false
+        for lease in scheduler.running(on: id) where !listed.contains(lease) && heldSlots[lease] == nil && !scheduler.isCheck(lease) {
+            guard let s = scheduler.stage(of: lease), let run = runs[s.run] else { continue }
+            let u = run.units[s.node]
+            guard now - u.sentAt > margin else { continue }
+            guard let first = unlisted[lease] else { unlisted[lease] = now; ask = true; continue }
+            guard now - first > margin else { continue }
+            unlisted[lease] = nil
+            log.warning("an assignment never reached its worker; it goes out again", metadata: ["stage.id": "\(u.name)", "worker.id": "\(id)", "run.id": "\(run.id)"])
+            for a in u.attemptIDs {
+                record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
+                                                                        errorMessage: "not delivered: worker \(id) never received it (its connection was made again meanwhile)") }
+            }
+            feed(.notDelivered(lease: lease), now: now)
+        }
+        if ask { send(.reannounce, to: identity) }
+    }
+
     func checkLiveness(_ now: Double) {
+        // The coordinator's own stall (its host suspended, the process stopped or starved of
+        // CPU; it looks every 0.1 s): the silence it accrued meanwhile is not the workers'. Before,
+        // a coordinator stopped for 8 s declared every worker lost as it went on, and their renders
+        // went back to the queue to be made again.
+        let stall = now - lastLivenessCheck - 0.1
+        if lastLivenessCheck > 0, stall > 1 {
+            for id in workers.keys { workers[id]!.lastSeen += stall }
+            log.warning("the coordinator was stalled (its host suspended, or the process stopped or starved): its workers' silence meanwhile is not held against them",
+                        metadata: ["stalled_s": "\(String(format: "%.1f", stall))"])
+        }
         for (id, w) in workers where now - w.lastSeen > config.livenessTimeout {
             lose(worker: id, reason: String(format: "silent for %.1f s", now - w.lastSeen))
         }
         for (lease, l) in lostRenders where now - l.at > Self.lostRenderMemory { lostRenders[lease] = nil }
+        for lease in unlisted.keys where !scheduler.isLive(lease) { unlisted[lease] = nil }
     }
 
     /// A drained worker leaves: not lost; anything it still held goes back to the queue.

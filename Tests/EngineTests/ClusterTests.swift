@@ -1242,6 +1242,27 @@ import ThreadlineCore
                 "\(status.out)\(status.err)")
     }
 
+    /// A coordinator stalled mid-render (its host suspended, the process stopped: SIGSTOP for 7 s,
+    /// past the 5 s liveness timeout) does not hold its own silence against its workers when it
+    /// goes on. Before, it declared every worker lost ("silent for 7.x s") as it resumed, and
+    /// their renders went back to the queue to be made again.
+    @Test func aStalledCoordinatorLosesNoWorkerForItsOwnSilence() throws {
+        let dir = temporaryDirectory("coord-stall")
+        let (procs, ep, db, _) = try Self.farmMidRender(dir)
+        defer { procs.stopAll() }
+        let coord = try #require(procs.process("coord")).processIdentifier
+        kill(coord, SIGSTOP)
+        Thread.sleep(forTimeInterval: 7)
+        kill(coord, SIGCONT)
+        let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 180)
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        let silent = try Self.rows(db, "SELECT a.id, a.error_message AS e FROM attempt a WHERE a.error_message LIKE '%silent for%'")
+        #expect(silent.isEmpty, "\(silent)")
+        let said = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(!said.contains("reason=silent"), "\(said)")
+        #expect(said.contains("the coordinator was stalled"), "\(said)")
+    }
+
     /// A coordinator stopped and started again three times under a run on two workers (a
     /// flapping deployment): every render is made once, whichever coordinator it was given out
     /// by, and the run ends well.

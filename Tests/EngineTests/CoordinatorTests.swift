@@ -98,6 +98,7 @@ final class Harness {
     let context = MessagingContext()
     let coordinator: Coordinator
     let lineage: LineageStore
+    let endpoint: String
     var workers: [WorkerRuntime] = []
     let outcomes = Locked<[Int64: RunOutcome]>([:])
 
@@ -115,13 +116,16 @@ final class Harness {
         config.stageTimeoutFactor = 0
         coordinator = Coordinator(config, lineage: lineage, logger: logger)
         coordinator.observe { [outcomes] _, run, o in if let o { outcomes.withLock { $0[run] = o } } }
-        let endpoint = try coordinator.start(context: context)
-        for i in 0..<n {
-            let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: "w\(i)"), runner: runners?[i] ?? runner, logger: logger)
-            workers.append(w)
-            let ctx = context
-            Thread { try? w.run(context: ctx) }.start()
-        }
+        endpoint = try coordinator.start(context: context)
+        for i in 0..<n { addWorker(id: "w\(i)", slots: slots, runner: runners?[i] ?? runner) }
+    }
+
+    func addWorker(id: String, slots: Int, runner: FakeRunner) {
+        var logger = Logger(label: "test"); logger.logLevel = .critical
+        let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: id), runner: runner, logger: logger)
+        workers.append(w)
+        let ctx = context
+        Thread { try? w.run(context: ctx) }.start()
     }
 
     func pipeline(_ items: Int, name: String = "p") -> Pipeline {
@@ -154,6 +158,53 @@ final class Harness {
 }
 
 @Suite(.serialized) struct CoordinatorTests {
+    /// An assignment that never reached its worker (sent into a connection the worker had just
+    /// given up on, as when the coordinator's host was suspended past the workers' timeout): the
+    /// worker's heartbeats do not list it, and after asking the worker once what it runs, the
+    /// coordinator gives it out again. Before, the stage stayed running until its time limit
+    /// (30 minutes by default) and its run with it. Here a hand-made worker takes the run's first
+    /// assignment, drops it, and says it is draining, listing nothing; a real worker then joins.
+    @Test func anAssignmentTheWorkerNeverGotGoesOutAgain() throws {
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
+        let deaf = try Socket(h.context, .dealer)
+        try deaf.setIdentity("deaf")
+        try deaf.connect(h.endpoint)
+        let hello = Hello(worker: "deaf", host: "h", pid: 1, slots: 1, version: "test", engine: Planner.engineID)
+        try deaf.send([Envelope(.hello(hello)).encoded()], dontWait: false)
+        let run = try h.submit(h.pipeline(1))
+        var dropped: String?, reannounced = false
+        let deadline = Date().addingTimeInterval(15)
+        var lastBeat = Date.distantPast
+        // It beats (listing nothing) and answers a request to say hello again, until the run ends.
+        while Date() < deadline, h.outcomes.value[run] == nil {
+            if let frames = try deaf.receive(timeoutMs: 100), let e = frames.first.flatMap(Envelope.decode) {
+                switch e.message {
+                case .assign(let a) where dropped == nil:
+                    dropped = a.lease
+                    try deaf.send([Envelope(.draining(running: [])).encoded()], dontWait: false)
+                case .reannounce:
+                    reannounced = true
+                    try deaf.send([Envelope(.hello(Hello(worker: "deaf", host: "h", pid: 1, slots: 1, version: "test", running: [], draining: true,
+                                                         engine: Planner.engineID))).encoded()], dontWait: false)
+                default: break
+                }
+            }
+            if dropped != nil, h.workers.isEmpty { h.addWorker(id: "w0", slots: 1, runner: FakeRunner(delay: 0.05)) }
+            if Date().timeIntervalSince(lastBeat) > 0.5 {
+                try deaf.send([Envelope(.heartbeat(running: [])).encoded()], dontWait: false)
+                lastBeat = Date()
+            }
+        }
+        try #require(dropped != nil, "the hand-made worker got no assignment")
+        #expect(reannounced, "the coordinator did not ask the worker what it runs")
+        guard case .succeeded = try #require(h.wait(run, timeout: 10), "the run is stuck behind the assignment that never arrived") else {
+            Issue.record("run failed"); return
+        }
+        let rows = try h.lineage.rows("SELECT state, error_message AS e FROM attempt WHERE worker_id = 'deaf'")
+        #expect(rows.count == 1 && rows[0]["state"] == "lost" && rows[0]["e"]?.contains("never received it") == true, "\(rows)")
+        deaf.close()
+    }
+
     /// A cancel's recorded reason names who asked as a person reads it, from the client's
     /// identity; an identity of another shape is kept as it came (cut to 64 characters).
     @Test func aRequesterIsNamedByUserHostAndProcess() {
