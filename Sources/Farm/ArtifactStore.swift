@@ -233,10 +233,11 @@ public struct ArtifactStore: Sendable {
 
     /// Keeps the store's artifacts within `maxBytes`, removing the least recently used first (a
     /// use renews a file's time: `touch`). The concat's audio chunks count and go alike (before,
-    /// up to 4,096 of them, about 0.7 GB, sat beside a store kept to its --store-max). Never removes a file named in `keep` (what attempts in
-    /// flight read or have not yet delivered) nor one used in the last `grace` seconds (another
-    /// worker sharing this folder may be about to open it). Every artifact is a copy of what the
-    /// coordinator holds, so a removed one is pulled again when next needed.
+    /// up to 4,096 of them, about 0.7 GB, sat beside a store kept to its --store-max). Never
+    /// removes a file named in `keep` (what attempts in flight read or have not yet delivered)
+    /// nor one used in the last `grace` seconds (another worker sharing this folder may be about
+    /// to open it). Every artifact is a copy of what the coordinator holds, so a removed one is
+    /// pulled again when next needed.
     ///
     /// `freeing`: bytes the disk lacks beyond that (other files filled it): that much more goes,
     /// used recently or not, since a full disk fails every attempt here. `keepSince`: files
@@ -244,9 +245,8 @@ public struct ArtifactStore: Sendable {
     /// flight since then may have just written its output, not yet named in `keep`).
     public func trim(toBytes maxBytes: Int64, keep: Set<String>, grace: Double, freeing: Int64 = 0, keepSince: Date? = nil,
                      now: Date = Date()) -> TrimReport {
-        let artifacts = StoreFiles.artifacts(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now, chunk: false) } }
-        let chunks = StoreFiles.audioChunks(in: root).compactMap { f in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now, chunk: true) } }
-        let files = artifacts + chunks
+        let listed = StoreFiles.artifacts(in: root).map { ($0, false) } + StoreFiles.audioChunks(in: root).map { ($0, true) }
+        let files = listed.compactMap { f, chunk in f.size.map { (path: f.path, sha: f.sha256, size: $0, used: f.modified ?? now, chunk: chunk) } }
         var report = TrimReport()
         // What a killed writer left half-written goes whatever the size (an hour untouched at least:
         // a live one touches its file all the time).

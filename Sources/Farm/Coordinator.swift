@@ -603,10 +603,11 @@ final class CoordinatorCore {
     /// goes on): another run's render with that key waits for it and is a cache hit
     /// (`RunProgress.framesElsewhere`). Forgotten as runs end.
     var keyMakers: [String: StageRef] = [:]
-    /// Renders an earlier coordinator on this state folder gave out before it was killed, of the
-    /// runs this one resumed, by lease: a worker still running one (its hello lists the lease) or
-    /// reporting its result lets it finish, and its output is kept under its key for the resumed
-    /// stage to reuse. Before, they were cancelled and rendered again from the start.
+    /// Renders this coordinator did not see end, by lease: an earlier coordinator's on this state
+    /// folder (killed, or stopped past its drain timeout), of the runs this one resumed, and a
+    /// lost worker's back (`lostRenders`). A worker still running one (its hello lists the lease)
+    /// or reporting its result lets it finish, and its output is kept under its key for the
+    /// waiting stage to reuse. Before, they were cancelled and rendered again from the start.
     var orphans: [String: OrphanedAttempt] = [:]
     /// Orphans whose result is in: the same result sent again (a worker sends what is not yet
     /// acknowledged each time it says hello) is dropped without a word.
@@ -952,9 +953,7 @@ final class CoordinatorCore {
                 for o in try lineage.orphanedAttempts(runID: runID) {
                     // Waited for a while: its worker may be on its way back (on a farm of several,
                     // another that came back first would otherwise render it again).
-                    orphans[o.lease] = o
-                    feed(.orphaned(lease: o.lease, key: o.key, worker: o.worker, until: Clocks.steady + Self.orphanWait))
-                    if !scheduler.isOrphan(o.lease) { orphans[o.lease] = nil }
+                    awaitOrphan(o, until: Clocks.steady + Self.orphanWait)
                 }
                 log.info("resumed an interrupted run", metadata: ["run.id": "\(runID)", "run.name": "\(s.pipeline.name)"])
             } catch {
@@ -1557,13 +1556,19 @@ final class CoordinatorCore {
         for (lease, l) in lostRenders where l.attempt.worker == id {
             lostRenders[lease] = nil
             guard !Self.isRestart(of: l.hello, h), scheduler.phase(l.stage) == .ready, runs[l.stage.run].map({ !$0.finished }) == true else { continue }
-            orphans[lease] = l.attempt
-            // Not running any more: its result, queued by the worker, follows the hello.
-            if !(h.running ?? []).contains(lease) {
-                feed(.orphaned(lease: lease, key: l.attempt.key, worker: id, until: now + Self.orphanResultWait), now: now)
-                if !scheduler.isOrphan(lease) { orphans[lease] = nil }
-            }
+            // Running: let finish as the hello goes on (`letOrphanFinish`). Not running any
+            // more: its result, queued by the worker, follows the hello.
+            if (h.running ?? []).contains(lease) { orphans[lease] = l.attempt } else { awaitOrphan(l.attempt, until: now + Self.orphanResultWait, now: now) }
         }
+    }
+
+    /// An orphan waited for until `until` (its worker not back yet, or back without it and its
+    /// result to follow); forgotten when the scheduler refuses it (an attempt of this
+    /// coordinator makes its key).
+    func awaitOrphan(_ o: OrphanedAttempt, until: Double, now: Double = Clocks.steady) {
+        orphans[o.lease] = o
+        feed(.orphaned(lease: o.lease, key: o.key, worker: o.worker, until: until), now: now)
+        if !scheduler.isOrphan(o.lease) { orphans[o.lease] = nil }
     }
 
     // MARK: the scheduler
@@ -2031,8 +2036,8 @@ final class CoordinatorCore {
 
     // MARK: results
 
-    /// Whether `lease`, which `worker` runs or reports, is a render of the last coordinator's
-    /// (`orphans`) let finish: it is when no attempt of this coordinator makes its output.
+    /// Whether `lease`, which `worker` runs or reports, is an orphaned render (`orphans`) let
+    /// finish: it is when no attempt of this coordinator makes its output.
     func letOrphanFinish(_ lease: String, on worker: String, now: Double = Clocks.steady) -> Bool {
         guard let o = orphans[lease], o.worker == worker, workers[worker] != nil else { return false }
         if orphansSeen.contains(lease) { return true }
@@ -2052,9 +2057,9 @@ final class CoordinatorCore {
         return true
     }
 
-    /// The result of a render the last coordinator gave out (`letOrphanFinish`): its output is
-    /// recorded under its key, and the resumed stage, waiting for it, finds it there. The attempt
-    /// stays lost (its coordinator was gone; the stage's success is the reuse that follows).
+    /// The result of an orphaned render (`letOrphanFinish`): its output is recorded under its
+    /// key, and the stage waiting for it finds it there. The attempt stays lost (its coordinator
+    /// or its worker was gone; the stage's success is the reuse that follows).
     func orphanFinished(_ r: TaskResult, from wid: String) -> Bool {
         if orphansEnded.contains(r.lease) { return true }
         guard scheduler.isOrphan(r.lease), let o = orphans.removeValue(forKey: r.lease) else { return false }

@@ -98,8 +98,9 @@ public struct FarmScheduler: Sendable {
         /// The coordinator failed the stage itself (its output could not be recorded, or its
         /// verification failed): the run ends. The stage's own lease is not cancelled (it reported).
         case fail(StageRef)
-        /// An attempt an earlier coordinator gave out (it was killed, and this one resumed the
-        /// run) may still run on `worker`: it is let finish, and stages with its output key wait
+        /// An attempt the coordinator did not see end (an earlier coordinator's, killed or
+        /// stopped, of a run this one resumed; or one of a worker lost and back) may still run on
+        /// `worker`: it is let finish, and stages with its output key wait
         /// for it (`parked`) instead of rendering the same output again. `until`: how long to
         /// wait for word of it (its worker is not back yet, or came back without it and its
         /// result may follow); nil: its worker runs it or its result came. Said again to change
@@ -276,8 +277,8 @@ public struct FarmScheduler: Sendable {
     /// they are prepared again at once. Entries go when the stage is sent, the key is made or the
     /// run ends.
     var queuedByKey: [String: Set<StageRef>] = [:]
-    /// Attempts of an earlier coordinator let finish (`Event.orphaned`): lease → its output key
-    /// and worker, and key → lease.
+    /// Orphaned attempts let finish (`Event.orphaned`): lease → its output key and worker, and
+    /// key → lease.
     var orphans: [String: (key: String, worker: String, until: Double?)] = [:]
     var orphanMaking: [String: String] = [:]
     public private(set) var dispatching = true
@@ -294,7 +295,7 @@ public struct FarmScheduler: Sendable {
     }
     public var liveLeaseCount: Int { leases.count }
     public func isLive(_ lease: String) -> Bool { leases[lease] != nil }
-    /// Whether `lease` is an earlier coordinator's attempt let finish (`Event.orphaned`).
+    /// Whether `lease` is an orphaned attempt let finish (`Event.orphaned`).
     public func isOrphan(_ lease: String) -> Bool { orphans[lease] != nil }
     /// The stage `lease` runs, if it is current and was given to `worker`: the only results that count.
     public func current(_ lease: String, from worker: String) -> StageRef? {

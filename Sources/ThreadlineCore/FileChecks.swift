@@ -353,9 +353,7 @@ public enum StoreFiles {
         var files: [File] = []
         for prefix in (try? fm.contentsOfDirectory(atPath: base)) ?? [] {
             for name in (try? fm.contentsOfDirectory(atPath: base + "/" + prefix)) ?? [] {
-                let path = base + "/" + prefix + "/" + name
-                let attrs = try? fm.attributesOfItem(atPath: path)
-                files.append(File(path: path, sha256: name, size: (attrs?[.size] as? NSNumber)?.int64Value, modified: attrs?[.modificationDate] as? Date))
+                files.append(file(base + "/" + prefix + "/" + name, named: name))
             }
         }
         return files
@@ -368,11 +366,13 @@ public enum StoreFiles {
     /// The audio chunks kept in a store (their `sha256` is the chunk's key, not the content's;
     /// files being written are left out).
     public static func audioChunks(in root: String) -> [File] {
-        let fm = FileManager.default
         let base = root + "/" + audioChunks
-        return ((try? fm.contentsOfDirectory(atPath: base)) ?? []).filter { !$0.contains(".tmp-") }.map { name in
-            let attrs = try? fm.attributesOfItem(atPath: base + "/" + name)
-            return File(path: base + "/" + name, sha256: name, size: (attrs?[.size] as? NSNumber)?.int64Value, modified: attrs?[.modificationDate] as? Date)
-        }
+        return ((try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []).filter { !$0.contains(".tmp-") }.map { file(base + "/" + $0, named: $0) }
+    }
+
+    /// A store's file as listed: its size and time, as far as they can be read.
+    static func file(_ path: String, named name: String) -> File {
+        let attrs = try? FileManager.default.attributesOfItem(atPath: path)
+        return File(path: path, sha256: name, size: (attrs?[.size] as? NSNumber)?.int64Value, modified: attrs?[.modificationDate] as? Date)
     }
 }
