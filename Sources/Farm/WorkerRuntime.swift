@@ -176,6 +176,15 @@ public final class WorkerRuntime: Sendable {
             send(.result(r))
             lastSent = Clocks.steady
         }
+        /// An assignment still waiting for its inputs given up (handed back as the worker drains,
+        /// dropped as its coordinator stops): nothing of it stays held. (Its inputs stayed marked
+        /// as read, kept from the store's trim for as long as the worker ran.)
+        func dropPreparing(_ lease: String) {
+            preparing[lease] = nil
+            running.remove(lease)
+            reading[lease] = nil
+            acceptedAt[lease] = nil
+        }
         func launch(_ a: Assignment) {
             if a.checkOnly == true {
                 // Cache checks are not media pipelines: they run beside the slots.
@@ -292,8 +301,7 @@ public final class WorkerRuntime: Sendable {
                     send(.draining(running: Array(running)))
                     // Not started yet (still fetching inputs): handed back now, not after the deadline.
                     for (lease, p) in preparing {
-                        preparing[lease] = nil
-                        running.remove(lease)
+                        dropPreparing(lease)
                         send(.handBack(lease: p.assignment.lease))
                     }
                 }
@@ -392,11 +400,7 @@ public final class WorkerRuntime: Sendable {
                     // next coordinator makes it again.
                     coordinatorStopped = true
                     coordinatorLost = true
-                    for (lease, _) in preparing {
-                        preparing[lease] = nil
-                        running.remove(lease)
-                        cancelled.withLock { _ = $0.insert(lease) }
-                    }
+                    for lease in preparing.keys { dropPreparing(lease) }
                     let going = running.intersection(keep)
                     logger.info("the coordinator is stopping; renders under way here go on and are delivered to the coordinator that comes next",
                                 metadata: ["renders": "\(going.count)"])
