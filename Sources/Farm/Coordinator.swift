@@ -47,6 +47,13 @@ public struct RunProgress: Sendable, Codable {
     /// same clip with the same edits in two projects of a batch: rendered once, a cache hit for
     /// the other). A batch's total counts them once; nil from a coordinator that does not say.
     public var framesElsewhere: Int? = nil
+    /// Milliseconds a planned frame of the run should take to render: `RenderCost`'s estimates of
+    /// its renders over their frames, once any item's source is measured. One project's own time
+    /// left does not need it (its rate is its own), but a batch's total does: its projects' frames
+    /// are not the same work (a 1080p frame about 2.6 times a 540p one from the same clip), and
+    /// counted alike, eight projects whose 540p ones came first read "ETA 0:02" with 6.7 s left.
+    /// Nil from a coordinator that does not say.
+    public var costPerFrame: Double? = nil
 
     /// No worker takes work and nothing of the run runs: it waits for one to join (all workers
     /// stopped, scaled to zero, or not started yet), which the time left cannot tell.
@@ -115,9 +122,16 @@ public struct RunProgress: Sendable, Codable {
 /// stood: its frames done are all it will do (a failed project's unrendered frames are not left
 /// to render, so they neither lengthen the time left nor keep the line from saying the movies are
 /// being joined) and nothing of it is running.
+///
+/// The frames are weighed (`weight`): a project's frames count as its cost per frame over the
+/// mean of the projects that say theirs, so that the rate the batch has rendered at so far holds
+/// for what is left when its projects differ in size.
 public struct BatchProgress: Sendable, Equatable {
     public var running = 0
+    /// Planned frames, each project's weighed by `weight`.
     public var framesDone = 0, framesTotal = 0, rendered = 0
+    /// The mean cost per frame of the projects told that say theirs (`RunProgress.costPerFrame`).
+    public var meanCost: Double?
     /// Every project still going knows its length (and every project has been heard from).
     public var known: Bool
     /// The renders of the projects still going, on their slots; nil when one does not say.
@@ -130,24 +144,40 @@ public struct BatchProgress: Sendable, Equatable {
     public init(projects: Int, ended: Int, told: [(progress: RunProgress, ended: Bool)]) {
         known = told.count + ended - told.filter(\.ended).count >= projects
         going = projects - ended
+        let costs = told.compactMap { $0.progress.costPerFrame }.filter { $0 > 0 }
+        meanCost = costs.isEmpty ? nil : costs.reduce(0, +) / Double(costs.count)
         var slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0), everySays = true
         for (p, over) in told {
-            framesDone += p.framesDone ?? 0
+            let w = weight(p)
+            func weighed(_ frames: Int) -> Int { w == 1 ? frames : Int((Double(frames) * w).rounded()) }
+            framesDone += weighed(p.framesDone ?? 0)
             // (Frames another project of the batch renders for it are counted there, once.)
-            framesTotal += over ? p.framesDone ?? 0 : max(p.framesDone ?? 0, (p.framesTotal ?? 0) - (p.framesElsewhere ?? 0))
-            rendered += p.framesRendered ?? p.framesDone ?? 0
+            framesTotal += weighed(over ? p.framesDone ?? 0 : max(p.framesDone ?? 0, (p.framesTotal ?? 0) - (p.framesElsewhere ?? 0)))
+            rendered += weighed(p.framesRendered ?? p.framesDone ?? 0)
             if let q = p.slots { slots.renderSeconds += q.renderSeconds } else { everySays = false }
             guard !over else { continue }
             running += p.running.count
             if p.framesKnown != true { known = false }
-            if let q = p.slots { slots.inFlight += q.inFlight; slots.inFlightFrames += q.inFlightFrames; slots.inFlightSeconds += q.inFlightSeconds }
+            if let q = p.slots { slots.inFlight += q.inFlight; slots.inFlightFrames += weighed(q.inFlightFrames); slots.inFlightSeconds += q.inFlightSeconds }
         }
         self.slots = everySays ? slots : nil
     }
 
-    /// Frames a slot renders a second over the batch's renders so far: the rate of a project
-    /// line whose project has rendered nothing of its own yet (its first items reused).
+    /// What one planned frame of `p` counts as in the sums: its cost per frame over the batch's
+    /// mean; 1 when it does not say (an older coordinator, or none of its sources measured yet)
+    /// or none does.
+    public func weight(_ p: RunProgress) -> Double {
+        guard let c = p.costPerFrame, c > 0, let meanCost else { return 1 }
+        return c / meanCost
+    }
+
+    /// Weighed frames a slot renders a second over the batch's renders so far.
     public var speed: Double? { slots.flatMap { TimeLeft.speed(frames: rendered, seconds: $0.renderSeconds) } }
+
+    /// Frames of `p` a slot renders a second at the batch's rate: the rate of a project line
+    /// whose project has rendered nothing of its own yet (its first items reused, or it waited
+    /// behind the others). A 1080p project goes slower a frame than the 540p ones that set it.
+    public func speed(for p: RunProgress) -> Double? { speed.map { $0 / weight(p) } }
 
     /// The time left as a progress line shows it, the batch rendering for `seconds` so far.
     public func text(renderingFor seconds: Double) -> String {
@@ -449,6 +479,15 @@ final class RunState {
     var fileArtifacts: [String: Int64] = [:]
     var transitionCount = 0
     var frameCounts: [Int: Int] = [:]
+    /// What each item's render should cost (`RenderCost`, milliseconds), once its source is
+    /// measured: the run's cost per frame (`RunProgress.costPerFrame`).
+    var renderCosts: [Int: Double] = [:]
+    /// Milliseconds a planned frame should take to render, over the items whose cost is known.
+    var costPerFrame: Double? {
+        var cost = 0.0, frames = 0
+        for (i, c) in renderCosts { if let n = frameCounts[i], n > 0 { cost += c; frames += n } }
+        return frames > 0 && cost > 0 ? cost / Double(frames) : nil
+    }
     /// Items whose segment this run rendered itself (not reused), and when its first render was
     /// sent: the ETA's rate (`RunProgress.framesRendered`, `renderingFor`).
     var renderedItems: Set<Int> = []
@@ -1726,7 +1765,7 @@ final class CoordinatorCore {
         var cost = 0.0
         if case .segment(let spec) = task, let i = u.item {
             ready = editsParameters(spec.edits, key: ready.key)
-            if let f = run.facts[i] { cost = RenderCost.estimate(f, spec: spec) }
+            if let f = run.facts[i] { cost = RenderCost.estimate(f, spec: spec); run.renderCosts[i] = cost; ready.cost = cost }
         }
         // Recorded with the dispatch if the unit goes out in this feed, else when the feed ends.
         if u.unrecordedReady == nil { unrecordedReady.append((s.run, u)) }
@@ -2483,6 +2522,7 @@ final class CoordinatorCore {
         p.notes = run.notesInOrder
         p.setbacks = run.setbacks
         p.framesElsewhere = framesElsewhere
+        p.costPerFrame = run.costPerFrame
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

@@ -307,6 +307,10 @@ extension WireMessage {
                          incarnation: "0F1E2D3C-4B5A-4968-8776-655443322110", clock: 1_795_720_841.25)),
             .heartbeat(running: ["L4"], clock: 1_795_720_842.5),
             .stopping(keep: ["L3"]),
+            .progress(RunProgress(runID: 4, items: 3, itemsDone: 1, stagesTotal: 12, stagesDone: 4, running: ["render/1"], elapsed: 2,
+                                  framesDone: 90, framesTotal: 270, framesKnown: true, framesRendered: 90, renderingFor: 1.2,
+                                  slots: TimeLeft.Slots(renderSeconds: 1.1, inFlight: 1, inFlightFrames: 90, inFlightSeconds: 0.4),
+                                  workers: 1, framesElsewhere: 0, costPerFrame: 28.25)),
         ]
     }
 }

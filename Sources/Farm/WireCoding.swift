@@ -307,6 +307,7 @@ extension RunProgress {
             $0.setbacks = setbacks
             if let w = workers { $0.workers = Int64(w) }
             if let f = framesElsewhere { $0.framesElsewhere = Int64(f) }
+            if let c = costPerFrame { $0.costPerFrame = c }
         }
     }
     init(_ w: Threadline_Wire_RunProgress) {
@@ -318,7 +319,8 @@ extension RunProgress {
                   slots: w.hasRenderSeconds ? TimeLeft.Slots(renderSeconds: w.renderSeconds, inFlight: Int(w.rendersInFlight),
                                                              inFlightFrames: Int(w.framesInFlight), inFlightSeconds: w.inFlightSeconds) : nil,
                   failures: w.failures, notes: w.notes, workers: w.hasWorkers ? Int(w.workers) : nil, setbacks: w.setbacks,
-                  framesElsewhere: w.hasFramesElsewhere ? Int(w.framesElsewhere) : nil)
+                  framesElsewhere: w.hasFramesElsewhere ? Int(w.framesElsewhere) : nil,
+                  costPerFrame: w.hasCostPerFrame ? w.costPerFrame : nil)
     }
 }
 

@@ -133,6 +133,8 @@ public struct FarmReader: Sendable {
             var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int)] = [:]
             var slots: [Int64: TimeLeft.Slots] = [:]
             var firstRenderSent: [Int64: Double] = [:]
+            /// Milliseconds a planned frame should take to render (`RunProgress.costPerFrame`).
+            var costPerFrame: [Int64: Double] = [:]
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
                 for r in try Row.fetchAll(db, sql: """
@@ -191,14 +193,34 @@ public struct FarmReader: Sendable {
                     """, arguments: StatementArguments(framed)) {
                     firstRenderSent[r[0]] = r[1]
                 }
+                // What its renders should cost (`RenderCost`, recorded as they became ready), over their frames.
+                for r in try Row.fetchAll(db, sql: """
+                    SELECT s.run_id, sum(s.cost_ms), sum(\(Self.renderedFrames))
+                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+                    WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.cost_ms > 0 AND i.frame_count > 0
+                    GROUP BY s.run_id
+                    """, arguments: StatementArguments(framed)) {
+                    let cost: Double = r[1], frames: Int = r[2]
+                    if frames > 0 { costPerFrame[r[0]] = cost / Double(frames) }
+                }
             }
             // Frames a slot renders a second over the running runs' own renders: the rate of a
             // run whose items so far came from the cache (clips another project had rendered), as
             // a batch's project lines take it; without it, "ETA" stayed blank until its own
             // last render ended.
+            // When every run sampled says what its frames cost, that rate is in milliseconds of
+            // estimated cost a second, and each run takes it over its own cost per frame: a 1080p
+            // run waiting behind 540p ones goes slower a frame than they did.
             let sampled = slots.filter { $0.value.renderSeconds > 0 }
-            let speed = TimeLeft.speed(frames: sampled.keys.reduce(0) { $0 + (frames[$1]?.rendered ?? 0) },
-                                       seconds: sampled.values.reduce(0) { $0 + $1.renderSeconds })
+            let seconds = sampled.values.reduce(0) { $0 + $1.renderSeconds }
+            let weighed = !sampled.isEmpty && sampled.keys.allSatisfy { costPerFrame[$0] != nil }
+            let farmSpeed = TimeLeft.speed(frames: sampled.keys.reduce(0) { $0 + (frames[$1]?.rendered ?? 0) }, seconds: seconds)
+            let costSpeed = weighed && seconds > 0
+                ? sampled.keys.reduce(0.0) { $0 + Double(frames[$1]?.rendered ?? 0) * costPerFrame[$1]! } / seconds : nil
+            func speed(of run: Int64) -> Double? {
+                guard let costSpeed, costSpeed > 0, let c = costPerFrame[run] else { return farmSpeed }
+                return costSpeed / c
+            }
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
                 let items: Int = r[9]
@@ -214,7 +236,7 @@ public struct FarmReader: Sendable {
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
                            etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
                                                                         renderingFor: firstRenderSent[id].map { max(0, now - $0) } ?? 0,
-                                                                        slots: slots[id], speed: speed) : nil,
+                                                                        slots: slots[id], speed: speed(of: id)) : nil,
                            joining: joining,
                            outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8], submitter: r[10], ownerKey: r[11])
             }

@@ -378,6 +378,12 @@ public final class LineageStore: Sendable {
                 END;
                 """)
         }
+        m.registerMigration("v14: what a render should cost") { db in
+            // The coordinator's estimate of a render (`RenderCost`, milliseconds), on each of its
+            // stages: the dashboard weighs a run's frames by it where it takes the farm's rate
+            // (a 1080p run behind 540p ones read as quick as those).
+            try db.execute(sql: "ALTER TABLE stage ADD COLUMN cost_ms REAL")
+        }
         return m
     }
 
@@ -845,8 +851,10 @@ public final class LineageStore: Sendable {
         public var params: String?
         public var paramsSHA256: String?
         public var key: String?
-        public init(params: String?, key: String?) {
-            self.params = params; self.paramsSHA256 = params.map { SHA256Hasher.hex($0) }; self.key = key
+        /// What a render should cost (`RenderCost`, milliseconds of a core), when known.
+        public var cost: Double?
+        public init(params: String?, key: String?, cost: Double? = nil) {
+            self.params = params; self.paramsSHA256 = params.map { SHA256Hasher.hex($0) }; self.key = key; self.cost = cost
         }
     }
 
@@ -855,9 +863,9 @@ public final class LineageStore: Sendable {
         try write { db in
             let update = try db.cachedStatement(sql: """
                 UPDATE stage SET state = 'ready', params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256),
-                    key = coalesce(?, key) WHERE id = ?
+                    key = coalesce(?, key), cost_ms = coalesce(?, cost_ms) WHERE id = ?
                 """)
-            for id in stageIDs { try update.execute(arguments: [p.params, p.paramsSHA256, p.key, id]) }
+            for id in stageIDs { try update.execute(arguments: [p.params, p.paramsSHA256, p.key, p.cost, id]) }
         }
     }
 
@@ -924,12 +932,13 @@ public final class LineageStore: Sendable {
                 """)
             let update = try db.cachedStatement(sql: """
                 UPDATE stage SET state = 'running', attempts = ?, started_at = coalesce(started_at, ?),
-                    params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256), key = coalesce(?, key) WHERE id = ?
+                    params_json = coalesce(?, params_json), params_sha256 = coalesce(?, params_sha256), key = coalesce(?, key),
+                    cost_ms = coalesce(?, cost_ms) WHERE id = ?
                 """)
             for (i, s) in stageIDs.enumerated() {
                 try insert.execute(arguments: [s, attemptNo, worker, slot, stageIDs.count > 1 ? "\(lease)#\(i)" : lease, t])
                 ids.append(db.lastInsertedRowID)
-                try update.execute(arguments: [attemptNo, t, ready?.params, ready?.paramsSHA256, ready?.key, s])
+                try update.execute(arguments: [attemptNo, t, ready?.params, ready?.paramsSHA256, ready?.key, ready?.cost, s])
             }
             return ids
         }

@@ -1354,6 +1354,18 @@ public nonisolated struct Threadline_Wire_RunProgress: @unchecked Sendable {
   /// Clears the value of `framesElsewhere`. Subsequent reads from it will return its default value.
   public mutating func clearFramesElsewhere() {_uniqueStorage()._framesElsewhere = nil}
 
+  /// Milliseconds a planned frame of this run should take to render (the coordinator's render cost
+  /// estimate, averaged over the items whose sources are measured): a batch's time left weighs
+  /// each project's frames by it, so 1080p projects queued behind 540p ones do not read as quick.
+  public var costPerFrame: Double {
+    get {_storage._costPerFrame ?? 0}
+    set {_uniqueStorage()._costPerFrame = newValue}
+  }
+  /// Returns true if `costPerFrame` has been explicitly set.
+  public var hasCostPerFrame: Bool {_storage._costPerFrame != nil}
+  /// Clears the value of `costPerFrame`. Subsequent reads from it will return its default value.
+  public mutating func clearCostPerFrame() {_uniqueStorage()._costPerFrame = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3244,7 +3256,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RunProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0\u{1}notes\0\u{1}setbacks\0\u{3}frames_elsewhere\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}run_id\0\u{1}items\0\u{3}items_done\0\u{3}stages_total\0\u{3}stages_done\0\u{1}running\0\u{1}elapsed\0\u{3}frames_done\0\u{3}frames_total\0\u{3}frames_known\0\u{3}frames_rendered\0\u{3}rendering_for\0\u{3}render_seconds\0\u{3}renders_in_flight\0\u{3}frames_in_flight\0\u{3}in_flight_seconds\0\u{1}failures\0\u{1}workers\0\u{1}notes\0\u{1}setbacks\0\u{3}frames_elsewhere\0\u{3}cost_per_frame\0")
 
   fileprivate class _StorageClass {
     var _runID: Int64 = 0
@@ -3268,6 +3280,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
     var _notes: [String] = []
     var _setbacks: [String] = []
     var _framesElsewhere: Int64? = nil
+    var _costPerFrame: Double? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -3299,6 +3312,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       _notes = source._notes
       _setbacks = source._setbacks
       _framesElsewhere = source._framesElsewhere
+      _costPerFrame = source._costPerFrame
     }
   }
 
@@ -3338,6 +3352,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         case 19: try { try decoder.decodeRepeatedStringField(value: &_storage._notes) }()
         case 20: try { try decoder.decodeRepeatedStringField(value: &_storage._setbacks) }()
         case 21: try { try decoder.decodeSingularInt64Field(value: &_storage._framesElsewhere) }()
+        case 22: try { try decoder.decodeSingularDoubleField(value: &_storage._costPerFrame) }()
         default: break
         }
       }
@@ -3413,6 +3428,9 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
       try { if let v = _storage._framesElsewhere {
         try visitor.visitSingularInt64Field(value: v, fieldNumber: 21)
       } }()
+      try { if let v = _storage._costPerFrame {
+        try visitor.visitSingularDoubleField(value: v, fieldNumber: 22)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -3443,6 +3461,7 @@ nonisolated extension Threadline_Wire_RunProgress: SwiftProtobuf.Message, SwiftP
         if _storage._notes != rhs_storage._notes {return false}
         if _storage._setbacks != rhs_storage._setbacks {return false}
         if _storage._framesElsewhere != rhs_storage._framesElsewhere {return false}
+        if _storage._costPerFrame != rhs_storage._costPerFrame {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -836,7 +836,7 @@ final class BatchDisplay: Sendable {
         var lines = [batch.map { totalLine(s, $0, now: now) } ?? soleLine(s, now: now)]
         let active = s.progress.keys.filter { s.ended[$0] == nil }.sorted()
         for k in active.prefix(Self.activeLines) where batch != nil {
-            lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now)), speed: batch?.speed))
+            lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now)), speed: batch?.speed(for: s.progress[k]!)))
         }
         if active.count > Self.activeLines { lines.append(Self.moreLine(active.dropFirst(Self.activeLines).map { s.progress[$0]! })) }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""

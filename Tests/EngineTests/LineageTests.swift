@@ -149,7 +149,13 @@ import PropertyBased
     /// another project had rendered) takes the farm's speed, from the other running runs' renders,
     /// as a batch's project lines do; in the run list and on its own page alike. Its ETA was blank
     /// until its own last render ended.
-    @Test func aRunWithNoRenderOfItsOwnTakesTheFarmsSpeed() throws {
+    ///
+    /// `costs`: what the coordinator recorded each run's frames should cost (`stage.cost_ms`), the
+    /// second's `costs.1` ms a frame against the first's 10: a second run three times as costly a
+    /// frame (1080p behind 540p) goes at a third of the first's frames a second (it read 1 s left
+    /// for 5 s). None recorded (an older coordinator's lineage): frames alike.
+    @Test(arguments: [nil, 10.0, 30.0])
+    func aRunWithNoRenderOfItsOwnTakesTheFarmsSpeed(secondCost: Double?) throws {
         let dir = temporaryDirectory("eta-speed")
         let lineage = try LineageStore(path: dir + "/l.db")
         try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 2, version: "test")
@@ -164,7 +170,10 @@ import PropertyBased
         }
         let (first, one) = runs[0], (second, two) = runs[1]
         // The first run rendered item 0's 300 frames in 2 s (150 a second on a slot).
-        let zero = try lineage.attemptDispatched(stageIDs: ["decode/0", "transform/0", "encode/0"].map { one[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: "l0")
+        let costs = secondCost.map { (LineageStore.StageParameters(params: nil, key: nil, cost: 300 * 10),
+                                      LineageStore.StageParameters(params: nil, key: nil, cost: 300 * $0)) }
+        let zero = try lineage.attemptDispatched(stageIDs: ["decode/0", "transform/0", "encode/0"].map { one[$0]! }, attemptNo: 1, worker: "w", slot: 0, lease: "l0",
+                                                 ready: costs?.0)
         let sent: Double = try #require(LineageStore.readRows(path: dir + "/l.db", "SELECT dispatched_at FROM attempt WHERE id = \(zero[0])")
             .first?["dispatched_at"].flatMap(Double.init))
         for (k, stage) in ["decode/0", "transform/0", "encode/0"].enumerated() {
@@ -174,13 +183,16 @@ import PropertyBased
         // The second reused its item 0 (the same clip) and renders item 1, sent at the same time.
         try lineage.stageCached(two["encode/0"]!)
         try lineage.stageUpdate(two["encode/0"]!, state: .succeeded)
-        _ = try lineage.attemptDispatched(stageIDs: ["decode/1", "transform/1", "encode/1"].map { two[$0]! }, attemptNo: 1, worker: "w", slot: 1, lease: "l1")
+        _ = try lineage.attemptDispatched(stageIDs: ["decode/1", "transform/1", "encode/1"].map { two[$0]! }, attemptNo: 1, worker: "w", slot: 1, lease: "l1",
+                                          ready: costs?.1)
         try lineage.stageUpdate(two["decode/1"]!, state: .running)
         let reader = try FarmReader(path: dir + "/l.db")
-        // At sent + 1: item 1 is 150 frames along at 150 a second; 150 left, 1 s.
+        // At sent + 1: item 1 is 150 frames along at 150 a second; 150 left, 1 s. Three times as
+        // costly a frame: 50 a second, 50 along, 250 left, 5 s.
+        let expected = secondCost == 30 ? 5.0 : 1.0
         let listed = try reader.runs(now: sent + 1).first { $0.id == second }
         let alone = try reader.runs(id: second, now: sent + 1).first
-        #expect(listed?.framesDone == 300 && abs((listed?.etaS ?? -1) - 1) < 0.05, "\(String(describing: listed))")
+        #expect(listed?.framesDone == 300 && abs((listed?.etaS ?? -1) - expected) < 0.05, "\(String(describing: listed))")
         #expect(alone?.etaS != nil && abs((alone?.etaS ?? -1) - (listed?.etaS ?? -2)) < 1e-9, "its own page: \(String(describing: alone))")
         // Its own rate wins once it has one: the first run still goes by its own.
         #expect(try reader.runs(id: first, now: sent + 2).first?.etaS.map { abs($0 - 2) < 0.05 } == true)

@@ -228,6 +228,48 @@ import TestSupport
         #expect(batch.framesTotal == first.framesTotal! + waiting.framesTotal! - waiting.framesElsewhere!, "\(batch)")
     }
 
+    /// A batch whose projects differ in size: 540p projects done first, their 1080p fellows still
+    /// to render. By frames alone, the rate the small ones set said the big ones' 300 frames
+    /// would take 3 s; each frame of theirs costs three times as much, and the total, and the line
+    /// of the big project that has rendered nothing yet, now say 9 s. (Eight such projects of
+    /// 1080p and 540p on two slots read "ETA 0:02" with 6.7 s left, and 0:00 with 3 s.)
+    @Test func aBatchWeighsItsProjectsByWhatTheirFramesCost() {
+        var small = progress(done: 300, total: 300, known: true, elapsed: 3)
+        small.framesRendered = 300; small.itemsDone = 1; small.costPerFrame = 10
+        small.slots = TimeLeft.Slots(renderSeconds: 3, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
+        var big = progress(done: 0, total: 300, known: true, elapsed: 3)
+        big.framesRendered = 0; big.renderingFor = 0; big.running = ["render/0"]; big.workers = 1; big.costPerFrame = 30
+        big.slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 1, inFlightFrames: 300, inFlightSeconds: 0)
+        let batch = BatchProgress(projects: 2, ended: 1, told: [(small, true), (big, false)])
+        #expect(batch.meanCost == 20 && batch.weight(small) == 0.5 && batch.weight(big) == 1.5)
+        #expect(batch.text(renderingFor: 3) == "ETA 0:09", "\(batch.text(renderingFor: 3))")
+        #expect(big.timeInBatch(speed: batch.speed(for: big)) == "ETA 0:09", "\(big.timeInBatch(speed: batch.speed(for: big)))")
+        // Unweighed (a coordinator that does not say): 3 s, as before.
+        var old = (small, big); old.0.costPerFrame = nil; old.1.costPerFrame = nil
+        let unweighed = BatchProgress(projects: 2, ended: 1, told: [(old.0, true), (old.1, false)])
+        #expect(unweighed.text(renderingFor: 3) == "ETA 0:03" && unweighed.framesTotal == 600, "\(unweighed)")
+        // Projects of the same cost weigh alike: the frames as they are.
+        var same = (small, big); same.1.costPerFrame = 10
+        let alike = BatchProgress(projects: 2, ended: 1, told: [(same.0, true), (same.1, false)])
+        #expect(alike.framesTotal == 600 && alike.text(renderingFor: 3) == "ETA 0:03", "\(alike)")
+    }
+
+    /// What the coordinator tells of a run's cost per frame: two projects of the same clips, one
+    /// at 1920x1080 and one at 960x540, four times the pixels to encode a frame.
+    @Test func aRunTellsWhatItsFramesCost() throws {
+        let h = try Harness(workers: 1, slots: 1, runner: FakeRunner(delay: 0.01, deterministic: true))
+        let told = Locked<[Int64: [RunProgress]]>([:])
+        h.coordinator.observe { p, run, _ in if let p { told.withLock { $0[run, default: []].append(p) } } }
+        func project(_ name: String, _ width: Int, _ height: Int) -> Pipeline {
+            Pipeline(name: name, output: OutputProfile(path: h.dir + "/\(name).mp4", width: width, height: height),
+                     items: (0..<2).map { Item(kind: .video(source: SourceRef("/media/\(name)-\($0).mov"), trim: nil)) })
+        }
+        let big = try h.submit(project("big", 1920, 1080)), small = try h.submit(project("small", 960, 540))
+        for r in [big, small] { guard case .succeeded = try #require(h.wait(r)) else { Issue.record("run \(r) failed"); return } }
+        let costs = try [big, small].map { run in try #require(told.value[run]?.last?.costPerFrame, "\(String(describing: told.value[run]?.last))") }
+        #expect(costs[0] / costs[1] > 3.5 && costs[0] / costs[1] < 4.5, "\(costs)")
+    }
+
     /// The batch's total subtracts what one project's render makes for another, never below what
     /// that project has done.
     @Test func framesMadeElsewhereAreCountedOnce() {
