@@ -245,6 +245,9 @@ final class Transfers {
             u.lastProgress = now
             askAgain(sha, u)
             incoming[sha] = u
+            // And what it could not ask for at all (the pulls not sent: the peer's connection
+            // gone for a moment): with none outstanding, asking again asked for nothing.
+            requestMore(sha)
         }
     }
 

@@ -12,11 +12,16 @@ import Engine
         let sender: Transfers, receiver: Transfers
         /// The receiver's pulls, with the peer each was sent to.
         var toSender: [(peer: Data, message: WireMessage)] = [], toReceiver: [(WireMessage, Data?)] = []
+        /// The receiver's pulls cannot be sent (its peer out of reach) while this is set.
+        var unreachable = false
         init(_ dir: String) throws {
             var s: Transfers!, r: Transfers!
             let box = Box()
             s = Transfers(store: try ArtifactStore(root: dir + "/sender"), chunkSize: 4) { _, m, p in box.pair?.toReceiver.append((m, p)); return true }
-            r = Transfers(store: try ArtifactStore(root: dir + "/receiver"), chunkSize: 4) { peer, m, _ in box.pair?.toSender.append((peer, m)); return true }
+            r = Transfers(store: try ArtifactStore(root: dir + "/receiver"), chunkSize: 4) { peer, m, _ in
+                guard box.pair?.unreachable != true else { return false }
+                box.pair?.toSender.append((peer, m)); return true
+            }
             sender = s; receiver = r
             box.pair = self
         }
@@ -58,6 +63,27 @@ import Engine
             pair.pump()
         }
         return nil
+    }
+
+    /// A transfer whose first pulls could not be sent (its sender's connection being made again,
+    /// as after a stall of the coordinator) asks for them once it stalls: with nothing asked for,
+    /// asking again asked for nothing, and a finished render's upload gave up after 18 s of
+    /// silence (and the render was made again).
+    @Test func aTransferWhosePullsCouldNotBeSentAsksAgain() throws {
+        let dir = temporaryDirectory("transfer-unsent")
+        let pair = try Pair(dir)
+        let bytes = Data((0..<40).map { UInt8($0) })
+        let ref = try Self.held(pair, dir, bytes)
+        pair.unreachable = true
+        pair.receiver.fetch(ref, from: Data("a".utf8), now: 0)
+        #expect(pair.pulled.isEmpty)
+        pair.unreachable = false
+        pair.receiver.tick(now: 1)
+        #expect(pair.pulled.isEmpty, "not stalled yet")
+        pair.receiver.tick(now: 4)
+        #expect(pair.pulled.map(\.offset) == [0, 4, 8, 12, 16, 20, 24, 28], "\(pair.pulled)")
+        pair.pump()
+        #expect(Self.arrived(pair) == bytes)
     }
 
     /// A transfer cut off (its sender went away or silent: a submitter's laptop closed half-way
