@@ -1569,6 +1569,7 @@ final class CoordinatorCore {
     func forget(worker id: String, _ w: WorkerInfo) {
         transfers?.peerLost(w.identity)
         holdings.forget(id)
+        unreachableLogged[id] = nil
     }
 
     /// Whether a hello under a known worker id comes from another process than the one known
@@ -1578,6 +1579,11 @@ final class CoordinatorCore {
         if let a = old.incarnation, let b = new.incarnation { return a != b }
         return old.pid != new.pid || old.host != new.host
     }
+
+    /// How long a worker an assignment could not reach gets no work (its connection being made
+    /// again takes well under this), and when that was last logged, by worker.
+    static let unreachablePause = 1.0
+    var unreachableLogged: [String: Double] = [:]
 
     func lose(worker id: String, reason: String) {
         guard let w = workers.removeValue(forKey: id) else { return }
@@ -1876,13 +1882,20 @@ final class CoordinatorCore {
         u.readyAt = Clocks.wall - u.held
         guard (try? socket.send([worker.identity, Envelope(.assign(assignment)).encoded()])) == true else {
             // Never delivered (the worker's connection is gone): not this stage's fault, so it
-            // does not count towards poison; it goes straight back to the queue.
+            // does not count towards poison; it goes straight back to the queue. The worker is
+            // not lost for it: after a stall of this coordinator its connection is being made
+            // again, and lost, its results on the way in were thrown away with it (one render
+            // made twice after an 8 s pause). It gets no work for a moment; a worker really gone
+            // stops beating and is lost by the liveness timeout.
             for a in u.attemptIDs {
                 record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
-                                             errorMessage: "not delivered: worker \(wid) is unreachable") }
+                                             errorMessage: "not delivered: worker \(wid) is unreachable (its connection is gone for the moment)") }
             }
-            feed(.notDelivered(lease: lease))
-            lose(worker: wid, reason: "unreachable")
+            if now - (unreachableLogged[wid] ?? -.infinity) > 1 {
+                unreachableLogged[wid] = now
+                log.warning("worker unreachable; no work for it for a moment", metadata: ["worker.id": "\(wid)", "stage.id": "\(u.name)"])
+            }
+            feed(.notDelivered(lease: lease, unreachableUntil: now + Self.unreachablePause))
             return
         }
         for i in inputs { holdings.add(i.sha256, to: wid) }

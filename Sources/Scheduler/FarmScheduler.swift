@@ -90,7 +90,11 @@ public struct FarmScheduler: Sendable {
         /// The worker will not run it (draining): back to the queue at once, not counted.
         case handedBack(lease: String, worker: String)
         /// The assignment never reached the worker: back to the queue, not counted.
-        case notDelivered(lease: String)
+        /// `unreachableUntil`: because its connection is gone for the moment (a worker dialling
+        /// again after its coordinator stalled, or one that died and is not yet known lost): it
+        /// gets no work until then, and keeps what it runs (a result on its way in, a render its
+        /// new connection reports); if it stays silent, the liveness timeout loses it.
+        case notDelivered(lease: String, unreachableUntil: Double? = nil)
         /// The attempt's output stands, but the stage runs once more on a worker that has not
         /// made it (verification); not counted as a retry.
         case again(lease: String, worker: String)
@@ -474,8 +478,9 @@ public struct FarmScheduler: Sendable {
             guard current(lease, from: worker, &out) != nil else { break }
             handBack(lease, from: worker, now: now, &out)
 
-        case .notDelivered(let lease):
+        case .notDelivered(let lease, let until):
             guard let info = leases[lease] else { break }
+            if let until, var w = workers[info.worker] { w.sidelinedUntil = max(w.sidelinedUntil, until); workers[info.worker] = w }
             free(lease, on: info.worker)
             handBack(lease, from: info.worker, now: now, &out, record: false)
 

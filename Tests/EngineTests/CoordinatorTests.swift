@@ -205,6 +205,60 @@ final class Harness {
         deaf.close()
     }
 
+    /// A worker whose connection is gone for a moment (as when it dials again after a stall of
+    /// its coordinator) while it runs a stage: an assignment that cannot reach it goes back to
+    /// the queue and the worker gets no work for a moment, but it is not lost. Lost, the stage it
+    /// ran was lost with it and a result of it on its way in thrown away (one render made twice
+    /// after an 8 s coordinator pause). Back on a new connection, it reports what it runs.
+    @Test func aWorkerOutOfReachForAMomentIsNotLost() throws {
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
+        var held: String?
+        func dial() throws -> Socket {
+            let s = try Socket(h.context, .dealer)
+            try s.setIdentity("hop")
+            try s.connect(h.endpoint)
+            let hello = Hello(worker: "hop", host: "h", pid: 1, slots: 2, version: "test", storeID: nil, running: held.map { [$0] } ?? [],
+                              engine: Planner.engineID)
+            try s.send([Envelope(.hello(hello)).encoded()], dontWait: false)
+            return s
+        }
+        var hop = try dial()
+        let first = try h.submit(h.pipeline(1, name: "a"))
+        let deadline = Date().addingTimeInterval(5)
+        while held == nil, Date() < deadline {
+            if let frames = try hop.receive(timeoutMs: 100), case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message { held = a.lease }
+        }
+        let lease = try #require(held, "the hand-made worker got no assignment")
+        // Its connection goes; an assignment for its free slot cannot reach it.
+        hop.close()
+        usleep(200_000)
+        let second = try h.submit(h.pipeline(1, name: "b"))
+        let undelivered = "SELECT count(*) AS n FROM attempt WHERE worker_id = 'hop' AND error_message LIKE 'not delivered: worker hop is unreachable%'"
+        let tried = Date().addingTimeInterval(5)
+        while Date() < tried, try h.lineage.rows(undelivered).first?["n"] == "0" { usleep(20_000) }
+        #expect(try h.lineage.rows(undelivered).first?["n"] != "0", "no assignment was tried on the worker out of reach")
+        // Back on a new connection, running the stage it held; it drains and hands that back,
+        // and a worker of the harness makes both movies.
+        hop = try dial()
+        h.addWorker(id: "w0", slots: 1, runner: FakeRunner(delay: 0.05))
+        try hop.send([Envelope(.draining(running: [lease])).encoded()], dontWait: false)
+        try hop.send([Envelope(.handBack(lease: lease)).encoded()], dontWait: false)
+        let end = Date().addingTimeInterval(10)
+        while Date() < end, h.outcomes.value[first] == nil || h.outcomes.value[second] == nil {
+            if let frames = try hop.receive(timeoutMs: 50), case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message {
+                try hop.send([Envelope(.handBack(lease: a.lease)).encoded()], dontWait: false)
+            }
+        }
+        for run in [first, second] {
+            guard case .succeeded = try #require(h.outcomes.value[run], "run \(run) did not end") else { Issue.record("run \(run) failed"); continue }
+        }
+        let worker = try h.lineage.rows("SELECT state FROM worker WHERE id = 'hop'")
+        #expect(worker.first?["state"] != "lost", "\(worker)")
+        let lost = try h.lineage.rows("SELECT lease, error_message AS e FROM attempt WHERE worker_id = 'hop' AND state = 'lost' AND error_message NOT LIKE 'not delivered%'")
+        #expect(lost.isEmpty, "the stage it ran was lost with it: \(lost)")
+        hop.close()
+    }
+
     /// A cancel's recorded reason names who asked as a person reads it, from the client's
     /// identity; an identity of another shape is kept as it came (cut to 64 characters).
     @Test func aRequesterIsNamedByUserHostAndProcess() {

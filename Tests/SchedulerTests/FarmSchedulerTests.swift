@@ -224,7 +224,7 @@ struct Farm {
 @Suite struct FarmSchedulerProperties {
     /// Random farms: runs submitted and cancelled, workers joining, draining, leaving, dying and
     /// reconnecting; results that succeed, fail, miss the cache, come back handed back or for
-    /// verification, arrive twice, arrive from the wrong worker, or arrive after their lease ended;
+    /// verification, never reach their worker (out of reach for a moment), arrive twice, arrive from the wrong worker, or arrive after their lease ended;
     /// stages that share output keys; attempts that outlive their stage's time limit; renders of
     /// an earlier coordinator let finish (orphans), waited for, confirmed, ended or forgotten.
     /// Throughout: never two successes for one stage, never more
@@ -259,12 +259,16 @@ struct Farm {
                 case 6, 7, 8:
                     guard let l = live.randomPick(next) else { break }
                     let check = farm.outstanding[l]!.checkOnly
-                    switch next(10) {
+                    let unreachableUntil = next(2) == 0 ? farm.now + Double(next(3)) : nil
+                    switch next(11) {
                     case 0...4: _ = farm.answer(l) { .succeeded(lease: $0, worker: $1) }
                     case 5: _ = farm.answer(l) { check ? .cacheMiss(lease: $0, worker: $1) : .failed(lease: $0, worker: $1, retryable: true) }
                     case 6: _ = farm.answer(l) { .failed(lease: $0, worker: $1, retryable: next(4) != 0) }
                     case 7: _ = farm.answer(l) { .handedBack(lease: $0, worker: $1) }
                     case 8: _ = farm.answer(l) { .again(lease: $0, worker: $1) }
+                    case 9:
+                        // It never reached the worker (whose connection may be gone for a moment).
+                        _ = farm.answer(l) { lease, _ in .notDelivered(lease: lease, unreachableUntil: unreachableUntil) }
                     default:
                         // The slot frees first (the artifact is still being copied); the result follows.
                         farm.release(l)
@@ -385,6 +389,29 @@ extension Array {
         let fx = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }
         #expect(fx.last == .runEnded(run, .succeeded))
         #expect(farm.problems.isEmpty)
+    }
+
+    /// An assignment that could not reach its worker (its connection gone for a moment) goes
+    /// back to the queue uncounted; the worker gets nothing until the moment is over, and what it
+    /// already runs stays its own (the coordinator once lost the worker, and that with it).
+    @Test func aWorkerOutOfReachGetsNoWorkForAMomentAndKeepsItsOwn() {
+        var farm = Farm()
+        let w = farm.join(slots: 2)
+        _ = farm.submit([[], [], []])
+        farm.prepareAll()
+        let first = dispatches(farm.send(.tick))
+        #expect(first.count == 2 && first.allSatisfy { $0.worker == w })
+        let until = farm.now + 1
+        _ = farm.answer(first[1].lease) { lease, _ in .notDelivered(lease: lease, unreachableUntil: until) }
+        #expect(dispatches(farm.send(.tick)).isEmpty, "sent again at once to the worker out of reach")
+        farm.now += 0.5
+        #expect(dispatches(farm.send(.tick)).isEmpty)
+        farm.now += 0.6
+        let again = dispatches(farm.send(.tick))
+        #expect(again.map(\.stage) == [first[1].stage] && again.first?.attempt == 1, "not counted as a try: \(again)")
+        let fx = farm.answer(first[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(!fx.contains(.stale(lease: first[0].lease, worker: w)), "the worker's own attempt went on")
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
     }
 
     /// Two projects in one batch with the same clip and edits: their segments share a key. The
