@@ -48,8 +48,12 @@ import ThreadlineCore
         let moving = RenderCost.estimate(still, spec: Self.spec(kenBurns: true))
         let clip = RenderCost.estimate(Self.clip(), spec: Self.spec())
         #expect(moving > 0.8 * clip && moving < 1.2 * clip)
-        // Without the move it is one picture encoded again and again.
-        #expect(RenderCost.estimate(still, spec: Self.spec()) < moving)
+        // Without the move it is one picture encoded again and again, which x264 finds a copy of
+        // the last: about a third of a 1080p clip's frame (1080p photos rendered at 7.4-9.1 ms a
+        // frame against 21 for an HEVC clip; estimated at 0.65 of it, a phone library's project
+        // read "ETA 0:15" with 4.8 s left).
+        let still1 = RenderCost.estimate(still, spec: Self.spec())
+        #expect(still1 < 0.45 * clip && still1 > 0.25 * clip, "\(still1 / clip)")
     }
 
     @Test func looksDrawnInRGBCostTheirFilters() {
