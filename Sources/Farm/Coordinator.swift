@@ -19,7 +19,9 @@ public struct RunProgress: Sendable, Codable {
     public var running: [String]
     public var elapsed: Double
     /// Planned output frames rendered so far, and in all; `framesKnown` once every item's length
-    /// is known (remote sources are measured when fetched). The ETA comes from these.
+    /// is known (remote sources are measured when fetched). The ETA comes from these. Each item's
+    /// frames (here and in every frame count of this, `slots` too) are weighed by what its render
+    /// should cost against the run's `costPerFrame`: a photo's frame counts less than a 4K clip's.
     public var framesDone: Int? = nil
     public var framesTotal: Int? = nil
     public var framesKnown: Bool? = nil
@@ -487,6 +489,19 @@ final class RunState {
         var cost = 0.0, frames = 0
         for (i, c) in renderCosts { if let n = frameCounts[i], n > 0 { cost += c; frames += n } }
         return frames > 0 && cost > 0 ? cost / Double(frames) : nil
+    }
+
+    /// Item → its planned frames weighed by what its render should cost: its cost over the run's
+    /// cost per frame (`mean`), or the frames themselves while its cost is not known (a title, a
+    /// source not measured yet). What the time left counts (`RunProgress.framesDone`): a phone
+    /// library's project renders its 1080p HEVC clips first (the costliest go first) and its
+    /// photos last, and counted alike, their frames read "ETA 0:15" with 4.8 s left.
+    func weighedFrames(mean: Double?) -> (Int) -> Int {
+        { [frameCounts, renderCosts] i in
+            guard let n = frameCounts[i] else { return 0 }
+            guard let mean, mean > 0, let c = renderCosts[i], c > 0 else { return n }
+            return max(1, Int((c / mean).rounded()))
+        }
     }
     /// Items whose segment this run rendered itself (not reused), and when its first render was
     /// sent: the ETA's rate (`RunProgress.framesRendered`, `renderingFor`).
@@ -2482,6 +2497,8 @@ final class CoordinatorCore {
         var framesLost = 0
         var slots = TimeLeft.Slots(renderSeconds: run.renderSeconds, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
         var framesElsewhere = 0
+        let costPerFrame = run.costPerFrame
+        let frames = run.weighedFrames(mean: costPerFrame)
         let phases = scheduler.phases(ofRun: run.id)
         for (k, u) in run.units.enumerated() {
             total += u.stages.count
@@ -2491,7 +2508,7 @@ final class CoordinatorCore {
             if u.kind == .render, let key = u.key, let i = u.item, k < phases.count, phases[k] != .done, phases[k] != .ended {
                 let me = StageRef(run: run.id, node: k)
                 if let maker = keyMakers[key], maker != me, scheduler.phase(maker) != .ended {
-                    if maker.run != run.id { framesElsewhere += run.frameCounts[i] ?? 0 }
+                    if maker.run != run.id { framesElsewhere += frames(i) }
                 } else {
                     keyMakers[key] = me
                 }
@@ -2500,7 +2517,7 @@ final class CoordinatorCore {
             case .ended where k < phases.count:
                 // A unit that waited for a failure has none of its own.
                 if let f = u.failure { failures.append(f.message) }
-                if u.kind == .render, let i = u.item { framesLost += run.frameCounts[i] ?? 0; itemsLost.insert(i) }
+                if u.kind == .render, let i = u.item { framesLost += frames(i); itemsLost.insert(i) }
             case .done: done += u.stages.count
             case .running:
                 // A render whose slot was given back (its segment coming up) is as far along as
@@ -2510,7 +2527,7 @@ final class CoordinatorCore {
                 if holdsSlot { running.append(u.name) }
                 if u.kind == .render, let i = u.item {
                     if holdsSlot { slots.inFlight += 1 }
-                    slots.inFlightFrames += run.frameCounts[i] ?? 0
+                    slots.inFlightFrames += frames(i)
                     slots.inFlightSeconds += max(0, now - u.sentAt)
                 }
             // A cache check takes no slot and a few milliseconds: counted, a coordinator
@@ -2524,18 +2541,18 @@ final class CoordinatorCore {
         let kept = run.kept.subtracting(run.segments.keys).subtracting(itemsLost)
         var p = RunProgress(runID: run.id, items: items, itemsDone: run.segments.count + kept.count, stagesTotal: total, stagesDone: done,
                             running: running.count > 64 ? Array(running.prefix(64)) : running, elapsed: now - run.startedAt)
-        p.framesTotal = run.frameCounts.values.reduce(0, +) - framesLost
-        p.framesDone = run.segments.keys.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) } + kept.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
+        p.framesTotal = run.frameCounts.keys.reduce(0) { $0 + frames($1) } - framesLost
+        p.framesDone = run.segments.keys.reduce(0) { $0 + frames($1) } + kept.reduce(0) { $0 + frames($1) }
         // An item that will not render needs no length: the time left is the others'.
         p.framesKnown = run.frameCounts.count == items || Set(run.frameCounts.keys).union(itemsLost).count == items
-        p.framesRendered = run.renderedItems.reduce(0) { $0 + (run.frameCounts[$1] ?? 0) }
+        p.framesRendered = run.renderedItems.reduce(0) { $0 + frames($1) }
         p.renderingFor = run.firstRenderSent.map { now - $0 } ?? 0
         p.slots = slots
         p.failures = failures
         p.notes = run.notesInOrder
         p.setbacks = run.setbacks
         p.framesElsewhere = framesElsewhere
-        p.costPerFrame = run.costPerFrame
+        p.costPerFrame = costPerFrame
         p.workers = scheduler.takingWork()
         owner.notify(p, run.id, nil)
         if let ws = watchers[run.id] {

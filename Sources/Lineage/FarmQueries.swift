@@ -90,6 +90,23 @@ public struct FarmReader: Sendable {
     /// over the times its segment plays (a loop is rendered once and repeated by the concat).
     static let renderedFrames = "i.frame_count / max(1, coalesce(json_extract(i.params_json, '$.edits.loop'), 1))"
 
+    /// Each running run's cost per frame (`c(run_id, cpf)`, `RunProgress.costPerFrame`): the
+    /// render costs its stages record over their items' frames, for the runs listed at `?`s.
+    static func costPerFrame(_ list: String) -> String {
+        """
+        WITH c(run_id, cpf) AS (SELECT s.run_id, sum(s.cost_ms) / sum(\(renderedFrames)) FROM stage s
+            JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
+            WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.cost_ms > 0 AND i.frame_count > 0 GROUP BY s.run_id)
+        """
+    }
+
+    /// An item's frames weighed by what its render should cost, as `coord submit` counts them
+    /// (`RunState.weighedFrames`): the cost its stage `stage` records over its run's cost per
+    /// frame (`c`, from `costPerFrame`), or its frames while it records none.
+    static func weighedFrames(_ stage: String) -> String {
+        "(CASE WHEN \(stage).cost_ms > 0 AND c.cpf > 0 THEN max(1, CAST(round(\(stage).cost_ms / c.cpf) AS INTEGER)) ELSE \(renderedFrames) END)"
+    }
+
     /// The newest runs first (at most `limit`), or one run.
     public func runs(limit: Int = 1000, id: Int64? = nil, now: Double = Date().timeIntervalSince1970) throws -> [Run] {
         try read { db in
@@ -130,29 +147,37 @@ public struct FarmReader: Sendable {
             if let id {
                 framed += try Int64.fetchAll(db, sql: "SELECT id FROM run WHERE state = 'running' AND id != ?", arguments: [id])
             }
-            var frames: [Int64: (known: Int, total: Int, done: Int, rendered: Int)] = [:]
+            // The frames shown (`total`, `done`), and those the time left counts, each item's
+            // weighed by what its render should cost (`weighedTotal`, `weighedDone`, `rendered`).
+            var frames: [Int64: (known: Int, total: Int, done: Int, weighedTotal: Int, weighedDone: Int, rendered: Int)] = [:]
             var slots: [Int64: TimeLeft.Slots] = [:]
             var firstRenderSent: [Int64: Double] = [:]
             /// Milliseconds a planned frame should take to render (`RunProgress.costPerFrame`).
             var costPerFrame: [Int64: Double] = [:]
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
+                // (Each item's frames weighed by what its render should cost: `weighedFrames`.)
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT i.run_id, count(i.frame_count), coalesce(sum(\(Self.renderedFrames)), 0) FROM item i WHERE i.run_id IN (\(list)) GROUP BY i.run_id
-                    """, arguments: StatementArguments(framed)) {
-                    frames[r[0]] = (r[1], r[2], 0, 0)
+                    \(Self.costPerFrame(list))
+                    SELECT i.run_id, count(i.frame_count), coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(\(Self.weighedFrames("e"))), 0) FROM item i
+                        LEFT JOIN stage e ON e.run_id = i.run_id AND e.name = 'encode/' || i.idx LEFT JOIN c ON c.run_id = i.run_id
+                    WHERE i.run_id IN (\(list)) GROUP BY i.run_id
+                    """, arguments: StatementArguments(framed + framed)) {
+                    frames[r[0]] = (r[1], r[2], 0, r[3], 0, 0)
                 }
                 // Frames done, and those the run rendered itself (not reused from the cache: the
                 // ETA's rate). A resumed run is judged by what it rendered since the resume, as
                 // `coord submit`'s lines judge it: the time it lay interrupted was not rendering time.
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0),
-                           coalesce(sum(CASE WHEN s.cached = 0 AND (r.resumed_at IS NULL OR s.finished_at >= r.resumed_at) THEN \(Self.renderedFrames) END), 0)
-                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx JOIN run r ON r.id = s.run_id
+                    \(Self.costPerFrame(list))
+                    SELECT s.run_id, coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(\(Self.weighedFrames("s"))), 0),
+                           coalesce(sum(CASE WHEN s.cached = 0 AND (r.resumed_at IS NULL OR s.finished_at >= r.resumed_at) THEN \(Self.weighedFrames("s")) END), 0)
+                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx JOIN run r ON r.id = s.run_id LEFT JOIN c ON c.run_id = s.run_id
                     WHERE s.run_id IN (\(list)) AND s.kind = 'encode' AND s.state = 'succeeded' GROUP BY s.run_id
-                    """, arguments: StatementArguments(framed)) {
+                    """, arguments: StatementArguments(framed + framed)) {
                     frames[r[0]]?.done = r[1]
-                    frames[r[0]]?.rendered = r[2]
+                    frames[r[0]]?.weighedDone = r[2]
+                    frames[r[0]]?.rendered = r[3]
                 }
                 // How its renders go on their slots (`TimeLeft.Slots`): the seconds its own
                 // finished renders took (their attempts, as the workers timed them: the stages'
@@ -169,12 +194,13 @@ public struct FarmReader: Sendable {
                     slots[r[0]] = TimeLeft.Slots(renderSeconds: r[1], inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
                 }
                 for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, count(*), coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(max(0, ? - a.dispatched_at)), 0)
+                    \(Self.costPerFrame(list))
+                    SELECT s.run_id, count(*), coalesce(sum(\(Self.weighedFrames("s"))), 0), coalesce(sum(max(0, ? - a.dispatched_at)), 0)
                     FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
-                         JOIN attempt a ON a.stage_id = s.id AND a.state = 'running'
+                         JOIN attempt a ON a.stage_id = s.id AND a.state = 'running' LEFT JOIN c ON c.run_id = s.run_id
                     WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.state = 'running'
                     GROUP BY s.run_id
-                    """, arguments: StatementArguments([now] + framed.map { $0 as any DatabaseValueConvertible })) {
+                    """, arguments: StatementArguments(framed.map { $0 as any DatabaseValueConvertible } + [now] + framed.map { $0 as any DatabaseValueConvertible })) {
                     // (A run with no render of its own finished yet has its renders in flight.)
                     let run: Int64 = r[0]
                     var s = slots[run] ?? TimeLeft.Slots(renderSeconds: 0, inFlight: 0, inFlightFrames: 0, inFlightSeconds: 0)
@@ -224,7 +250,7 @@ public struct FarmReader: Sendable {
             return rows.map { r in
                 let id: Int64 = r[0], state: String = r[2], started: Double = r[3], finished: Double? = r[4]
                 let items: Int = r[9]
-                let f = frames[id] ?? (0, 0, 0, 0)
+                let f = frames[id] ?? (0, 0, 0, 0, 0, 0)
                 let known = items > 0 && f.known == items
                 // The time it was worked on: not the time it lay interrupted (`v_runs.duration_s`).
                 let interrupted: Double? = r[12], paused: Double = r[13]
@@ -234,7 +260,7 @@ public struct FarmReader: Sendable {
                 return Run(id: id, name: r[1], state: state, items: items, itemsDone: done[id] ?? 0, stages: counts[id] ?? StageCounts(),
                            started: started, finished: finished, durationS: elapsed, pausedS: paused,
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
-                           etaS: running && !joining ? TimeLeft.seconds(framesDone: f.done, framesTotal: f.total, known: known, rendered: f.rendered,
+                           etaS: running && !joining ? TimeLeft.seconds(framesDone: f.weighedDone, framesTotal: f.weighedTotal, known: known, rendered: f.rendered,
                                                                         renderingFor: firstRenderSent[id].map { max(0, now - $0) } ?? 0,
                                                                         slots: slots[id], speed: speed(of: id)) : nil,
                            joining: joining,

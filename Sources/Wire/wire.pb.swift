@@ -1222,6 +1222,8 @@ public nonisolated struct Threadline_Wire_RunProgress: @unchecked Sendable {
     set {_uniqueStorage()._elapsed = newValue}
   }
 
+  /// Planned frames rendered and in all (each item's weighed by what its render should cost
+  /// against the run's cost_per_frame, here and in every frame count below).
   public var framesDone: Int64 {
     get {_storage._framesDone ?? 0}
     set {_uniqueStorage()._framesDone = newValue}

@@ -198,6 +198,37 @@ import PropertyBased
         #expect(try reader.runs(id: first, now: sent + 2).first?.etaS.map { abs($0 - 2) < 0.05 } == true)
     }
 
+    /// The run page's time left weighs a run's items by what their renders should cost, as
+    /// `coord submit`'s line does, and shows its frames as they are. Two items of 300 frames, the
+    /// first three times as costly a frame (rendered first, in 3 s) and the second in flight for
+    /// 0.5 s: it should take 1 s, 0.5 s left. Counted alike, its frames read 2.5 s.
+    @Test func theRunPageWeighsItsItemsByWhatTheyCost() throws {
+        let dir = temporaryDirectory("eta-weighed")
+        let lineage = try LineageStore(path: dir + "/l.db")
+        try lineage.workerSeen(id: "w", host: "test", pid: 1, slots: 1, version: "test")
+        let uris = ["a", "b"].map { dir + "/\($0).mov" }
+        let p = Pipeline(name: "mixed", output: OutputProfile(path: dir + "/mixed.mp4"), items: uris.map { Item(kind: .video(source: SourceRef($0), trim: nil)) })
+        let (runID, ids) = try lineage.createRun(p, stages: Planner.stages(for: p))
+        let facts = Dictionary(uniqueKeysWithValues: uris.map { ($0, MediaFacts(duration: 10, width: 320, height: 240, hasVideo: true, hasAudio: false)) })
+        try lineage.setItemTiming(runID: runID, timeline: try Planner.timeline(for: p, facts: facts))
+        func stages(_ i: Int) -> [Int64] { ["decode/\(i)", "transform/\(i)", "encode/\(i)"].map { ids[$0]! } }
+        let first = try lineage.attemptDispatched(stageIDs: stages(0), attemptNo: 1, worker: "w", slot: 0, lease: "l0",
+                                                  ready: LineageStore.StageParameters(params: nil, key: nil, cost: 300 * 30))
+        let sent: Double = try #require(LineageStore.readRows(path: dir + "/l.db", "SELECT dispatched_at FROM attempt WHERE id = \(first[0])")
+            .first?["dispatched_at"].flatMap(Double.init))
+        for (k, id) in stages(0).enumerated() {
+            try lineage.attemptFinished(first[k], state: .succeeded, started: sent, finished: sent + 3)
+            try lineage.stageUpdate(id, state: .succeeded, finished: sent + 3)
+        }
+        _ = try lineage.attemptDispatched(stageIDs: stages(1), attemptNo: 1, worker: "w", slot: 0, lease: "l1",
+                                          ready: LineageStore.StageParameters(params: nil, key: nil, cost: 300 * 10))
+        try lineage.stageUpdate(stages(1)[0], state: .running)
+        try DatabaseQueue(path: dir + "/l.db").write { try $0.execute(sql: "UPDATE attempt SET dispatched_at = ? WHERE lease LIKE 'l1%'", arguments: [sent + 3]) }
+        let r = try #require(try FarmReader(path: dir + "/l.db").runs(id: runID, now: sent + 3.5).first)
+        #expect(r.framesDone == 300 && r.framesTotal == 600, "its frames as they are: \(r)")
+        #expect(abs((r.etaS ?? -1) - 0.5) < 0.05, "\(r)")
+    }
+
     /// A resumed run's time left comes from what it renders after the resume: the hour it lay
     /// interrupted was not rendering time (counted, the ETA read half an hour for two seconds).
     @Test func aResumedRunIsJudgedByWhatItRendersAfterTheResume() throws {

@@ -270,6 +270,26 @@ import TestSupport
         #expect(costs[0] / costs[1] > 3.5 && costs[0] / costs[1] < 4.5, "\(costs)")
     }
 
+    /// A run's items weigh in its frames by what their renders should cost: its costliest render
+    /// (sent first) done, it is most of the way, not half (a phone library's project, its HEVC
+    /// clips first and its photos last, read "ETA 0:15" with 4.8 s left). Two 1 s items, one with
+    /// a silvertone look (a round trip to RGB and a colour balance, about 3.7 times the plain one's
+    /// frame): 60 frames in all, about 47 of them the first's.
+    @Test func aRunsItemsWeighByWhatTheirRendersCost() throws {
+        let h = try Harness(workers: 1, slots: 1, runner: FakeRunner(delay: 0.3, deterministic: true))
+        let told = Locked<[RunProgress]>([])
+        h.coordinator.observe { p, _, _ in if let p { told.withLock { $0.append(p) } } }
+        var look = Edits(); look.look = .silvertone
+        let p = Pipeline(name: "mixed", output: OutputProfile(path: h.dir + "/mixed.mp4"),
+                         items: [Item(kind: .video(source: SourceRef("/media/plain.mov"), trim: nil)),
+                                 Item(kind: .video(source: SourceRef("/media/silver.mov"), trim: nil), edits: look)])
+        guard case .succeeded = try #require(h.wait(try h.submit(p))) else { Issue.record("the run failed"); return }
+        let half = try #require(told.value.first { $0.itemsDone == 1 && $0.framesKnown == true }, "\(told.value.map(\.itemsDone))")
+        #expect(half.framesTotal.map { abs($0 - 60) <= 1 } == true, "\(half)")
+        #expect(half.framesDone.map { $0 > 42 && $0 < 52 } == true, "the silvertone item's share: \(half)")
+        #expect(told.value.last?.framesDone == told.value.last?.framesTotal)
+    }
+
     /// The batch's total subtracts what one project's render makes for another, never below what
     /// that project has done.
     @Test func framesMadeElsewhereAreCountedOnce() {
