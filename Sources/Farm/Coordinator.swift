@@ -66,7 +66,8 @@ public struct RunProgress: Sendable, Codable {
 
     /// Seconds left, from the rate at which this run has rendered its planned frames (`TimeLeft`).
     public var eta: Double? {
-        TimeLeft.seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots)
+        TimeLeft.seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime, slots: slots,
+                         speed: TimeLeft.nominalSpeed(costPerFrame: costPerFrame))
     }
 
     /// How far along a progress bar is: frames once every item's length is known, items before
@@ -92,11 +93,12 @@ public struct RunProgress: Sendable, Codable {
 
     /// What a progress line shows for the time left (`TimeLeft.text`).
     public var etaText: String { etaText(speed: nil) }
-    /// `speed`: frames a slot renders a second elsewhere, for a run with no rate of its own (`TimeLeft.seconds`).
+    /// `speed`: frames a slot renders a second elsewhere, for a run with no rate of its own
+    /// (`TimeLeft.seconds`); without one, what its render costs say (`TimeLeft.nominalSpeed`).
     public func etaText(speed: Double?) -> String {
         if waitingForWorker { return Self.waitingText }
         return TimeLeft.text(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingTime,
-                             slots: slots, speed: speed)
+                             slots: slots, speed: speed ?? TimeLeft.nominalSpeed(costPerFrame: costPerFrame))
     }
 
     /// As it stands `seconds` after it was told, for a display that redraws between words (a
@@ -173,8 +175,11 @@ public struct BatchProgress: Sendable, Equatable {
         return c / meanCost
     }
 
-    /// Weighed frames a slot renders a second over the batch's renders so far.
-    public var speed: Double? { slots.flatMap { TimeLeft.speed(frames: rendered, seconds: $0.renderSeconds) } }
+    /// Weighed frames a slot renders a second over the batch's renders so far; before any has
+    /// ended, what the projects' render costs say (`TimeLeft.nominalSpeed`).
+    public var speed: Double? {
+        slots.flatMap { TimeLeft.speed(frames: rendered, seconds: $0.renderSeconds) } ?? TimeLeft.nominalSpeed(costPerFrame: meanCost)
+    }
 
     /// Frames of `p` a slot renders a second at the batch's rate: the rate of a project line
     /// whose project has rendered nothing of its own yet (its first items reused, or it waited
@@ -184,7 +189,7 @@ public struct BatchProgress: Sendable, Equatable {
     /// The time left as a progress line shows it, the batch rendering for `seconds` so far.
     public func text(renderingFor seconds: Double) -> String {
         TimeLeft.text(framesDone: framesDone, framesTotal: framesTotal, known: known, rendered: rendered,
-                      renderingFor: seconds, slots: slots, movies: going)
+                      renderingFor: seconds, slots: slots, speed: TimeLeft.nominalSpeed(costPerFrame: meanCost), movies: going)
     }
 }
 

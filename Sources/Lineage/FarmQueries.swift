@@ -243,8 +243,9 @@ public struct FarmReader: Sendable {
             let farmSpeed = TimeLeft.speed(frames: sampled.keys.reduce(0) { $0 + (frames[$1]?.rendered ?? 0) }, seconds: seconds)
             let costSpeed = weighed && seconds > 0
                 ? sampled.keys.reduce(0.0) { $0 + Double(frames[$1]?.rendered ?? 0) * costPerFrame[$1]! } / seconds : nil
+            // Before any render of the farm's has ended, what the run's render costs say.
             func speed(of run: Int64) -> Double? {
-                guard let costSpeed, costSpeed > 0, let c = costPerFrame[run] else { return farmSpeed }
+                guard let costSpeed, costSpeed > 0, let c = costPerFrame[run] else { return farmSpeed ?? TimeLeft.nominalSpeed(costPerFrame: costPerFrame[run]) }
                 return costSpeed / c
             }
             return rows.map { r in

@@ -56,6 +56,15 @@ public enum TimeLeft {
         return Double(total - done) * renderingFor / Double(rendered)
     }
 
+    /// Frames a slot should render a second before any render has ended, for frames that should
+    /// cost `costPerFrame` milliseconds each (`RenderCost`, whose unit is a millisecond of one
+    /// core, a slot, of the machine it was measured on): the time left from the first second,
+    /// where it read "ETA --:--" until the first render ended (3.7 s of a phone library's 8.5 s
+    /// project; a minute and more of a long one). The renders' own rate takes over once there is one.
+    public static func nominalSpeed(costPerFrame: Double?) -> Double? {
+        costPerFrame.flatMap { $0 > 0 ? 1000 / $0 : nil }
+    }
+
     /// Frames a slot renders a second: `frames` rendered in `seconds` of renders (summed over
     /// their slots); nil before there are any. A run's own rate, a batch's, the farm's.
     public static func speed(frames: Int, seconds: Double) -> Double? {

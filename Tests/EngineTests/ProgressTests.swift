@@ -254,6 +254,26 @@ import TestSupport
         #expect(alike.framesTotal == 600 && alike.text(renderingFor: 3) == "ETA 0:03", "\(alike)")
     }
 
+    /// Before any render has ended, the time left comes from what the renders should cost (a
+    /// millisecond of cost is one of a slot's): a phone library's project read "ETA --:--" for
+    /// the 3.7 s its first render took. 300 frames at 20 ms each, one render of all of them 1 s
+    /// under way: 50 frames a second, 50 along, 5 s left. Its own rate, once it has one, wins.
+    @Test func theTimeLeftBeforeAnyRenderEndsComesFromTheCosts() {
+        var p = progress(done: 0, total: 300, known: true, elapsed: 1.2)
+        p.framesRendered = 0; p.renderingFor = 1; p.running = ["render/0"]; p.workers = 1
+        p.slots = TimeLeft.Slots(renderSeconds: 0, inFlight: 1, inFlightFrames: 300, inFlightSeconds: 1)
+        #expect(p.etaText == "ETA --:--", "no cost told (an older coordinator): no rate")
+        p.costPerFrame = 20
+        #expect(p.etaText == "ETA 0:05", "\(p.etaText)")
+        #expect(p.eta.map { abs($0 - 5) < 1e-9 } == true)
+        #expect(BatchProgress(projects: 1, ended: 0, told: [(p, false)]).text(renderingFor: 1) == "ETA 0:05")
+        // Its first render ended after 2 s, 300 frames: 150 a second; the next 300 frames, 1 s.
+        var later = p
+        later.framesDone = 300; later.framesTotal = 600; later.framesRendered = 300; later.renderingFor = 2
+        later.slots = TimeLeft.Slots(renderSeconds: 2, inFlight: 1, inFlightFrames: 300, inFlightSeconds: 0)
+        #expect(later.etaText == "ETA 0:02", "\(later.etaText)")
+    }
+
     /// What the coordinator tells of a run's cost per frame: two projects of the same clips, one
     /// at 1920x1080 and one at 960x540, four times the pixels to encode a frame.
     @Test func aRunTellsWhatItsFramesCost() throws {
@@ -368,8 +388,10 @@ import TestSupport
         for r in [a, b] { guard case .succeeded = try #require(h.wait(r)) else { Issue.record("run \(r) failed"); return } }
         let endA = try #require(ends.value[a]), endB = try #require(ends.value[b])
         let later = endA > endB ? a : b, end = max(endA, endB)
-        // Its first word with a time left: the predicted end against the real one.
-        let first = try #require(seen.value[later]?.first { $0.progress.eta != nil && !$0.progress.joining })
+        // Its first word with a time left from a rate of its own (before it, the fake renders'
+        // estimated costs give one, which says nothing of their speed): the predicted end
+        // against the real one.
+        let first = try #require(seen.value[later]?.first { ($0.progress.framesRendered ?? 0) > 0 && $0.progress.eta != nil && !$0.progress.joining })
         let left = end - first.at, said = first.progress.eta!
         #expect(first.progress.elapsed > 2 * (first.progress.renderingFor ?? 0), "the run waited before rendering: \(first.progress)")
         print(String(format: "the later run, first ETA: said %.3f s left, %.3f s were (waited %.2f s, rendering for %.3f s)", said, left, first.progress.elapsed - (first.progress.renderingFor ?? 0), first.progress.renderingFor ?? 0))
