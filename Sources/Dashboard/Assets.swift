@@ -127,9 +127,12 @@ enum Assets {
     // A running run with nothing running while the workers render other runs' stages waits for
     // its turn (a batch's fair share), as a batch's project lines say; its ETA was blank.
     const waitingForSlot = (r, farm) => !!farm && farm.live && farm.slots_total > 0 && r.state === 'running' && !r.stages.running && !r.joining;
+    // Every frame left in renders that should be done by now: said so, as `coord submit` does
+    // ("ETA 0.0 s" held for a second read as stuck).
+    const finishing = r => r.finishing_renders ? (r.finishing_renders > 1 ? `finishing the last ${r.finishing_renders} renders` : 'finishing the last render') : '';
     const timeLeft = (r, farm) => waiting(r, farm) ? 'waiting for a worker to join'
       : waitingForSlot(r, farm) ? 'waiting for a slot'
-      : r.joining ? 'joining the movie' : (r.eta_s != null ? fmtDur(r.eta_s) : '');
+      : r.joining ? 'joining the movie' : finishing(r) || (r.eta_s != null ? fmtDur(r.eta_s) : '');
 
     // ---- farm page ----
     let showAll = false;
@@ -183,7 +186,7 @@ enum Assets {
         (frames ? `<span>Frames <b id="run-frames">${r.frames_done}/${r.frames_total}</b></span>` : '') +
         `<progress max="${frames ? r.frames_total : (r.items || 1)}" value="${frames ? r.frames_done : r.items_done}"></progress>` +
         `<span>Started <b>${fmtTime(r.started)}</b></span><span>Duration <b>${fmtDur(r.duration_s)}</b></span>` +
-        (timeLeft(r, farm) ? `<span id="run-eta">${r.joining || waiting(r, farm) || waitingForSlot(r, farm) ? '' : 'ETA '}<b>${timeLeft(r, farm)}</b></span>` : '') +
+        (timeLeft(r, farm) ? `<span id="run-eta">${r.joining || finishing(r) || waiting(r, farm) || waitingForSlot(r, farm) ? '' : 'ETA '}<b>${timeLeft(r, farm)}</b></span>` : '') +
         `<span>Pipeline <b>${esc(r.pipeline_path)}</b></span><span>Output <b>${esc(r.output_path)}</b></span></div>`;
       h += `<div>${stageBar(r.stages)}</div>`;
       if (r.error) {

@@ -64,6 +64,9 @@ public struct FarmReader: Sendable {
         /// (`TimeLeft.Slots`, as `coord submit` shows it); nil until it rendered a frame and the
         /// lengths are known.
         public var etaS: Double?
+        /// The renders a running run's every frame left is in, when they should be done by now
+        /// (`TimeLeft.finishing`): the page says so rather than "ETA 0.0 s", as `coord submit` does.
+        public var finishingRenders: Int?
         /// A running run whose every frame is rendered: the concat is joining the movie.
         public var joining: Bool
         public var outputPath: String
@@ -81,7 +84,7 @@ public struct FarmReader: Sendable {
         enum CodingKeys: String, CodingKey {
             case id, name, state, items, stages, started, finished, joining, error, priority, submitter
             case itemsDone = "items_done", durationS = "duration_s", pausedS = "paused_s", framesDone = "frames_done"
-            case framesTotal = "frames_total", etaS = "eta_s", outputPath = "output_path", pipelinePath = "pipeline_path"
+            case framesTotal = "frames_total", etaS = "eta_s", finishingRenders = "finishing_renders", outputPath = "output_path", pipelinePath = "pipeline_path"
             case ownerKey = "owner_key"
         }
     }
@@ -258,12 +261,14 @@ public struct FarmReader: Sendable {
                 let elapsed = (finished ?? interrupted ?? now) - started - paused
                 let running = state == "running"
                 let joining = running && TimeLeft.joining(framesDone: f.done, framesTotal: f.total, known: known)
+                let eta = running && !joining ? TimeLeft.seconds(framesDone: f.weighedDone, framesTotal: f.weighedTotal, known: known, rendered: f.rendered,
+                                                                 renderingFor: firstRenderSent[id].map { max(0, now - $0) } ?? 0,
+                                                                 slots: slots[id], speed: speed(of: id)) : nil
                 return Run(id: id, name: r[1], state: state, items: items, itemsDone: done[id] ?? 0, stages: counts[id] ?? StageCounts(),
                            started: started, finished: finished, durationS: elapsed, pausedS: paused,
                            framesDone: known ? f.done : nil, framesTotal: known ? f.total : nil,
-                           etaS: running && !joining ? TimeLeft.seconds(framesDone: f.weighedDone, framesTotal: f.weighedTotal, known: known, rendered: f.rendered,
-                                                                        renderingFor: firstRenderSent[id].map { max(0, now - $0) } ?? 0,
-                                                                        slots: slots[id], speed: speed(of: id)) : nil,
+                           etaS: eta,
+                           finishingRenders: eta.flatMap { TimeLeft.finishing(framesDone: f.weighedDone, framesTotal: f.weighedTotal, left: $0, slots: slots[id]) },
                            joining: joining,
                            outputPath: r[5], pipelinePath: r[6], error: r[7], priority: r[8], submitter: r[10], ownerKey: r[11])
             }

@@ -86,12 +86,21 @@ public enum TimeLeft {
         if joining(framesDone: done, framesTotal: total, known: known) { return movies == 1 ? "joining the movie" : "joining the movies" }
         guard let left = seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingFor,
                                  slots: slots, speed: speed) else { return "ETA --:--" }
-        // Every frame left is in renders under way, which the rate says should be done: they go
-        // slower than the average (a heavy clip last). "ETA 0:00" held for seconds read as stuck.
-        // (A render whose slot was given back, its segment coming up, is not counted in flight.)
-        if left < 1, let slots, slots.inFlightFrames > 0, total - done <= slots.inFlightFrames {
-            return slots.inFlight <= 1 ? "finishing the last render" : "finishing the last \(slots.inFlight) renders"
-        }
+        if let n = finishing(framesDone: done, framesTotal: total, left: left, slots: slots) { return finishingText(n) }
         return String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
+    }
+
+    /// Every frame left is in renders under way, which the rate says should be done (`left`
+    /// under a second): they go slower than the average (a heavy clip last), and "ETA 0:00" held
+    /// for seconds read as stuck. The renders in flight then, else nil. (A render whose slot was
+    /// given back, its segment coming up, is not counted in flight.)
+    public static func finishing(framesDone done: Int, framesTotal total: Int, left: Double, slots: Slots?) -> Int? {
+        guard left < 1, let slots, slots.inFlightFrames > 0, total - done <= slots.inFlightFrames else { return nil }
+        return max(1, slots.inFlight)
+    }
+
+    /// What a line says while `renders` renders finish (`finishing`).
+    public static func finishingText(_ renders: Int) -> String {
+        renders <= 1 ? "finishing the last render" : "finishing the last \(renders) renders"
     }
 }

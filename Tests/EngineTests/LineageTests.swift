@@ -227,6 +227,13 @@ import PropertyBased
         let r = try #require(try FarmReader(path: dir + "/l.db").runs(id: runID, now: sent + 3.5).first)
         #expect(r.framesDone == 300 && r.framesTotal == 600, "its frames as they are: \(r)")
         #expect(abs((r.etaS ?? -1) - 0.5) < 0.05, "\(r)")
+        // Under a second left, all of it in its one render, and later overdue: the page says it
+        // is finishing, as `coord submit`'s line does, rather than "ETA 0.5 s" and "ETA 0.0 s".
+        #expect(r.finishingRenders == 1)
+        let late = try #require(try FarmReader(path: dir + "/l.db").runs(id: runID, now: sent + 5).first)
+        #expect(late.etaS == 0 && late.finishingRenders == 1, "\(late)")
+        let early = try #require(try FarmReader(path: dir + "/l.db").runs(id: runID, now: sent + 3).first)
+        #expect(early.finishingRenders == nil, "a second left: \(early)")
     }
 
     /// A resumed run's time left comes from what it renders after the resume: the hour it lay
