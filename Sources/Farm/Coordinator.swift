@@ -1549,11 +1549,7 @@ final class CoordinatorCore {
             guard now - first > margin else { continue }
             unlisted[lease] = nil
             log.warning("an assignment never reached its worker; it goes out again", metadata: ["stage.id": "\(u.name)", "worker.id": "\(id)", "run.id": "\(run.id)"])
-            for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
-                                                                        errorMessage: "not delivered: worker \(id) never received it (its connection was made again meanwhile)") }
-            }
-            feed(.notDelivered(lease: lease), now: now)
+            undelivered(u, lease: lease, "not delivered: worker \(id) never received it (its connection was made again meanwhile)", now: now)
         }
         if ask { send(.reannounce, to: identity) }
     }
@@ -1907,15 +1903,12 @@ final class CoordinatorCore {
             // again, and lost, its results on the way in were thrown away with it (one render
             // made twice after an 8 s pause). It gets no work for a moment; a worker really gone
             // stops beating and is lost by the liveness timeout.
-            for a in u.attemptIDs {
-                record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
-                                             errorMessage: "not delivered: worker \(wid) is unreachable (its connection is gone for the moment)") }
-            }
             if now - (unreachableLogged[wid] ?? -.infinity) > 1 {
                 unreachableLogged[wid] = now
                 log.warning("worker unreachable; no work for it for a moment", metadata: ["worker.id": "\(wid)", "stage.id": "\(u.name)"])
             }
-            feed(.notDelivered(lease: lease, unreachableUntil: now + Self.unreachablePause))
+            undelivered(u, lease: lease, "not delivered: worker \(wid) is unreachable (its connection is gone for the moment)",
+                        unreachableUntil: now + Self.unreachablePause, now: now)
             return
         }
         for i in inputs { holdings.add(i.sha256, to: wid) }
@@ -1926,6 +1919,15 @@ final class CoordinatorCore {
             log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
             progress(run)
         }
+    }
+
+    /// An assignment that never reached its worker: its attempts recorded lost with `why`, and
+    /// the stage back to the queue, not counted (`Event.notDelivered`).
+    func undelivered(_ u: Unit, lease: String, _ why: String, unreachableUntil: Double? = nil, now: Double) {
+        for a in u.attemptIDs {
+            record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable", errorMessage: why) }
+        }
+        feed(.notDelivered(lease: lease, unreachableUntil: unreachableUntil), now: now)
     }
 
     func heldBytes(_ inputs: [ArtifactRef], _ wid: String) -> Int64 {

@@ -155,18 +155,20 @@ public struct FarmReader: Sendable {
             var frames: [Int64: (known: Int, total: Int, done: Int, weighedTotal: Int, weighedDone: Int, rendered: Int)] = [:]
             var slots: [Int64: TimeLeft.Slots] = [:]
             var firstRenderSent: [Int64: Double] = [:]
-            /// Milliseconds a planned frame should take to render (`RunProgress.costPerFrame`).
+            /// Milliseconds a planned frame should take to render (`RunProgress.costPerFrame`), from
+            /// the frames' query.
             var costPerFrame: [Int64: Double] = [:]
             if !framed.isEmpty {
                 let list = databaseQuestionMarks(count: framed.count)
                 // (Each item's frames weighed by what its render should cost: `weighedFrames`.)
                 for r in try Row.fetchAll(db, sql: """
                     \(Self.costPerFrame(list))
-                    SELECT i.run_id, count(i.frame_count), coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(\(Self.weighedFrames("e"))), 0) FROM item i
-                        LEFT JOIN stage e ON e.run_id = i.run_id AND e.name = 'encode/' || i.idx LEFT JOIN c ON c.run_id = i.run_id
+                    SELECT i.run_id, count(i.frame_count), coalesce(sum(\(Self.renderedFrames)), 0), coalesce(sum(\(Self.weighedFrames("e"))), 0), max(c.cpf)
+                    FROM item i LEFT JOIN stage e ON e.run_id = i.run_id AND e.name = 'encode/' || i.idx LEFT JOIN c ON c.run_id = i.run_id
                     WHERE i.run_id IN (\(list)) GROUP BY i.run_id
                     """, arguments: StatementArguments(framed + framed)) {
                     frames[r[0]] = (r[1], r[2], 0, r[3], 0, 0)
+                    costPerFrame[r[0]] = r[4]
                 }
                 // Frames done, and those the run rendered itself (not reused from the cache: the
                 // ETA's rate). A resumed run is judged by what it rendered since the resume, as
@@ -221,16 +223,6 @@ public struct FarmReader: Sendable {
                     GROUP BY s.run_id
                     """, arguments: StatementArguments(framed)) {
                     firstRenderSent[r[0]] = r[1]
-                }
-                // What its renders should cost (`RenderCost`, recorded as they became ready), over their frames.
-                for r in try Row.fetchAll(db, sql: """
-                    SELECT s.run_id, sum(s.cost_ms), sum(\(Self.renderedFrames))
-                    FROM stage s JOIN item i ON i.run_id = s.run_id AND i.idx = s.item_idx
-                    WHERE s.run_id IN (\(list)) AND s.kind = 'decode' AND s.cost_ms > 0 AND i.frame_count > 0
-                    GROUP BY s.run_id
-                    """, arguments: StatementArguments(framed)) {
-                    let cost: Double = r[1], frames: Int = r[2]
-                    if frames > 0 { costPerFrame[r[0]] = cost / Double(frames) }
                 }
             }
             // Frames a slot renders a second over the running runs' own renders: the rate of a

@@ -100,7 +100,7 @@ public enum TimeLeft {
     }
 
     /// What a line says while `renders` renders finish (`finishing`).
-    public static func finishingText(_ renders: Int) -> String {
+    static func finishingText(_ renders: Int) -> String {
         renders <= 1 ? "finishing the last render" : "finishing the last \(renders) renders"
     }
 }
