@@ -30,7 +30,7 @@ public final class ClusterClient {
     /// How long the coordinator may stay silent before a request fails.
     public var silenceTimeout: Double = 15
     /// Told, for standard error, when the coordinator keeps silent for a few seconds (a third of
-    /// `silenceTimeout`, at most 3 s) and when it answers again after that: the wait is not a hang.
+    /// `silenceTimeout`, at least 1.5 s and at most 3 s) and when it answers again after that: the wait is not a hang.
     /// Before its first answer it may be the wrong address or keys; after it, a coordinator that
     /// stopped or a network that broke, while the runs it holds go on once it is back.
     public var onSilence: ((Silence) -> Void)?
@@ -146,7 +146,9 @@ public final class ClusterClient {
             if let v = idle() { return v }
             let now = Clocks.steady
             if now - lastResend > silenceTimeout / 3 && now - lastHeard > silenceTimeout / 3 { resend(); lastResend = now }
-            let patience = min(3, silenceTimeout / 3)
+            // Not under 1.5 s: a coordinator tells each follower at least once a second, and a
+            // short --timeout said "has not answered" and "answers again" by turns while it rendered.
+            let patience = min(3, max(1.5, silenceTimeout / 3))
             if !toldSilence, now - lastHeard > patience {
                 toldSilence = true
                 let timeout = Int(silenceTimeout)

@@ -819,12 +819,15 @@ final class CoordinatorCore {
             }
             // (None after `stopping`: a worker takes any message for a coordinator that is back.)
             if !stopping { heartbeat(now) }
-            if now - lastWatcherTick > 1 {
+            // Nor to a run's followers after its stop notice (`handBack`): a follower takes any
+            // message as the coordinator back, and waited for a restart no longer than its
+            // --timeout (15 s) instead of the minute it was told.
+            if !stopping && now - lastWatcherTick > 1 {
                 lastWatcherTick = now
                 dropRevokedWatchers()
                 for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } }
             }
-            tellOwedProgress()
+            if !stopping { tellOwedProgress() }
             if now - lastLivePublish > 0.2 { lastLivePublish = now; publishLive(now) }
         }
         owner.refuseQueued()

@@ -680,7 +680,7 @@ import ThreadlineCore
         let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep, "--timeout", "4"])
         try #require(waitUntil(timeout: 20) { said().contains("waiting for a worker") }, "\(said())")
         procs.signal("coord", SIGKILL)
-        try #require(waitUntil(timeout: 10) { said().contains("the coordinator at \(ep) has not answered for 1 s; waiting up to 4 s (--timeout)") },
+        try #require(waitUntil(timeout: 10) { said().contains("the coordinator at \(ep) has not answered for 2 s; waiting up to 4 s (--timeout)") },
                      "\(said())")
         try serve("coord2")
         #expect(waitUntil(timeout: 10) { said().contains("the coordinator at \(ep) answers again") }, "\(said())")
@@ -707,6 +707,36 @@ import ThreadlineCore
         try #require(waitUntil(timeout: 120) { !follower.isRunning }, "\(followed())")
         #expect(follower.terminationStatus == 0 && followed().contains("the coordinator at \(ep) answers again"), "\(followed())")
         #expect(FileManager.default.fileExists(atPath: dir + "/out.mp4"))
+    }
+
+    /// A follower told that its coordinator is stopping waits a minute for it to come back,
+    /// whatever its --timeout. The stopping coordinator went on telling the run's progress after
+    /// its stop notice (the render its drain waited for had ended in that turn); the follower took
+    /// that for the coordinator back ("answers again" as it went down) and gave up after its
+    /// --timeout: a restart that took longer than 15 s lost every follower.
+    @Test func aFollowerWaitsOutARestartLongerThanItsTimeout() throws {
+        let dir = temporaryDirectory("restart-patience")
+        let (procs, ep, db, _) = try Self.farmMidRender(dir)
+        defer { procs.stopAll() }
+        let follower = try procs.start("wait", coordPath, ["wait", "1", "--coordinator", ep, "--timeout", "2"])
+        let followed = { (try? String(contentsOfFile: procs.log("wait"), encoding: .utf8)) ?? "" }
+        try #require(waitUntil(timeout: 20) { followed().contains("items done") }, "\(followed())")
+        procs.signal("coord", SIGTERM)
+        // Its drain lets the render under way end first.
+        try #require(waitUntil(timeout: 60) { !(procs.process("coord")?.isRunning ?? false) }, "the coordinator did not stop")
+        #expect(followed().contains("the coordinator at \(ep) is stopping (a restart or an upgrade); waiting up to 60 s"), "\(followed())")
+        // Down for twice the follower's --timeout, which it neither gives up after nor says it waits.
+        Thread.sleep(forTimeInterval: 4)
+        #expect(follower.isRunning, "\(followed())")
+        let whileDown = followed().components(separatedBy: "is stopping (a restart or an upgrade)").last ?? ""
+        #expect(!whileDown.contains("answers again") && !whileDown.contains("has not answered"), "\(followed())")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        try #require(waitUntil(timeout: 120) { !follower.isRunning }, "\(followed())")
+        #expect(follower.terminationStatus == 0, "\(followed())")
+        #expect(followed().components(separatedBy: "is stopping").last?.contains("answers again") == true, "\(followed())")
+        #expect(abs((try ffprobe(dir + "/out.mp4").videoDuration ?? 0) - 8) < 0.05)
+        let running = try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE state = 'running'")
+        #expect(running.first?["n"] == "0", "no attempt left running")
     }
 
     /// A worker whose store's disk is full fails every stage it is given, and fails fast, so it
