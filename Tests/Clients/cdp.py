@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,7 @@ class Browser:
              "--no-default-browser-check", "--mute-audio", "--autoplay-policy=no-user-gesture-required",
              "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={self.profile}",
              "--window-size=1400,1000", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         port_file = os.path.join(self.profile, "DevToolsActivePort")
         deadline = time.time() + 30
         while not os.path.exists(port_file) or os.path.getsize(port_file) == 0:
@@ -95,9 +96,18 @@ class Browser:
         try:
             self.ws.close()
         finally:
-            self.proc.kill()
+            # The whole group: a helper left behind wrote into the profile as it was removed,
+            # and each run left a threadline-chromium-* folder in /tmp.
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.proc.wait()
-            shutil.rmtree(self.profile, ignore_errors=True)
+            for _ in range(50):
+                shutil.rmtree(self.profile, ignore_errors=True)
+                if not os.path.exists(self.profile):
+                    break
+                time.sleep(0.1)
 
 
 def live_run(b, base, run, out):
