@@ -1121,19 +1121,33 @@ extension LineageStore {
         return FileManager.default.fileExists(atPath: here) ? here : uri
     }
 
-    /// The lineage of an output file (by path) or artifact (by sha256 or its prefix).
-    public static func lineage(path dbPath: String, of target: String) throws -> OutputLineage? {
+    /// The lineage of an output file (by path) or artifact (by sha256 or its prefix). `file`: the
+    /// path of the file `target` is the sha256 of, when it is one: of the runs that made the same
+    /// bytes (two projects alike but for their names, a project submitted again), the last one
+    /// that wrote its movie there is told, not whichever made them first.
+    public static func lineage(path dbPath: String, of target: String, file: String? = nil) throws -> OutputLineage? {
         let reader = try reader(path: dbPath)
         let root = (dbPath as NSString).deletingLastPathComponent
         return try reader.read { db in
             guard let out = try Row.fetchOne(db, sql: """
                 SELECT id, sha256, uri, attempt_id FROM artifact
                 WHERE (kind = 'output' AND uri = ?) OR sha256 = ? OR (length(?) >= 8 AND sha256 LIKE ? || '%')
-                ORDER BY (kind = 'output') DESC, (attempt_id IS NOT NULL) DESC, id DESC LIMIT 1
-                """, arguments: [target, target, target, target]) else { return nil }
+                ORDER BY (kind = 'output' AND uri IS ?) DESC, (kind = 'output') DESC, (attempt_id IS NOT NULL) DESC, id DESC LIMIT 1
+                """, arguments: [target, target, target, target, file]) else { return nil }
             let outID: Int64 = out["id"]
+            // A farm's movie has no output row (its submitter wrote the file): the last run writing
+            // to `file` whose movie these bytes were.
+            let writer: Row? = try file.flatMap { file in
+                try Row.fetchOne(db, sql: """
+                    SELECT r.id, r.pipeline_path, r.pipeline_sha256 FROM artifact ar
+                    JOIN attempt_io io ON io.artifact_id = ar.id AND io.direction = 'out'
+                    JOIN attempt a ON a.id = io.attempt_id JOIN stage s ON s.id = a.stage_id JOIN run r ON r.id = s.run_id
+                    WHERE ar.sha256 = ? AND ar.kind IN ('movie', 'output') AND r.output_path = ?
+                    ORDER BY r.id DESC LIMIT 1
+                    """, arguments: [out["sha256"] as String, file])
+            }
             // A file no attempt made (a font, a sticker, the soundtrack): the last run that read it.
-            guard let runRow = try Row.fetchOne(db, sql: """
+            guard let runRow = try writer ?? Row.fetchOne(db, sql: """
                 SELECT r.id, r.pipeline_path, r.pipeline_sha256 FROM attempt a JOIN stage s ON s.id = a.stage_id JOIN run r ON r.id = s.run_id
                 WHERE a.id = coalesce(?, (SELECT max(io.attempt_id) FROM attempt_io io WHERE io.artifact_id = ? AND io.direction = 'in'))
                 """, arguments: [out["attempt_id"] as Int64?, outID]) else { return nil }

@@ -579,7 +579,8 @@ struct LineageCommand: ParsableCommand {
         } else {
             key = target
         }
-        guard let l = try LineageStore.lineage(path: db, of: key) else {
+        let file = isFile ? FileChecks.spelledOnDisk(URL(fileURLWithPath: target).standardizedFileURL.path) : nil
+        guard let l = try LineageStore.lineage(path: db, of: key, file: file) else {
             errorLine("error: \(target)\(isFile ? " (sha256 \(key.prefix(16))…)" : "") is not recorded in \(db)\(isFile ? "; if a movie was written there, it has been replaced or changed since" : "")")
             throw ExitCode(1)
         }

@@ -55,6 +55,41 @@ import TestSupport
         if getuid() != 0 { _ = try run("chmod", ["-R", "u+w", dir + "/st"], timeout: 10) }
     }
 
+    /// Two projects alike but for their names make the same bytes. `coord lineage` of the
+    /// second one's movie told the run that made those bytes first ("run 1 of a.yaml"): on a farm
+    /// for every such movie, here for all but the last written. It tells the run that wrote the
+    /// movie where the file is.
+    @Test func lineageOfAMovieTellsTheRunThatWroteItThere() throws {
+        let dir = temporaryDirectory("lineage-same-bytes")
+        try Generate.clip(dir + "/a.mp4", width: 160, height: 90, seconds: 0.5, tone: 440)
+        func pipeline(_ name: String, folder: String) throws {
+            try "output: { path: \(folder)/\(name).mp4, size: 160x90 }\nclips: [ { video: a.mp4 } ]\n"
+                .write(toFile: dir + "/\(name).yaml", atomically: true, encoding: .utf8)
+        }
+        // Here, one after the other (the second is the first's movie, from the cache).
+        for name in ["a", "b"] {
+            try pipeline(name, folder: "out")
+            let r = try run(coordPath, ["submit", dir + "/\(name).yaml", "--state", dir + "/st"], timeout: 60)
+            try #require(r.status == 0, "\(r.err)")
+        }
+        #expect(FileManager.default.contentsEqual(atPath: dir + "/out/a.mp4", andPath: dir + "/out/b.mp4"))
+        for (name, id) in [("a", 1), ("b", 2)] {
+            let r = try run(coordPath, ["lineage", dir + "/out/\(name).mp4", "--state", dir + "/st"], timeout: 30)
+            #expect(r.status == 0 && r.out.contains("run \(id) of \(dir)/\(name).yaml"), "\(r.out) \(r.err)")
+        }
+        // On a farm, whose movies their submitter writes.
+        let (procs, ep) = try ClusterTests.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        for name in ["fa", "fb"] { try pipeline(name, folder: "farm") }
+        let r = try run(coordPath, ["submit", dir + "/fa.yaml", dir + "/fb.yaml", "--coordinator", ep], timeout: 120)
+        try #require(r.status == 0, "\(r.err)")
+        #expect(FileManager.default.contentsEqual(atPath: dir + "/farm/fa.mp4", andPath: dir + "/farm/fb.mp4"))
+        for (name, id) in [("fa", 1), ("fb", 2)] {
+            let r = try run(coordPath, ["lineage", dir + "/farm/\(name).mp4", "--state", dir + "/coord"], timeout: 30)
+            #expect(r.status == 0 && r.out.contains("run \(id) of ") && r.out.contains("\(name).yaml"), "\(r.out) \(r.err)")
+        }
+    }
+
     @Test func aDamagedOrReadOnlyStateFolderGetsAPlainMessage() throws {
         let dir = try rendered("damaged-state")
         // Read-only for this user: no SQL, what to do instead. (The movie's folder is writable, so
