@@ -41,10 +41,14 @@ public final class ClusterClient {
         case answersAgain(endpoint: String)
         /// It said it is stopping, its runs to resume when it starts again: a restart or an upgrade.
         case stopping(endpoint: String, timeout: Int)
+        /// It said it is stopping as a project was submitted (or went up): submitted again once it is back.
+        case stoppingBeforeSubmit(endpoint: String, timeout: Int, project: String)
 
         public var line: String {
             switch self {
             case .stopping(let e, let t): "the coordinator at \(e) is stopping (a restart or an upgrade); waiting up to \(t) s for it to come back, its runs resume then"
+            case .stoppingBeforeSubmit(let e, let t, let p):
+                "the coordinator at \(e) is stopping (a restart or an upgrade) and takes no project now; waiting up to \(t) s for it to come back to submit \(p) there"
             case .noAnswerYet(let e, let t, let finding): "no answer yet from the coordinator at \(e); waiting up to \(t) s (--timeout)\(finding.map { ". " + $0 } ?? "")"
             case .silent(let e, let s, let t): "the coordinator at \(e) has not answered for \(s) s; waiting up to \(t) s (--timeout)"
             case .answersAgain(let e): "the coordinator at \(e) answers again"
@@ -126,8 +130,9 @@ public final class ClusterClient {
                 lastHeard = Clocks.steady
                 heardOnce = true
                 guard let e = frames.first.flatMap(Envelope.decode) else { continue }
-                // (A stopping coordinator tells each run's followers in turn: that is not it back.)
-                if toldSilence && !(stopping && Self.isStopNotice(e.message)) {
+                // (A stopping coordinator tells each run's followers in turn, and answers a
+                // submitter's probes until it is gone: neither is it back.)
+                if toldSilence && !(stopping && (Self.isStopNotice(e.message) || Self.isProbeAnswer(e.message))) {
                     toldSilence = false; stopping = false
                     onSilence?(.answersAgain(endpoint: endpoint))
                 }
@@ -208,8 +213,32 @@ public final class ClusterClient {
         sending = (Dictionary(files.map { ($0.sha256, $0.size) }, uniquingKeysWith: { a, _ in a }), [], now, 0, Upload())
         defer { sending = nil }
         send(.submit(s))
-        let run = try pump(until: { m in if case .accepted(let run) = m { return run }; return nil },
-                           whenLost: "\(pipeline.name) may not have been accepted: `coord runs` there lists its runs once it is back; "
+        // Told the coordinator is stopping (a restart or an upgrade), the submission goes again
+        // once a coordinator answers a probe: one at a time, so that none waits in the socket
+        // while it is down for the next one to take twice, and at most every 2 s (the stopping
+        // one answers probes, and a submission again, until it is gone).
+        var again = false, probed = 0.0, submitted = Clocks.steady
+        let run = try pump(until: { m in
+            switch m {
+            case .accepted(let run): return run
+            case .stopping:
+                if !stopping {
+                    stopping = true; toldSilence = true
+                    onSilence?(.stoppingBeforeSubmit(endpoint: endpoint, timeout: Int(max(silenceTimeout, Self.restartPatience)), project: pipeline.name))
+                }
+                again = true
+            case .statusReply where again && Clocks.steady - submitted >= Self.resubmitInterval:
+                again = false; submitted = Clocks.steady
+                // The upload's time counts from here (the wait is not its).
+                sending?.started = submitted
+                send(.submit(s))
+            default: break
+            }
+            return nil
+        }, idle: {
+            if again && Clocks.steady - probed > Self.probeInterval { probed = Clocks.steady; send(.status(run: nil, limit: 1)) }
+            return nil
+        }, whenLost: "\(pipeline.name) may not have been accepted: `coord runs` there lists its runs once it is back; "
                                + "submitting it again sends only what the coordinator lacks (it keeps an upload that was cut off for a day)")
         if var u = sending?.upload, u.files > 0 {
             u.done = true
@@ -275,8 +304,19 @@ public final class ClusterClient {
     /// starts again on its state folder).
     static func isStopNotice(_ m: WireMessage) -> Bool {
         if case .ended(let e) = m { return e.state == RunStatus.interrupted.rawValue }
+        if case .stopping = m { return true }
         return false
     }
+
+    /// What answers a submitter's probe of a stopping coordinator (`submit`).
+    static func isProbeAnswer(_ m: WireMessage) -> Bool {
+        if case .statusReply = m { return true }
+        return false
+    }
+
+    /// How often a submitter told the coordinator is stopping asks whether it is back, and sends
+    /// its submission again at most.
+    static let probeInterval = 0.5, resubmitInterval = 2.0
 
     /// A follower told its run was interrupted by the coordinator stopping waits for it to come
     /// back (as for one gone silent, with at least `restartPatience`) and follows the run on:

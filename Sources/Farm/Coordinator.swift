@@ -929,10 +929,9 @@ final class CoordinatorCore {
         }
         // Submissions whose files were still coming: what came is kept for their next submit.
         transfers?.cutOff("the coordinator stopped")
-        for p in pendingSubmissions {
-            send(.rejected(message: "the coordinator stopped before all of \(p.submission.pipeline.name)'s files came; it keeps what came for a day, "
-                           + "so submitting again when it is back sends only the rest"), to: p.identity)
-        }
+        // Their submitters submit again to the coordinator that comes next, which asks only for
+        // the rest (what came is kept for a day).
+        for p in pendingSubmissions { send(.stopping(keep: []), to: p.identity) }
         pendingSubmissions = []
         log.info("stopped", metadata: ["runs_handed_back": "\(runs.values.filter { !$0.finished }.count)"])
     }
@@ -1332,7 +1331,9 @@ final class CoordinatorCore {
     // MARK: submitters
 
     func receiveSubmission(_ s: Submission, from identity: Data, peer: Peer = .local) {
-        guard !draining else { send(.rejected(message: "the coordinator is stopping; submit again when it is back"), to: identity); return }
+        // A restart or an upgrade under way: the submitter waits for the coordinator that comes
+        // next and submits again (before, it failed: "submit again when it is back").
+        guard !draining else { send(.stopping(keep: []), to: identity); return }
         guard let store = config.store, let transfers else { send(.rejected(message: "this coordinator has no artifact store"), to: identity); return }
         if let problem = Self.submissionProblem(s) { send(.rejected(message: problem), to: identity); return }
         let copying = pendingSubmissions.filter { $0.identity == identity }.count

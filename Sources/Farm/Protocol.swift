@@ -40,6 +40,8 @@ public enum WireMessage: Sendable {
     /// Coordinator → worker: I am stopping (SIGTERM past my drain timeout). These attempts of yours
     /// go on: deliver them to the coordinator that comes next, which keeps what they make. (What
     /// it does not keep it cancelled first.) A worker stopping itself leaves at once.
+    /// Coordinator → submitter (`keep` empty): I am stopping and take no project; submit it to the
+    /// coordinator that comes next (what of its files came is kept there).
     case stopping(keep: [String])
 
     // Artifacts move in chunks: the receiver asks for one chunk at a time, keeping a few

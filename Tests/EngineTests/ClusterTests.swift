@@ -170,12 +170,14 @@ import ThreadlineCore
 
     /// A project of 104 MB of uncompressed video (`dir/p.yaml`): about a second to go up on
     /// loopback, long enough to catch an upload half-way. Returns the file's size.
-    static func bigUpload(_ dir: String) throws -> Int64 {
-        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=10", "-c:v", "rawvideo",
-                                      "-pix_fmt", "yuv420p", dir + "/big.mkv"])
+    /// `name`: another such project (`dir/NAME.yaml` of `NAME.mkv`, other pictures).
+    static func bigUpload(_ dir: String, name: String? = nil) throws -> Int64 {
+        let video = (name ?? "big") + ".mkv"
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "\(name == nil ? "testsrc2" : "testsrc")=s=640x360:r=30:d=10",
+                                      "-c:v", "rawvideo", "-pix_fmt", "yuv420p", dir + "/" + video])
         try #require(made.status == 0, "\(made.err)")
-        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: big.mkv"])
-        return try #require((try FileManager.default.attributesOfItem(atPath: dir + "/big.mkv")[.size] as? NSNumber)?.int64Value)
+        try writePipeline(dir + "/\(name ?? "p").yaml", output: dir + "/\(name ?? "out").mp4", size: "320x180", clips: ["video: \(video)"])
+        return try #require((try FileManager.default.attributesOfItem(atPath: dir + "/" + video)[.size] as? NSNumber)?.int64Value)
     }
 
     /// The sizes of the files in a store's `tmp` whose names end in `suffix` (transfers arriving,
@@ -246,8 +248,9 @@ import ThreadlineCore
     }
 
     /// The coordinator stopping while a submitter's files go up: stopped gracefully (SIGTERM) it
-    /// tells the submitter, keeps what came and a submit when it is back sends only the rest;
-    /// killed outright, the submitter says after its --timeout that the project may not have been
+    /// tells the submitter, which waits for it to come back and submits again, sending only the
+    /// rest (before, it failed: "submitting again when it is back sends only the rest"); killed
+    /// outright, the submitter says after its --timeout that the project may not have been
     /// accepted and how to find out, instead of "its runs go on".
     @Test func aCoordinatorStoppingMidUploadTellsTheSubmitterAndKeepsWhatCame() throws {
         let dir = temporaryDirectory("upload-coordinator-stops")
@@ -257,8 +260,8 @@ import ThreadlineCore
         let coordTmp = dir + "/coord/tmp"
         let arriving = { Self.largestTemporary(coordTmp) }
         /// Starts a submit and holds it once `bytes` are at the coordinator.
-        func submitHeldAt(_ bytes: Int64, _ name: String, _ extra: [String] = []) throws -> Process {
-            let p = try procs.start(name, coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep] + extra)
+        func submitHeldAt(_ bytes: Int64, _ name: String, _ pipeline: String, _ extra: [String] = []) throws -> Process {
+            let p = try procs.start(name, coordPath, ["submit", pipeline, "--coordinator", ep] + extra)
             let there = waitUntil(timeout: 60, poll: 0.001) { arriving() >= bytes }
             kill(p.processIdentifier, SIGSTOP)
             try #require(there && arriving() < size, "the upload was not caught half-way: \(arriving()) of \(size)")
@@ -267,29 +270,60 @@ import ThreadlineCore
         let said = { (name: String) in (try? String(contentsOfFile: procs.log(name), encoding: .utf8)) ?? "" }
 
         // SIGTERM: the coordinator gives the upload its drain time, then tells the submitter.
-        let first = try submitHeldAt(8 << 20, "submit1")
+        let first = try submitHeldAt(8 << 20, "submit1", dir + "/p.yaml", ["--detach"])
         procs.signal("coord", SIGTERM)
         #expect(waitUntil(timeout: 30) { !(procs.process("coord")?.isRunning ?? false) }, "the coordinator did not stop")
         kill(first.processIdentifier, SIGCONT)
-        first.waitUntilExit()
-        #expect(first.terminationStatus == 1 && said("submit1").contains(
-            "error: the coordinator refused: the coordinator stopped before all of test's files came; it keeps what came for a day, so submitting again when it is back sends only the rest"),
+        #expect(waitUntil(timeout: 10) { said("submit1").contains(
+            "the coordinator at \(ep) is stopping (a restart or an upgrade) and takes no project now; waiting up to 60 s for it to come back to submit test there") },
                 "\(said("submit1"))")
         let kept = Self.largestTemporary(coordTmp, ending: ".partial")
         #expect(kept >= 8 << 20, "kept \(kept) bytes")
-
-        // Back: a submit sends only the rest. Held again, and the coordinator killed outright.
+        // Back: the same submit goes on from what the first coordinator kept.
+        Thread.sleep(forTimeInterval: 1)
+        #expect(first.isRunning, "\(said("submit1"))")
         try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
-        let second = try submitHeldAt(kept + (8 << 20), "submit2", ["--timeout", "3"])
+        first.waitUntilExit()
+        #expect(first.terminationStatus == 0 && said("submit1").contains("answers again") && said("submit1").contains("coord wait 1 --coordinator \(ep)"),
+                "\(said("submit1"))")
+        #expect(said("coord2").contains("resumed_bytes=\(kept)"), "\(said("coord2"))")
+        #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run").count == 1, "one run")
+
+        // Held again (another project), and the coordinator killed outright.
+        let otherSize = try Self.bigUpload(dir, name: "other")
+        let second = try submitHeldAt(otherSize / 4, "submit2", dir + "/other.yaml", ["--timeout", "3"])
         procs.signal("coord2", SIGKILL)
         kill(second.processIdentifier, SIGCONT)
         second.waitUntilExit()
         #expect(second.terminationStatus == 1, "\(said("submit2"))")
-        // It went on from what the first kept.
-        #expect(said("coord2").contains("resumed_bytes=\(kept)"), "\(said("coord2"))")
         #expect(said("submit2").contains("error: lost the coordinator at \(ep): no answer for 3 s (--timeout). test may not have been accepted: `coord runs` there lists its runs once it is back"),
                 "\(said("submit2"))")
         #expect(!said("submit2").contains("Its runs go on"), "\(said("submit2"))")
+    }
+
+    /// A project submitted while the coordinator drains for a restart waits for the coordinator
+    /// that comes next and is submitted there, once (before: "the coordinator refused: the
+    /// coordinator is stopping; submit again when it is back", exit 1).
+    @Test func aProjectSubmittedWhileTheCoordinatorStopsGoesToTheNextOne() throws {
+        let dir = temporaryDirectory("submit-while-stopping")
+        let (procs, ep, db, _) = try Self.farmMidRender(dir)
+        defer { procs.stopAll() }
+        try FileManager.default.createDirectory(atPath: dir + "/late", withIntermediateDirectories: true)
+        let late = try Self.project(dir + "/late", items: 1, seconds: 0.5)
+        procs.signal("coord", SIGTERM)
+        // Draining: the render under way ends first.
+        try #require(waitUntil(timeout: 10) { ((try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? "").contains("stopping: no new work") })
+        let submit = try procs.start("submit", coordPath, ["submit", late, "--coordinator", ep, "--detach"])
+        let said = { (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "" }
+        try #require(waitUntil(timeout: 10) { said().contains("is stopping (a restart or an upgrade) and takes no project now") }, "\(said())")
+        try #require(waitUntil(timeout: 60) { !(procs.process("coord")?.isRunning ?? false) }, "the coordinator did not stop")
+        Thread.sleep(forTimeInterval: 1)
+        #expect(submit.isRunning, "\(said())")
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        try #require(waitUntil(timeout: 30) { !submit.isRunning }, "\(said())")
+        #expect(submit.terminationStatus == 0 && said().contains("coord wait 2 --coordinator \(ep)"), "\(said())")
+        #expect(try Self.rows(db, "SELECT id FROM run ORDER BY id").map { $0["id"] } == ["1", "2"], "one run each")
+        #expect(said().components(separatedBy: "is stopping").count == 2, "\(said())")
     }
 
     /// A run's last render keeps its slot while its segment comes up from the worker's own store,
