@@ -97,7 +97,9 @@ public final class ClusterClient {
         self.context = context
         socket = try Socket(context, .dealer)
         try socket.setIdentity(ClientIdentity.make())
-        try socket.setReconnect(initialMs: 100, maximumMs: 2000)
+        // Dialled again within half a second: a coordinator restarted (an upgrade) is heard at
+        // once, not up to 2 s later.
+        try socket.setReconnect(initialMs: 100, maximumMs: 500)
         if let curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(endpoint)
         do { try FileChecks.makePrivateFolder(downloads) } catch { throw Failure(error.description) }
@@ -150,7 +152,10 @@ public final class ClusterClient {
             transfers.tick()
             if let v = idle() { return v }
             let now = Clocks.steady
-            if now - lastResend > silenceTimeout / 3 && now - lastHeard > silenceTimeout / 3 { resend(); lastResend = now }
+            // Told it is stopping, every second: the coordinator that comes next knows none of its
+            // followers until they ask again (queued while it is down, the asks reach it as it binds).
+            let resendAfter = stopping ? 1 : silenceTimeout / 3
+            if now - lastResend > resendAfter && now - lastHeard > resendAfter { resend(); lastResend = now }
             // Not under 1.5 s: a coordinator tells each follower at least once a second, and a
             // short --timeout said "has not answered" and "answers again" by turns while it rendered.
             let patience = min(3, max(1.5, silenceTimeout / 3))

@@ -112,7 +112,9 @@ public final class WorkerRuntime: Sendable {
     public func run(context: MessagingContext) throws {
         let socket = try Socket(context, .dealer)
         try socket.setIdentity(config.id)
-        try socket.setReconnect(initialMs: 100, maximumMs: 5000)
+        // At most 2 s between dials: a coordinator restarted after a long stop waited up to 5 s
+        // for its workers. (A dial to a port nobody listens on costs the coordinator's host nothing.)
+        try socket.setReconnect(initialMs: 100, maximumMs: 2000)
         try socket.setHeartbeat(intervalMs: Int32(config.heartbeatInterval * 1000), timeoutMs: Int32(config.coordinatorTimeout * 1000))
         if let curve = config.curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(config.endpoint)
