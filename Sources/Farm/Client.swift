@@ -227,10 +227,7 @@ public final class ClusterClient {
             switch m {
             case .accepted(let run): return run
             case .stopping:
-                if !stopping {
-                    stopping = true; toldSilence = true
-                    onSilence?(.stoppingBeforeSubmit(endpoint: endpoint, timeout: Int(max(silenceTimeout, Self.restartPatience)), project: pipeline.name))
-                }
+                coordinatorStopping(submitting: pipeline.name)
                 again = true
             case .statusReply where again && Clocks.steady - submitted >= Self.resubmitInterval:
                 again = false; submitted = Clocks.steady
@@ -325,12 +322,14 @@ public final class ClusterClient {
 
     /// A follower told its run was interrupted by the coordinator stopping waits for it to come
     /// back (as for one gone silent, with at least `restartPatience`) and follows the run on:
-    /// a restart or an upgrade of `coord serve` is not the end of anyone's run.
-    private func coordinatorStopping() {
+    /// a restart or an upgrade of `coord serve` is not the end of anyone's run. A submitter of
+    /// `project` waits the same to submit it there.
+    private func coordinatorStopping(submitting project: String? = nil) {
         guard !stopping else { return }
         stopping = true
         toldSilence = true
-        onSilence?(.stopping(endpoint: endpoint, timeout: Int(max(silenceTimeout, Self.restartPatience))))
+        let timeout = Int(max(silenceTimeout, Self.restartPatience))
+        onSilence?(project.map { .stoppingBeforeSubmit(endpoint: endpoint, timeout: timeout, project: $0) } ?? .stopping(endpoint: endpoint, timeout: timeout))
     }
 
     /// Copies a finished movie from the coordinator to `path` (verified by sha256). `progress` is
