@@ -817,17 +817,19 @@ final class CoordinatorCore {
                 for (reply, result) in replies { reply(result) }
                 for (reply, result) in forgotten { reply(result) }
             }
-            // (None after `stopping`: a worker takes any message for a coordinator that is back.)
-            if !stopping { heartbeat(now) }
-            // Nor to a run's followers after its stop notice (`handBack`): a follower takes any
-            // message as the coordinator back, and waited for a restart no longer than its
-            // --timeout (15 s) instead of the minute it was told.
-            if !stopping && now - lastWatcherTick > 1 {
-                lastWatcherTick = now
-                dropRevokedWatchers()
-                for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } }
+            // Nothing to workers or followers after `stopping` (a run's followers have had its stop
+            // notice, `handBack`): each takes any message for a coordinator that is back, and a
+            // follower then waited for a restart no longer than its --timeout (15 s) instead of the
+            // minute it was told.
+            if !stopping {
+                heartbeat(now)
+                if now - lastWatcherTick > 1 {
+                    lastWatcherTick = now
+                    dropRevokedWatchers()
+                    for id in watchers.keys { if let r = runs[id] { progress(r, force: true) } }
+                }
+                tellOwedProgress()
             }
-            if !stopping { tellOwedProgress() }
             if now - lastLivePublish > 0.2 { lastLivePublish = now; publishLive(now) }
         }
         owner.refuseQueued()
@@ -1601,7 +1603,7 @@ final class CoordinatorCore {
     }
 
     /// How long a worker an assignment could not reach gets no work (its connection being made
-    /// again takes well under this), and when that was last logged, by worker.
+    /// again takes well under this), and when that was last logged, by worker (at most once a pause).
     static let unreachablePause = 1.0
     var unreachableLogged: [String: Double] = [:]
 
@@ -1907,7 +1909,7 @@ final class CoordinatorCore {
             // again, and lost, its results on the way in were thrown away with it (one render
             // made twice after an 8 s pause). It gets no work for a moment; a worker really gone
             // stops beating and is lost by the liveness timeout.
-            if now - (unreachableLogged[wid] ?? -.infinity) > 1 {
+            if now - (unreachableLogged[wid] ?? -.infinity) > Self.unreachablePause {
                 unreachableLogged[wid] = now
                 log.warning("worker unreachable; no work for it for a moment", metadata: ["worker.id": "\(wid)", "stage.id": "\(u.name)"])
             }

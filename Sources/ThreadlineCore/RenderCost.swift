@@ -30,12 +30,10 @@ public enum RenderCost {
         let outputPixels = Double(max(1, p.width * p.height))
         let outputScale = outputPixels / 921_600
         let frames = Double(spec.frameCount)
-        let picture = pictureShare(f, spec: spec)
-        let perFrame = 1.5 * outputScale + 8.9 * outputScale * (0.35 + 0.65 * picture) + lookCost(spec) * outputScale
-        if f.isStill {
-            guard spec.kenBurns != nil else { return frames * outputScale * (1.5 + 8.9 * Self.stillEncodeShare + lookCost(spec)) }
-            return frames * (perFrame + 5.4 * outputScale)
-        }
+        // The share of a moving frame's encode this one's takes.
+        let encode = f.isStill && spec.kenBurns == nil ? Self.stillEncodeShare : 0.35 + 0.65 * pictureShare(f, spec: spec)
+        let perFrame = 1.5 * outputScale + 8.9 * outputScale * encode + lookCost(spec) * outputScale
+        if f.isStill { return frames * (perFrame + (spec.kenBurns != nil ? 5.4 * outputScale : 0)) }
         let sourcePixels = Double(max(1, f.width * f.height)) / 2_073_600
         let codec = ["hevc", "h265"].contains(f.videoCodec?.lowercased() ?? "") ? 1.3 : 1.0
         // Source frames per output frame: shown ones in full, the ones between at half.
