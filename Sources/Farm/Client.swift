@@ -219,9 +219,10 @@ public final class ClusterClient {
         defer { sending = nil }
         send(.submit(s))
         // Told the coordinator is stopping (a restart or an upgrade), the submission goes again
-        // once a coordinator answers a probe: one at a time, so that none waits in the socket
-        // while it is down for the next one to take twice, and at most every 2 s (the stopping
-        // one answers probes, and a submission again, until it is gone).
+        // once a coordinator that is not stopping answers a probe: one at a time, so that none
+        // waits in the socket while it is down for the next one to take twice, and not to the
+        // stopping one, which answers probes until it is gone (a submission of 10,000 items is
+        // megabytes). At most every 2 s: a coordinator from before `stopping` was told never says so.
         var again = false, probed = 0.0, submitted = Clocks.steady
         let run = try pump(until: { m in
             switch m {
@@ -229,7 +230,7 @@ public final class ClusterClient {
             case .stopping:
                 coordinatorStopping(submitting: pipeline.name)
                 again = true
-            case .statusReply where again && Clocks.steady - submitted >= Self.resubmitInterval:
+            case .statusReply(let r) where again && !r.stopping && Clocks.steady - submitted >= Self.resubmitInterval:
                 again = false; submitted = Clocks.steady
                 // The upload's time counts from here (the wait is not its).
                 sending?.started = submitted
@@ -310,9 +311,9 @@ public final class ClusterClient {
         return false
     }
 
-    /// What answers a submitter's probe of a stopping coordinator (`submit`).
+    /// How a stopping coordinator answers a submitter's probe (`submit`): it is not back.
     static func isProbeAnswer(_ m: WireMessage) -> Bool {
-        if case .statusReply = m { return true }
+        if case .statusReply(let r) = m { return r.stopping }
         return false
     }
 

@@ -1168,7 +1168,11 @@ final class CoordinatorCore {
                 watch(run, from: identity, once: true)
             }
         case .status(let run, let limit):
-            do { send(.statusReply(try status(run, limit: limit, for: peer)), to: identity) } catch {
+            do {
+                var reply = try status(run, limit: limit, for: peer)
+                reply.stopping = draining
+                send(.statusReply(reply), to: identity)
+            } catch {
                 log.error("cannot answer a status request: \(error)")
                 send(.rejected(message: "cannot read the lineage database to answer: \(error)"), to: identity)
             }
@@ -1335,7 +1339,11 @@ final class CoordinatorCore {
     func receiveSubmission(_ s: Submission, from identity: Data, peer: Peer = .local) {
         // A restart or an upgrade under way: the submitter waits for the coordinator that comes
         // next and submits again (before, it failed: "submit again when it is back").
-        guard !draining else { send(.stopping(keep: []), to: identity); return }
+        guard !draining else {
+            log.info("a project came as this coordinator stops: its submitter submits it to the next one", metadata: ["project": "\(s.pipeline.name)"])
+            send(.stopping(keep: []), to: identity)
+            return
+        }
         guard let store = config.store, let transfers else { send(.rejected(message: "this coordinator has no artifact store"), to: identity); return }
         if let problem = Self.submissionProblem(s) { send(.rejected(message: problem), to: identity); return }
         let copying = pendingSubmissions.filter { $0.identity == identity }.count

@@ -108,6 +108,8 @@ public struct StatusReply: Codable, Sendable {
     public var failures: [[String: String]]
     /// With a list of runs cut to a limit: how many runs the peer may see in all.
     public var runsTotal: Int? = nil
+    /// The coordinator answering is stopping (a restart or an upgrade).
+    public var stopping = false
 }
 
 public struct Envelope: Sendable {
@@ -313,6 +315,7 @@ extension WireMessage {
                                   framesDone: 90, framesTotal: 270, framesKnown: true, framesRendered: 90, renderingFor: 1.2,
                                   slots: TimeLeft.Slots(renderSeconds: 1.1, inFlight: 1, inFlightFrames: 90, inFlightSeconds: 0.4),
                                   workers: 1, framesElsewhere: 0, costPerFrame: 28.25)),
+            .statusReply(StatusReply(runs: [], stages: [], failures: [], runsTotal: 0, stopping: true)),
         ]
     }
 }

@@ -95,6 +95,7 @@ extension WireMessage {
             return .statusReply(.with {
                 $0.runs = rows(r.runs); $0.stages = rows(r.stages); $0.failures = rows(r.failures)
                 if let n = r.runsTotal { $0.runsTotal = Int64(n) }
+                if r.stopping { $0.stopping = true }
             })
         }
     }
@@ -363,7 +364,7 @@ extension WireMessage {
         case .status(let q): self = .status(run: q.hasRun ? q.run : nil, limit: q.hasLimit ? Int(clamping: q.limit) : nil)
         case .statusReply(let r):
             self = .statusReply(StatusReply(runs: r.runs.map(\.fields), stages: r.stages.map(\.fields), failures: r.failures.map(\.fields),
-                                            runsTotal: r.hasRunsTotal ? Int(clamping: r.runsTotal) : nil))
+                                            runsTotal: r.hasRunsTotal ? Int(clamping: r.runsTotal) : nil, stopping: r.stopping))
         }
     }
 }

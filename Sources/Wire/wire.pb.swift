@@ -1452,11 +1452,23 @@ public nonisolated struct Threadline_Wire_StatusReply: Sendable {
   /// Clears the value of `runsTotal`. Subsequent reads from it will return its default value.
   public mutating func clearRunsTotal() {self._runsTotal = nil}
 
+  /// The coordinator answering is stopping (a restart or an upgrade): a submitter told so waits
+  /// for one that is not before it submits again.
+  public var stopping: Bool {
+    get {_stopping ?? false}
+    set {_stopping = newValue}
+  }
+  /// Returns true if `stopping` has been explicitly set.
+  public var hasStopping: Bool {self._stopping != nil}
+  /// Clears the value of `stopping`. Subsequent reads from it will return its default value.
+  public mutating func clearStopping() {self._stopping = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _runsTotal: Int64? = nil
+  fileprivate var _stopping: Bool? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -3569,7 +3581,7 @@ nonisolated extension Threadline_Wire_Row: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StatusReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}runs\0\u{1}stages\0\u{1}failures\0\u{3}runs_total\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}runs\0\u{1}stages\0\u{1}failures\0\u{3}runs_total\0\u{1}stopping\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3581,6 +3593,7 @@ nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftP
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.stages) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.failures) }()
       case 4: try { try decoder.decodeSingularInt64Field(value: &self._runsTotal) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self._stopping) }()
       default: break
       }
     }
@@ -3603,6 +3616,9 @@ nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftP
     try { if let v = self._runsTotal {
       try visitor.visitSingularInt64Field(value: v, fieldNumber: 4)
     } }()
+    try { if let v = self._stopping {
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3611,6 +3627,7 @@ nonisolated extension Threadline_Wire_StatusReply: SwiftProtobuf.Message, SwiftP
     if lhs.stages != rhs.stages {return false}
     if lhs.failures != rhs.failures {return false}
     if lhs._runsTotal != rhs._runsTotal {return false}
+    if lhs._stopping != rhs._stopping {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

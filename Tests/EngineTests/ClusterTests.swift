@@ -157,8 +157,8 @@ import ThreadlineCore
 
     /// A farm of one single-slot worker (w1) in the middle of the first of two long renders of a
     /// project submitted detached: the cluster, its lineage database, and the stage under way.
-    static func farmMidRender(_ dir: String, serveArgs: [String] = []) throws -> (procs: ServiceProcesses, ep: String, db: String, stage: String) {
-        let pipeline = try project(dir, items: 2, seconds: 4, size: (1280, 720), output: "1280x720", preset: "medium")
+    static func farmMidRender(_ dir: String, seconds: Double = 4, serveArgs: [String] = []) throws -> (procs: ServiceProcesses, ep: String, db: String, stage: String) {
+        let pipeline = try project(dir, items: 2, seconds: seconds, size: (1280, 720), output: "1280x720", preset: "medium")
         let (procs, ep) = try loopbackCluster(dir, workers: 1, serveArgs: serveArgs)
         let db = dir + "/coord/lineage.db"
         let submitted = try run(coordPath, ["submit", pipeline, "--coordinator", ep, "--detach"], timeout: 60)
@@ -303,10 +303,12 @@ import ThreadlineCore
 
     /// A project submitted while the coordinator drains for a restart waits for the coordinator
     /// that comes next and is submitted there, once (before: "the coordinator refused: the
-    /// coordinator is stopping; submit again when it is back", exit 1).
+    /// coordinator is stopping; submit again when it is back", exit 1). The stopping coordinator
+    /// gets it once (before: again every 2 s while it drained, the whole submission each time).
     @Test func aProjectSubmittedWhileTheCoordinatorStopsGoesToTheNextOne() throws {
         let dir = temporaryDirectory("submit-while-stopping")
-        let (procs, ep, db, _) = try Self.farmMidRender(dir)
+        // Renders long enough that the drain outlasts a few of the submitter's probes.
+        let (procs, ep, db, _) = try Self.farmMidRender(dir, seconds: 10)
         defer { procs.stopAll() }
         try FileManager.default.createDirectory(atPath: dir + "/late", withIntermediateDirectories: true)
         let late = try Self.project(dir + "/late", items: 1, seconds: 0.5)
@@ -324,6 +326,10 @@ import ThreadlineCore
         #expect(submit.terminationStatus == 0 && said().contains("coord wait 2 --coordinator \(ep)"), "\(said())")
         #expect(try Self.rows(db, "SELECT id FROM run ORDER BY id").map { $0["id"] } == ["1", "2"], "one run each")
         #expect(said().components(separatedBy: "is stopping").count == 2, "\(said())")
+        // Sent to the stopping coordinator once: not again each time it answered a probe.
+        let first = try String(contentsOfFile: procs.log("coord"), encoding: .utf8)
+        let refused = first.components(separatedBy: "\n").filter { $0.contains("a project came as this coordinator stops") }
+        #expect(refused.count == 1, "\(first)")
     }
 
     /// A run's last render keeps its slot while its segment comes up from the worker's own store,
