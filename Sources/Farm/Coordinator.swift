@@ -1090,7 +1090,7 @@ final class CoordinatorCore {
             // liveness timeout): what the old one ran is lost, not held for ever. Before, its
             // leases kept its slots busy and the stages stayed `running` with no one running them.
             if let old = workers[id], Self.isRestart(of: old.hello, h) {
-                lose(worker: id, reason: "a new process joined under its id (it was restarted)")
+                lose(worker: id, reason: "it was restarted: a new process joined under its id")
             }
             let known = workers[id]
             let shared = config.store == nil || h.storeID == nil || h.storeID == config.store?.id
@@ -1625,12 +1625,15 @@ final class CoordinatorCore {
         feed(.workerLost(id))
     }
 
-    /// A lost worker back (its hello): the renders it had when it was lost whose stages wait to
-    /// be given out again go on there (`lostRenders`), unless it came back as another process.
+    /// A lost worker back (its hello): the renders it had when it was lost go on there
+    /// (`lostRenders`), unless it came back as another process, whether their stages wait to be
+    /// given out again or went to another worker meanwhile (the first to finish is the stage's:
+    /// the one it had started earlier, usually; before, it was stopped and its work lost).
     func adoptLostRenders(of id: String, hello h: Hello, now: Double) {
         for (lease, l) in lostRenders where l.attempt.worker == id {
             lostRenders[lease] = nil
-            guard !Self.isRestart(of: l.hello, h), scheduler.phase(l.stage) == .ready, runs[l.stage.run].map({ !$0.finished }) == true else { continue }
+            guard !Self.isRestart(of: l.hello, h), [.ready, .running].contains(scheduler.phase(l.stage)),
+                  runs[l.stage.run].map({ !$0.finished }) == true else { continue }
             // Running: let finish as the hello goes on (`letOrphanFinish`). Not running any
             // more: its result, queued by the worker, follows the hello.
             if (h.running ?? []).contains(lease) { orphans[lease] = l.attempt } else { awaitOrphan(l.attempt, until: now + Self.orphanResultWait, now: now) }
@@ -1680,6 +1683,20 @@ final class CoordinatorCore {
             if let s, let run = runs[s.run] {
                 for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: Clocks.wall) } }
             }
+            // An orphan let finish whose key another render made first.
+            if s == nil, let o = orphans.removeValue(forKey: lease), orphansSeen.remove(lease) != nil {
+                record("event") {
+                    try lineage.event("attempt.recovered", "\(o.stage) on worker \(wid), \(o.givenOut), stopped: another worker finished it first", runID: o.runID)
+                }
+            }
+        case .superseded(let lease, let s, let wid, let orphanWorker):
+            if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
+            guard let run = runs[s.run] else { return }
+            let u = run.units[s.node]
+            let why = "stopped: worker \(orphanWorker), back after it was lost, finished the render it had first, and its output is reused"
+            for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: Clocks.wall, errorMessage: why) } }
+            log.info("a render stopped: the lost worker back with the same one finished it first", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)", "by": "\(orphanWorker)"])
+            run.setBack("\(label(run, u)): worker \(orphanWorker) is back and finished it first; its render on \(wid) stopped")
         case .lost(let lease, let s, let wid, let checkOnly):
             guard let run = runs[s.run] else { return }
             let reason = lostReason[wid] ?? "lost"

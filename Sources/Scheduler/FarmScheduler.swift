@@ -108,7 +108,10 @@ public struct FarmScheduler: Sendable {
         /// for it (`parked`) instead of rendering the same output again. `until`: how long to
         /// wait for word of it (its worker is not back yet, or came back without it and its
         /// result may follow); nil: its worker runs it or its result came. Said again to change
-        /// that. Refused (the lease is cancelled) when an attempt of this coordinator makes the key.
+        /// that. Refused (the lease is cancelled) when another orphan makes the key. Beside a render
+        /// of this coordinator making the key (given out while the orphan's worker was away) it
+        /// goes on too: whichever ends first makes the key, and the other is stopped
+        /// (`Effect.superseded`, or the orphan cancelled).
         case orphaned(lease: String, key: String, worker: String, until: Double? = nil)
         /// The orphaned attempt is over: `made` when its output is stored under its key (stages
         /// waiting for it are cache hits now); otherwise they render.
@@ -145,6 +148,11 @@ public struct FarmScheduler: Sendable {
         case dispatch(lease: String, StageRef, worker: String, attempt: Int, checkOnly: Bool, readySince: Double)
         /// Stop this attempt on its worker (its run ended, or nobody knows the lease any more).
         case cancel(lease: String, StageRef?, worker: String)
+        /// An orphan made this render's output key first (`by`: its worker, lost and back with the
+        /// render it had): stop this one on its worker and record it so. The stage is prepared
+        /// again (a `.prepare` follows) and reuses that output. Its slot stays taken until its
+        /// worker answers.
+        case superseded(lease: String, StageRef, worker: String, by: String)
         /// The worker went with the attempt: record it lost. The stage goes back to the queue.
         case lost(lease: String, StageRef, worker: String, checkOnly: Bool)
         /// The attempt came back unfinished (drain): record it handed back.
@@ -408,9 +416,11 @@ public struct FarmScheduler: Sendable {
 
         case .orphaned(let lease, let key, let worker, let until):
             if orphans[lease] != nil { orphans[lease]!.until = until; break }
-            // Not when this coordinator gave the lease out, or an attempt of its own (or another
-            // orphan) makes the key: that one's output is the stages'.
-            guard leases[lease] == nil, orphanMaking[key] == nil, making[key].flatMap({ leases[$0] }) == nil else {
+            // Not when this coordinator gave the lease out, or another orphan makes the key. A
+            // render of this coordinator's making it (the stage went out again while the orphan's
+            // worker was away) races it: the orphan started first, so it usually ends first.
+            // Before, the orphan was cancelled and the stage's render began again from nothing.
+            guard leases[lease] == nil, orphanMaking[key] == nil else {
                 if leases[lease] == nil { out.append(.cancel(lease: lease, nil, worker: worker)) }
                 break
             }
@@ -422,6 +432,12 @@ public struct FarmScheduler: Sendable {
             free(lease, on: o.worker)
             if made {
                 self.made[o.key] = preparations
+                // The render racing it stops; its stage reuses the orphan's output.
+                if let rival = making[o.key], let info = leases[rival], runs[info.stage.run]?.nodes[info.stage.node].lease == rival {
+                    out.append(.superseded(lease: rival, info.stage, worker: info.worker, by: o.worker))
+                    detach(info.stage)
+                    makeReady(info.stage, now: now, &out)
+                }
                 wake(o.key, now: now, &out)
             }
 
@@ -460,7 +476,11 @@ public struct FarmScheduler: Sendable {
                 convict(w, now: now, &out)
             }
             for k in newly where runs[s.run]!.nodes[k].phase == .waiting { makeReady(StageRef(run: s.run, node: k), now: now, &out) }
-            if let madeKey { wake(madeKey, now: now, &out) }
+            if let madeKey {
+                // An orphan racing it (`Event.orphaned`) is of no use now.
+                if let o = orphanMaking[madeKey], let worker = forget(orphan: o)?.worker { out.append(.cancel(lease: o, nil, worker: worker)) }
+                wake(madeKey, now: now, &out)
+            }
             endIfSettled(s.run, &out)
 
         case .cacheMiss(let lease, let worker):

@@ -21,7 +21,7 @@ struct ClusterOptions: ParsableArguments {
     @Option(name: .long, help: "The coordinator's CURVE public key file.")
     var coordinatorKey: String?
 
-    @Option(name: .long, help: "Seconds to wait for a silent coordinator before giving up.")
+    @Option(name: .long, help: "Seconds to wait for a silent coordinator before giving up; at least 60 once it said it is stopping (a restart or an upgrade), for it to come back.")
     var timeout: Double = 15
 
     func validate() throws {
