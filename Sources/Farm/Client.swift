@@ -23,6 +23,8 @@ public final class ClusterClient {
     /// Held so the context outlives the socket: zmq_ctx_term blocks while a socket is open.
     let context: MessagingContext
     let socket: Socket
+    /// Tells when the socket dialled the coordinator again (`pump` asks again at once then).
+    let connections: HandshakeMonitor
     let transfers: Transfers
     let store: ArtifactStore
     /// The sha256 of files sent before, by path (not read again while unchanged).
@@ -100,6 +102,7 @@ public final class ClusterClient {
         // Dialled again within half a second: a coordinator restarted (an upgrade) is heard at
         // once, not up to 2 s later.
         try socket.setReconnect(initialMs: 100, maximumMs: 500)
+        connections = try HandshakeMonitor(context, watching: socket)
         if let curve { try socket.makeCurveClient(keys: curve.keys, serverPublicKey: curve.serverPublicKey) }
         try socket.connect(endpoint)
         do { try FileChecks.makePrivateFolder(downloads) } catch { throw Failure(error.description) }
@@ -111,7 +114,7 @@ public final class ClusterClient {
         }
     }
 
-    deinit { socket.close() }
+    deinit { socket.close(); connections.close() }
 
     func send(_ m: WireMessage) { _ = try? socket.send([Envelope(m).encoded()]) }
 
@@ -152,6 +155,10 @@ public final class ClusterClient {
             transfers.tick()
             if let v = idle() { return v }
             let now = Clocks.steady
+            // Dialled again: a coordinator restarted at once (killed, and started again by systemd
+            // or Kubernetes) knows none of its followers, and was silent to them until they asked
+            // again after `silenceTimeout / 3` (5 s; 40 s with --timeout 120), the runs going on unseen.
+            if connections.redialled() { resend(); lastResend = now }
             // Told it is stopping, every second: the coordinator that comes next knows none of its
             // followers until they ask again (queued while it is down, the asks reach it as it binds).
             let resendAfter = stopping ? 1 : silenceTimeout / 3

@@ -38,7 +38,7 @@ public final class Socket {
         }
     }
 
-    private var ptr: UnsafeMutableRawPointer?
+    fileprivate(set) var ptr: UnsafeMutableRawPointer?
     public let kind: Kind
     /// Largest message accepted; bigger ones are dropped by libzmq (and the peer disconnected).
     public static let defaultMaxMessageSize: Int64 = 64 << 20
@@ -213,6 +213,36 @@ public final class Socket {
         }
         return items.map { ($0.revents & Int16(ZMQ_POLLIN)) != 0 }
     }
+}
+
+/// Counts the connections a socket completes (their ZMTP handshake, CURVE's included), through
+/// libzmq's socket monitor. For a client one past the first means it dialled its peer again: a
+/// peer restarted since (at once, under systemd or Kubernetes) knows nothing it was told before.
+/// Confined to the monitored socket's thread; close it after that socket.
+public final class HandshakeMonitor {
+    private let pair: Socket
+    /// Handshakes completed so far.
+    public private(set) var count = 0
+
+    public init(_ context: MessagingContext, watching socket: Socket) throws {
+        let address = "inproc://threadline-monitor-\(UUID().uuidString)"
+        guard zmq_socket_monitor(socket.ptr, address, ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0 else { throw TransportError.last("zmq_socket_monitor") }
+        pair = try Socket(context, .pair)
+        try pair.connect(address)
+    }
+
+    /// Reads the events that came since the last call (without waiting); true when a handshake
+    /// past the first completed among them.
+    public func redialled() -> Bool {
+        let before = count
+        // Each event is two frames: 6 bytes (its kind, a value), then the endpoint.
+        while let frames = try? pair.receive(), let first = frames.first, first.count >= 2 {
+            if UInt16(first[first.startIndex]) | UInt16(first[first.startIndex + 1]) << 8 == UInt16(ZMQ_EVENT_HANDSHAKE_SUCCEEDED) { count += 1 }
+        }
+        return count > max(before, 1)
+    }
+
+    public func close() { pair.close() }
 }
 
 /// Wakes a thread blocked in `Socket.wait` from another thread (an eventfd).

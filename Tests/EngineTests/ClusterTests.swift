@@ -1439,6 +1439,33 @@ import ThreadlineCore
         #expect(attempts.first?["w"] == "w1")
     }
 
+    /// A coordinator killed and started again at once (systemd's `Restart=always`, a pod's
+    /// container restarted): its follower asks again as soon as its socket has dialled the new
+    /// one, which knows none of its followers. Before, it asked only after `--timeout / 3` of
+    /// silence (5 s; 20 s with `--timeout 60`), the runs going on unseen: a batch of six ended at
+    /// the restarted coordinator 3 s before its follower heard of it.
+    @Test func aFollowerAsksACoordinatorRestartedAtOnceAgainAtOnce() throws {
+        let dir = temporaryDirectory("quick-restart")
+        let pipeline = try Self.project(dir, items: 4, seconds: 3, size: (1280, 720), output: "1280x720", preset: "medium")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let db = dir + "/coord/lineage.db"
+        let submit = try procs.start("submit", coordPath, ["submit", pipeline, "--coordinator", ep, "--timeout", "60"])
+        let rendered = { Int((try? Self.rows(db, "SELECT count(*) AS n FROM stage WHERE kind = 'encode' AND state = 'succeeded'"))?.first?["n"] ?? "0") ?? 0 }
+        try #require(waitUntil(timeout: 60, poll: 0.01) { rendered() >= 1 })
+        procs.signal("coord", SIGKILL)
+        let killed = Date()
+        try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        try #require(waitUntil(timeout: 120) { !submit.isRunning })
+        let took = Date().timeIntervalSince(killed)
+        let said = [procs.out("submit"), procs.log("submit")].map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }.joined()
+        #expect(submit.terminationStatus == 0 && said.contains("run 1 succeeded"), "\(said)")
+        // The three renders left and the concat take a few seconds; asking after 20 s of silence took over 20.
+        #expect(took < 15, "the follower ended \(took) s after the kill: \(said)")
+        print("follower ended \(String(format: "%.1f", took)) s after the coordinator was killed and started again")
+    }
+
     /// A run resumed by a restarted coordinator counts the items it had rendered while their
     /// checks wait for a worker. Before, with no worker back yet, its line read "0/3 items ·
     /// waiting for a worker to join" for a run with two of three rendered (and a batch's total
