@@ -121,7 +121,9 @@ public final class ClusterClient {
     /// Processes messages (serving pulls, taking chunks) until `until` returns a value.
     /// `resend` is called each time the coordinator has been silent for `silenceTimeout / 3`.
     /// `whenLost`: what to do when the coordinator stays silent, if not to follow the runs again.
-    func pump<T>(until: (WireMessage) throws -> T?, resend: () -> Void = {}, idle: () -> T? = { nil }, whenLost: String? = nil) throws -> T {
+    /// `redialled`: called once the socket has dialled the coordinator again; false: `resend` then.
+    func pump<T>(until: (WireMessage) throws -> T?, resend: () -> Void = {}, redialled: () -> Bool = { false }, idle: () -> T? = { nil },
+                 whenLost: String? = nil) throws -> T {
         var lastHeard = Clocks.steady
         var lastResend = lastHeard
         while true {
@@ -158,7 +160,10 @@ public final class ClusterClient {
             // Dialled again: a coordinator restarted at once (killed, and started again by systemd
             // or Kubernetes) knows none of its followers, and was silent to them until they asked
             // again after `silenceTimeout / 3` (5 s; 40 s with --timeout 120), the runs going on unseen.
-            if connections.redialled() { resend(); lastResend = now }
+            if connections.redialled() {
+                if !redialled() { resend() }
+                lastResend = now
+            }
             // Told it is stopping, every second: the coordinator that comes next knows none of its
             // followers until they ask again (queued while it is down, the asks reach it as it binds).
             let resendAfter = stopping ? 1 : silenceTimeout / 3
@@ -220,7 +225,7 @@ public final class ClusterClient {
         }
         for f in files { transfers.exported[f.sha256] = stand[f.path] ?? f.path }
         let s = Submission(pipeline: pipeline, files: files, priority: priority,
-                           submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)")
+                           submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)", id: UUID().uuidString)
         let now = Clocks.steady
         sending = (Dictionary(files.map { ($0.sha256, $0.size) }, uniquingKeysWith: { a, _ in a }), [], now, 0, Upload())
         defer { sending = nil }
@@ -245,6 +250,12 @@ public final class ClusterClient {
             default: break
             }
             return nil
+        }, redialled: {
+            // Dialled again before an answer (a coordinator killed and started again at once, a
+            // network blip): sent again, under its id, so a run it made is not made twice.
+            // (Told it is stopping, the probes above send it.)
+            if !again { self.send(.submit(s)) }
+            return true
         }, idle: {
             if again && Clocks.steady - probed > Self.probeInterval { probed = Clocks.steady; send(.status(run: nil, limit: 1)) }
             return nil

@@ -1345,6 +1345,22 @@ final class CoordinatorCore {
             return
         }
         guard let store = config.store, let transfers else { send(.rejected(message: "this coordinator has no artifact store"), to: identity); return }
+        // Sent again (its submitter dialled this coordinator again: a restart, a network blip):
+        // answered with the run it made, or left to the upload under way.
+        if let id = s.id {
+            if pendingSubmissions.contains(where: { $0.submission.id == id && $0.peer.key == peer.key }) { return }
+            do {
+                if let run = try lineage.submittedRun(id: id, ownerKey: peer.key) {
+                    log.info("a submission came again: it made a run already", metadata: ["run.id": "\(run)", "run.name": "\(s.pipeline.name)"])
+                    send(.accepted(run: run), to: identity)
+                    return
+                }
+            } catch {
+                log.error("cannot look up a submission sent again: \(error)", metadata: ["run.name": "\(s.pipeline.name)"])
+                send(.rejected(message: "cannot read the lineage database to look up the submission: \(error)"), to: identity)
+                return
+            }
+        }
         if let problem = Self.submissionProblem(s) { send(.rejected(message: problem), to: identity); return }
         let copying = pendingSubmissions.filter { $0.identity == identity }.count
         guard copying < Limits.pendingSubmissionsPerPeer else {

@@ -79,8 +79,11 @@ public struct Submission: Codable, Sendable {
     public var files: [ArtifactRef]
     public var priority: Int
     public var submitter: String
-    public init(pipeline: Pipeline, files: [ArtifactRef], priority: Int = 0, submitter: String) {
-        self.pipeline = pipeline; self.files = files; self.priority = priority; self.submitter = submitter
+    /// The submitter's name for it (a UUID): sent again (its coordinator dialled again, perhaps
+    /// restarted, before it answered), it is answered with the run it made, not made twice.
+    public var id: String?
+    public init(pipeline: Pipeline, files: [ArtifactRef], priority: Int = 0, submitter: String, id: String? = nil) {
+        self.pipeline = pipeline; self.files = files; self.priority = priority; self.submitter = submitter; self.id = id
     }
 }
 
@@ -316,6 +319,7 @@ extension WireMessage {
                                   slots: TimeLeft.Slots(renderSeconds: 1.1, inFlight: 1, inFlightFrames: 90, inFlightSeconds: 0.4),
                                   workers: 1, framesElsewhere: 0, costPerFrame: 28.25)),
             .statusReply(StatusReply(runs: [], stages: [], failures: [], runsTotal: 0, stopping: true)),
+            .submit(Submission(pipeline: pipeline, files: [ref], priority: 0, submitter: "me", id: "6F9619FF-8B86-D011-B42D-00C04FC964FF")),
         ]
     }
 }

@@ -77,6 +77,7 @@ extension WireMessage {
             return .submit(.with {
                 $0.pipeline = DocumentSchema.document(s.pipeline); $0.files = s.files.map(\.wire)
                 $0.priority = Int32(clamping: s.priority); $0.submitter = s.submitter
+                if let id = s.id { $0.id = id }
             })
         case .accepted(let run): return .accepted(.with { $0.run = run })
         case .rejected(let message): return .rejected(.with { $0.text = message })
@@ -352,7 +353,7 @@ extension WireMessage {
         case .chunk(let c): self = .chunk(Chunk(sha256: c.sha256, offset: c.offset, total: c.total, error: c.hasError ? c.error : nil))
         case .submit(let s):
             self = .submit(Submission(pipeline: try DocumentSchema.value(Pipeline.self, s.pipeline), files: s.files.map(ArtifactRef.init),
-                                      priority: Int(s.priority), submitter: s.submitter))
+                                      priority: Int(s.priority), submitter: s.submitter, id: s.id.isEmpty ? nil : s.id))
         case .accepted(let r): self = .accepted(run: r.run)
         case .rejected(let t): self = .rejected(message: t.text)
         case .watch(let r): self = .watch(run: r.run)

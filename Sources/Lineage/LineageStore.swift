@@ -384,6 +384,11 @@ public final class LineageStore: Sendable {
             // (a 1080p run behind 540p ones read as quick as those).
             try db.execute(sql: "ALTER TABLE stage ADD COLUMN cost_ms REAL")
         }
+        m.registerMigration("v15: a submission's own name") { db in
+            // A submitter's name for its submission, found in the submission the run keeps: one
+            // sent again after its coordinator restarted is answered with the run it made (`submittedRun`).
+            try db.execute(sql: "CREATE INDEX run_submission_id ON run(json_extract(submission_json, '$.id')) WHERE submission_json IS NOT NULL")
+        }
         return m
     }
 
@@ -803,6 +808,17 @@ public final class LineageStore: Sendable {
     // MARK: recording (coordinator thread)
 
     public func now() -> Double { Date().timeIntervalSince1970 }
+
+    /// The run a submission named `id` (the submitter's name for it, kept in its
+    /// `submission_json`) by `ownerKey` made, if any: a submission sent again is not run twice.
+    public func submittedRun(id: String, ownerKey: String?) throws -> Int64? {
+        try write { db in
+            try Int64.fetchOne(db, sql: """
+                SELECT id FROM run WHERE json_extract(submission_json, '$.id') = ? AND submission_json IS NOT NULL AND owner_key IS ?
+                ORDER BY id DESC LIMIT 1
+                """, arguments: [id, ownerKey])
+        }
+    }
 
     /// `submission`: for runs handed to `coord serve`, what it needs to resume them after a restart.
     public func createRun(_ pipeline: Pipeline, stages: [PlannedStage], submitter: String? = nil, priority: Int = 0,

@@ -1175,6 +1175,10 @@ public nonisolated struct Threadline_Wire_Submission: Sendable {
 
   public var submitter: String = String()
 
+  /// The submitter's name for this submission (a UUID; empty: none): sent again after its
+  /// coordinator was dialled again, it is answered with the run it made, not made twice.
+  public var id: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -3221,7 +3225,7 @@ nonisolated extension Threadline_Wire_Chunk: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Submission"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}pipeline\0\u{1}files\0\u{1}priority\0\u{1}submitter\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}pipeline\0\u{1}files\0\u{1}priority\0\u{1}submitter\0\u{1}id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3233,6 +3237,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.files) }()
       case 3: try { try decoder.decodeSingularInt32Field(value: &self.priority) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.submitter) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.id) }()
       default: break
       }
     }
@@ -3255,6 +3260,9 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
     if !self.submitter.isEmpty {
       try visitor.visitSingularStringField(value: self.submitter, fieldNumber: 4)
     }
+    if !self.id.isEmpty {
+      try visitor.visitSingularStringField(value: self.id, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3263,6 +3271,7 @@ nonisolated extension Threadline_Wire_Submission: SwiftProtobuf.Message, SwiftPr
     if lhs.files != rhs.files {return false}
     if lhs.priority != rhs.priority {return false}
     if lhs.submitter != rhs.submitter {return false}
+    if lhs.id != rhs.id {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

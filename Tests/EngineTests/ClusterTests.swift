@@ -351,6 +351,63 @@ import ThreadlineCore
         #expect(!said("submit2").contains("Its runs go on"), "\(said("submit2"))")
     }
 
+    /// A coordinator killed outright mid-upload and started again at once (systemd's
+    /// `Restart=always`): the submitter, having dialled the new one, sends its submission again
+    /// under the same id, and the new coordinator asks for what it lacks. Before, the submitter
+    /// waited for pulls that never came and failed after its `--timeout` ("lost the coordinator").
+    @Test func aSubmitGoesOnWhenItsCoordinatorIsKilledAndStartedAgainAtOnce() throws {
+        let dir = temporaryDirectory("upload-coordinator-restarts")
+        let size = try Self.bigUpload(dir)
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 0)
+        defer { procs.stopAll() }
+        let coordTmp = dir + "/coord/tmp"
+        let submit = try procs.start("submit", coordPath, ["submit", dir + "/p.yaml", "--coordinator", ep, "--detach", "--timeout", "20"])
+        let there = waitUntil(timeout: 60, poll: 0.001) { Self.largestTemporary(coordTmp) >= 8 << 20 }
+        kill(submit.processIdentifier, SIGSTOP)
+        try #require(there && Self.largestTemporary(coordTmp) < size, "the upload was not caught half-way: \(Self.largestTemporary(coordTmp)) of \(size)")
+        procs.signal("coord", SIGKILL)
+        try #require(waitUntil(timeout: 10) { !(procs.process("coord")?.isRunning ?? false) })
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        let resumed = Date()
+        kill(submit.processIdentifier, SIGCONT)
+        try #require(waitUntil(timeout: 60) { !submit.isRunning })
+        let took = Date().timeIntervalSince(resumed)
+        let said = [procs.out("submit"), procs.log("submit")].map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }.joined()
+        #expect(submit.terminationStatus == 0 && said.contains("coord wait 1 --coordinator \(ep)"), "\(said)")
+        #expect(took < 15, "accepted \(took) s after the submitter went on: \(said)")
+        #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run").count == 1, "one run")
+    }
+
+    /// A submission sent again under its id (its submitter dialled the coordinator again before
+    /// the answer came) is answered with the run it made, by the coordinator that made it and by
+    /// the one started after it on its state folder: not run twice. Another id is another run.
+    @Test func aSubmissionSentAgainIsAnsweredWithTheRunItMade() throws {
+        let dir = temporaryDirectory("submission-again")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let pipeline = Pipeline(name: "again", output: OutputProfile(path: dir + "/again.mp4", width: 320, height: 180),
+                                items: [Item(kind: .title(Title(text: "Once", duration: 1)))])
+        func submitted(_ id: String) throws -> Int64 {
+            let context = MessagingContext()
+            let client = try ClusterClient(endpoint: ep, context: context, downloads: dir + "/downloads")
+            client.silenceTimeout = 20
+            // (The title's font goes up with it.)
+            let files = try ClusterClient.files(of: pipeline)
+            for f in files { client.transfers.exported[f.sha256] = f.path }
+            client.send(.submit(Submission(pipeline: pipeline, files: files, submitter: "me", id: id)))
+            return try client.pump(until: { m in if case .accepted(let r) = m { return r }; return nil })
+        }
+        let id = UUID().uuidString
+        #expect(try submitted(id) == 1)
+        #expect(try submitted(id) == 1, "sent again")
+        procs.signal("coord", SIGTERM)
+        try #require(waitUntil(timeout: 30) { !(procs.process("coord")?.isRunning ?? false) })
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        #expect(try submitted(id) == 1, "sent again to the coordinator started after")
+        #expect(try submitted(UUID().uuidString) == 2, "another submission")
+        #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run ORDER BY id").map { $0["id"] } == ["1", "2"])
+    }
+
     /// A project submitted while the coordinator drains for a restart waits for the coordinator
     /// that comes next and is submitted there, once (before: "the coordinator refused: the
     /// coordinator is stopping; submit again when it is back", exit 1). The stopping coordinator
