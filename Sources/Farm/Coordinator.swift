@@ -2326,7 +2326,7 @@ final class CoordinatorCore {
     }
 
     func quarantine(_ wid: String, run: RunState, unit u: Unit, agreed: String, theirs: String, attempts: [Int64]) {
-        let message = "worker \(wid) quarantined: its output for \(label(run, u)) was \(theirs.prefix(12))…, other workers agreed on \(agreed.prefix(12))…"
+        let message = "worker \(wid) quarantined: its output for \(label(run, u)) of \(run.pipeline.name) was \(theirs.prefix(12))…, other workers agreed on \(agreed.prefix(12))…"
         for a in attempts { record("attemptFinished") { try lineage.attemptFinished(a, state: .failed, started: nil, finished: nil, errorClass: "permanent", errorMessage: message) } }
         // Held outputs of other stages can convict it again: it is quarantined once.
         guard quarantined.insert(quarantineKey(wid)).inserted else { return }
@@ -2469,7 +2469,7 @@ final class CoordinatorCore {
         switch outcome {
         case .succeeded:
             guard let art = run.output else {
-                let message = "\(run.pipeline.name) (concat): the worker reported the movie done but sent no file; submit again"
+                let message = "the concat: the worker reported the movie done but sent no file; submit again"
                 record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
                 ended(run, state: .failed, message: message, output: nil)
                 owner.notify(nil, run.id, .failed(message: message))
@@ -2518,7 +2518,8 @@ final class CoordinatorCore {
     }
 
     func label(_ run: RunState, _ u: Unit) -> String {
-        guard let i = u.item else { return "\(run.pipeline.name) (concat)" }
+        // (Said where the run is named already: a batch's line, the summary's project column.)
+        guard let i = u.item else { return "the concat" }
         let item = run.pipeline.items[i]
         let loc = item.location.map { " [\($0)]" } ?? ""
         return "\(item.label(index: i))\(loc)"
