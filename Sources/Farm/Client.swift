@@ -359,7 +359,8 @@ public final class ClusterClient {
         if let here = transfers.arrived(ref.sha256) { progress(here) }
         let outcome: Result<ArtifactRef, Transfers.TransferError>
         do {
-            outcome = try pump(until: { _ in nil }, idle: {
+            // Dialled again (a coordinator restarted at once): asked again now, not at the next stall 3 s on.
+            outcome = try pump(until: { _ in nil }, redialled: { transfers.askAgainNow(); return true }, idle: {
                 for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 {
                     return outcome
                 }

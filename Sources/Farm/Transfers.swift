@@ -251,6 +251,17 @@ final class Transfers {
         }
     }
 
+    /// Asks again at once for every transfer's outstanding chunks (and what could not be asked
+    /// for): its peer was dialled again, perhaps restarted, and what was asked before is gone.
+    /// Not counted as a stall.
+    func askAgainNow(now: Double = Clocks.steady) {
+        for (sha, t) in incoming {
+            incoming[sha]!.lastProgress = now
+            askAgain(sha, t)
+            requestMore(sha)
+        }
+    }
+
     /// Abandons every transfer from a peer that is gone, or moves it to another that offered it.
     func peerLost(_ peer: Data, now: Double = Clocks.steady) {
         for (sha, t) in incoming {

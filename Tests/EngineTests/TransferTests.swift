@@ -86,6 +86,23 @@ import Engine
         #expect(Self.arrived(pair) == bytes)
     }
 
+    /// A transfer whose peer was dialled again (a coordinator restarted at once, which knows
+    /// nothing of the pulls before) asks again at once for what it had asked and not received,
+    /// not at its next stall 3 s on.
+    @Test func aTransferAsksAgainAtOnceWhenItsPeerWasDialledAgain() throws {
+        let dir = temporaryDirectory("transfer-redial")
+        let pair = try Pair(dir)
+        let bytes = Data((0..<40).map { UInt8($0) })
+        let ref = try Self.held(pair, dir, bytes)
+        pair.receiver.fetch(ref, from: Data("a".utf8), now: 0)
+        #expect(pair.pulled.map(\.offset) == [0, 4, 8, 12, 16, 20, 24, 28])
+        pair.toSender = []   // lost with the peer that went
+        pair.receiver.askAgainNow(now: 0.5)
+        #expect(pair.pulled.map(\.offset) == [0, 4, 8, 12, 16, 20, 24, 28], "\(pair.pulled)")
+        pair.pump()
+        #expect(Self.arrived(pair) == bytes)
+    }
+
     /// A transfer cut off (its sender went away or silent: a submitter's laptop closed half-way
     /// through a phone video) keeps what came from the start without a gap, and the next transfer
     /// of the file, from whichever peer, asks only for the rest.
