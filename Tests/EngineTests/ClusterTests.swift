@@ -88,22 +88,45 @@ import ThreadlineCore
         try Self.expectOneSuccessPerStage(db, run: 1)
     }
 
+    /// A coordinator and two one-slot workers (w1, w2) in network namespaces of their own, each
+    /// process with `liveness` seconds of silence allowed, and `pipeline` submitted (detached);
+    /// with the frames of the same project rendered on this machine.
+    static func partitionFarm(_ dir: String, liveness: Int, submitting pipeline: String) throws
+        -> (ns: NetworkNamespaces, procs: ServiceProcesses, reference: [String], db: String) {
+        let reference = try referenceRender(pipeline, dir)
+        let ns = try NetworkNamespaces()
+        let procs = ServiceProcesses(directory: dir)
+        do {
+            try procs.start("coord", coordPath, ["serve", "--bind", "tcp://0.0.0.0:7400", "--insecure", "--state", dir + "/coord", "--liveness", "\(liveness)"],
+                            namespace: ns.name("coord"))
+            _ = try procs.endpoint(of: "coord")
+            for (w, n) in [("w1", 1), ("w2", 2)] {
+                try procs.start(w, workerPath, ["--connect", "tcp://10.77.\(n).1:7400", "--store", dir + "/" + w, "--id", w, "--liveness", "\(liveness)"],
+                                namespace: ns.name(w))
+            }
+            let sub = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "submit", pipeline, "--coordinator", "tcp://127.0.0.1:7400", "--detach"], timeout: 120)
+            try #require(sub.status == 0, "\(sub.err)")
+        } catch { procs.stopAll(); throw error }
+        return (ns, procs, reference, dir + "/coord/lineage.db")
+    }
+
+    /// `coord wait 1` from the coordinator's namespace writes the movie (dir/out.mp4) with the
+    /// reference's frames. Returns what it printed.
+    @discardableResult
+    static func expectMovie(_ ns: NetworkNamespaces, _ dir: String, frames reference: [String]) throws -> String {
+        let wait = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "wait", "1", "--coordinator", "tcp://127.0.0.1:7400",
+                                  "--output", dir + "/out.mp4"], timeout: 300)
+        #expect(wait.status == 0, "\(wait.err)")
+        #expect(try frameMD5s(dir + "/out.mp4") == reference)
+        return wait.out + wait.err
+    }
+
     @Test(.enabled(if: NetworkNamespaces.available, netnsNote))
     func aPartitionedWorkersStagesMoveAndItsLateResultsAreDiscarded() throws {
         let dir = temporaryDirectory("partition")
         let pipeline = try Self.project(dir, items: 8, seconds: 3, size: (640, 360), output: "640x360", preset: "medium")
-        let reference = try Self.referenceRender(pipeline, dir)
-        let ns = try NetworkNamespaces()
-        let procs = ServiceProcesses(directory: dir)
+        let (ns, procs, reference, db) = try Self.partitionFarm(dir, liveness: 3, submitting: pipeline)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://0.0.0.0:7400", "--insecure", "--state", dir + "/coord", "--liveness", "3"],
-                        namespace: ns.name("coord"))
-        _ = try procs.endpoint(of: "coord")
-        try procs.start("w1", workerPath, ["--connect", "tcp://10.77.1.1:7400", "--store", dir + "/w1", "--id", "w1", "--liveness", "3"], namespace: ns.name("w1"))
-        try procs.start("w2", workerPath, ["--connect", "tcp://10.77.2.1:7400", "--store", dir + "/w2", "--id", "w2", "--liveness", "3"], namespace: ns.name("w2"))
-        let sub = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "submit", pipeline, "--coordinator", "tcp://127.0.0.1:7400", "--detach"], timeout: 120)
-        #expect(sub.status == 0, "\(sub.err)")
-        let db = dir + "/coord/lineage.db"
         // Cut w1 off while it is rendering.
         let rendering = try waitUntil(timeout: 60) {
             try Self.rows(db, "SELECT count(*) AS n FROM v_attempts WHERE worker_id = 'w1' AND state = 'running' AND stage LIKE 'decode/%'").first?["n"] != "0"
@@ -120,10 +143,7 @@ import ThreadlineCore
         #expect(lostAfter < 8, "lost after \(lostAfter) s with a 3 s liveness timeout")
         Thread.sleep(until: cutAt.addingTimeInterval(30))
         try ns.restore("w1")
-        let wait = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "wait", "1", "--coordinator", "tcp://127.0.0.1:7400",
-                                  "--output", dir + "/out.mp4"], timeout: 300)
-        #expect(wait.status == 0, "\(wait.err)")
-        #expect(try frameMD5s(dir + "/out.mp4") == reference)
+        try Self.expectMovie(ns, dir, frames: reference)
         // w1 comes back, re-sends the result it finished while cut off, and it is discarded by lease.
         let stale = try waitUntil(timeout: 20) {
             try Self.rows(db, "SELECT count(*) AS n FROM event WHERE kind = 'attempt.stale' AND message LIKE '%worker w1%'").first?["n"] != "0"
@@ -143,19 +163,8 @@ import ThreadlineCore
     func aPartitionedWorkerBackWithItsRenderFinishesItFirst() throws {
         let dir = temporaryDirectory("partition-race")
         let pipeline = try Self.project(dir, items: 1, seconds: 8, size: (1280, 720), output: "1280x720", preset: "medium")
-        let reference = try Self.referenceRender(pipeline, dir)
-        let ns = try NetworkNamespaces()
-        let procs = ServiceProcesses(directory: dir)
+        let (ns, procs, reference, db) = try Self.partitionFarm(dir, liveness: 2, submitting: pipeline)
         defer { procs.stopAll() }
-        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://0.0.0.0:7400", "--insecure", "--state", dir + "/coord", "--liveness", "2"],
-                        namespace: ns.name("coord"))
-        _ = try procs.endpoint(of: "coord")
-        for (w, n) in [("w1", 1), ("w2", 2)] {
-            try procs.start(w, workerPath, ["--connect", "tcp://10.77.\(n).1:7400", "--store", dir + "/" + w, "--id", w, "--liveness", "2"], namespace: ns.name(w))
-        }
-        let sub = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "submit", pipeline, "--coordinator", "tcp://127.0.0.1:7400", "--detach"], timeout: 120)
-        try #require(sub.status == 0, "\(sub.err)")
-        let db = dir + "/coord/lineage.db"
         let rendering = "SELECT worker_id FROM v_attempts WHERE state = 'running' AND stage = 'decode/0'"
         try #require(try waitUntil(timeout: 60, poll: 0.02) { try !Self.rows(db, rendering).isEmpty }, "no render started")
         let cut = try #require(try Self.rows(db, rendering).first?["worker_id"])
@@ -170,10 +179,7 @@ import ThreadlineCore
         }
         try ns.restore(cut)
         try #require(lost && again, "\(cut) was not declared lost, or its render did not go to \(other)")
-        let wait = try run("ip", ["netns", "exec", ns.name("coord"), coordPath, "wait", "1", "--coordinator", "tcp://127.0.0.1:7400",
-                                  "--output", dir + "/out.mp4"], timeout: 300)
-        #expect(wait.status == 0, "\(wait.err)")
-        #expect(try frameMD5s(dir + "/out.mp4") == reference)
+        try Self.expectMovie(ns, dir, frames: reference)
         let tries = try Self.rows(db, """
             SELECT a.worker_id AS worker, a.state AS state, coalesce(a.error_message, '') AS why FROM attempt a JOIN stage s ON s.id = a.stage_id
             WHERE s.name = 'decode/0' ORDER BY a.id
