@@ -1688,6 +1688,16 @@ final class CoordinatorCore {
         }
     }
 
+    /// Stops an attempt on its worker, and records the stage's attempt rows cancelled (`why`).
+    func cancelAttempt(_ lease: String, _ s: StageRef?, on wid: String, why: String? = nil) {
+        if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
+        if let s, let run = runs[s.run] {
+            for a in run.units[s.node].attemptIDs {
+                record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: Clocks.wall, errorMessage: why) }
+            }
+        }
+    }
+
     func carryOut(_ effect: FarmScheduler.Effect, now: Double) {
         switch effect {
         case .prepare(let s):
@@ -1695,10 +1705,7 @@ final class CoordinatorCore {
         case .dispatch(let lease, let s, let wid, let attempt, let checkOnly, let readySince):
             dispatch(lease: lease, s, to: wid, attempt: attempt, checkOnly: checkOnly, readySince: readySince, now: now)
         case .cancel(let lease, let s, let wid):
-            if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
-            if let s, let run = runs[s.run] {
-                for a in run.units[s.node].attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: Clocks.wall) } }
-            }
+            cancelAttempt(lease, s, on: wid)
             // An orphan let finish whose key another render made first.
             if s == nil, let o = orphans.removeValue(forKey: lease), orphansSeen.remove(lease) != nil {
                 record("event") {
@@ -1706,11 +1713,9 @@ final class CoordinatorCore {
                 }
             }
         case .superseded(let lease, let s, let wid, let orphanWorker):
-            if let info = workers[wid] { send(.cancel(lease: lease), to: info.identity) }
+            cancelAttempt(lease, s, on: wid, why: "stopped: worker \(orphanWorker), back after it was lost, finished the render it had first, and its output is reused")
             guard let run = runs[s.run] else { return }
             let u = run.units[s.node]
-            let why = "stopped: worker \(orphanWorker), back after it was lost, finished the render it had first, and its output is reused"
-            for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .cancelled, started: nil, finished: Clocks.wall, errorMessage: why) } }
             log.info("a render stopped: the lost worker back with the same one finished it first", metadata: ["stage.id": "\(u.name)", "worker.id": "\(wid)", "by": "\(orphanWorker)"])
             run.setBack("\(label(run, u)): worker \(orphanWorker) is back and finished it first; its render on \(wid) stopped")
         case .lost(let lease, let s, let wid, let checkOnly):

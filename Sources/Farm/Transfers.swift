@@ -240,26 +240,25 @@ final class Transfers {
         for (sha, t) in incoming where now - t.lastProgress > stallTimeout {
             if !t.alternates.isEmpty { handOver(sha, now: now); continue }
             if t.retries >= maxRetries { fail(sha, "the sender sent nothing for \(Int(now - t.lastData)) s", keep: true); continue }
-            var u = t
-            u.retries += 1
-            u.lastProgress = now
-            askAgain(sha, u)
-            incoming[sha] = u
-            // And what it could not ask for at all (the pulls not sent: the peer's connection
-            // gone for a moment): with none outstanding, asking again asked for nothing.
-            requestMore(sha)
+            incoming[sha]!.retries += 1
+            reask(sha, now: now)
         }
+    }
+
+    /// Asks the transfer's peer again for what it was asked and did not send, and for what could
+    /// not be asked at all (the pulls not sent: the peer's connection gone for a moment): with
+    /// none outstanding, asking again asked for nothing.
+    private func reask(_ sha: String, now: Double) {
+        incoming[sha]!.lastProgress = now
+        askAgain(sha, incoming[sha]!)
+        requestMore(sha)
     }
 
     /// Asks again at once for every transfer's outstanding chunks (and what could not be asked
     /// for): its peer was dialled again, perhaps restarted, and what was asked before is gone.
     /// Not counted as a stall.
     func askAgainNow(now: Double = Clocks.steady) {
-        for (sha, t) in incoming {
-            incoming[sha]!.lastProgress = now
-            askAgain(sha, t)
-            requestMore(sha)
-        }
+        for sha in incoming.keys { reask(sha, now: now) }
     }
 
     /// Abandons every transfer from a peer that is gone, or moves it to another that offered it.
