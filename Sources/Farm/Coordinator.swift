@@ -817,6 +817,7 @@ final class CoordinatorCore {
                 for (reply, result) in replies { reply(result) }
                 for (reply, result) in forgotten { reply(result) }
             }
+            tellCommitted(failure: lineageFailure)
             // Nothing to workers or followers after `stopping` (a run's followers have had its stop
             // notice, `handBack`): each takes any message for a coordinator that is back, and a
             // follower then waited for a restart no longer than its --timeout (15 s) instead of the
@@ -891,7 +892,7 @@ final class CoordinatorCore {
         for run in runs.values where !run.finished {
             run.finished = true
             ended(run, state: .failed, message: message, output: nil)
-            owner.notify(nil, run.id, .failed(message: message))
+            notifyWhenCommitted(run.id, .failed(message: message))
         }
     }
 
@@ -925,7 +926,7 @@ final class CoordinatorCore {
         for run in runs.values where !run.finished {
             record("interruptRun") { try lineage.interruptRun(run.id, reason: reason) }
             for w in watchers[run.id] ?? [] {
-                send(.ended(RunEnd(run: run.id, state: RunStatus.interrupted.rawValue, message: "the coordinator stopped; the run resumes when it starts again",
+                sendWhenCommitted(.ended(RunEnd(run: run.id, state: RunStatus.interrupted.rawValue, message: "the coordinator stopped; the run resumes when it starts again",
                                    output: nil, outputPath: run.pipeline.output.path, seconds: Clocks.steady - run.startedAt)), to: w)
             }
         }
@@ -1163,7 +1164,7 @@ final class CoordinatorCore {
             watch(run, from: identity)
         case .cancelRun(let run):
             if cancel(run: run, reason: "cancelled by \(ClientIdentity.requester(id, key: peer.key))") {
-                send(.ended(RunEnd(run: run, state: RunStatus.cancelled.rawValue, message: RunEnd.cancelledNow, output: nil, outputPath: "", seconds: 0)), to: identity)
+                sendWhenCommitted(.ended(RunEnd(run: run, state: RunStatus.cancelled.rawValue, message: RunEnd.cancelledNow, output: nil, outputPath: "", seconds: 0)), to: identity)
             } else {
                 watch(run, from: identity, once: true)
             }
@@ -1352,7 +1353,7 @@ final class CoordinatorCore {
             do {
                 if let run = try lineage.submittedRun(id: id, ownerKey: peer.key) {
                     log.info("a submission came again: it made a run already", metadata: ["run.id": "\(run)", "run.name": "\(s.pipeline.name)"])
-                    send(.accepted(run: run), to: identity)
+                    acceptWhenCommitted(run, identity)
                     return
                 }
             } catch {
@@ -1422,11 +1423,42 @@ final class CoordinatorCore {
 
     func startSubmission(_ p: PendingSubmission) {
         do {
-            let run = try submit(p.submission, ownerKey: p.peer.key)
-            send(.accepted(run: run), to: p.identity)
+            acceptWhenCommitted(try submit(p.submission, ownerKey: p.peer.key), p.identity)
         } catch {
             log.warning("submission refused", metadata: ["run.name": "\(p.submission.pipeline.name)", "error": "\(error)"])
             send(.rejected(message: "\(error)"), to: p.identity)
+        }
+    }
+
+    /// What this turn tells submitters and observers about runs it made or ended, held until the
+    /// turn's lineage transaction has committed. Told at once, a submitter could look for its run
+    /// in lineage before the row was there (CI did), a `coord submit` that exited on its run's end
+    /// left a script reading `running`, and a coordinator killed before the commit had said
+    /// "accepted" for a run it never recorded.
+    enum Told {
+        case accepted(run: Int64, to: Data)
+        case message(WireMessage, to: Data)
+        case outcome(run: Int64, RunOutcome)
+    }
+    var told: [Told] = []
+
+    func acceptWhenCommitted(_ run: Int64, _ identity: Data) { told.append(.accepted(run: run, to: identity)) }
+    func sendWhenCommitted(_ m: WireMessage, to identity: Data) { told.append(.message(m, to: identity)) }
+    func notifyWhenCommitted(_ run: Int64, _ outcome: RunOutcome) { told.append(.outcome(run: run, outcome)) }
+
+    /// Tells what the turn held back. After a failed commit a run it accepted is not recorded: its
+    /// submitter hears that instead (ends are told as they are: `stopForLineage` adds the rest).
+    func tellCommitted(failure: String?) {
+        let list = told
+        told = []
+        for t in list {
+            switch t {
+            case .accepted(let run, let identity):
+                if let failure { send(.rejected(message: "the run could not be recorded: \(failure)"), to: identity) }
+                else { send(.accepted(run: run), to: identity) }
+            case .message(let m, let identity): send(m, to: identity)
+            case .outcome(let run, let outcome): owner.notify(nil, run, outcome)
+            }
         }
     }
 
@@ -1457,15 +1489,15 @@ final class CoordinatorCore {
         let message = RunStatus(rawValue: rec.state)?.isEnd == false
             ? "run \(runID) is recorded \(rec.state) but no coordinator renders it (another process took it and is still there); restart coord serve on its state folder to resume it"
             : rec.error
-        send(.ended(RunEnd(run: runID, state: rec.state, message: message, output: output, outputPath: rec.outputPath, seconds: rec.seconds,
-                           notes: rec.notes)),
-             to: identity)
+        sendWhenCommitted(.ended(RunEnd(run: runID, state: rec.state, message: message, output: output, outputPath: rec.outputPath, seconds: rec.seconds,
+                                        notes: rec.notes)),
+                          to: identity)
     }
 
     func ended(_ run: RunState, state: RunStatus, message: String?, output: ArtifactRef?) {
         let end = RunEnd(run: run.id, state: state.rawValue, message: message, output: output, outputPath: run.pipeline.output.path,
                          seconds: Clocks.steady - run.startedAt, notes: run.notesInOrder)
-        for w in watchers.removeValue(forKey: run.id) ?? [] { send(.ended(end), to: w) }
+        for w in watchers.removeValue(forKey: run.id) ?? [] { sendWhenCommitted(.ended(end), to: w) }
     }
 
     func status(_ runID: Int64?, limit: Int? = nil, for peer: Peer = .local) throws -> StatusReply {
@@ -2477,7 +2509,7 @@ final class CoordinatorCore {
                 let message = "the concat: the worker reported the movie done but sent no file; submit again"
                 record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
                 ended(run, state: .failed, message: message, output: nil)
-                owner.notify(nil, run.id, .failed(message: message))
+                notifyWhenCommitted(run.id, .failed(message: message))
                 return
             }
             run.succeeded = true
@@ -2486,13 +2518,13 @@ final class CoordinatorCore {
             log.info("run succeeded", metadata: said.merging(["output": "\(out)"]) { $1 })
             progress(run, force: true)
             ended(run, state: .succeeded, message: nil, output: art)
-            owner.notify(nil, run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: seconds))
+            notifyWhenCommitted(run.id, .succeeded(output: config.publishOutputs ? out : art.path, seconds: seconds))
         case .cancelled:
             let reason = run.cancelReason ?? "cancelled by the coordinator"
             record("runFinished") { try lineage.runFinished(run.id, state: .cancelled, error: reason) }
             log.info("run cancelled", metadata: said.merging(["reason": "\(reason)"]) { $1 })
             ended(run, state: .cancelled, message: reason, output: nil)
-            owner.notify(nil, run.id, .failed(message: "run \(run.id) was cancelled"))
+            notifyWhenCommitted(run.id, .failed(message: "run \(run.id) was cancelled"))
         case .failed(let first, _, let also), .poison(let first, _, let also):
             // Every failure, in the pipeline's order (as a person reads the file against it), not
             // in the order they came: two items fetched side by side fail in either order.
@@ -2508,7 +2540,7 @@ final class CoordinatorCore {
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
             log.error("run failed", metadata: said.merging(["error": "\(message)"]) { $1 })
             ended(run, state: .failed, message: message, output: nil)
-            owner.notify(nil, run.id, .failed(message: message))
+            notifyWhenCommitted(run.id, .failed(message: message))
         }
     }
 

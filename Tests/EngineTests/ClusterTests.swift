@@ -393,7 +393,7 @@ import ThreadlineCore
         defer { procs.stopAll() }
         let pipeline = Pipeline(name: "again", output: OutputProfile(path: dir + "/again.mp4", width: 320, height: 180),
                                 items: [Item(kind: .title(Title(text: "Once", duration: 1)))])
-        func submitted(_ id: String) throws -> Int64 {
+        func submitted(_ id: String, busy: Int = 0) throws -> Int64 {
             let context = MessagingContext()
             let client = try ClusterClient(endpoint: ep, context: context, downloads: dir + "/downloads")
             client.silenceTimeout = 20
@@ -401,6 +401,8 @@ import ThreadlineCore
             let files = try ClusterClient.files(of: pipeline)
             for f in files { client.transfers.exported[f.sha256] = f.path }
             client.send(.submit(Submission(pipeline: pipeline, files: files, submitter: "me", id: id)))
+            // Questions behind it keep the coordinator busy in the same turn, after the submission.
+            for _ in 0..<busy { client.send(.status(run: nil, limit: 50)) }
             return try client.pump(until: { m in if case .accepted(let r) = m { return r }; return nil })
         }
         let id = UUID().uuidString
@@ -412,6 +414,14 @@ import ThreadlineCore
         #expect(try submitted(id) == 1, "sent again to the coordinator started after")
         #expect(try submitted(UUID().uuidString) == 2, "another submission")
         #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run ORDER BY id").map { $0["id"] } == ["1", "2"])
+        // A submitter hears its run's id once the run is in lineage, never before (CI once read
+        // the database between the answer and the commit): each run is there as its id comes,
+        // though the coordinator had more to do in that turn.
+        for expected in Int64(3)...5 {
+            let run = try submitted(UUID().uuidString, busy: 500)
+            #expect(run == expected)
+            #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run WHERE id = ?", [run]).count == 1, "run \(run) answered before it was recorded")
+        }
     }
 
     /// A project submitted while the coordinator drains for a restart waits for the coordinator

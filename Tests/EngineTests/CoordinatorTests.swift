@@ -272,6 +272,23 @@ final class Harness {
         #expect(mine.hasSuffix("@\(ProcessInfo.processInfo.hostName) (process \(getpid()))"), "\(mine)")
     }
 
+    /// A run's observers hear its end once lineage has it: one that reads the database as it is
+    /// told (a `coord submit` that exits, then a script that looks) finds the run ended, not
+    /// `running`. Before, they were told inside the turn's transaction, before its commit.
+    @Test func observersHearARunsEndOnceLineageHasIt() throws {
+        let h = try Harness(workers: 1, slots: 2, runner: FakeRunner())
+        let path = h.lineage.path
+        let seen = Locked<[String]>([])
+        h.coordinator.observe { _, run, outcome in
+            guard outcome != nil else { return }
+            let state = (try? LineageStore.readRows(path: path, "SELECT state FROM run WHERE id = ?", [run]))?.first?["state"] ?? "no row"
+            seen.withLock { $0.append(state) }
+        }
+        let run = try h.submit(h.pipeline(3))
+        guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        #expect(seen.value == ["succeeded"])
+    }
+
     // MARK: --verify (issue 16)
 
     /// Every stage is rendered twice and outputs agree: the run succeeds, with each render,
