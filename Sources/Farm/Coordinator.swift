@@ -1147,7 +1147,7 @@ final class CoordinatorCore {
             if !holds { feed(.released(lease: r.lease, worker: id), now: now) }
             if !received(r, from: id, identity: identity) {
                 if holds { feed(.released(lease: r.lease, worker: id), now: now) }
-                send(.ack(lease: r.lease), to: identity)
+                ackWhenCommitted(r.lease, identity)
             } else if holds {
                 heldSlots[r.lease] = (id, now + Self.slotHeldForUpload)
             }
@@ -1430,24 +1430,28 @@ final class CoordinatorCore {
         }
     }
 
-    /// What this turn tells submitters and observers about runs it made or ended, held until the
-    /// turn's lineage transaction has committed. Told at once, a submitter could look for its run
-    /// in lineage before the row was there (CI did), a `coord submit` that exited on its run's end
-    /// left a script reading `running`, and a coordinator killed before the commit had said
-    /// "accepted" for a run it never recorded.
+    /// What this turn tells submitters, observers and workers about what it recorded, held until
+    /// the turn's lineage transaction has committed. Told at once, a submitter could look for its
+    /// run in lineage before the row was there (CI did), a `coord submit` that exited on its run's
+    /// end left a script reading `running`, and a coordinator killed before the commit had said
+    /// "accepted" for a run it never recorded, or acknowledged a result it never recorded (its
+    /// worker, draining, exited; or trimmed the output from its store).
     enum Told {
         case accepted(run: Int64, to: Data)
+        case ack(lease: String, to: Data)
         case message(WireMessage, to: Data)
         case outcome(run: Int64, RunOutcome)
     }
     var told: [Told] = []
 
     func acceptWhenCommitted(_ run: Int64, _ identity: Data) { told.append(.accepted(run: run, to: identity)) }
+    func ackWhenCommitted(_ lease: String, _ identity: Data) { told.append(.ack(lease: lease, to: identity)) }
     func sendWhenCommitted(_ m: WireMessage, to identity: Data) { told.append(.message(m, to: identity)) }
     func notifyWhenCommitted(_ run: Int64, _ outcome: RunOutcome) { told.append(.outcome(run: run, outcome)) }
 
     /// Tells what the turn held back. After a failed commit a run it accepted is not recorded: its
-    /// submitter hears that instead (ends are told as they are: `stopForLineage` adds the rest).
+    /// submitter hears that instead; a result is not acknowledged, so its worker sends it again to
+    /// the coordinator that comes next (ends are told as they are: `stopForLineage` adds the rest).
     func tellCommitted(failure: String?) {
         let list = told
         told = []
@@ -1456,6 +1460,8 @@ final class CoordinatorCore {
             case .accepted(let run, let identity):
                 if let failure { send(.rejected(message: "the run could not be recorded: \(failure)"), to: identity) }
                 else { send(.accepted(run: run), to: identity) }
+            case .ack(let lease, let identity):
+                if failure == nil { send(.ack(lease: lease), to: identity) }
             case .message(let m, let identity): send(m, to: identity)
             case .outcome(let run, let outcome): owner.notify(nil, run, outcome)
             }
@@ -1540,7 +1546,7 @@ final class CoordinatorCore {
 
     func transferDone(_ sha: String, _ outcome: Result<ArtifactRef, Transfers.TransferError>) {
         for (r, wid, identity) in awaitingUpload.removeValue(forKey: sha) ?? [] {
-            send(.ack(lease: r.lease), to: identity)
+            ackWhenCommitted(r.lease, identity)
             if heldSlots.removeValue(forKey: r.lease) != nil { feed(.released(lease: r.lease, worker: wid)) }
             var r = r
             var workersFault = true

@@ -289,6 +289,40 @@ final class Harness {
         #expect(seen.value == ["succeeded"])
     }
 
+    /// A worker hears its result acknowledged once lineage has it: a draining worker exits on its
+    /// last acknowledgement, and one that trims its store may drop the output then, so a result
+    /// acknowledged and not recorded (the coordinator killed before the turn's commit) was a
+    /// render lost. Here a hand-made worker sends a fetch's result with questions queued behind
+    /// it, which keep the coordinator busy in that turn, and reads lineage as the ack comes.
+    @Test func aResultIsAcknowledgedOnceLineageHasIt() throws {
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
+        let quick = try Socket(h.context, .dealer)
+        try quick.setIdentity("quick")
+        try quick.connect(h.endpoint)
+        try quick.send([Envelope(.hello(Hello(worker: "quick", host: "h", pid: 1, slots: 1, version: "test", engine: Planner.engineID))).encoded()], dontWait: false)
+        _ = try h.submit(h.pipeline(1))
+        var acked: [String]?, sent: String?
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline, acked == nil {
+            guard let frames = try quick.receive(timeoutMs: 100), let e = frames.first.flatMap(Envelope.decode) else { continue }
+            switch e.message {
+            case .assign(let a) where sent == nil:
+                sent = a.lease
+                var r = TaskResult(lease: a.lease, error: nil, artifact: nil, facts: MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true),
+                                   segment: nil, startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
+                r.artifact = ArtifactRef(sha256: SHA256Hasher.hex("quick"), path: "/dev/null", size: 1000)
+                try quick.send([Envelope(.result(r)).encoded()], dontWait: false)
+                for _ in 0..<500 { try quick.send([Envelope(.status(run: nil, limit: 50)).encoded()], dontWait: false) }
+            case .ack(let lease) where lease == sent:
+                acked = try LineageStore.readRows(path: h.lineage.path, "SELECT state FROM attempt WHERE lease = ?", [lease]).map { $0["state"] ?? "" }
+            default: break
+            }
+        }
+        let states = try #require(acked, "no acknowledgement came")
+        #expect(!states.isEmpty && states.allSatisfy { $0 == "succeeded" }, "acknowledged as \(states)")
+        quick.close()
+    }
+
     // MARK: --verify (issue 16)
 
     /// Every stage is rendered twice and outputs agree: the run succeeds, with each render,
