@@ -400,6 +400,18 @@ public final class Coordinator: Sendable {
     func notify(_ p: RunProgress?, _ run: Int64, _ o: RunOutcome?) { for f in observers.withLock({ $0 }) { f(p, run, o) } }
 }
 
+extension Unit.Kind {
+    /// The stage whose output a unit's result is: where a success without it failed.
+    var outputStage: StageKind {
+        switch self {
+        case .fetch: .fetch
+        case .render: .encode
+        case .transition: .transition
+        case .concat: .concat
+        }
+    }
+}
+
 /// A dispatchable unit of work: fetch/i, render/i (decode+transform+encode of item i), transition/b, concat.
 /// A class, not a struct: the coordinator updates units in place many times per attempt, and
 /// copying one (a dozen fields, half of them references) cost 8 % of its time at full load.
@@ -2262,8 +2274,20 @@ final class CoordinatorCore {
         }
         let ui = s.node
         let u = run.units[ui]
+        // A success without what its stage makes (a worker of another version, a broken or a
+        // hostile one) is that worker's failure, tried again elsewhere. Taken as it came, the
+        // stage counted done with nothing to show: the concat it made ready then had no segment
+        // to join, and the coordinator crashed.
+        let lacking = r.error == nil ? Self.lacking(r, u) : nil
+        if let lacking, scheduler.phase(s) != .checking {
+            var failed = r
+            failed.error = WireError(stage: u.kind.outputStage, errorClass: .retryable, file: label(run, u),
+                                     message: "worker \(wid) said it was done but \(lacking) (a worker of another version, or a broken one)")
+            finish(failed, from: wid, workersFault: true)
+            return
+        }
         if scheduler.phase(s) == .checking {
-            if r.cached != true {
+            if r.cached != true || lacking != nil {
                 // A miss (missing or altered artifact): render it for real.
                 for a in u.attemptIDs { record("attemptFinished") { try lineage.attemptFinished(a, state: .missed, started: r.startedAt, finished: r.finishedAt) } }
                 u.reuseID = nil; u.reuse = nil
@@ -2307,6 +2331,17 @@ final class CoordinatorCore {
             failRun(run, unit: ui, message: e.description)
         } catch {
             failRun(run, unit: ui, message: "\(label(run, u)): \(error)")
+        }
+    }
+
+    /// What a success lacks that its unit makes, or nil: every stage a file, a render its
+    /// segment's report, a fetch what it found (unless the file it reuses has it recorded).
+    static func lacking(_ r: TaskResult, _ u: Unit) -> String? {
+        guard r.artifact != nil else { return "sent no file" }
+        switch u.kind {
+        case .render where r.segment == nil: return "sent no report of the segment"
+        case .fetch where r.facts == nil && u.reuseID == nil: return "sent nothing about the file"
+        default: return nil
         }
     }
 
@@ -2457,6 +2492,9 @@ final class CoordinatorCore {
                                     finished: done, seconds: r.finishedAt - r.startedAt, first: first(0))
             run.output = art
             return
+        } else {
+            // `lacking` lets none through; counted done, the stage would leave what needs it nothing.
+            throw PipelineError("\(label(run, u)): the result lacks what the stage makes (the facts of a file reused from an earlier run?); submit again", at: nil)
         }
     }
 

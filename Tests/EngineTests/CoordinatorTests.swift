@@ -323,6 +323,36 @@ final class Harness {
         quick.close()
     }
 
+    /// A worker that says a render is done but sends no report of its segment (another version,
+    /// a broken or a hostile worker) fails that attempt, and the render is made again elsewhere.
+    /// Before, the stage counted done: the concat it made ready had no segment to join, and the
+    /// coordinator crashed (a force-unwrap), taking every run on the farm down with it.
+    @Test func aSuccessWithoutItsSegmentIsThatWorkersFailure() throws {
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
+        let broken = try Socket(h.context, .dealer)
+        try broken.setIdentity("broken")
+        try broken.connect(h.endpoint)
+        try broken.send([Envelope(.hello(Hello(worker: "broken", host: "h", pid: 1, slots: 1, version: "test", engine: Planner.engineID))).encoded()], dontWait: false)
+        let run = try h.submit(h.pipeline(1))
+        var lied = false
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline, !lied {
+            guard let frames = try broken.receive(timeoutMs: 100), let e = frames.first.flatMap(Envelope.decode), case .assign(let a) = e.message else { continue }
+            var r = TaskResult(lease: a.lease, error: nil, artifact: ArtifactRef(sha256: SHA256Hasher.hex(a.lease), path: "/dev/null", size: 1000),
+                               facts: nil, segment: nil, startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
+            if case .fetch = a.task { r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true) } else { lied = true }
+            try broken.send([Envelope(.result(r)).encoded()], dontWait: false)
+        }
+        try #require(lied, "the hand-made worker got no render")
+        // It takes no more work; a worker that renders properly joins.
+        try broken.send([Envelope(.draining(running: [])).encoded()], dontWait: false)
+        h.addWorker(id: "w0", slots: 1, runner: FakeRunner(delay: 0.05))
+        guard case .succeeded = try #require(h.wait(run, timeout: 15), "the run did not end") else { Issue.record("run failed: \(String(describing: h.outcomes.value[run]))"); return }
+        let rows = try h.lineage.rows("SELECT s.name, a.state, a.error_message AS e FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE a.worker_id = 'broken' AND s.name = 'encode/0'")
+        #expect(rows.count == 1 && rows[0]["state"] == "failed" && rows[0]["e"]?.contains("said it was done but sent no report of the segment") == true, "\(rows)")
+        broken.close()
+    }
+
     // MARK: --verify (issue 16)
 
     /// Every stage is rendered twice and outputs agree: the run succeeds, with each render,
