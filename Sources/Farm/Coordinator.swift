@@ -1550,6 +1550,16 @@ final class CoordinatorCore {
                     return true
                 }
                 r.artifact = local
+            } else if let store = config.store {
+                // A worker sharing the store names its output by hash: it is read from the store,
+                // never from the path the worker sent. Taken as sent, a worker with a valid key
+                // could have the coordinator publish any file it can read as a run's movie.
+                let local = store.local(art)
+                if store.isPresent(local) { r.artifact = local } else {
+                    log.warning("a worker sharing the store sent a result whose file is not in it", metadata: [
+                        "worker.id": "\(wid)", "lease": "\(r.lease)", "sha256": "\(art.sha256)", "path": "\(art.path)"])
+                    r.artifact = nil   // its stage's failure (`lacking`): tried again elsewhere
+                }
             }
         }
         finish(r, from: wid)
@@ -2281,7 +2291,9 @@ final class CoordinatorCore {
         let lacking = r.error == nil ? Self.lacking(r, u) : nil
         if let lacking, scheduler.phase(s) != .checking {
             var failed = r
-            failed.error = WireError(stage: u.kind.outputStage, errorClass: .retryable, file: label(run, u),
+            // The file it worked on, as a worker's own errors name it; the movie's for a transition or the concat.
+            let item = u.kind == .fetch || u.kind == .render ? u.item.flatMap { run.pipeline.items[$0].sources.first?.displayName } : nil
+            failed.error = WireError(stage: u.kind.outputStage, errorClass: .retryable, file: item ?? (run.pipeline.output.path as NSString).lastPathComponent,
                                      message: "worker \(wid) said it was done but \(lacking) (a worker of another version, or a broken one)")
             finish(failed, from: wid, workersFault: true)
             return

@@ -104,13 +104,14 @@ final class Harness {
 
     /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
     init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0,
-         stageTimeout: Double? = nil) throws {
+         stageTimeout: Double? = nil, store: ArtifactStore? = nil) throws {
         lineage = try LineageStore(path: dir + "/lineage.db")
         var logger = Logger(label: "test"); logger.logLevel = .critical
         var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
         config.livenessTimeout = livenessTimeout
         config.backoffBase = 0.01
         config.verifyFraction = verify
+        config.store = store
         // The limit itself, whatever the fake renders' estimates.
         config.stageTimeout = stageTimeout
         config.stageTimeoutFactor = 0
@@ -351,6 +352,50 @@ final class Harness {
         let rows = try h.lineage.rows("SELECT s.name, a.state, a.error_message AS e FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE a.worker_id = 'broken' AND s.name = 'encode/0'")
         #expect(rows.count == 1 && rows[0]["state"] == "failed" && rows[0]["e"]?.contains("said it was done but sent no report of the segment") == true, "\(rows)")
         broken.close()
+    }
+
+    /// A worker sharing the coordinator's store names its output by hash, and the coordinator
+    /// reads it from the store, not from the path the worker sent. Here a hand-made worker that
+    /// shares the store makes its fetch and render honestly, then says the concat made a file
+    /// outside the store (the coordinator's own secret): never published as the movie, the
+    /// concat fails on that worker each time and the run ends failed. Before, the coordinator
+    /// copied that file to the run's output path, for its submitter to download.
+    @Test func aSharedWorkersOutputIsReadFromTheStoreNotFromThePathItSent() throws {
+        let outside = temporaryDirectory("shared-store")
+        let store = try ArtifactStore(root: outside + "/store")
+        let secret = outside + "/coordinator.key_secret"
+        try Data("the coordinator's secret".utf8).write(to: URL(fileURLWithPath: secret))
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(), store: store)
+        let sly = try Socket(h.context, .dealer)
+        try sly.setIdentity("sly")
+        try sly.connect(h.endpoint)
+        try sly.send([Envelope(.hello(Hello(worker: "sly", host: "h", pid: 1, slots: 1, version: "test", storeID: store.id, running: [],
+                                            engine: Planner.engineID))).encoded()], dontWait: false)
+        let run = try h.submit(h.pipeline(1))
+        var lies = 0
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline, h.outcomes.value[run] == nil {
+            guard let frames = try sly.receive(timeoutMs: 100), let e = frames.first.flatMap(Envelope.decode), case .assign(let a) = e.message else { continue }
+            let made = store.temporaryPath()
+            try Data(a.lease.utf8).write(to: URL(fileURLWithPath: made))
+            var r = TaskResult(lease: a.lease, error: nil, artifact: try store.adopt(made), facts: nil, segment: nil,
+                               startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
+            switch a.task {
+            case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
+            case .segment: r.segment = SegmentReport()
+            default:
+                lies += 1
+                r.artifact = ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: secret), path: secret, size: 24)
+            }
+            try sly.send([Envelope(.result(r)).encoded()], dontWait: false)
+        }
+        let outcome = try #require(h.wait(run, timeout: 5), "the run did not end")
+        let published = try? String(contentsOfFile: h.dir + "/p.mp4", encoding: .utf8)
+        #expect(published != "the coordinator's secret", "the secret was published as the movie")
+        #expect(try h.lineage.rows("SELECT count(*) AS n FROM artifact WHERE uri = ?", [secret]).first?["n"] == "0")
+        guard case .failed(let message) = outcome else { Issue.record("the run should fail: \(outcome)"); return }
+        #expect(lies >= 1 && message.contains("said it was done but sent no file"), "\(message)")
+        sly.close()
     }
 
     // MARK: --verify (issue 16)
