@@ -1135,6 +1135,7 @@ final class CoordinatorCore {
             for lease in running where !scheduler.isLive(lease) && !scheduler.isOrphan(lease) { send(.cancel(lease: lease), to: identity) }
             reconcile(id, listed: running, identity: identity, now: now)
         case .result(var r):
+            r = r.measurable(now: Clocks.wall)
             if workers[id] == nil, orphans[r.lease]?.worker == id || lostRenders[r.lease]?.attempt.worker == id {
                 // A render the last coordinator gave out, whose result the worker queued while
                 // no coordinator was there: it comes before the worker's hello. Not acknowledged
@@ -1632,7 +1633,16 @@ final class CoordinatorCore {
         let listed = Set(listed)
         var ask = false
         for lease in scheduler.running(on: id) where !listed.contains(lease) && heldSlots[lease] == nil && !scheduler.isCheck(lease) {
-            guard let s = scheduler.stage(of: lease), let run = runs[s.run] else { continue }
+            guard let s = scheduler.stage(of: lease), let run = runs[s.run] else {
+                // A lease no stage has (its hello listed it; it was cancelled) that the worker no
+                // longer lists: its slot is free. Before, it stayed taken until the worker said
+                // more of it, and a worker that never did had a slot fewer for ever (all of it,
+                // with one slot: the runs waiting for it never ended).
+                if let first = unlisted[lease] {
+                    if now - first > margin { unlisted[lease] = nil; feed(.released(lease: lease, worker: id), now: now) }
+                } else { unlisted[lease] = now }
+                continue
+            }
             let u = run.units[s.node]
             guard now - u.sentAt > margin else { continue }
             guard let first = unlisted[lease] else { unlisted[lease] = now; ask = true; continue }
@@ -1659,7 +1669,8 @@ final class CoordinatorCore {
             lose(worker: id, reason: String(format: "silent for %.1f s", now - w.lastSeen))
         }
         for (lease, l) in lostRenders where now - l.at > Self.lostRenderMemory { lostRenders[lease] = nil }
-        for lease in unlisted.keys where !scheduler.isLive(lease) { unlisted[lease] = nil }
+        // (A lease no stage has stays while its worker holds a slot for it: `reconcile` frees that.)
+        for lease in unlisted.keys where !scheduler.isLive(lease) && !workers.keys.contains(where: { scheduler.slot(of: lease, on: $0) != nil }) { unlisted[lease] = nil }
     }
 
     /// A drained worker leaves: not lost; anything it still held goes back to the queue.
@@ -2353,6 +2364,7 @@ final class CoordinatorCore {
         switch u.kind {
         case .render where r.segment == nil: return "sent no report of the segment"
         case .fetch where r.facts == nil && u.reuseID == nil: return "sent nothing about the file"
+        case .fetch where r.impossibleFacts != nil: return "sent facts no file has (\(r.impossibleFacts!))"
         default: return nil
         }
     }

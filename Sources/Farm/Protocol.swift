@@ -232,6 +232,38 @@ public struct TaskResult: Codable, Sendable {
     }
 }
 
+extension TaskResult {
+    /// The result with what its worker measured made recordable: a time that is not a number or
+    /// endless taken as `now`, a negative or endless amount as 0. Such figures come only from a
+    /// worker of another version, a broken or a hostile one; recorded as sent, one stopped the
+    /// coordinator (a duration metric cannot hold an endless time) and skewed its clock estimate.
+    public func measurable(now: Double) -> TaskResult {
+        var r = self
+        let amount = { (x: Double) in x.isFinite && x >= 0 ? x : 0 }
+        r.startedAt = startedAt.isFinite ? startedAt : now
+        r.finishedAt = finishedAt.isFinite ? finishedAt : now
+        r.cpuSeconds = amount(cpuSeconds)
+        r.maxRSS = max(0, maxRSS)
+        if var s = segment {
+            s.decodeSeconds = amount(s.decodeSeconds); s.transformSeconds = amount(s.transformSeconds); s.encodeSeconds = amount(s.encodeSeconds)
+            s.framesDecoded = max(0, s.framesDecoded); s.framesOut = max(0, s.framesOut); s.samplesOut = max(0, s.samplesOut)
+            r.segment = s
+        }
+        return r
+    }
+
+    /// Why its facts cannot be a file's (seconds not a number, endless or negative; a size
+    /// below 0 or beyond any picture; a frame rate of 0), or nil. Planning with them would
+    /// count frames past any integer.
+    public var impossibleFacts: String? {
+        guard let f = facts else { return nil }
+        if !f.duration.isFinite || f.duration < 0 || f.duration > MediaFacts.longestSeconds { return "a duration of \(f.duration) s" }
+        if !(0...MediaFacts.largestSide).contains(f.width) || !(0...MediaFacts.largestSide).contains(f.height) { return "a picture of \(f.width)x\(f.height)" }
+        if let fps = f.frameRate, !(fps.isFinite && fps > 0 && fps <= MediaFacts.fastestFrameRate) { return "a frame rate of \(fps)" }
+        return nil
+    }
+}
+
 extension Assignment {
     /// The same assignment with `f` applied to every file it reads, field by field: the source,
     /// fonts, stickers, watermark and soundtrack, the segments a transition or concat joins, and

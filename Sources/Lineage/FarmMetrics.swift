@@ -33,7 +33,8 @@ public enum FarmMetrics {
 
     static func stageEnded(kind: String, state: String, cached: Bool, seconds: Double?) {
         Counter(label: stagesTotal, dimensions: [("kind", kind), ("outcome", outcome(state: state, cached: cached))]).increment()
-        if let seconds, seconds >= 0, state == "succeeded", !cached {
+        // (Past about 292 years, nanoseconds overflow an Int64: no stage takes that long.)
+        if let seconds, seconds >= 0, seconds < 9e9, state == "succeeded", !cached {
             Timer(label: stageDuration, dimensions: [("kind", kind)]).recordNanoseconds(Int64(seconds * 1e9))
         }
     }
