@@ -252,9 +252,9 @@ extension TaskResult {
         return r
     }
 
-    /// Why its facts cannot be a file's (seconds not a number, endless or negative; a size
-    /// below 0 or beyond any picture; a frame rate of 0), or nil. Planning with them would
-    /// count frames past any integer.
+    /// Why its facts cannot be a file's (seconds not a number, endless, negative or past
+    /// `MediaFacts.longestSeconds`; a size below 0 or beyond any picture; a frame rate of 0), or
+    /// nil. Planning with them would count frames past any integer.
     public var impossibleFacts: String? {
         guard let f = facts else { return nil }
         if !f.duration.isFinite || f.duration < 0 || f.duration > MediaFacts.longestSeconds { return "a duration of \(f.duration) s" }

@@ -35,11 +35,12 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     /// without the new one.
     public static let probeVersion = "2"
 
-    /// Bounds no real file passes (a century; a side of 2^20 pixels; 10,000 frames a second):
-    /// facts beyond them come from a broken or hostile worker and are refused, not planned with.
-    public static let longestSeconds = 100.0 * 365 * 86_400
+    /// Bounds far past any real file (about 30,000 years; a side of 2^20 pixels; a million
+    /// frames a second), within which frame and sample counts stay well inside an Int: facts
+    /// beyond them come from a broken or hostile worker and are refused, not planned with.
+    public static let longestSeconds = 1e12
     public static let largestSide = 1 << 20
-    public static let fastestFrameRate = 10_000.0
+    public static let fastestFrameRate = 1e6
 
     public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
                 videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,
