@@ -100,7 +100,7 @@ let package = Package(
 
         // Helpers for tests: generated media, ffprobe, running the real binaries.
         .target(name: "TestSupport", dependencies: ["ThreadlineCore"], path: "Tests/TestSupport"),
-        .testTarget(name: "CoreTests", dependencies: ["ThreadlineCore"]),
+        .testTarget(name: "CoreTests", dependencies: ["ThreadlineCore", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "SuggestionsTests", dependencies: ["Suggestions"]),
         .testTarget(name: "SchedulerTests", dependencies: ["Scheduler", .product(name: "PropertyBased", package: "swift-property-based")]),
         .testTarget(name: "MediaTests", dependencies: ["Media", "ThreadlineCore", "TestSupport"]),

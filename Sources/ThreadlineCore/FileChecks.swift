@@ -231,38 +231,6 @@ public enum FileChecks {
     }
 }
 
-extension Pipeline {
-    /// The numeric bounds the loader enforces, checked again on a pipeline that arrived over the
-    /// wire (a hand-made submission skips the loader): the planner's arithmetic stays inside Int
-    /// and every count stays small enough to plan quickly. Nil when it is within bounds.
-    public var boundsProblem: String? {
-        func finite(_ v: Double, _ range: ClosedRange<Double>) -> Bool { v.isFinite && range.contains(v) }
-        let o = output
-        guard (1...1_000_000).contains(o.fps.num), (1...1_000_000).contains(o.fps.den), finite(o.fps.double, 1...240) else {
-            return "output.fps must be a frame rate between 1 and 240 with terms at most 1000000, got \(o.fps)"
-        }
-        guard (16...7680).contains(o.width), (16...4320).contains(o.height), o.width % 2 == 0, o.height % 2 == 0 else {
-            return "output size \(o.width)x\(o.height) is not possible"
-        }
-        if let m = o.maxDuration, !finite(m.seconds, 0...86_400) { return "output.max_duration must be 0…86400 seconds" }
-        guard !items.isEmpty, items.count <= PipelineLoader.maxItems else { return "a pipeline has 1…\(PipelineLoader.maxItems) items, this one \(items.count)" }
-        for (i, item) in items.enumerated() {
-            let label = item.label(index: i)
-            switch item.kind {
-            case .video(_, let trim):
-                if let t = trim, !finite(t.start, 0...1e7) || !(t.end.map { finite($0, t.start...1e7) } ?? true) { return "\(label): trim is out of range" }
-            case .title(let t): if !finite(t.duration, 0.001...600) { return "\(label): duration must be more than 0 and at most 600 seconds" }
-            case .photo(_, let d, _), .livePhoto(_, _, let d, _): if !finite(d, 0.001...600) { return "\(label): duration must be more than 0 and at most 600 seconds" }
-            }
-            if !finite(item.edits.speed, 0.25...4) { return "\(label): speed must be between 0.25 and 4" }
-            if !(1...100).contains(item.edits.loop) { return "\(label): loop must be 1…100" }
-            if let t = item.transition, !finite(t.duration, 0...10) { return "\(label): transition duration out of range" }
-        }
-        if let t = transition, !finite(t.duration, 0...10) { return "transition duration out of range" }
-        return nil
-    }
-}
-
 /// A size as people write it on a command line: bytes, or with a K, M, G or T suffix (1024-based,
 /// as `du -h` and `df -h` print them; an "iB" or "B" after it is accepted).
 public enum ByteSize {

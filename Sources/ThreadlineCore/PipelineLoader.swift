@@ -99,7 +99,7 @@ public enum PipelineLoader {
             let rm = try ctx.map(r, "retry")
             try rm.finish(allowed: ["attempts"])
             guard let n = try rm.int("attempts") else { return nil }
-            guard (1...20).contains(n) else {
+            guard PipelineBounds.retryAttempts.contains(n) else {
                 throw ctx.error("retry.attempts must be between 1 and 20, got \(n)", at: rm.node("attempts"), hint: "the default is 3")
             }
             return n
@@ -170,19 +170,19 @@ public enum PipelineLoader {
             }
             // Without a height, HD on the short side: a 9:16 story is 720x1280 (it was 406x720).
             let h = try m.int("height") ?? (aw >= ah ? 720 : 720 * ah / aw)
-            guard (16...4320).contains(h) else {
+            guard PipelineBounds.height.contains(h) else {
                 throw ctx.error("output.height must be between 16 and 4320, got \(h)", at: m.node("height"))
             }
             profile.height = h
             profile.width = Int((Double(h * aw) / Double(ah) / 2).rounded()) * 2
         }
-        if profile.width < 16 || profile.height < 16 || profile.width > 7680 || profile.height > 4320
+        if !PipelineBounds.width.contains(profile.width) || !PipelineBounds.height.contains(profile.height)
             || profile.width % 2 != 0 || profile.height % 2 != 0 {
             throw ctx.error("output size \(profile.width)x\(profile.height) is not possible", at: m.node("size") ?? m.node("height") ?? node,
                             hint: "width and height must be even, between 16 and 7680x4320")
         }
         if let fpsNode = m.node("fps") {
-            guard let fps = parseFPS(fpsNode), fps.double >= 1, fps.double <= 240 else {
+            guard let fps = parseFPS(fpsNode), PipelineBounds.fps.contains(fps.double) else {
                 throw ctx.error("output.fps must be a frame rate between 1 and 240, got '\(fpsNode.string ?? "?")'", at: fpsNode,
                                 hint: "for example fps: 30, or fps: 30000/1001 (numerator and denominator at most 1000000)")
             }
@@ -203,12 +203,12 @@ public enum PipelineLoader {
                 profile.video.codec = alias
             } else if let c = try vm.choice("codec", among: VideoSettings.codecs, error: "unsupported video codec") { profile.video.codec = c }
             if let crf = try vm.int("crf") {
-                guard (0...51).contains(crf) else { throw ctx.error("output.video.crf must be 0…51, got \(crf)", at: vm.node("crf")) }
+                guard PipelineBounds.crf.contains(crf) else { throw ctx.error("output.video.crf must be 0…51, got \(crf)", at: vm.node("crf")) }
                 profile.video.crf = crf
             }
             if let p = try vm.choice("preset", among: VideoSettings.presets, error: "unknown x264 preset") { profile.video.preset = p }
             if let k = try vm.int("keyint") {
-                guard k >= 0 && k <= 1000 else { throw ctx.error("output.video.keyint must be 0…1000", at: vm.node("keyint")) }
+                guard PipelineBounds.keyint.contains(k) else { throw ctx.error("output.video.keyint must be 0…1000", at: vm.node("keyint")) }
                 profile.video.keyint = k
             }
             try vm.finish(allowed: ["codec", "crf", "preset", "keyint"])
@@ -219,7 +219,7 @@ public enum PipelineLoader {
                 throw ctx.error("unsupported audio codec '\(codecNode.string ?? "?")'", at: codecNode, hint: "this version encodes aac")
             }
             if let b = am.node("bitrate") {
-                guard let s = b.string, let bps = parseBitrate(s), (32_000...512_000).contains(bps) else {
+                guard let s = b.string, let bps = parseBitrate(s), PipelineBounds.audioBitrate.contains(bps) else {
                     throw ctx.error("output.audio.bitrate must be between 32k and 512k, got '\(b.string ?? "?")'", at: b,
                                     hint: "for example bitrate: 160k")
                 }
@@ -240,9 +240,9 @@ public enum PipelineLoader {
                 guard range.contains(v) else { throw ctx.error("watermark \(key) must be between \(range.lowerBound) and \(range.upperBound), got \(v)", at: wm.node(key)) }
                 return v
             }
-            w.opacity = try fraction("opacity", 0...1) ?? w.opacity
-            w.size = try fraction("size", 0.02...1) ?? w.size
-            w.margin = try fraction("margin", 0...0.4) ?? w.margin
+            w.opacity = try fraction("opacity", PipelineBounds.watermarkOpacity) ?? w.opacity
+            w.size = try fraction("size", PipelineBounds.watermarkSize) ?? w.size
+            w.margin = try fraction("margin", PipelineBounds.watermarkMargin) ?? w.margin
             try wm.finish(allowed: ["image", "position", "opacity", "size", "margin"])
             profile.watermark = w
         }
@@ -285,7 +285,7 @@ public enum PipelineLoader {
         } else if kindKey == "photo" {
             var duration = 3.0
             if let d = try m.time("duration") {
-                guard d > 0 && d <= 600 else { throw ctx.error("photo duration must be more than 0 and at most 600 seconds, got \(d)", at: m.node("duration")) }
+                guard PipelineBounds.itemSeconds.contains(d) else { throw ctx.error("photo duration must be more than 0 and at most 600 seconds, got \(d)", at: m.node("duration")) }
                 duration = d
             }
             if m.node("trim") != nil { throw ctx.error("trim applies to video items, not photos", at: m.keyNode("trim"), hint: "set the photo's duration instead") }
@@ -297,12 +297,12 @@ public enum PipelineLoader {
                     let fm = try ctx.map(n, "ken_burns.\(key)")
                     var f = KenBurns.Framing()
                     if let z = try fm.double("zoom") {
-                        guard (1...4).contains(z) else { throw ctx.error("ken_burns zoom must be between 1 and 4, got \(z)", at: fm.node("zoom")) }
+                        guard PipelineBounds.zoom.contains(z) else { throw ctx.error("ken_burns zoom must be between 1 and 4, got \(z)", at: fm.node("zoom")) }
                         f.zoom = z
                     }
                     if let c = fm.node("center") {
                         guard case .sequence(let seq) = c, seq.count == 2, let x = seq[0].float, let y = seq[1].float,
-                              (0...1).contains(x), (0...1).contains(y) else {
+                              PipelineBounds.fraction.contains(x), PipelineBounds.fraction.contains(y) else {
                             throw ctx.error("ken_burns center must be [x, y] with fractions 0…1", at: c, hint: "center: [0.6, 0.4]")
                         }
                         f.x = x; f.y = y
@@ -330,7 +330,7 @@ public enum PipelineLoader {
                                 at: m.keyNode("duration"), hint: "trim its motion instead: trim: { start: 0.5, end: 2 }")
             }
             let duration = try m.time("duration") ?? 3
-            guard duration > 0 && duration <= 600 else { throw ctx.error("duration must be more than 0 and at most 600 seconds", at: m.node("duration")) }
+            guard PipelineBounds.itemSeconds.contains(duration) else { throw ctx.error("duration must be more than 0 and at most 600 seconds", at: m.node("duration")) }
             kind = .livePhoto(source: try ctx.source(kindNode), use: use, duration: duration)
         } else {
             kind = .video(source: try ctx.source(kindNode), trim: nil)
@@ -353,6 +353,9 @@ public enum PipelineLoader {
             let start = try tm.time("start") ?? 0
             let end = try tm.time("end")
             guard start >= 0 else { throw ctx.error("trim.start must not be negative", at: tm.node("start")) }
+            for (key, v) in [("start", start), ("end", end)] where !(v.map(PipelineBounds.itemTime.contains) ?? true) {
+                throw ctx.error("trim.\(key) must be at most \(Int(PipelineBounds.itemTime.upperBound)) seconds, got \(v!)", at: tm.node(key))
+            }
             if let end, end <= start {
                 throw ctx.error("trim.end (\(end)) must be after trim.start (\(start))", at: tm.node("end"))
             }
@@ -379,18 +382,18 @@ public enum PipelineLoader {
         }
         edits.mute = try m.bool("mute") ?? false
         if let v = try m.double("volume") {
-            guard v >= 0 && v <= 10 else { throw ctx.error("volume must be between 0 and 10, got \(v)", at: m.node("volume")) }
+            guard PipelineBounds.volume.contains(v) else { throw ctx.error("volume must be between 0 and 10, got \(v)", at: m.node("volume")) }
             edits.volume = v
         }
         if let s = try m.double("speed") {
-            guard (0.25...4).contains(s) else {
+            guard PipelineBounds.speed.contains(s) else {
                 throw ctx.error("speed must be between 0.25 and 4, got \(s)", at: m.node("speed"), hint: "2 plays twice as fast, 0.5 in slow motion")
             }
             if kindKey != "video" && kindKey != "live_photo" { throw ctx.error("speed applies to video items", at: m.keyNode("speed"), hint: "set the item's duration instead") }
             edits.speed = s
         }
         if let n = try m.int("loop") {
-            guard (1...20).contains(n) else { throw ctx.error("loop must be 1…20 (how many times the item plays), got \(n)", at: m.node("loop")) }
+            guard PipelineBounds.loop.contains(n) else { throw ctx.error("loop must be 1…20 (how many times the item plays), got \(n)", at: m.node("loop")) }
             edits.loop = n
         }
         if let t = m.node("text") { edits.text = try parseText(t, ctx) }
@@ -413,11 +416,11 @@ public enum PipelineLoader {
                 }
                 return v
             }
-            adjust.brightness = try value("brightness", -1...1, 0)
-            adjust.contrast = try value("contrast", 0...3, 1)
-            adjust.saturation = try value("saturation", 0...3, 1)
-            adjust.gamma = try value("gamma", 0.1...10, 1)
-            adjust.warmth = try value("warmth", -1...1, 0)
+            adjust.brightness = try value("brightness", PipelineBounds.brightness, 0)
+            adjust.contrast = try value("contrast", PipelineBounds.contrast, 1)
+            adjust.saturation = try value("saturation", PipelineBounds.saturation, 1)
+            adjust.gamma = try value("gamma", PipelineBounds.gamma, 1)
+            adjust.warmth = try value("warmth", PipelineBounds.warmth, 0)
             try am.finish(allowed: ["brightness", "contrast", "saturation", "gamma", "warmth"])
             edits.adjust = adjust
         }
@@ -446,7 +449,7 @@ public enum PipelineLoader {
         }
         var title = Title(text: text)
         if let d = try m.time("duration") {
-            guard d > 0 && d <= 600 else {
+            guard PipelineBounds.itemSeconds.contains(d) else {
                 throw ctx.error("title duration must be more than 0 and at most 600 seconds, got \(d)", at: m.node("duration"))
             }
             title.duration = d
@@ -458,7 +461,7 @@ public enum PipelineLoader {
             }
         }
         if let size = try m.int("size") {
-            guard (8...1000).contains(size) else { throw ctx.error("title size must be 8…1000 pixels, got \(size)", at: m.node("size")) }
+            guard PipelineBounds.textSize.contains(size) else { throw ctx.error("title size must be 8…1000 pixels, got \(size)", at: m.node("size")) }
             title.size = size
         }
         if let f = m.node("font"), let path = f.string {
@@ -485,7 +488,7 @@ public enum PipelineLoader {
         let kind = try m.enumValue("type", Transition.Kind.self) ?? .dissolve
         var t = Transition(kind: kind, location: ctx.location(of: node))
         if let d = try m.time("duration") {
-            guard d >= 0 && d <= 10 else { throw ctx.error("transition duration must be 0…10 seconds, got \(d)", at: m.node("duration")) }
+            guard PipelineBounds.transition.contains(d) else { throw ctx.error("transition duration must be 0…10 seconds, got \(d)", at: m.node("duration")) }
             t.duration = d
         }
         try m.finish(allowed: ["type", "duration"])
@@ -506,13 +509,13 @@ public enum PipelineLoader {
             guard range.contains(v) else { throw ctx.error("soundtrack \(key) must be between \(range.lowerBound) and \(range.upperBound), got \(v)", at: m.node(key)) }
             return v
         }
-        s.from = try value("from", 0...86_400, time: true) ?? 0
-        s.to = try value("to", 0...86_400, time: true)
+        s.from = try value("from", PipelineBounds.soundtrackTime, time: true) ?? 0
+        s.to = try value("to", PipelineBounds.soundtrackTime, time: true)
         if let to = s.to, to <= s.from { throw ctx.error("soundtrack to (\(to)) must be after from (\(s.from))", at: m.node("to")) }
-        s.volume = try value("volume", 0...4) ?? 1
-        s.clipAudio = try value("clip_audio", 0...4) ?? 1
-        s.fadeIn = try value("fade_in", 0...60, time: true) ?? 0
-        s.fadeOut = try value("fade_out", 0...60, time: true) ?? 0
+        s.volume = try value("volume", PipelineBounds.soundtrackVolume) ?? 1
+        s.clipAudio = try value("clip_audio", PipelineBounds.soundtrackVolume) ?? 1
+        s.fadeIn = try value("fade_in", PipelineBounds.soundtrackFade, time: true) ?? 0
+        s.fadeOut = try value("fade_out", PipelineBounds.soundtrackFade, time: true) ?? 0
         s.loop = try m.bool("loop") ?? true
         try m.finish(allowed: ["source", "from", "to", "volume", "clip_audio", "fade_in", "fade_out", "loop"])
         return s
@@ -533,7 +536,7 @@ public enum PipelineLoader {
         var t = TextOverlay(value: v)
         if let p = try m.enumValue("position", TextOverlay.Position.self) { t.position = p }
         if let size = try m.int("size") {
-            guard (8...1000).contains(size) else { throw ctx.error("text size must be 8…1000 pixels, got \(size)", at: m.node("size")) }
+            guard PipelineBounds.textSize.contains(size) else { throw ctx.error("text size must be 8…1000 pixels, got \(size)", at: m.node("size")) }
             t.size = size
         }
         if let c = m.node("color") {
@@ -542,6 +545,9 @@ public enum PipelineLoader {
         }
         t.start = try m.time("start")
         t.end = try m.time("end")
+        for (key, v) in [("start", t.start), ("end", t.end)] where !(v.map(PipelineBounds.itemTime.contains) ?? true) {
+            throw ctx.error("text \(key) must be 0…\(Int(PipelineBounds.itemTime.upperBound)) seconds into its item, got \(v!)", at: m.node(key))
+        }
         if let s = t.start, let e = t.end, e <= s {
             throw ctx.error("text end (\(e)) must be after its start (\(s))", at: m.node("end"))
         }
@@ -556,7 +562,7 @@ public enum PipelineLoader {
         guard case .sequence(let seq) = node else {
             throw ctx.error("stickers must be a list", at: node, hint: "stickers: [ { image: star.png, x: 0.25, y: 0.25, size: 0.1 } ]")
         }
-        guard seq.count <= 32 else { throw ctx.error("at most 32 stickers on one item, got \(seq.count)", at: node) }
+        guard seq.count <= PipelineBounds.stickers else { throw ctx.error("at most \(PipelineBounds.stickers) stickers on one item, got \(seq.count)", at: node) }
         return try seq.map { n in
             let m = try ctx.map(n, "a sticker")
             guard let imageNode = m.node("image"), let image = imageNode.string else {
@@ -571,13 +577,16 @@ public enum PipelineLoader {
                 }
                 return v
             }
-            s.x = try value("x", 0...1, "the sticker's centre, as a fraction of the frame's width (0 left, 1 right)") ?? s.x
-            s.y = try value("y", 0...1, "the sticker's centre, as a fraction of the frame's height (0 top, 1 bottom)") ?? s.y
-            s.size = try value("size", 0.01...1, "the sticker's width as a fraction of the frame's width") ?? s.size
-            s.rotate = try value("rotate", -360...360, "degrees clockwise") ?? s.rotate
+            s.x = try value("x", PipelineBounds.fraction, "the sticker's centre, as a fraction of the frame's width (0 left, 1 right)") ?? s.x
+            s.y = try value("y", PipelineBounds.fraction, "the sticker's centre, as a fraction of the frame's height (0 top, 1 bottom)") ?? s.y
+            s.size = try value("size", PipelineBounds.stickerSize, "the sticker's width as a fraction of the frame's width") ?? s.size
+            s.rotate = try value("rotate", PipelineBounds.stickerRotate, "degrees clockwise") ?? s.rotate
             s.start = try m.time("start")
             s.end = try m.time("end")
             if let start = s.start, start < 0 { throw ctx.error("sticker start must not be negative, got \(start)", at: m.node("start")) }
+            for (key, v) in [("start", s.start), ("end", s.end)] where !(v.map(PipelineBounds.itemTime.contains) ?? true) {
+                throw ctx.error("sticker \(key) must be at most \(Int(PipelineBounds.itemTime.upperBound)) seconds into its item, got \(v!)", at: m.node(key))
+            }
             if let start = s.start, let end = s.end, end <= start {
                 throw ctx.error("sticker end (\(end)) must be after its start (\(start))", at: m.node("end"))
             }
@@ -607,7 +616,7 @@ public enum PipelineLoader {
             let p = s.split(separator: "/")
             // Bounded terms keep every frame and sample count the planner derives from them inside Int
             // (frames × 48000 × den); 240000/1001 is the largest rate anyone writes as a fraction.
-            guard p.count == 2, let n = Int(p[0]), let d = Int(p[1]), (1...1_000_000).contains(n), (1...1_000_000).contains(d) else { return nil }
+            guard p.count == 2, let n = Int(p[0]), let d = Int(p[1]), PipelineBounds.fpsTerms.contains(n), PipelineBounds.fpsTerms.contains(d) else { return nil }
             return Rational(n, d)
         }
         // Range first: a huge finite value would overflow the integer conversion.
