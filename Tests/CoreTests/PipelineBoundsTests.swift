@@ -6,12 +6,8 @@ import Testing
 /// `Pipeline.boundsProblem` is the loader's bounds, checked on a pipeline that came over the
 /// wire (a hand-made submission skips the loader, and a worker renders what it says).
 @Suite struct PipelineBoundsTests {
-    let dir: String
-    init() throws {
-        dir = NSTemporaryDirectory() + "bounds-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: dir + "/media", withIntermediateDirectories: true)
-        for f in ["a.mov", "b.png", "c.m4a"] { FileManager.default.createFile(atPath: "\(dir)/media/\(f)", contents: Data([0])) }
-    }
+    /// The loader tests' folder: media/a.mov and media/b.mp4 (the loader reads neither; it hashes them).
+    let dir = try! PipelineLoaderTests().dir
 
     /// A pipeline with every number the loader bounds, `values` (key → YAML text) in place of
     /// the defaults.
@@ -24,9 +20,9 @@ import Testing
           fps: \(v("fps", "30"))
           video: { crf: \(v("crf", "23")), keyint: \(v("keyint", "0")) }
           audio: { bitrate: \(v("bitrate", "160k")) }
-          watermark: { image: media/b.png, opacity: \(v("opacity", "0.8")), size: \(v("wsize", "0.12")), margin: \(v("margin", "0.03")) }
+          watermark: { image: media/b.mp4, opacity: \(v("opacity", "0.8")), size: \(v("wsize", "0.12")), margin: \(v("margin", "0.03")) }
           max_duration: { seconds: \(v("max", "60")) }
-        soundtrack: { source: media/c.m4a, from: \(v("from", "0")), to: \(v("to", "30")), volume: \(v("svolume", "1")), clip_audio: \(v("clip", "1")), fade_in: \(v("fadein", "1")), fade_out: \(v("fadeout", "1")) }
+        soundtrack: { source: media/b.mp4, from: \(v("from", "0")), to: \(v("to", "30")), volume: \(v("svolume", "1")), clip_audio: \(v("clip", "1")), fade_in: \(v("fadein", "1")), fade_out: \(v("fadeout", "1")) }
         retry: { attempts: \(v("attempts", "3")) }
         transition: { type: fade, duration: \(v("transition", "0.5")) }
         clips:
@@ -39,9 +35,9 @@ import Testing
             crop: { x: \(v("cx", "0.1")), y: \(v("cy", "0.1")), width: \(v("cw", "0.5")), height: \(v("ch", "0.5")) }
             adjust: { brightness: \(v("brightness", "0")), contrast: \(v("contrast", "1")), saturation: \(v("saturation", "1")), gamma: \(v("gamma", "1")), warmth: \(v("warmth", "0")) }
             text: { value: Hi, size: \(v("textsize", "20")), start: \(v("textstart", "0")), end: \(v("textend", "1")) }
-            stickers: [ { image: media/b.png, x: \(v("sx", "0.5")), y: \(v("sy", "0.5")), size: \(v("ssize", "0.1")), rotate: \(v("srotate", "0")), start: \(v("sstart", "0")), end: \(v("send", "1")) } ]
+            stickers: [ { image: media/b.mp4, x: \(v("sx", "0.5")), y: \(v("sy", "0.5")), size: \(v("ssize", "0.1")), rotate: \(v("srotate", "0")), start: \(v("sstart", "0")), end: \(v("send", "1")) } ]
           - title: { text: T, duration: \(v("tduration", "2")), size: \(v("tsize", "40")) }
-          - photo: media/b.png
+          - photo: media/b.mp4
             duration: \(v("pduration", "3"))
             ken_burns: { from: { zoom: \(v("zoom", "1.2")), center: [\(v("kx", "0.5")), \(v("ky", "0.5"))] }, to: { zoom: 1 } }
         """

@@ -122,6 +122,17 @@ final class Harness {
         for i in 0..<n { addWorker(id: "w\(i)", slots: slots, runner: runners?[i] ?? runner) }
     }
 
+    /// A worker made by hand on a socket of its own, having said hello: the test plays it message
+    /// by message (drops an assignment, lies about a result, lists leases it does not run).
+    func handMadeWorker(_ id: String, slots: Int = 1, storeID: String? = nil, running: [String]? = nil, pid: Int = 1) throws -> Socket {
+        let s = try Socket(context, .dealer)
+        try s.setIdentity(id)
+        try s.connect(endpoint)
+        let hello = Hello(worker: id, host: "h", pid: pid, slots: slots, version: "test", storeID: storeID, running: running, engine: Planner.engineID)
+        try s.send([Envelope(.hello(hello)).encoded()], dontWait: false)
+        return s
+    }
+
     func addWorker(id: String, slots: Int, runner: FakeRunner) {
         var logger = Logger(label: "test"); logger.logLevel = .critical
         let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: id), runner: runner, logger: logger)
@@ -168,11 +179,7 @@ final class Harness {
     /// assignment, drops it, and says it is draining, listing nothing; a real worker then joins.
     @Test func anAssignmentTheWorkerNeverGotGoesOutAgain() throws {
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
-        let deaf = try Socket(h.context, .dealer)
-        try deaf.setIdentity("deaf")
-        try deaf.connect(h.endpoint)
-        let hello = Hello(worker: "deaf", host: "h", pid: 1, slots: 1, version: "test", engine: Planner.engineID)
-        try deaf.send([Envelope(.hello(hello)).encoded()], dontWait: false)
+        let deaf = try h.handMadeWorker("deaf")
         let run = try h.submit(h.pipeline(1))
         var dropped: String?, reannounced = false
         let deadline = Date().addingTimeInterval(15)
@@ -215,15 +222,7 @@ final class Harness {
     @Test func aWorkerOutOfReachForAMomentIsNotLost() throws {
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
         var held: String?
-        func dial() throws -> Socket {
-            let s = try Socket(h.context, .dealer)
-            try s.setIdentity("hop")
-            try s.connect(h.endpoint)
-            let hello = Hello(worker: "hop", host: "h", pid: 1, slots: 2, version: "test", storeID: nil, running: held.map { [$0] } ?? [],
-                              engine: Planner.engineID)
-            try s.send([Envelope(.hello(hello)).encoded()], dontWait: false)
-            return s
-        }
+        func dial() throws -> Socket { try h.handMadeWorker("hop", slots: 2, running: held.map { [$0] } ?? []) }
         var hop = try dial()
         let first = try h.submit(h.pipeline(1, name: "a"))
         let deadline = Date().addingTimeInterval(5)
@@ -298,10 +297,7 @@ final class Harness {
     /// it, which keep the coordinator busy in that turn, and reads lineage as the ack comes.
     @Test func aResultIsAcknowledgedOnceLineageHasIt() throws {
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
-        let quick = try Socket(h.context, .dealer)
-        try quick.setIdentity("quick")
-        try quick.connect(h.endpoint)
-        try quick.send([Envelope(.hello(Hello(worker: "quick", host: "h", pid: 1, slots: 1, version: "test", engine: Planner.engineID))).encoded()], dontWait: false)
+        let quick = try h.handMadeWorker("quick")
         _ = try h.submit(h.pipeline(1))
         var acked: [String]?, sent: String?
         let deadline = Date().addingTimeInterval(15)
@@ -331,10 +327,7 @@ final class Harness {
     /// coordinator crashed (a force-unwrap), taking every run on the farm down with it.
     @Test func aSuccessWithoutItsSegmentIsThatWorkersFailure() throws {
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(delay: 0.05), livenessTimeout: 30)
-        let broken = try Socket(h.context, .dealer)
-        try broken.setIdentity("broken")
-        try broken.connect(h.endpoint)
-        try broken.send([Envelope(.hello(Hello(worker: "broken", host: "h", pid: 1, slots: 1, version: "test", engine: Planner.engineID))).encoded()], dontWait: false)
+        let broken = try h.handMadeWorker("broken")
         let run = try h.submit(h.pipeline(1))
         var lied = false
         let deadline = Date().addingTimeInterval(15)
@@ -367,11 +360,7 @@ final class Harness {
         let secret = outside + "/coordinator.key_secret"
         try Data("the coordinator's secret".utf8).write(to: URL(fileURLWithPath: secret))
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(), store: store)
-        let sly = try Socket(h.context, .dealer)
-        try sly.setIdentity("sly")
-        try sly.connect(h.endpoint)
-        try sly.send([Envelope(.hello(Hello(worker: "sly", host: "h", pid: 1, slots: 1, version: "test", storeID: store.id, running: [],
-                                            engine: Planner.engineID))).encoded()], dontWait: false)
+        let sly = try h.handMadeWorker("sly", storeID: store.id, running: [])
         let run = try h.submit(h.pipeline(1))
         var lies = 0
         let deadline = Date().addingTimeInterval(15)
@@ -414,12 +403,8 @@ final class Harness {
         defer { try? FileManager.default.removeItem(atPath: outside) }
         let store = try! ArtifactStore(root: outside + "/store")
         let h = try! Harness(workers: 0, slots: 1, runner: FakeRunner(), store: store)
-        let odd = try! Socket(h.context, .dealer)
+        let odd = try! h.handMadeWorker("odd", slots: 2, storeID: store.id, running: [])
         defer { odd.close() }
-        try! odd.setIdentity("odd")
-        try! odd.connect(h.endpoint)
-        try! odd.send([Envelope(.hello(Hello(worker: "odd", host: "h", pid: 1, slots: 2, version: "test", storeID: store.id, running: [],
-                                             engine: Planner.engineID))).encoded()], dontWait: false)
         let doubles: [Double] = [1, 0, -1, .nan, .infinity, -.infinity, 1e300, 1e-300, 2.5, 86_400 * 365]
         let ints: [Int] = [16, 0, -1, 1 << 40, Int.max, Int.min, 3, 1080]
         var next = 0
@@ -486,11 +471,7 @@ final class Harness {
     /// with one slot, the run waiting for it never ended (found by the random answers above).
     @Test func aLeaseNobodyKnowsHoldsItsSlotOnlyWhileItsWorkerListsIt() throws {
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(), livenessTimeout: 30)
-        let w = try Socket(h.context, .dealer)
-        try w.setIdentity("w")
-        try w.connect(h.endpoint)
-        try w.send([Envelope(.hello(Hello(worker: "w", host: "h", pid: 1, slots: 1, version: "test", storeID: nil, running: ["ghost"],
-                                          engine: Planner.engineID))).encoded()], dontWait: false)
+        let w = try h.handMadeWorker("w", running: ["ghost"])
         let run = try h.submit(h.pipeline(1))
         var cancelled = false
         let deadline = Date().addingTimeInterval(15)
