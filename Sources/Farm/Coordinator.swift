@@ -1541,22 +1541,20 @@ final class CoordinatorCore {
         var r = r
         if let art = r.artifact {
             holdings.add(art.sha256, to: wid)
-            if let store = config.store, let transfers, !(workers[wid]?.shared ?? true) {
+            // Read from the coordinator's store by hash, never from the path the worker sent (taken
+            // as sent, a worker sharing the store could have any file the coordinator can read
+            // published as a run's movie); not there yet, copied from a worker with its own store.
+            if let store = config.store {
                 let local = store.local(art)
-                if !store.isPresent(local) {
+                if store.isPresent(local) {
+                    r.artifact = local
+                } else if let transfers, !(workers[wid]?.shared ?? true) {
                     // A result sent again (after a reconnect) joins the copy already under way.
                     if awaitingUpload[art.sha256]?.contains(where: { $0.0.lease == r.lease }) == true { return true }
                     awaitingUpload[art.sha256, default: []].append((r, wid, identity))
                     if !transfers.isInFlight(art.sha256) { transfers.fetch(art, from: identity) }
                     return true
-                }
-                r.artifact = local
-            } else if let store = config.store {
-                // A worker sharing the store names its output by hash: it is read from the store,
-                // never from the path the worker sent. Taken as sent, a worker with a valid key
-                // could have the coordinator publish any file it can read as a run's movie.
-                let local = store.local(art)
-                if store.isPresent(local) { r.artifact = local } else {
+                } else {
                     log.warning("a worker sharing the store sent a result whose file is not in it", metadata: [
                         "worker.id": "\(wid)", "lease": "\(r.lease)", "sha256": "\(art.sha256)", "path": "\(art.path)"])
                     r.artifact = nil   // its stage's failure (`lacking`): tried again elsewhere
@@ -2364,7 +2362,7 @@ final class CoordinatorCore {
         switch u.kind {
         case .render where r.segment == nil: return "sent no report of the segment"
         case .fetch where r.facts == nil && u.reuseID == nil: return "sent nothing about the file"
-        case .fetch where r.impossibleFacts != nil: return "sent facts no file has (\(r.impossibleFacts!))"
+        case .fetch: return r.facts?.impossible.map { "sent facts no file has (\($0))" }
         default: return nil
         }
     }

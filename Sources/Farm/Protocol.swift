@@ -251,17 +251,6 @@ extension TaskResult {
         }
         return r
     }
-
-    /// Why its facts cannot be a file's (seconds not a number, endless, negative or past
-    /// `MediaFacts.longestSeconds`; a size below 0 or beyond any picture; a frame rate of 0), or
-    /// nil. Planning with them would count frames past any integer.
-    public var impossibleFacts: String? {
-        guard let f = facts else { return nil }
-        if !f.duration.isFinite || f.duration < 0 || f.duration > MediaFacts.longestSeconds { return "a duration of \(f.duration) s" }
-        if !(0...MediaFacts.largestSide).contains(f.width) || !(0...MediaFacts.largestSide).contains(f.height) { return "a picture of \(f.width)x\(f.height)" }
-        if let fps = f.frameRate, !(fps.isFinite && fps > 0 && fps <= MediaFacts.fastestFrameRate) { return "a frame rate of \(fps)" }
-        return nil
-    }
 }
 
 extension Assignment {

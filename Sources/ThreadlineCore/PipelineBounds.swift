@@ -77,8 +77,9 @@ extension Pipeline {
         }
         if let n = retryAttempts, !B.retryAttempts.contains(n) { return "retry.attempts must be between 1 and 20" }
         guard !items.isEmpty, items.count <= PipelineLoader.maxItems else { return "a pipeline has 1…\(PipelineLoader.maxItems) items, this one \(items.count)" }
+        // (An end without a start may be 0, as the loader takes it.)
         func window(_ start: Double?, _ end: Double?) -> Bool {
-            (start.map { finite($0, B.itemTime) } ?? true) && (end.map { finite($0, B.itemTime) && $0 > (start ?? 0) } ?? true)
+            (start.map { finite($0, B.itemTime) } ?? true) && (end.map { e in finite(e, B.itemTime) && start.map { e > $0 } ?? true } ?? true)
         }
         for (i, item) in items.enumerated() {
             let label = item.label(index: i)

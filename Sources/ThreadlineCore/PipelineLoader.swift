@@ -350,12 +350,8 @@ public enum PipelineLoader {
                 throw ctx.error("trim must be a mapping of keys to values", at: t, hint: "trim: { start: 1, end: 3 } (seconds; either may be left out)")
             }
             let tm = try ctx.map(t, "trim")
-            let start = try tm.time("start") ?? 0
-            let end = try tm.time("end")
-            guard start >= 0 else { throw ctx.error("trim.start must not be negative", at: tm.node("start")) }
-            for (key, v) in [("start", start), ("end", end)] where !(v.map(PipelineBounds.itemTime.contains) ?? true) {
-                throw ctx.error("trim.\(key) must be at most \(Int(PipelineBounds.itemTime.upperBound)) seconds, got \(v!)", at: tm.node(key))
-            }
+            let start = try tm.itemTime("start", of: "trim.") ?? 0
+            let end = try tm.itemTime("end", of: "trim.")
             if let end, end <= start {
                 throw ctx.error("trim.end (\(end)) must be after trim.start (\(start))", at: tm.node("end"))
             }
@@ -543,11 +539,8 @@ public enum PipelineLoader {
             guard let s = c.string, parseColor(s) != nil else { throw ctx.error("text color must be a colour like \"#ffffff\"", at: c) }
             t.color = s
         }
-        t.start = try m.time("start")
-        t.end = try m.time("end")
-        for (key, v) in [("start", t.start), ("end", t.end)] where !(v.map(PipelineBounds.itemTime.contains) ?? true) {
-            throw ctx.error("text \(key) must be 0…\(Int(PipelineBounds.itemTime.upperBound)) seconds into its item, got \(v!)", at: m.node(key))
-        }
+        t.start = try m.itemTime("start", of: "text ")
+        t.end = try m.itemTime("end", of: "text ")
         if let s = t.start, let e = t.end, e <= s {
             throw ctx.error("text end (\(e)) must be after its start (\(s))", at: m.node("end"))
         }
@@ -581,12 +574,8 @@ public enum PipelineLoader {
             s.y = try value("y", PipelineBounds.fraction, "the sticker's centre, as a fraction of the frame's height (0 top, 1 bottom)") ?? s.y
             s.size = try value("size", PipelineBounds.stickerSize, "the sticker's width as a fraction of the frame's width") ?? s.size
             s.rotate = try value("rotate", PipelineBounds.stickerRotate, "degrees clockwise") ?? s.rotate
-            s.start = try m.time("start")
-            s.end = try m.time("end")
-            if let start = s.start, start < 0 { throw ctx.error("sticker start must not be negative, got \(start)", at: m.node("start")) }
-            for (key, v) in [("start", s.start), ("end", s.end)] where !(v.map(PipelineBounds.itemTime.contains) ?? true) {
-                throw ctx.error("sticker \(key) must be at most \(Int(PipelineBounds.itemTime.upperBound)) seconds into its item, got \(v!)", at: m.node(key))
-            }
+            s.start = try m.itemTime("start", of: "sticker ")
+            s.end = try m.itemTime("end", of: "sticker ")
             if let start = s.start, let end = s.end, end <= start {
                 throw ctx.error("sticker end (\(end)) must be after its start (\(start))", at: m.node("end"))
             }
@@ -777,6 +766,17 @@ struct MapReader {
         guard let v = try scalar(key, "a time") else { return nil }
         guard let s = v.string, let t = parseTime(s) else {
             throw ctx.error("'\(key)' must be a time (2.5, \"2.5s\" or \"00:00:02.500\"), got '\(v.string ?? "?")'", at: v)
+        }
+        return t
+    }
+
+    /// A time into its item (a trim's, a text's or a sticker's start or end), within
+    /// `PipelineBounds.itemTime`; `what` starts the error ("trim.", "text ").
+    func itemTime(_ key: String, of what: String) throws -> Double? {
+        guard let t = try time(key) else { return nil }
+        guard t >= 0 else { throw ctx.error("\(what)\(key) must not be negative, got \(t)", at: node(key)) }
+        guard PipelineBounds.itemTime.contains(t) else {
+            throw ctx.error("\(what)\(key) must be at most \(Int(PipelineBounds.itemTime.upperBound)) seconds into its item, got \(t)", at: node(key))
         }
         return t
     }

@@ -42,6 +42,16 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     public static let largestSide = 1 << 20
     public static let fastestFrameRate = 1e6
 
+    /// Why these cannot be a file's facts (seconds not a number, endless, negative or past
+    /// `longestSeconds`; a size below 0 or beyond any picture; a frame rate of 0), or nil.
+    /// Planning with them would count frames past any integer.
+    public var impossible: String? {
+        if !duration.isFinite || duration < 0 || duration > Self.longestSeconds { return "a duration of \(duration) s" }
+        if !(0...Self.largestSide).contains(width) || !(0...Self.largestSide).contains(height) { return "a picture of \(width)x\(height)" }
+        if let fps = frameRate, !(fps.isFinite && fps > 0 && fps <= Self.fastestFrameRate) { return "a frame rate of \(fps)" }
+        return nil
+    }
+
     public init(duration: Double, width: Int, height: Int, hasVideo: Bool, hasAudio: Bool,
                 videoCodec: String? = nil, audioCodec: String? = nil, rotation: Int = 0, mirrored: Bool = false,
                 frameRate: Double? = nil, container: String = "") {

@@ -57,6 +57,10 @@ import Testing
     @Test func whatTheLoaderTakesTheWireCheckTakes() async throws {
         let normal = try #require(load(), "the template loads")
         #expect(normal.boundsProblem == nil, "\(normal.boundsProblem ?? "")")
+        // A text or sticker with an end and no start: an end of 0 is taken by both.
+        let endsOnly = try PipelineLoader.parse(text: "output: { path: o.mp4 }\nclips:\n  - video: media/a.mov\n    text: { value: Hi, end: 0 }\n"
+                                                    + "    stickers: [ { image: media/b.mp4, end: 0 } ]\n", file: "p.yaml", baseDirectory: dir)
+        #expect(endsOnly.boundsProblem == nil, "\(endsOnly.boundsProblem ?? "")")
         let keys = ["size", "fps", "crf", "keyint", "bitrate", "opacity", "wsize", "margin", "max", "from", "to", "svolume", "clip", "fadein",
                     "fadeout", "attempts", "transition", "tstart", "tend", "speed", "loop", "volume", "rotate", "cx", "cy", "cw", "ch",
                     "brightness", "contrast", "saturation", "gamma", "warmth", "textsize", "textstart", "textend", "sx", "sy", "ssize",

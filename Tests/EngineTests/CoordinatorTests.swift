@@ -287,6 +287,8 @@ final class Harness {
         }
         let run = try h.submit(h.pipeline(3))
         guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+        // (This observer is told after the harness's own, which `wait` watches.)
+        #expect(waitUntil(timeout: 5) { !seen.value.isEmpty })
         #expect(seen.value == ["succeeded"])
     }
 
