@@ -101,15 +101,35 @@ final class InputFile {
     /// Seeks every stream back to the file's beginning.
     @discardableResult func seekToBeginning() -> Bool { av_seek_frame(ctx, -1, Int64.min, AVSEEK_FLAG_BACKWARD) >= 0 }
 
-    /// Seconds from the container's start to its end.
+    /// Seconds from the container's start to its end. A container that claims more than a second
+    /// past where every one of its streams says it ends (a broken or rewritten header: a 2 s clip
+    /// whose movie header says 136 years) has nothing there: the streams' end is the file's, as a
+    /// player plays it.
     var duration: Double {
+        let streams = streamsClaimedEnd
         if ctx.pointee.duration != tl_nopts_value() && ctx.pointee.duration > 0 {
-            return Double(ctx.pointee.duration) / Double(AV_TIME_BASE)
+            let container = Double(ctx.pointee.duration) / Double(AV_TIME_BASE)
+            if let streams, streams > 0, container > streams + 1 { return streams }
+            return container
         }
         var end = 0.0
         for idx in [videoIndex, audioIndex].compactMap({ $0 }) {
             let st = stream(idx).pointee
             if st.duration != tl_nopts_value() { end = max(end, Double(st.duration) * av_q2d(st.time_base)) }
+        }
+        return end
+    }
+
+    /// Where the last of the file's streams (of any kind: a second sound track, a timecode or
+    /// metadata track) says it ends, in seconds from the container's start; nil when one of them
+    /// does not say.
+    var streamsClaimedEnd: Double? {
+        var end = 0.0
+        for idx in 0..<Int32(ctx.pointee.nb_streams) {
+            let st = stream(idx).pointee
+            guard st.duration != tl_nopts_value(), st.duration > 0 else { return nil }
+            let start = st.start_time == tl_nopts_value() ? 0 : Double(st.start_time) * av_q2d(st.time_base) - origin
+            end = max(end, start + Double(st.duration) * av_q2d(st.time_base))
         }
         return end
     }

@@ -19,7 +19,8 @@ public enum Probe {
             facts.width = Int(par.width); facts.height = Int(par.height)
             facts.videoCodec = String(cString: avcodec_get_name(par.codec_id))
             let r = st.avg_frame_rate
-            if r.num > 0 && r.den > 0 { facts.frameRate = av_q2d(r) }
+            // A rate no camera records (past a million a second) is a broken header: unknown.
+            if r.num > 0 && r.den > 0, av_q2d(r) <= MediaFacts.fastestFrameRate { facts.frameRate = av_q2d(r) }
             if SourceColour.hasAlpha(par.format) { facts.transparent = true }
             // Interlaced by the stream's field order; DV stores fields whatever the container says
             // (its frames carry the flag, its streams no order). The deinterlacer passes frames
@@ -41,6 +42,11 @@ public enum Probe {
             || (input.videoIndex.map { input.stream($0).pointee.nb_frames == 1 } ?? false && facts.duration <= 0.05)
         guard facts.duration > 0 || !facts.hasVideo || facts.isStill else {
             throw MediaError(stage, .permanent, file: input.name, "the file reports no duration")
+        }
+        // Past the bounds a coordinator takes facts within (tens of thousands of years, say): the
+        // file's header is broken, and every worker would say the same.
+        if let why = facts.impossible {
+            throw MediaError(stage, .permanent, file: input.name, "the file's header is broken: it reports \(why)")
         }
         return facts
     }

@@ -30,10 +30,10 @@ public struct MediaFacts: Sendable, Hashable, Codable {
     /// deinterlaced before anything else, and its segments' keys say so.
     public var interlaced: Bool?
 
-    /// Bumped when the probe reports something it did not before (`interlaced`): part of a fetch's
-    /// key, so a source fetched by an older probe is probed again rather than its facts reused
-    /// without the new one.
-    public static let probeVersion = "2"
+    /// Bumped when the probe reports something it did not before (2: `interlaced`; 3: a file's
+    /// length as its streams say where its header claims far more): part of a fetch's key, so a
+    /// source fetched by an older probe is probed again rather than its facts reused.
+    public static let probeVersion = "3"
 
     /// Bounds far past any real file (about 30,000 years; a side of 2^20 pixels; a million
     /// frames a second), within which frame and sample counts stay well inside an Int: facts

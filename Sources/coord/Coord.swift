@@ -339,10 +339,10 @@ struct PlanCommand: ParsableCommand {
             print("")
             print("  #  start      duration  frames  item")
             for t in timeline {
-                print(String(format: "%3d  %8.3f  %8.3f  %6d  %@", t.item + 1, t.start, t.duration, t.frameCount, p.items[t.item].label(index: t.item)))
+                print(String(format: "%3ld  %8.3f  %8.3f  %6ld  %@", t.item + 1, t.start, t.duration, t.frameCount, p.items[t.item].label(index: t.item)))
             }
             let total = plan.totalFrames ?? 0
-            print(String(format: "     total %.3f s, %d frames", Timing.seconds(frames: total, fps: p.output.fps), total))
+            print(String(format: "     total %.3f s, %ld frames", Timing.seconds(frames: total, fps: p.output.fps), total))
         } else {
             print("(timeline known after remote sources are fetched)")
         }

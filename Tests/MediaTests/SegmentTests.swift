@@ -330,6 +330,56 @@ internal import CFFmpeg
         #expect("\(String(describing: error))".contains("the file is truncated: its video ends at 1.267 s but it claims 4.000 s"), "\(String(describing: error))")
     }
 
+    /// A header that claims far more than the file holds. A QuickTime movie header rewritten to
+    /// say 136 years over streams of 2 s was planned as 136 years of its last frame (and `coord
+    /// plan` printed its frame count as -400): a player plays the streams, so the clip is as long
+    /// as its streams say. A Matroska header claiming 5·10^12 s is refused when probed, as the
+    /// file's fault, not a worker's; one claiming 10^7 s over streams that say nothing fails its
+    /// render at once as truncated, not after hours of a held frame.
+    @Test func aHeaderClaimingCenturiesIsNotPlannedAsCenturies() throws {
+        let dir = temporaryDirectory()
+        for ext in ["mov", "mkv"] {
+            let r = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration=2",
+                                       "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=2",
+                                       "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "\(dir)/a.\(ext)"])
+            #expect(r.status == 0, "\(r.err)")
+        }
+        // The movie header (mvhd, version 0): a timescale of 1 and a duration of 2^32 - 16.
+        var mov = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/a.mov"))
+        let mvhd = try #require(mov.range(of: Data("mvhd".utf8))).lowerBound
+        #expect(mov[mvhd + 4] == 0)
+        mov.replaceSubrange(mvhd + 16..<mvhd + 24, with: [0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xF0])
+        try mov.write(to: URL(fileURLWithPath: "\(dir)/centuries.mov"))
+        let claimed = try run("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", "\(dir)/centuries.mov"])
+        #expect(claimed.out.hasPrefix("4294967280"), "the header is not what the test means: \(claimed.out)")
+        let facts = try Probe.facts(path: "\(dir)/centuries.mov")
+        #expect(facts.duration > 1.9 && facts.duration < 2.2, "\(facts.duration)")
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 320, height: 240, fps: Rational(25, 1))
+        let (out, timeline) = try Self.render([Self.video("\(dir)/centuries.mov")], profile: profile, dir: dir)
+        #expect(timeline.map(\.frameCount) == [Timing.frames(seconds: facts.duration, fps: Rational(25, 1))])
+        #expect(try ffprobe(out, countFrames: true).frames == timeline[0].frameCount)
+
+        // Matroska's segment duration (0x4489, an 8-byte float of milliseconds).
+        let mkv = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/a.mkv"))
+        let at = try #require(mkv.range(of: Data([0x44, 0x89, 0x88]))).upperBound
+        for (name, ms) in [("aeons", 5e15), ("years", 1e10)] {
+            var patched = mkv
+            withUnsafeBytes(of: ms.bitPattern.bigEndian) { patched.replaceSubrange(at..<at + 8, with: $0) }
+            try patched.write(to: URL(fileURLWithPath: "\(dir)/\(name).mkv"))
+        }
+        let aeons = #expect(throws: MediaError.self) { _ = try Probe.facts(path: "\(dir)/aeons.mkv") }
+        #expect(aeons?.message == "the file's header is broken: it reports a duration of 5000000000000.0 s", "\(String(describing: aeons))")
+        #expect(aeons?.errorClass == .permanent)
+        let years = try Probe.facts(path: "\(dir)/years.mkv")
+        #expect(years.duration == 1e7)
+        let started = Date()
+        let truncated = #expect(throws: MediaError.self) {
+            _ = try Self.render([Self.video("\(dir)/years.mkv", trim: Trim(start: 0, end: 600))], profile: profile, dir: dir)
+        }
+        #expect("\(String(describing: truncated))".contains("the file is truncated"), "\(String(describing: truncated))")
+        #expect(Date().timeIntervalSince(started) < 30)
+    }
+
     /// A camcorder's interlaced clip (1080i, DV) stores two fields a frame, a 60th of a second
     /// apart: scaled as it is, a moving edge shows twice, combed. It is deinterlaced before
     /// anything else (bwdif), a frame per field when the movie is faster than its frames, and on
