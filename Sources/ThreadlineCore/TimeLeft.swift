@@ -87,7 +87,13 @@ public enum TimeLeft {
         guard let left = seconds(framesDone: done, framesTotal: total, known: known, rendered: rendered, renderingFor: renderingFor,
                                  slots: slots, speed: speed) else { return "ETA --:--" }
         if let n = finishing(framesDone: done, framesTotal: total, left: left, slots: slots) { return finishingText(n) }
-        return String(format: "ETA %d:%02d", Int(left) / 60, Int(left) % 60)
+        return "ETA " + clock(left)
+    }
+
+    /// "m:ss", and "h:mm:ss" from an hour on (an overnight batch read "ETA 245:13").
+    public static func clock(_ seconds: Double) -> String {
+        let s = seconds.isFinite ? Int(min(max(0, seconds), 1e12)) : 0
+        return s < 3600 ? String(format: "%ld:%02ld", s / 60, s % 60) : String(format: "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60)
     }
 
     /// Every frame left is in renders under way, which the rate says should be done (`left`

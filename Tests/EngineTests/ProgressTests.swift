@@ -22,6 +22,10 @@ import TestSupport
         #expect(p.etaText == "ETA 0:30")
         #expect(!p.joining)
         #expect(progress(done: 100, total: 7300, known: true, elapsed: 1).etaText == "ETA 1:12")
+        // From an hour on, hours: an overnight batch read "ETA 245:13".
+        #expect(progress(done: 100, total: 1_471_400, known: true, elapsed: 1).etaText == "ETA 4:05:13")
+        #expect(progress(done: 1, total: 3601, known: true, elapsed: 1).etaText == "ETA 1:00:00")
+        #expect(progress(done: 1, total: 3600, known: true, elapsed: 1).etaText == "ETA 59:59")
         // Not known yet: no frames rendered, or an item's length still unmeasured.
         #expect(progress(done: 0, total: 120, known: true, elapsed: 3).eta == nil)
         #expect(progress(done: 30, total: 120, known: false, elapsed: 3).etaText == "ETA --:--")
