@@ -347,9 +347,13 @@ enum Assets {
     function connect() {
       const es = new EventSource(withToken('/api/events'));
       const dot = document.getElementById('live');
+      let lost = false;
       es.addEventListener('change', () => refresh());
-      es.onopen = () => dot.classList.add('on');
-      es.onerror = () => dot.classList.remove('on');
+      // The stream lost (the coordinator stopped or restarting; it retries every second): a
+      // refresh says so in words, with no run running too (whose ticks would have found it).
+      // Back: what changed meanwhile (a run resumed as it started) is drawn at once.
+      es.onopen = () => { dot.classList.add('on'); if (lost) { lost = false; refresh(); } };
+      es.onerror = () => { dot.classList.remove('on'); lost = true; refresh(); };
     }
     refresh();
     connect();
