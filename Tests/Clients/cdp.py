@@ -11,6 +11,7 @@ Used by the dashboard tests: each scenario prints one JSON object of what the br
                                                      a running run's page in a browser whose clock is OFFSET_S off
 """
 import base64
+import ctypes
 import json
 import os
 import shutil
@@ -24,6 +25,12 @@ import urllib.request
 import websocket
 
 
+def _die_with_parent():
+    """Chromium is killed with this script, even by SIGKILL (a failing test's cleanup sends that):
+    before, each failed browser test left a Chromium and its helpers running."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class Browser:
     def __init__(self):
         exe = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -35,7 +42,7 @@ class Browser:
              "--no-default-browser-check", "--mute-audio", "--autoplay-policy=no-user-gesture-required",
              "--remote-debugging-port=0", "--remote-allow-origins=*", f"--user-data-dir={self.profile}",
              "--window-size=1400,1000", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
         port_file = os.path.join(self.profile, "DevToolsActivePort")
         deadline = time.time() + 30
         while not os.path.exists(port_file) or os.path.getsize(port_file) == 0:
