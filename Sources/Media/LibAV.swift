@@ -106,10 +106,9 @@ final class InputFile {
     /// whose movie header says 136 years) has nothing there: the streams' end is the file's, as a
     /// player plays it.
     var duration: Double {
-        let streams = streamsClaimedEnd
         if ctx.pointee.duration != tl_nopts_value() && ctx.pointee.duration > 0 {
             let container = Double(ctx.pointee.duration) / Double(AV_TIME_BASE)
-            if let streams, streams > 0, container > streams + 1 { return streams }
+            if let streams = streamsClaimedEnd, streams > 0, container > streams + 1 { return streams }
             return container
         }
         var end = 0.0
@@ -120,30 +119,29 @@ final class InputFile {
         return end
     }
 
+    /// Where stream `idx` says it ends, in seconds from the container's start (`origin`); nil
+    /// when it does not say.
+    func claimedEnd(of idx: Int32) -> Double? {
+        let st = stream(idx).pointee
+        guard st.duration != tl_nopts_value(), st.duration > 0 else { return nil }
+        let start = st.start_time == tl_nopts_value() ? 0 : Double(st.start_time) * av_q2d(st.time_base) - origin
+        return start + Double(st.duration) * av_q2d(st.time_base)
+    }
+
     /// Where the last of the file's streams (of any kind: a second sound track, a timecode or
-    /// metadata track) says it ends, in seconds from the container's start; nil when one of them
-    /// does not say.
+    /// metadata track) says it ends; nil when one of them does not say.
     var streamsClaimedEnd: Double? {
         var end = 0.0
         for idx in 0..<Int32(ctx.pointee.nb_streams) {
-            let st = stream(idx).pointee
-            guard st.duration != tl_nopts_value(), st.duration > 0 else { return nil }
-            let start = st.start_time == tl_nopts_value() ? 0 : Double(st.start_time) * av_q2d(st.time_base) - origin
-            end = max(end, start + Double(st.duration) * av_q2d(st.time_base))
+            guard let e = claimedEnd(of: idx) else { return nil }
+            end = max(end, e)
         }
         return end
     }
 
-    /// Where the video stream says it ends, in seconds from the container's start (`origin`), or
-    /// the container's end when the stream does not say. A file whose audio runs on after its
-    /// picture claims more in `duration` than its video does.
-    var videoClaimedEnd: Double {
-        guard let v = videoIndex else { return duration }
-        let st = stream(v).pointee
-        guard st.duration != tl_nopts_value(), st.duration > 0 else { return duration }
-        let start = st.start_time == tl_nopts_value() ? 0 : Double(st.start_time) * av_q2d(st.time_base) - origin
-        return start + Double(st.duration) * av_q2d(st.time_base)
-    }
+    /// Where the video stream says it ends, or the container's end when the stream does not say.
+    /// A file whose audio runs on after its picture claims more in `duration` than its video does.
+    var videoClaimedEnd: Double { videoIndex.flatMap(claimedEnd(of:)) ?? duration }
 
     /// Clockwise rotation and mirroring from the video stream's display matrix.
     var displayMatrix: [Int32]? {

@@ -18,9 +18,9 @@ public enum Probe {
             facts.hasVideo = true
             facts.width = Int(par.width); facts.height = Int(par.height)
             facts.videoCodec = String(cString: avcodec_get_name(par.codec_id))
-            let r = st.avg_frame_rate
+            let r = st.avg_frame_rate, rate = av_q2d(r)
             // A rate no camera records (past a million a second) is a broken header: unknown.
-            if r.num > 0 && r.den > 0, av_q2d(r) <= MediaFacts.fastestFrameRate { facts.frameRate = av_q2d(r) }
+            if r.num > 0 && r.den > 0, rate <= MediaFacts.fastestFrameRate { facts.frameRate = rate }
             if SourceColour.hasAlpha(par.format) { facts.transparent = true }
             // Interlaced by the stream's field order; DV stores fields whatever the container says
             // (its frames carry the flag, its streams no order). The deinterlacer passes frames

@@ -37,7 +37,8 @@ public struct MediaFacts: Sendable, Hashable, Codable {
 
     /// Bounds far past any real file (about 30,000 years; a side of 2^20 pixels; a million
     /// frames a second), within which frame and sample counts stay well inside an Int: facts
-    /// beyond them come from a broken or hostile worker and are refused, not planned with.
+    /// beyond them are refused, not planned with: by the probe as a broken header, and by the
+    /// coordinator when a worker sends them (a broken or hostile one).
     public static let longestSeconds = 1e12
     public static let largestSide = 1 << 20
     public static let fastestFrameRate = 1e6
