@@ -319,8 +319,13 @@ public final class Coordinator: Sendable {
 
     /// Starts the coordinator thread; returns the endpoint actually bound.
     public func start(context: MessagingContext) throws -> String {
+        // Held by its caller, not by this thread, which needs it only until its socket exists:
+        // the caller's release of it then terminates it (waiting for the socket's last words,
+        // `lastWordsMs`) before the process exits, not this thread's end, at any time after.
+        weak let held = context
         let thread = Thread { [self] in
             do {
+                guard let context = held else { throw PipelineError("the coordinator's messaging context was released before it started", at: nil) }
                 let core = try CoordinatorCore(self, context: context)
                 boundEndpoint.withLock { $0 = core.endpoint }
                 ready.signal()
@@ -851,8 +856,15 @@ final class CoordinatorCore {
         if lineageFailure == nil && !workers.isEmpty { record("workersGone") { try lineage.workersGone(workers.keys.sorted()) } }
         if config.shutdownWorkersOnStop { for (_, w) in workers { send(.shutdown, to: w.identity) } }
         zap?.stop()
-        socket.close()
+        // Its last words (`stopping` to its workers, with the renders they keep; cancels; a
+        // run's end to its followers) leave after it: closed at once, what was still queued
+        // behind a busy connection was dropped, and a worker never told took the coordinator for
+        // lost 5 s later. They leave while the context lives; `zmq_ctx_term` waits for them.
+        socket.close(lingerMs: Self.lastWordsMs)
     }
+
+    /// How long a stopping coordinator's queued messages have to leave (a second, as a worker's).
+    static let lastWordsMs: Int32 = 1000
 
     func publishLive(_ now: Double) {
         var l = Coordinator.Live()

@@ -95,6 +95,10 @@ public final class Socket {
         return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// Incoming messages held before libzmq stops reading the connection (a slow reader, in
+    /// tests: what it is sent then waits in its sender's queue).
+    func setReceiveHighWaterMark(_ messages: Int32) throws { try set(ZMQ_RCVHWM, messages) }
+
     /// Reconnect after a lost connection, backing off from `initialMs` up to `maximumMs`.
     public func setReconnect(initialMs: Int32, maximumMs: Int32) throws {
         try set(ZMQ_RECONNECT_IVL, initialMs)

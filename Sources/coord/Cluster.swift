@@ -334,6 +334,9 @@ struct Serve: AsyncParsableCommand {
             guard let http, let line = DashboardConfiguration.listenFailure(on: http, error) else { throw error }
             errorLine("error: " + line); throw ExitCode(1)
         }
+        // Released here, the context is terminated, which waits for the coordinator's last
+        // messages to leave (`Coordinator.lastWordsMs`) before the process exits.
+        withExtendedLifetime(context) {}
         if let failure = coordinator.failure.withLock({ $0 }) { errorLine("error: \(failure)"); throw ExitCode(1) }
     }
 }

@@ -5,7 +5,7 @@ import Logging
 @testable import Engine
 @testable import Farm
 import ThreadlineCore
-import Transport
+@testable import Transport
 import Lineage
 import Media
 import TestSupport
@@ -105,7 +105,7 @@ final class Harness {
 
     /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
     init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0,
-         stageTimeout: Double? = nil, store: ArtifactStore? = nil) throws {
+         stageTimeout: Double? = nil, store: ArtifactStore? = nil, configure: (inout Coordinator.Configuration) -> Void = { _ in }) throws {
         lineage = try LineageStore(path: dir + "/lineage.db")
         var logger = Logger(label: "test"); logger.logLevel = ProcessInfo.processInfo.environment["HARNESS_LOG"] != nil ? .debug : .critical
         var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
@@ -116,6 +116,7 @@ final class Harness {
         // The limit itself, whatever the fake renders' estimates.
         config.stageTimeout = stageTimeout
         config.stageTimeoutFactor = 0
+        configure(&config)
         coordinator = Coordinator(config, lineage: lineage, logger: logger)
         coordinator.observe { [outcomes] _, run, o in if let o { outcomes.withLock { $0[run] = o } } }
         endpoint = try coordinator.start(context: context)
@@ -212,6 +213,45 @@ final class Harness {
         let rows = try h.lineage.rows("SELECT state, error_message AS e FROM attempt WHERE worker_id = 'deaf'")
         #expect(rows.count == 1 && rows[0]["state"] == "lost" && rows[0]["e"]?.contains("never received it") == true, "\(rows)")
         deaf.close()
+    }
+
+    /// A service stopping gracefully tells each worker so (`stopping`: the renders under way
+    /// there go on, for the coordinator that comes next), even one whose connection is still
+    /// busy taking what it was sent before. Before, the coordinator's socket closed at once and
+    /// dropped what was still queued: CI saw a worker that was never told, and took the
+    /// coordinator for lost 5 s later. Here a hand-made worker asks for 64 MB of a stored file
+    /// and reads none of it (taking one message at a time) until the coordinator has stopped.
+    @Test func aStoppingCoordinatorsLastWordsReachABusyWorker() throws {
+        let outside = temporaryDirectory("last-words")
+        let store = try ArtifactStore(root: outside + "/store")
+        let big = outside + "/big"
+        try Data(count: 16 << 20).write(to: URL(fileURLWithPath: big))
+        let ref = try store.ingest(localFile: big)
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(), store: store) {
+            $0.resumeInterrupted = true; $0.drainTimeout = 0
+        }
+        let busy = try h.handMadeWorker("busy", running: [])
+        try busy.setReceiveHighWaterMark(1)
+        let pulls = 16, length = 4 << 20
+        for i in 0..<pulls {
+            try busy.send([Envelope(.pull(sha256: ref.sha256, offset: Int64((i * length) % (16 << 20)), length: length)).encoded()], dontWait: false)
+        }
+        // The pulls answered (queued behind the unread connection), then the stop.
+        Thread.sleep(forTimeInterval: 0.5)
+        h.coordinator.stop(graceful: true)
+        h.coordinator.waitUntilStopped()
+        var chunks = 0, told = false
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !told, let frames = try busy.receive(timeoutMs: 2000) {
+            switch frames.first.flatMap(Envelope.decode)?.message {
+            case .chunk?: chunks += 1
+            case .stopping?: told = true
+            default: break
+            }
+        }
+        #expect(chunks == pulls, "\(chunks) of \(pulls) chunks came")
+        #expect(told, "the worker was not told that the coordinator stopped")
+        busy.close()
     }
 
     /// A worker whose connection is gone for a moment (as when it dials again after a stall of
