@@ -791,6 +791,11 @@ final class CoordinatorCore {
                         }
                     }
                 }
+                // A turn ends at its first failed write: what it would handle next (a result of an
+                // attempt whose row was never written) would build on a record that is not there.
+                // Before, it went on, and a worker's result in the same turn crashed the
+                // coordinator (an attempt id read from an empty list).
+                if lineageFailure != nil { return }
                 if !draining && scheduler.hasQueuedWork { feed(.tick) }
                 if waiting {
                     do {
@@ -799,8 +804,9 @@ final class CoordinatorCore {
                         // meanwhile (its workers took the coordinator for gone).
                         var n = 0
                         let turnEnds = now + 0.1
-                        while n < 2000, n == 0 || Clocks.steady < turnEnds, let (frames, peer) = try socket.receiveFromPeer() {
+                        while lineageFailure == nil, n < 2000, n == 0 || Clocks.steady < turnEnds, let (frames, peer) = try socket.receiveFromPeer() {
                             handle(frames, from: peer); n += 1
+                            if lineageFailure != nil { break }
                             // What the message made ready goes out now, not after the rest of the turn's messages.
                             if !draining && scheduler.hasQueuedWork { feed(.tick) }
                         }
@@ -808,6 +814,7 @@ final class CoordinatorCore {
                         log.error("receive failed: \(error)")
                     }
                 }
+                if lineageFailure != nil { return }
                 if now - lastLivenessCheck > 0.1 { checkLiveness(now); lastLivenessCheck = now }
                 for (lease, held) in heldSlots where now >= held.until {
                     heldSlots[lease] = nil
@@ -2004,6 +2011,9 @@ final class CoordinatorCore {
     func dispatch(lease: String, _ s: StageRef, to wid: String, attempt: Int, checkOnly: Bool, readySince: Double, now: Double) {
         guard let run = runs[s.run], let worker = workers[wid], let task = run.units[s.node].task else { feed(.notDelivered(lease: lease)); return }
         let u = run.units[s.node]
+        // Nothing goes out once lineage cannot record it (the coordinator is stopping for that):
+        // an assignment whose attempt has no row would come back as a result nothing can record.
+        guard lineageFailure == nil else { feed(.notDelivered(lease: lease)); return }
         let stageIDs = u.stageRows
         let ready = u.unrecordedReady
         u.unrecordedReady = nil
@@ -2451,6 +2461,7 @@ final class CoordinatorCore {
 
     func succeed(_ run: RunState, _ ui: Int, _ r: TaskResult) throws {
         let u = run.units[ui]
+        guard !u.attemptIDs.isEmpty else { throw PipelineError("\(label(run, u)): its attempt was never recorded in lineage", at: nil) }
         let p = run.pipeline
         // Each stage's first and only success: the metric needs no read of its row.
         let cached = r.cached == true && u.reuseID != nil

@@ -1,5 +1,6 @@
 import Foundation
 import PropertyBased
+import GRDB
 import Testing
 import Logging
 @testable import Engine
@@ -252,6 +253,34 @@ final class Harness {
         #expect(chunks == pulls, "\(chunks) of \(pulls) chunks came")
         #expect(told, "the worker was not told that the coordinator stopped")
         busy.close()
+    }
+
+    /// Once a lineage write fails, nothing more goes out or is handled: the coordinator stops
+    /// with that write's reason. Before, the turn went on: a worker joining while its row could
+    /// not be written was given work anyway (its attempt's row failed too), and when its result
+    /// came back in the same turn the coordinator crashed (CI under load: `coord submit` died
+    /// with "Index out of range" instead of failing with the write's reason).
+    @Test func nothingGoesOutAfterALineageWriteFails() throws {
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner())
+        let run = try h.submit(h.pipeline(1))
+        // Every record of a worker joining fails, as a full disk or a broken file would.
+        let db = try DatabaseQueue(path: h.dir + "/lineage.db")
+        try db.write { try $0.execute(sql: "CREATE TRIGGER broken BEFORE INSERT ON worker BEGIN SELECT RAISE(ABORT, 'disk on fire'); END") }
+        try db.close()
+        let joining = try h.handMadeWorker("joining", running: [])
+        var assigned: [String] = []
+        let deadline = Date().addingTimeInterval(2)
+        while Date() < deadline, let frames = try joining.receive(timeoutMs: 200) {
+            if case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message { assigned.append(a.task.label) }
+        }
+        #expect(assigned.isEmpty, "work went out after the failed write: \(assigned)")
+        h.coordinator.waitUntilStopped()
+        let failure = h.coordinator.failure.withLock { $0 } ?? ""
+        #expect(failure.contains("lineage write 'workerSeen' failed") && failure.contains("disk on fire"), "\(failure)")
+        guard case .failed(let message)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
+        #expect(message.contains("disk on fire"), "\(message)")
+        #expect(try h.lineage.rows("SELECT count(*) AS n FROM attempt").first?["n"] == "0")
+        joining.close()
     }
 
     /// A worker whose connection is gone for a moment (as when it dials again after a stall of
