@@ -1484,6 +1484,13 @@ final class CoordinatorCore {
     /// Tells what the turn held back. After a failed commit a run it accepted is not recorded: its
     /// submitter hears that instead; a result is not acknowledged, so its worker sends it again to
     /// the coordinator that comes next (ends are told as they are: `stopForLineage` adds the rest).
+    /// A run that ended well in a turn whose writes failed: its movie is out, but lineage does not
+    /// say so. Told as a failure with the write's reason, as every other run of the coordinator
+    /// stopping for it is (before: told succeeded, and the next coordinator found it interrupted).
+    func unrecordedEnd(_ failure: String, output: String) -> String {
+        "the movie was written to \(output), but its run could not be recorded: \(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again: nothing is rendered again"
+    }
+
     func tellCommitted(failure: String?) {
         let list = told
         told = []
@@ -1494,7 +1501,13 @@ final class CoordinatorCore {
                 else { send(.accepted(run: run), to: identity) }
             case .ack(let lease, let identity):
                 if failure == nil { send(.ack(lease: lease), to: identity) }
+            case .message(.ended(var end), let identity) where failure != nil && end.state == RunStatus.succeeded.rawValue:
+                end.state = RunStatus.failed.rawValue
+                end.message = unrecordedEnd(failure!, output: end.outputPath)
+                send(.ended(end), to: identity)
             case .message(let m, let identity): send(m, to: identity)
+            case .outcome(let run, .succeeded(let output, _)) where failure != nil:
+                owner.notify(nil, run, .failed(message: unrecordedEnd(failure!, output: output)))
             case .outcome(let run, let outcome): owner.notify(nil, run, outcome)
             }
         }
@@ -2372,6 +2385,11 @@ final class CoordinatorCore {
             }
         } catch let e as PipelineError {
             failRun(run, unit: ui, message: e.description)
+        } catch where LineageStore.isDatabaseError(error) {
+            // A write of the success refused (as `record` takes it): the coordinator stops with
+            // its reason. Before, only this run failed, with the database's words, and the farm
+            // rendered on past the gap in its record.
+            record("stageSucceeded") { throw error }
         } catch {
             failRun(run, unit: ui, message: "\(label(run, u)): \(error)")
         }

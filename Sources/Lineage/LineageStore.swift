@@ -567,6 +567,10 @@ public final class LineageStore: Sendable {
     /// renders a stopping one let go on: what `orphanedAttempts` finds them by.
     public static let coordinatorStopped = "coordinator stopped"
 
+    /// Whether `error` is the database's (a write refused: a full disk, a broken file), not the
+    /// caller's own: a coordinator stops on those rather than record on past a gap.
+    public static func isDatabaseError(_ error: any Error) -> Bool { error is DatabaseError }
+
     /// An attempt `a` lost with its coordinator (killed or stopped) whose render the next one kept: it made
     /// an output, so it is no failure (`coord status`, the dashboard).
     public static let keptRenderSQL = "(a.state = 'lost' AND EXISTS (SELECT 1 FROM attempt_io io WHERE io.attempt_id = a.id AND io.direction = 'out'))"

@@ -283,6 +283,41 @@ final class Harness {
         joining.close()
     }
 
+    /// Whichever lineage write fails (each table's inserts, then its updates, as a full disk or a
+    /// broken file would fail them), the coordinator neither crashes nor renders on: the submit is
+    /// refused or the run fails with the write's reason, and the coordinator stops saying it.
+    @Test(arguments: ["run", "item", "stage", "stage_edge", "attempt", "attempt_io", "artifact", "event", "worker", "run_progress"], ["INSERT", "UPDATE"])
+    func whicheverLineageWriteFailsTheCoordinatorStopsWithItsReason(table: String, operation: String) throws {
+        let h = try Harness(workers: 2, slots: 1, runner: FakeRunner(delay: 0.02))
+        Thread.sleep(forTimeInterval: 0.2)   // (the workers joined)
+        let db = try DatabaseQueue(path: h.dir + "/lineage.db")
+        try db.write { try $0.execute(sql: "CREATE TRIGGER broken BEFORE \(operation) ON \(table) BEGIN SELECT RAISE(ABORT, 'disk on fire'); END") }
+        try db.close()
+        let submitted = Result { try h.submit(h.pipeline(3)) }
+        let why: String
+        switch submitted {
+        case .failure(let e):
+            // Refused whole: nothing of it is recorded (the coordinator may go on, or stop if a
+            // write of its own in that turn failed too).
+            why = "\(e)"
+        case .success(let run):
+            switch h.wait(run, timeout: 20) {
+            case .failed(let message)?: why = message
+            case .succeeded?:
+                // Nothing of the kind was written in a run (its rows are made once, never changed).
+                print("\(operation) on \(table) refused: run succeeded (none written)")
+                #expect(h.coordinator.failure.withLock { $0 } == nil)
+                return
+            case nil: Issue.record("the run did not end"); return
+            }
+        }
+        #expect(why.contains("disk on fire"), "\(why)")
+        print("\(operation) on \(table) refused: \((try? submitted.get()).map { "run \($0) failed" } ?? "submit refused")")
+        if case .failure = submitted { return }
+        let failure = h.coordinator.failure.withLock { $0 } ?? ""
+        #expect(failure.contains("disk on fire"), "\(failure)")
+    }
+
     /// A worker whose connection is gone for a moment (as when it dials again after a stall of
     /// its coordinator) while it runs a stage: an assignment that cannot reach it goes back to
     /// the queue and the worker gets no work for a moment, but it is not lost. Lost, the stage it
