@@ -1487,8 +1487,10 @@ final class CoordinatorCore {
     /// A run that ended well in a turn whose writes failed: its movie is out, but lineage does not
     /// say so. Told as a failure with the write's reason, as every other run of the coordinator
     /// stopping for it is (before: told succeeded, and the next coordinator found it interrupted).
-    func unrecordedEnd(_ failure: String, output: String) -> String {
-        "the movie was written to \(output), but its run could not be recorded: \(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again: nothing is rendered again"
+    /// `output`: where the movie was written; nil: it is in this coordinator's store (a remote
+    /// submitter downloads only what ended well, and submitting again brings it down).
+    func unrecordedEnd(_ failure: String, output: String?) -> String {
+        "\(output.map { "the movie was written to \($0)" } ?? "the movie was made"), but its run could not be recorded: \(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again: nothing is rendered again"
     }
 
     func tellCommitted(failure: String?) {
@@ -1503,7 +1505,7 @@ final class CoordinatorCore {
                 if failure == nil { send(.ack(lease: lease), to: identity) }
             case .message(.ended(var end), let identity) where failure != nil && end.state == RunStatus.succeeded.rawValue:
                 end.state = RunStatus.failed.rawValue
-                end.message = unrecordedEnd(failure!, output: end.outputPath)
+                end.message = unrecordedEnd(failure!, output: nil)
                 send(.ended(end), to: identity)
             case .message(let m, let identity): send(m, to: identity)
             case .outcome(let run, .succeeded(let output, _)) where failure != nil:
