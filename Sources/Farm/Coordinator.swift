@@ -804,7 +804,7 @@ final class CoordinatorCore {
                         // meanwhile (its workers took the coordinator for gone).
                         var n = 0
                         let turnEnds = now + 0.1
-                        while lineageFailure == nil, n < 2000, n == 0 || Clocks.steady < turnEnds, let (frames, peer) = try socket.receiveFromPeer() {
+                        while n < 2000, n == 0 || Clocks.steady < turnEnds, let (frames, peer) = try socket.receiveFromPeer() {
                             handle(frames, from: peer); n += 1
                             if lineageFailure != nil { break }
                             // What the message made ready goes out now, not after the rest of the turn's messages.
@@ -900,10 +900,13 @@ final class CoordinatorCore {
 
     /// Runs a lineage write; a failure is logged with what was being recorded and stops the coordinator.
     func record(_ what: String, _ body: () throws -> Void) {
-        do { try body() } catch {
-            log.critical("lineage write failed", metadata: ["write": "\(what)", "error": "\(error)", "database": "\(lineage.path)"])
-            if lineageFailure == nil { lineageFailure = "lineage write '\(what)' failed: \(error)" }
-        }
+        do { try body() } catch { lineageWriteFailed(what, error) }
+    }
+
+    /// A lineage write `what` refused with `error`: logged, and the coordinator stops at the end of the turn.
+    func lineageWriteFailed(_ what: String, _ error: any Error) {
+        log.critical("lineage write failed", metadata: ["write": "\(what)", "error": "\(error)", "database": "\(lineage.path)"])
+        if lineageFailure == nil { lineageFailure = "lineage write '\(what)' failed: \(error)" }
     }
 
     func recorded<T>(_ what: String, _ body: () throws -> T) -> T? {
@@ -1481,9 +1484,6 @@ final class CoordinatorCore {
     func sendWhenCommitted(_ m: WireMessage, to identity: Data) { told.append(.message(m, to: identity)) }
     func notifyWhenCommitted(_ run: Int64, _ outcome: RunOutcome) { told.append(.outcome(run: run, outcome)) }
 
-    /// Tells what the turn held back. After a failed commit a run it accepted is not recorded: its
-    /// submitter hears that instead; a result is not acknowledged, so its worker sends it again to
-    /// the coordinator that comes next (ends are told as they are: `stopForLineage` adds the rest).
     /// A run that ended well in a turn whose writes failed: its movie is out, but lineage does not
     /// say so. Told as a failure with the write's reason, as every other run of the coordinator
     /// stopping for it is (before: told succeeded, and the next coordinator found it interrupted).
@@ -1493,6 +1493,10 @@ final class CoordinatorCore {
         "\(output.map { "the movie was written to \($0)" } ?? "the movie was made"), but its run could not be recorded: \(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again: nothing is rendered again"
     }
 
+    /// Tells what the turn held back. After a failed commit a run it accepted is not recorded: its
+    /// submitter hears that instead; a result is not acknowledged, so its worker sends it again to
+    /// the coordinator that comes next (ends are told as they are: `stopForLineage` adds the rest);
+    /// a run's good end is told as `unrecordedEnd`.
     func tellCommitted(failure: String?) {
         let list = told
         told = []
@@ -2391,7 +2395,7 @@ final class CoordinatorCore {
             // A write of the success refused (as `record` takes it): the coordinator stops with
             // its reason. Before, only this run failed, with the database's words, and the farm
             // rendered on past the gap in its record.
-            record("stageSucceeded") { throw error }
+            lineageWriteFailed("stageSucceeded", error)
         } catch {
             failRun(run, unit: ui, message: "\(label(run, u)): \(error)")
         }
@@ -2481,7 +2485,6 @@ final class CoordinatorCore {
 
     func succeed(_ run: RunState, _ ui: Int, _ r: TaskResult) throws {
         let u = run.units[ui]
-        guard !u.attemptIDs.isEmpty else { throw PipelineError("\(label(run, u)): its attempt was never recorded in lineage", at: nil) }
         let p = run.pipeline
         // Each stage's first and only success: the metric needs no read of its row.
         let cached = r.cached == true && u.reuseID != nil
