@@ -2030,9 +2030,6 @@ final class CoordinatorCore {
     func dispatch(lease: String, _ s: StageRef, to wid: String, attempt: Int, checkOnly: Bool, readySince: Double, now: Double) {
         guard let run = runs[s.run], let worker = workers[wid], let task = run.units[s.node].task else { feed(.notDelivered(lease: lease)); return }
         let u = run.units[s.node]
-        // Nothing goes out once lineage cannot record it (the coordinator is stopping for that):
-        // an assignment whose attempt has no row would come back as a result nothing can record.
-        guard lineageFailure == nil else { feed(.notDelivered(lease: lease)); return }
         let stageIDs = u.stageRows
         let ready = u.unrecordedReady
         u.unrecordedReady = nil
