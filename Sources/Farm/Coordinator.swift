@@ -1791,7 +1791,9 @@ final class CoordinatorCore {
                 }
                 return heldBytes(memo!.1, w)
             }
-            for effect in scheduler.handle(e, now: now, affinity: affinity) { carryOut(effect, now: now) }
+            // After a failed write nothing more is carried out (the turn ends there; see `loop`):
+            // a tick's later dispatches would each fail their attempt's write too.
+            for effect in scheduler.handle(e, now: now, affinity: affinity) where lineageFailure == nil { carryOut(effect, now: now) }
         }
     }
 
@@ -2052,6 +2054,9 @@ final class CoordinatorCore {
             u.attemptIDs = recorded("attemptDispatched") { try lineage.attemptDispatched(stageIDs: stageIDs, attemptNo: attempt, worker: wid,
                                                              slot: scheduler.slot(of: lease, on: wid), lease: lease, ready: ready) } ?? []
         }
+        // Its attempt not recorded, it does not go out: the coordinator stops at the end of this
+        // turn, and a next one finds the stage where the record says it is.
+        if lineageFailure != nil { return }
         u.sentAt = Clocks.steady
         u.held = max(0, u.sentAt - readySince)
         u.readyAt = Clocks.wall - u.held

@@ -283,6 +283,32 @@ final class Harness {
         joining.close()
     }
 
+    /// An assignment whose attempt row cannot be written never goes out, nor does any other in
+    /// that turn: before, each went out with no record of it (every one of a tick's dispatches
+    /// wrote, failed and sent), to be cancelled once the coordinator stopped.
+    @Test func anAssignmentWhoseAttemptCannotBeRecordedNeverGoesOut() throws {
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner())
+        let db = try DatabaseQueue(path: h.dir + "/lineage.db")
+        try db.write { try $0.execute(sql: "CREATE TRIGGER broken BEFORE INSERT ON attempt BEGIN SELECT RAISE(ABORT, 'disk on fire'); END") }
+        try db.close()
+        let run = try h.submit(h.pipeline(3))
+        let worker = try h.handMadeWorker("w", slots: 3, running: [])
+        // Once the coordinator has failed the write (it tried to dispatch), whatever it sent has arrived.
+        let stopped = Date().addingTimeInterval(10)
+        while h.coordinator.failure.withLock({ $0 }) == nil && Date() < stopped { Thread.sleep(forTimeInterval: 0.05) }
+        var assigned: [String] = []
+        let drained = Date().addingTimeInterval(3)
+        while Date() < drained, let frames = try worker.receive(timeoutMs: 500) {
+            if case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message { assigned.append(a.task.label) }
+        }
+        #expect(assigned.isEmpty, "assignments went out with no attempt recorded: \(assigned)")
+        let failure = h.coordinator.failure.withLock { $0 } ?? ""
+        #expect(failure.contains("lineage write 'attemptDispatched' failed") && failure.contains("disk on fire"), "\(failure)")
+        guard case .failed(let message)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
+        #expect(message.contains("disk on fire"), "\(message)")
+        worker.close()
+    }
+
     /// Whichever lineage write fails (each table's inserts, then its updates, as a full disk or a
     /// broken file would fail them), the coordinator neither crashes nor renders on: the submit is
     /// refused or the run fails with the write's reason, and the coordinator stops saying it.
