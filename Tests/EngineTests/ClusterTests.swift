@@ -221,6 +221,12 @@ import ThreadlineCore
         try #require(submitted.status == 0, "\(submitted.err)")
         let rendering = "SELECT s.name FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'running' AND a.slot IS NOT NULL"
         try #require(waitUntil(timeout: 60, poll: 0.02) { ((try? rows(db, rendering)) ?? []).count == 1 })
+        // Given out is not begun: the assignment may still be on its way, unread, when a test
+        // stops w1 or kills the coordinator (a reset connection loses it, and w1 comes back with
+        // no render: on a slower machine, `aKeptRenderWaitsForItsWorkerToComeBack` saw the stage
+        // rendered again by w2). The render has begun once its movie file has bytes in w1's store.
+        try #require(waitUntil(timeout: 60, poll: 0.02) { temporarySizes(dir + "/w1/tmp", ending: ".mov").contains { $0 > 0 } },
+                     "w1 never began the render it was given")
         return (procs, ep, db, try #require(try rows(db, rendering).first?["name"]))
     }
 
