@@ -397,6 +397,12 @@ public final class Coordinator: Sendable {
     }
     /// Blocks until the coordinator thread has ended.
     public func waitUntilStopped() { stoppedSignal.wait(); stoppedSignal.signal() }
+    /// Waits at most `timeout` seconds for the coordinator thread to end; false if it had not.
+    public func waitUntilStopped(timeout: Double) -> Bool {
+        guard stoppedSignal.wait(timeout: .now() + timeout) == .success else { return false }
+        stoppedSignal.signal()
+        return true
+    }
 
     /// Called on the coordinator thread for every progress change and when runs end.
     public func observe(_ f: @escaping @Sendable (RunProgress?, Int64, RunOutcome?) -> Void) { observers.withLock { $0.append(f) } }
@@ -919,7 +925,7 @@ final class CoordinatorCore {
     /// (they are left 'running' in the database, which the next coordinator marks interrupted),
     /// and the coordinator stops.
     func stopForLineage(_ failure: String) {
-        let message = "\(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again to resume."
+        let message = stoppedForLineage(failure) + " to resume."
         log.critical("stopping: \(message)")
         owner.failure.withLock { $0 = message }
         for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
@@ -1490,7 +1496,13 @@ final class CoordinatorCore {
     /// `output`: where the movie was written; nil: it is in this coordinator's store (a remote
     /// submitter downloads only what ended well, and submitting again brings it down).
     func unrecordedEnd(_ failure: String, output: String?) -> String {
-        "\(output.map { "the movie was written to \($0)" } ?? "the movie was made"), but its run could not be recorded: \(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again: nothing is rendered again"
+        "\(output.map { "the movie was written to \($0)" } ?? "the movie was made"), but its run could not be recorded: " + stoppedForLineage(failure) + ": nothing is rendered again"
+    }
+
+    /// What a failed lineage write means for whoever submitted: why the coordinator stopped and
+    /// what to do (each caller adds what submitting again does).
+    func stoppedForLineage(_ failure: String) -> String {
+        "\(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again"
     }
 
     /// Tells what the turn held back. After a failed commit a run it accepted is not recorded: its
@@ -1780,8 +1792,10 @@ final class CoordinatorCore {
         events.append(event)
         guard !feeding else { return }
         feeding = true
-        defer { feeding = false; recordReady() }
-        while let e = events.popFirst() {
+        // After a failed write nothing more is handled or written (the turn ends there; see `loop`):
+        // a tick's later dispatches would each fail their attempt's write too.
+        defer { feeding = false; if lineageFailure == nil { recordReady() } }
+        while lineageFailure == nil, let e = events.popFirst() {
             // The scheduler scores each free worker for a stage: work out the stage's inputs once.
             var memo: (StageRef, [ArtifactRef])?
             let affinity: ((StageRef, String) -> Int64)? = holdings.isEmpty ? nil : { [self] s, w in
@@ -1791,8 +1805,6 @@ final class CoordinatorCore {
                 }
                 return heldBytes(memo!.1, w)
             }
-            // After a failed write nothing more is carried out (the turn ends there; see `loop`):
-            // a tick's later dispatches would each fail their attempt's write too.
             for effect in scheduler.handle(e, now: now, affinity: affinity) where lineageFailure == nil { carryOut(effect, now: now) }
         }
     }

@@ -156,6 +156,13 @@ final class Harness {
         return try box.value!.get()
     }
 
+    /// Waits at most `timeout` seconds for the coordinator to stop; the failure it stopped with
+    /// ("" if it stopped without one, nil if it had not stopped).
+    func stoppedFailure(within timeout: Double = 10) -> String? {
+        guard coordinator.waitUntilStopped(timeout: timeout) else { return nil }
+        return coordinator.failure.withLock { $0 } ?? ""
+    }
+
     func wait(_ run: Int64, timeout: Double = 20) -> RunOutcome? {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
@@ -240,7 +247,7 @@ final class Harness {
         // The pulls answered (queued behind the unread connection), then the stop.
         Thread.sleep(forTimeInterval: 0.5)
         h.coordinator.stop(graceful: true)
-        h.coordinator.waitUntilStopped()
+        #expect(h.coordinator.waitUntilStopped(timeout: 10), "the coordinator did not stop")
         var chunks = 0, told = false
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline, !told, let frames = try busy.receive(timeoutMs: 2000) {
@@ -274,8 +281,7 @@ final class Harness {
             if case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message { assigned.append(a.task.label) }
         }
         #expect(assigned.isEmpty, "work went out after the failed write: \(assigned)")
-        h.coordinator.waitUntilStopped()
-        let failure = h.coordinator.failure.withLock { $0 } ?? ""
+        let failure = h.stoppedFailure() ?? "the coordinator did not stop"
         #expect(failure.contains("lineage write 'workerSeen' failed") && failure.contains("disk on fire"), "\(failure)")
         guard case .failed(let message)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
         #expect(message.contains("disk on fire"), "\(message)")
@@ -293,16 +299,14 @@ final class Harness {
         try db.close()
         let run = try h.submit(h.pipeline(3))
         let worker = try h.handMadeWorker("w", slots: 3, running: [])
-        // Once the coordinator has failed the write (it tried to dispatch), whatever it sent has arrived.
-        let stopped = Date().addingTimeInterval(10)
-        while h.coordinator.failure.withLock({ $0 }) == nil && Date() < stopped { Thread.sleep(forTimeInterval: 0.05) }
+        // Once the coordinator has stopped for the failed write (it tried to dispatch), whatever it sent has arrived.
+        let failure = h.stoppedFailure() ?? "the coordinator did not stop"
         var assigned: [String] = []
         let drained = Date().addingTimeInterval(3)
         while Date() < drained, let frames = try worker.receive(timeoutMs: 500) {
             if case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message { assigned.append(a.task.label) }
         }
         #expect(assigned.isEmpty, "assignments went out with no attempt recorded: \(assigned)")
-        let failure = h.coordinator.failure.withLock { $0 } ?? ""
         #expect(failure.contains("lineage write 'attemptDispatched' failed") && failure.contains("disk on fire"), "\(failure)")
         guard case .failed(let message)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
         #expect(message.contains("disk on fire"), "\(message)")

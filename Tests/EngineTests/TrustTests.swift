@@ -551,7 +551,7 @@ import TestSupport
         let coordinator = Coordinator(config, lineage: lineage, logger: .init(label: "test"))
         let context = MessagingContext()
         _ = try coordinator.start(context: context)
-        return (context, coordinator, { coordinator.stop(); coordinator.waitUntilStopped(); withExtendedLifetime(context) {} })
+        return (context, coordinator, { coordinator.stop(); #expect(coordinator.waitUntilStopped(timeout: 10), "the coordinator did not stop"); withExtendedLifetime(context) {} })
     }
 
     /// A run's state and error once a coordinator that resumes interrupted runs has started.
