@@ -24,4 +24,41 @@ import TestSupport
         #expect(Date().timeIntervalSince(t0) < 30)
         #expect(!FileManager.default.fileExists(atPath: dir + "/o.mp4"))
     }
+
+    /// A project of a batch whose movie is written but whose run's end cannot be recorded: the
+    /// batch fails saying so and how long it took (before: 0.0 s, read from a record never
+    /// written), and submitting again renders nothing of it again.
+    @Test func aProjectWhoseEndCannotBeRecordedSaysSoAndResumesWithoutRendering() throws {
+        let dir = temporaryDirectory("lineage-failure-end")
+        try Generate.clip(dir + "/c.mp4", width: 160, height: 90, seconds: 0.4, tone: nil)
+        try writePipeline(dir + "/a.yaml", output: dir + "/a.mp4", size: "160x90", clips: ["video: c.mp4"])
+        try writePipeline(dir + "/b.yaml", output: dir + "/b.mp4", size: "160x90", clips: ["video: c.mp4", "title: { text: b, duration: 0.5 }"])
+        #expect(try run(coordPath, ["submit", dir + "/a.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120).status == 0)
+        // Recording b's good end fails, as a full disk or a broken file would fail it.
+        let db = try DatabaseQueue(path: dir + "/state/lineage.db")
+        try db.write {
+            try $0.execute(sql: "CREATE TRIGGER broken BEFORE UPDATE OF state ON run WHEN NEW.state = 'succeeded' AND OLD.output_path LIKE '%/b.mp4' BEGIN SELECT RAISE(ABORT, 'disk on fire'); END")
+        }
+        let r = try run(coordPath, ["submit", dir + "/a.yaml", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1", "--json"], timeout: 120)
+        #expect(r.status == 1, "\(r.err)")
+        let objects = r.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let b = try #require(objects.first { $0["file"] as? String == dir + "/b.yaml" }, "\(r.out)")
+        let error = b["error"] as? String ?? ""
+        #expect(b["state"] as? String == "failed")
+        #expect(error.contains("the movie was written to \(dir)/b.mp4, but its run could not be recorded") && error.contains("disk on fire")
+                && error.hasSuffix("then submit again: nothing is rendered again"), "\(error)")
+        #expect((b["seconds"] as? Double ?? 0) > 0, "\(b)")
+        #expect(FileManager.default.fileExists(atPath: dir + "/b.mp4"))
+        let runID = try #require(b["run"] as? Int)
+        let rendered = "SELECT count(*) FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.run_id = ? AND a.state = 'succeeded'"
+        let before = try db.read { try Int.fetchOne($0, sql: rendered, arguments: [runID]) }
+        try db.write { try $0.execute(sql: "DROP TRIGGER broken") }
+        try db.close()
+        let again = try run(coordPath, ["submit", dir + "/a.yaml", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+        #expect(again.status == 0, "\(again.err)")
+        let after = try DatabaseQueue(path: dir + "/state/lineage.db")
+        #expect(try after.read { try String.fetchOne($0, sql: "SELECT state FROM run WHERE id = ?", arguments: [runID]) } == "succeeded")
+        #expect(try after.read { try Int.fetchOne($0, sql: rendered, arguments: [runID]) } == before, "b's run rendered again")
+        try after.close()
+    }
 }
