@@ -194,8 +194,9 @@ public struct BatchProgress: Sendable, Equatable {
 }
 
 public enum RunOutcome: Sendable {
+    /// `seconds`: the run's whole time at the coordinator (before a resume too).
     case succeeded(output: String, seconds: Double)
-    case failed(message: String)
+    case failed(message: String, seconds: Double)
 }
 
 /// The coordinator: owns a ROUTER socket and all scheduling state on one thread. Other threads
@@ -925,14 +926,14 @@ final class CoordinatorCore {
     /// (they are left 'running' in the database, which the next coordinator marks interrupted),
     /// and the coordinator stops.
     func stopForLineage(_ failure: String) {
-        let message = stoppedForLineage(failure) + " to resume."
+        let message = lineageStopMessage(failure) + " to resume."
         log.critical("stopping: \(message)")
         owner.failure.withLock { $0 = message }
         for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
         for run in runs.values where !run.finished {
             run.finished = true
             ended(run, state: .failed, message: message, output: nil)
-            notifyWhenCommitted(run.id, .failed(message: message))
+            notifyWhenCommitted(run.id, .failed(message: message, seconds: Clocks.steady - run.startedAt))
         }
     }
 
@@ -1496,12 +1497,12 @@ final class CoordinatorCore {
     /// `output`: where the movie was written; nil: it is in this coordinator's store (a remote
     /// submitter downloads only what ended well, and submitting again brings it down).
     func unrecordedEnd(_ failure: String, output: String?) -> String {
-        "\(output.map { "the movie was written to \($0)" } ?? "the movie was made"), but its run could not be recorded: " + stoppedForLineage(failure) + ": nothing is rendered again"
+        "\(output.map { "the movie was written to \($0)" } ?? "the movie was made"), but its run could not be recorded: " + lineageStopMessage(failure) + ": nothing is rendered again"
     }
 
     /// What a failed lineage write means for whoever submitted: why the coordinator stopped and
     /// what to do (each caller adds what submitting again does).
-    func stoppedForLineage(_ failure: String) -> String {
+    func lineageStopMessage(_ failure: String) -> String {
         "\(failure); the coordinator stopped so the lineage database stays true. Check the disk and \(lineage.path), then submit again"
     }
 
@@ -1524,8 +1525,8 @@ final class CoordinatorCore {
                 end.message = unrecordedEnd(failure!, output: nil)
                 send(.ended(end), to: identity)
             case .message(let m, let identity): send(m, to: identity)
-            case .outcome(let run, .succeeded(let output, _)) where failure != nil:
-                owner.notify(nil, run, .failed(message: unrecordedEnd(failure!, output: output)))
+            case .outcome(let run, .succeeded(let output, let seconds)) where failure != nil:
+                owner.notify(nil, run, .failed(message: unrecordedEnd(failure!, output: output), seconds: seconds))
             case .outcome(let run, let outcome): owner.notify(nil, run, outcome)
             }
         }
@@ -2635,7 +2636,7 @@ final class CoordinatorCore {
                 let message = "the concat: the worker reported the movie done but sent no file; submit again"
                 record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
                 ended(run, state: .failed, message: message, output: nil)
-                notifyWhenCommitted(run.id, .failed(message: message))
+                notifyWhenCommitted(run.id, .failed(message: message, seconds: seconds))
                 return
             }
             run.succeeded = true
@@ -2650,7 +2651,7 @@ final class CoordinatorCore {
             record("runFinished") { try lineage.runFinished(run.id, state: .cancelled, error: reason) }
             log.info("run cancelled", metadata: said.merging(["reason": "\(reason)"]) { $1 })
             ended(run, state: .cancelled, message: reason, output: nil)
-            notifyWhenCommitted(run.id, .failed(message: "run \(run.id) was cancelled"))
+            notifyWhenCommitted(run.id, .failed(message: "run \(run.id) was cancelled", seconds: seconds))
         case .failed(let first, _, let also), .poison(let first, _, let also):
             // Every failure, in the pipeline's order (as a person reads the file against it), not
             // in the order they came: two items fetched side by side fail in either order.
@@ -2666,7 +2667,7 @@ final class CoordinatorCore {
             record("runFinished") { try lineage.runFinished(run.id, state: .failed, error: message) }
             log.error("run failed", metadata: said.merging(["error": "\(message)"]) { $1 })
             ended(run, state: .failed, message: message, output: nil)
-            notifyWhenCommitted(run.id, .failed(message: message))
+            notifyWhenCommitted(run.id, .failed(message: message, seconds: seconds))
         }
     }
 

@@ -278,14 +278,11 @@ struct Submit: ParsableCommand {
         }
         defer { _ = signals }
         let started = Clocks.steady
-        // When each project's end came, as the submitter saw it.
-        let endedAfter = Locked<[Int: Double]>([:])
         let results = cluster.renderBatch(projects, progress: { display.update($0, $1) }, ended: { k, run, outcome in
-            endedAfter.withLock { $0[k] = Clocks.steady - started }
             switch outcome {
             case .succeeded(let output, let seconds): display.ended(k, String(format: "succeeded in %.1f s → %@", seconds, output))
             // One project: its error follows at once (`report`), so the line does not print it twice.
-            case .failed(let message): display.ended(k, projects.count == 1 ? "failed" : "failed: \(message)")
+            case .failed(let message, _): display.ended(k, projects.count == 1 ? "failed" : "failed: \(message)")
             }
         })
         display.finish()
@@ -309,12 +306,8 @@ struct Submit: ParsableCommand {
             case .success((let run, .succeeded(let output, let seconds))):
                 rep.run = run; rep.state = "succeeded"; rep.seconds = seconds; rep.output = output
                 rep.bytes = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? NSNumber)?.int64Value ?? 0
-            case .success((let run, .failed(let message))):
-                rep.run = run; rep.error = message
-                // A run whose end could not be recorded (its coordinator stopped for a failed
-                // lineage write) has no duration there: as long as the submitter waited for it.
-                rep.seconds = (try? cluster.lineage.rows("SELECT duration_s FROM v_runs WHERE id = ?", [run]).first?["duration_s"])
-                    .flatMap { $0.flatMap(Double.init) } ?? endedAfter.value[k] ?? 0
+            case .success((let run, .failed(let message, let seconds))):
+                rep.run = run; rep.error = message; rep.seconds = seconds
             case .failure(let e):
                 rep.error = "\(e)"
             }

@@ -283,7 +283,7 @@ final class Harness {
         #expect(assigned.isEmpty, "work went out after the failed write: \(assigned)")
         let failure = h.stoppedFailure() ?? "the coordinator did not stop"
         #expect(failure.contains("lineage write 'workerSeen' failed") && failure.contains("disk on fire"), "\(failure)")
-        guard case .failed(let message)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
+        guard case .failed(let message, _)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
         #expect(message.contains("disk on fire"), "\(message)")
         #expect(try h.lineage.rows("SELECT count(*) AS n FROM attempt").first?["n"] == "0")
         joining.close()
@@ -308,7 +308,7 @@ final class Harness {
         }
         #expect(assigned.isEmpty, "assignments went out with no attempt recorded: \(assigned)")
         #expect(failure.contains("lineage write 'attemptDispatched' failed") && failure.contains("disk on fire"), "\(failure)")
-        guard case .failed(let message)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
+        guard case .failed(let message, _)? = h.wait(run, timeout: 5) else { Issue.record("the run did not fail"); return }
         #expect(message.contains("disk on fire"), "\(message)")
         worker.close()
     }
@@ -332,7 +332,7 @@ final class Harness {
             why = "\(e)"
         case .success(let run):
             switch h.wait(run, timeout: 20) {
-            case .failed(let message)?: why = message
+            case .failed(let message, _)?: why = message
             case .succeeded?:
                 // Nothing of the kind was written in a run (its rows are made once, never changed).
                 print("\(operation) on \(table) refused: run succeeded (none written)")
@@ -519,7 +519,7 @@ final class Harness {
         let published = try? String(contentsOfFile: h.dir + "/p.mp4", encoding: .utf8)
         #expect(published != "the coordinator's secret", "the secret was published as the movie")
         #expect(try h.lineage.rows("SELECT count(*) AS n FROM artifact WHERE uri = ?", [secret]).first?["n"] == "0")
-        guard case .failed(let message) = outcome else { Issue.record("the run should fail: \(outcome)"); return }
+        guard case .failed(let message, _) = outcome else { Issue.record("the run should fail: \(outcome)"); return }
         #expect(lies >= 1 && message.contains("said it was done but sent no file"), "\(message)")
         sly.close()
     }
@@ -676,7 +676,7 @@ final class Harness {
     @Test func verifyWithoutATieBreakerFailsTheRunClearly() throws {
         let h = try Harness(workers: 2, slots: 1, runner: FakeRunner(deterministic: true), runners: [FakeRunner(deterministic: true), FakeRunner(forge: true)], verify: 1)
         let run = try h.submit(h.pipeline(2))
-        guard case .failed(let message) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run succeeded with disagreeing workers"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run succeeded with disagreeing workers"); return }
         #expect(message.contains("verification failed") && message.contains("no further worker can decide"), "\(message)")
     }
 
@@ -735,7 +735,7 @@ final class Harness {
         runner.failures["fetch p-3.mov"] = (.permanent, 1)
         let h = try Harness(workers: 1, slots: 4, runner: runner)
         let run = try h.submit(h.pipeline(4))
-        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         let lines = message.split(separator: "\n").map(String.init)
         #expect(lines.first == "2 items failed:", "\(message)")
         #expect(lines.dropFirst().map { $0.hasPrefix("  clip ") } == [true, true, false], "\(message)")
@@ -757,7 +757,7 @@ final class Harness {
         runner.undecodableAudio = ["fetch p-2.mov"]
         let h = try Harness(workers: 1, slots: 4, runner: runner)
         let run = try h.submit(h.pipeline(4))
-        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         let lines = message.split(separator: "\n").map(String.init)
         #expect(lines.first == "2 items failed:", "\(message)")
         #expect(lines.contains { $0.contains("p-1.mov") }, "\(message)")
@@ -788,7 +788,7 @@ final class Harness {
         var p = h.pipeline(2)
         p.output.path = h.dir + "/blocker/sub/p.mp4"
         let run = try h.submit(p)
-        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         #expect(message.contains("could not write the movie to \(p.output.path): cannot make the folder \(h.dir)/blocker/sub: "), "\(message)")
         #expect(message.contains("submit again"), "the error says what to do: \(message)")
         #expect(!message.contains("Domain="), "\(message)")
@@ -827,7 +827,7 @@ final class Harness {
         var p = h.pipeline(3)
         p.items.append(Item(kind: .video(source: SourceRef("https://example.invalid/slow.mov"), trim: nil)))
         let run = try h.submit(p)
-        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         let lines = message.split(separator: "\n").map(String.init)
         #expect(lines.first == "3 items failed:", "\(message)")
         #expect(midRun.value == "failed", "while the run went on, fetch/0 was \(midRun.value ?? "not recorded")")
@@ -878,7 +878,7 @@ final class Harness {
         runner.hangSeconds = 1.5
         let h = try Harness(workers: 2, slots: 1, runner: runner, stageTimeout: 0.3)
         let run = try h.submit(h.pipeline(2))
-        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("the run succeeded"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run)) else { Issue.record("the run succeeded"); return }
         #expect(message.contains("render p-0.mov") || message.contains("clip 1"), "\(message)")
         #expect(message.contains("did not finish within") && message.contains("after 3 attempts on workers "), "\(message)")
         // Both workers named, each once (the third attempt went back to one of them).
@@ -890,7 +890,7 @@ final class Harness {
         runner.failures["fetch p-0.mov"] = (.retryable, 5)
         let h = try Harness(workers: 1, slots: 1, runner: runner)
         let run = try h.submit(h.pipeline(2))
-        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         #expect(message.contains("after 3 attempts on worker w0"), "which machine to look at: \(message)")
         #expect(runner.calls.filter { $0 == "fetch p-0.mov" }.count == 3)
     }
@@ -902,7 +902,7 @@ final class Harness {
         var p = h.pipeline(2)
         p.retryAttempts = 5
         let run = try h.submit(p)
-        guard case .failed(let message) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run)) else { Issue.record("run should fail"); return }
         #expect(message.contains("after 5 attempts"))
         #expect(runner.calls.filter { $0 == "fetch p-0.mov" }.count == 5)
     }
@@ -960,7 +960,7 @@ final class Harness {
         let h = try Harness(workers: 2, slots: 1, runner: runner)
         let bad = try h.submit(h.pipeline(3, name: "bad"))
         let good = try h.submit(h.pipeline(3, name: "good"))
-        guard case .failed(let message) = try #require(h.wait(bad)) else { Issue.record("bad run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(bad)) else { Issue.record("bad run should fail"); return }
         #expect(message.contains("bad-1.mov"))
         #expect(message.contains("decode failed"))
         #expect(runner.calls.filter { $0 == "render bad-1.mov" }.count == 1)
@@ -1007,7 +1007,7 @@ final class Harness {
         let setbacks = Locked<[String]>([])
         h.coordinator.observe { p, _, _ in if let p { setbacks.withLock { $0 = p.setbacks } } }
         let run = try h.submit(h.pipeline(5))
-        guard case .failed(let message) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run should fail"); return }
+        guard case .failed(let message, _) = try #require(h.wait(run, timeout: 30)) else { Issue.record("the run should fail"); return }
         #expect(message.contains("poison") && message.contains("lost 3 workers"), "\(message)")
         // Its followers were told of each lost worker; the third loss is not followed by another
         // try (before, it said "it goes to another worker" there too).

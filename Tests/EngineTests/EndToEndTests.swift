@@ -143,7 +143,7 @@ import TestSupport
                 let started = Date()
                 let (_, outcome) = try cluster.render(pipeline)
                 #expect(Date().timeIntervalSince(started) < 60, "\(entry.path) took too long")
-                guard case .failed(let m) = outcome else { Issue.record("\(entry.path) rendered but is broken"); continue }
+                guard case .failed(let m, _) = outcome else { Issue.record("\(entry.path) rendered but is broken"); continue }
                 message = m
             } catch let e as PipelineError {
                 message = e.description
