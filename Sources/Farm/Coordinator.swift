@@ -769,6 +769,7 @@ final class CoordinatorCore {
             let idle = commands.isEmpty && !draining && scheduler.liveLeaseCount == 0 && !scheduler.hasQueuedWork
             do { waiting = try socket.wait(timeoutMs: !commands.isEmpty ? 0 : idle ? 50 : 5, wakeup: owner.commandWakeup) } catch { log.error("poll failed: \(error)") }
             let now = Clocks.steady
+            turnStartedAt = now
             if now - lastCheckpoint > 2 { try? lineage.checkpoint(); lastCheckpoint = now }
             // Submitters hear their run's id once its rows are committed.
             var replies: [(@Sendable (Result<Int64, Error>) -> Void, Result<Int64, Error>)] = []
@@ -904,6 +905,8 @@ final class CoordinatorCore {
     /// Set when a lineage write failed: the coordinator stops rather than run on with a record that
     /// no longer matches what happened.
     var lineageFailure: String?
+    /// When this turn (and its lineage transaction) began: what went out before it is committed.
+    var turnStartedAt = -Double.infinity
 
     /// Runs a lineage write; a failure is logged with what was being recorded and stops the coordinator.
     func record(_ what: String, _ body: () throws -> Void) {
@@ -924,12 +927,27 @@ final class CoordinatorCore {
 
     /// After a failed lineage write: every run still going ends for its observers with that error
     /// (they are left 'running' in the database, which the next coordinator marks interrupted),
-    /// and the coordinator stops.
+    /// and the coordinator stops. A service's renders given out in an earlier turn (their attempt
+    /// and key committed) go on on their workers, as after a kill: the coordinator started again
+    /// on the mended folder keeps what they make. Before, they were cancelled and rendered again
+    /// from the start on resume (9 renders of the demo in one check). One given out in this turn
+    /// is cancelled: its attempt row may have gone with the turn's transaction, and a render no
+    /// record knows of would be made for nobody.
     func stopForLineage(_ failure: String) {
         let message = lineageStopMessage(failure) + " to resume."
         log.critical("stopping: \(message)")
         owner.failure.withLock { $0 = message }
-        for (lease, w) in scheduler.liveLeases { if let info = workers[w] { send(.cancel(lease: lease), to: info.identity) } }
+        var kept: [String: [String]] = [:]
+        for (lease, w) in scheduler.liveLeases {
+            guard let info = workers[w] else { continue }
+            if let u = keepsGoing(lease, on: w), u.sentAt < turnStartedAt { kept[w, default: []].append(lease) }
+            else { send(.cancel(lease: lease), to: info.identity) }
+        }
+        if config.resumeInterrupted {
+            for (id, w) in workers { send(.stopping(keep: kept[id] ?? []), to: w.identity) }
+            let n = kept.values.map(\.count).reduce(0, +)
+            if n > 0 { log.info("renders still under way go on on their workers; the coordinator that resumes their runs keeps what they make", metadata: ["renders": "\(n)"]) }
+        }
         for run in runs.values where !run.finished {
             run.finished = true
             ended(run, state: .failed, message: message, output: nil)

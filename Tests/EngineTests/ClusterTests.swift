@@ -1414,6 +1414,28 @@ import ThreadlineCore
         try Self.expectRenderKept(dir: dir, ep: ep, stage: stage)
     }
 
+    /// `coord serve` stopped by a lineage write it cannot make (a full disk, a broken file: here a
+    /// trigger refusing the row of a worker joining) while a render is under way: the render goes
+    /// on on its worker, as after a kill, and the coordinator started again on the mended folder
+    /// keeps it. Before, the stop cancelled it and the resumed run rendered the item again.
+    @Test func aRenderUnderWayWhenLineageFailsIsKept() throws {
+        let dir = temporaryDirectory("orphan-lineage")
+        let (procs, ep, db, stage) = try Self.farmMidRender(dir)
+        defer { procs.stopAll() }
+        let coord = try #require(procs.process("coord"))
+        try #require(try run("sqlite3", [db, "CREATE TRIGGER broken BEFORE INSERT ON worker BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"], timeout: 30).status == 0)
+        try procs.start("w2", workerPath, ["--connect", ep, "--pipelines", "1", "--store", dir + "/w2", "--id", "w2"])
+        try #require(waitUntil(timeout: 20) { !coord.isRunning }, "the coordinator did not stop")
+        #expect(coord.terminationStatus == 1)
+        let said = (try? String(contentsOfFile: procs.log("coord"), encoding: .utf8)) ?? ""
+        #expect(said.contains("disk on fire") && said.contains("renders still under way go on on their workers") && said.contains("renders=1"), "\(said)")
+        let w1 = { (try? String(contentsOfFile: procs.log("w1"), encoding: .utf8)) ?? "" }
+        #expect(waitUntil(timeout: 5) { w1().contains("renders under way here go on") && w1().contains("renders=1") }, "\(w1())")
+        #expect(try run("sqlite3", [db, "DROP TRIGGER broken"], timeout: 30).status == 0)
+        try Self.serveAgain(procs, "coord2", ep: ep, dir: dir)
+        try Self.expectRenderKept(dir: dir, ep: ep, stage: stage)
+    }
+
     /// A worker silent past the liveness timeout mid-render (a network cut, a host suspended: here
     /// SIGSTOP for 6 s) is lost, and its render goes back to the queue; when it comes back still
     /// running it before the stage was given out again, the render finishes there and is kept.
