@@ -916,7 +916,7 @@ final class CoordinatorCore {
     /// A lineage write `what` refused with `error`: logged, and the coordinator stops at the end of the turn.
     func lineageWriteFailed(_ what: String, _ error: any Error) {
         log.critical("lineage write failed", metadata: ["write": "\(what)", "error": "\(error)", "database": "\(lineage.path)"])
-        if lineageFailure == nil { lineageFailure = "lineage write '\(what)' failed: \(error)" }
+        if lineageFailure == nil { lineageFailure = "lineage write '\(what)' failed: \(LineageStore.brief(error) ?? "\(error)")" }
     }
 
     func recorded<T>(_ what: String, _ body: () throws -> T) -> T? {
@@ -1016,9 +1016,25 @@ final class CoordinatorCore {
     func submit(_ pipeline: Pipeline, priority: Int = 0) throws -> Int64 {
         let stages = Planner.stages(for: pipeline)
         // An interrupted run of the same pipeline continues; its succeeded stages come back as verified cache hits.
-        let resumed = try lineage.resume(pipeline)
-        let (runID, ids) = try resumed.map { ($0.runID, $0.stageIDs) } ?? lineage.createRun(pipeline, stages: stages, priority: priority)
+        let (resumed, (runID, ids)) = try recordingRun(pipeline.name) {
+            let resumed = try lineage.resume(pipeline)
+            return (resumed, try resumed.map { ($0.runID, $0.stageIDs) } ?? lineage.createRun(pipeline, stages: stages, priority: priority))
+        }
         return try start(RunState(id: runID, pipeline: pipeline, stageIDs: ids, priority: priority, ranBefore: resumed?.secondsBefore ?? 0))
+    }
+
+    /// Records a new run's rows (`body`); a lineage error there refuses that submission alone,
+    /// saying so without SQL. The coordinator goes on: the rows were one savepoint, so nothing of
+    /// the run is left and the record stays true, and a submission no one could record (too big
+    /// for SQLite, say) cannot stop a farm. A disk that is full fails the next write of any run,
+    /// and that one stops it.
+    func recordingRun<T>(_ name: String, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch {
+            guard let brief = LineageStore.brief(error) else { throw error }
+            log.error("a run could not be recorded; its submission is refused", metadata: ["run.name": "\(name)", "error": "\(error)", "database": "\(lineage.path)"])
+            throw PipelineError("the run could not be recorded in the lineage database \(lineage.path): \(brief)", at: nil,
+                                hint: "check that database and its disk, then submit again")
+        }
     }
 
     /// A remote submission whose files are all in the store now.
@@ -1031,9 +1047,11 @@ final class CoordinatorCore {
             files[f.path] = local
         }
         let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
-        let (runID, ids) = try resuming.map { ($0.runID, $0.stageIDs) } ?? lineage.createRun(s.pipeline, stages: Planner.stages(for: s.pipeline), submitter: s.submitter,
-                                                             priority: s.priority, submission: String(decoding: try enc.encode(s), as: UTF8.self),
-                                                             ownerKey: ownerKey)
+        let submission = String(decoding: try enc.encode(s), as: UTF8.self)
+        let (runID, ids) = try resuming.map { ($0.runID, $0.stageIDs) } ?? recordingRun(s.pipeline.name) {
+            try lineage.createRun(s.pipeline, stages: Planner.stages(for: s.pipeline), submitter: s.submitter, priority: s.priority,
+                                  submission: submission, ownerKey: ownerKey)
+        }
         let run = RunState(id: runID, pipeline: s.pipeline, stageIDs: ids, priority: s.priority, files: files, ranBefore: resuming?.secondsBefore ?? 0)
         run.ownerKey = try resuming == nil ? ownerKey : lineage.runOwnerKey(runID)
         if resuming != nil {
@@ -1485,8 +1503,9 @@ final class CoordinatorCore {
         do {
             acceptWhenCommitted(try submit(p.submission, ownerKey: p.peer.key), p.identity)
         } catch {
-            log.warning("submission refused", metadata: ["run.name": "\(p.submission.pipeline.name)", "error": "\(error)"])
-            send(.rejected(message: "\(error)"), to: p.identity)
+            let why = (error as? PipelineError)?.line ?? "\(error)"
+            log.warning("submission refused", metadata: ["run.name": "\(p.submission.pipeline.name)", "error": "\(why)"])
+            send(.rejected(message: why), to: p.identity)
         }
     }
 

@@ -438,6 +438,14 @@ public final class LineageStore: Sendable {
         return open
     }
 
+    /// A lineage database error as a person reads it: SQLite's code and message, without the
+    /// statement GRDB adds (the coordinator's log keeps that); nil when `error` is not one. Told
+    /// whole, a submitter read three lines of SQL in the middle of "run 2 failed: …".
+    public static func brief(_ error: any Error) -> String? {
+        guard let e = error as? DatabaseError else { return nil }
+        return "SQLite error \(e.resultCode.rawValue): \(e.message ?? "\(e.resultCode)")"
+    }
+
     /// A write that lands whole or not at all, also inside a batch (as a savepoint there): a run
     /// and its stage rows, say, where the batch's other writes must not be lost with it.
     func writeWhole<T>(_ body: (Database) throws -> T) throws -> T {

@@ -31,6 +31,13 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible, Equatable
         return first
     }
 
+    /// The error on one line, as a report's column or a coordinator's refusal carries it: its
+    /// place, its message and its hint after a semicolon, without the leading "error: " the line
+    /// it goes into says already (a refused submit printed "the coordinator refused: error: …").
+    public var line: String {
+        (location.map { "\($0): " } ?? "") + message + (hint.map { "; \($0)" } ?? "")
+    }
+
     public var description: String {
         var s = location.map { "\($0): error: " } ?? "error: "
         s += message

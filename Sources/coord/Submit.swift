@@ -309,7 +309,7 @@ struct Submit: ParsableCommand {
             case .success((let run, .failed(let message, let seconds))):
                 rep.run = run; rep.error = message; rep.seconds = seconds
             case .failure(let e):
-                rep.error = "\(e)"
+                rep.error = (e as? PipelineError)?.line ?? "\(e)"
             }
             reports.append(rep)
         }
@@ -516,7 +516,8 @@ func reportProjects(_ reports: [ProjectReport], seconds: Double, followed: Bool 
     }
     let failures = reports.filter { $0.state != "succeeded" }
     if reports.count == 1, let r = failures.first {
-        errorLine("error: run \(r.run.map(String.init) ?? "?") \(r.state): \(r.error ?? "")")
+        // (A project refused before its run was recorded has no run id: named by its label.)
+        errorLine("error: \(r.run.map { "run \($0)" } ?? r.label) \(r.state): \(r.error ?? "")")
     }
     if !failures.isEmpty { throw ExitCode(1) }
 }

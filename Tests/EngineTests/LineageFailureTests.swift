@@ -61,4 +61,46 @@ import TestSupport
         #expect(try after.read { try Int.fetchOne($0, sql: rendered, arguments: [runID]) } == before, "b's run rendered again")
         try after.close()
     }
+
+    /// A submission whose run cannot be recorded (the run's rows refused: a full disk, a broken
+    /// file, a submission too big for SQLite) is refused alone, in plain words: what failed, on
+    /// which database, what to do; no SQL, no "error: error:", no "run ?". The rest of the batch
+    /// renders, and `coord serve` goes on serving (the rows were one savepoint: nothing is left).
+    @Test func aSubmissionWhoseRunCannotBeRecordedIsRefusedInPlainWords() throws {
+        let dir = temporaryDirectory("lineage-failure-submit")
+        try Generate.clip(dir + "/c.mp4", width: 160, height: 90, seconds: 0.4, tone: nil)
+        try writePipeline(dir + "/a.yaml", output: dir + "/a.mp4", size: "160x90", clips: ["video: c.mp4"])
+        try writePipeline(dir + "/b.yaml", output: dir + "/b.mp4", size: "160x90", clips: ["video: c.mp4", "title: { text: b, duration: 0.5 }"])
+        let refuseB = "CREATE TRIGGER broken BEFORE INSERT ON run WHEN NEW.output_path LIKE '%/b.mp4' BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"
+        let plain = { (text: String) in
+            text.contains("the run could not be recorded in the lineage database") && text.contains("SQLite error 19: disk on fire")
+                && text.contains("check that database and its disk, then submit again")
+                && !text.contains("while executing") && !text.contains("error: error") && !text.contains(": error:") && !text.contains("run ?")
+        }
+        // Local: a renders, b is refused.
+        #expect(try run(coordPath, ["submit", dir + "/a.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120).status == 0)
+        try FileManager.default.removeItem(atPath: dir + "/a.mp4")
+        #expect(try run("sqlite3", [dir + "/state/lineage.db", refuseB], timeout: 30).status == 0)
+        let batch = try run(coordPath, ["submit", dir + "/a.yaml", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1", "--json"], timeout: 120)
+        #expect(batch.status == 1, "\(batch.err)")
+        let objects = batch.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let a = objects.first { $0["file"] as? String == dir + "/a.yaml" }, b = objects.first { $0["file"] as? String == dir + "/b.yaml" }
+        #expect(a?["state"] as? String == "succeeded" && FileManager.default.fileExists(atPath: dir + "/a.mp4"), "\(batch.out)")
+        #expect(b?["state"] as? String == "failed" && plain(b?["error"] as? String ?? ""), "\(batch.out)")
+        let one = try run(coordPath, ["submit", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
+        let said = one.err.split(separator: "\n").filter { !$0.hasPrefix("20") }.joined(separator: "\n")  // (its log lines keep the SQL)
+        #expect(one.status == 1 && said.contains(" failed: the run could not be recorded") && plain(said), "\(one.err)")
+
+        // Remote: refused, and the farm goes on.
+        let farm = temporaryDirectory("lineage-failure-farm")
+        let (procs, ep) = try ClusterTests.loopbackCluster(farm, workers: 1)
+        defer { procs.stopAll() }
+        #expect(try run("sqlite3", [farm + "/coord/lineage.db", refuseB], timeout: 30).status == 0)
+        let remote = try run(coordPath, ["submit", dir + "/b.yaml", "--coordinator", ep], timeout: 120)
+        #expect(remote.status == 1 && remote.err.contains("the coordinator refused: the run could not be recorded") && plain(remote.err), "\(remote.err)")
+        #expect(procs.process("coord")?.isRunning == true, "coord serve stopped")
+        try FileManager.default.removeItem(atPath: dir + "/a.mp4")
+        let next = try run(coordPath, ["submit", dir + "/a.yaml", "--coordinator", ep], timeout: 120)
+        #expect(next.status == 0 && FileManager.default.fileExists(atPath: dir + "/a.mp4"), "\(next.err)")
+    }
 }
