@@ -937,17 +937,7 @@ final class CoordinatorCore {
         let message = lineageStopMessage(failure) + " to resume."
         log.critical("stopping: \(message)")
         owner.failure.withLock { $0 = message }
-        var kept: [String: [String]] = [:]
-        for (lease, w) in scheduler.liveLeases {
-            guard let info = workers[w] else { continue }
-            if let u = keepsGoing(lease, on: w), u.sentAt < turnStartedAt { kept[w, default: []].append(lease) }
-            else { send(.cancel(lease: lease), to: info.identity) }
-        }
-        if config.resumeInterrupted {
-            for (id, w) in workers { send(.stopping(keep: kept[id] ?? []), to: w.identity) }
-            let n = kept.values.map(\.count).reduce(0, +)
-            if n > 0 { log.info("renders still under way go on on their workers; the coordinator that resumes their runs keeps what they make", metadata: ["renders": "\(n)"]) }
-        }
+        _ = stopWorkers(keeping: { $0.sentAt < turnStartedAt })
         for run in runs.values where !run.finished {
             run.finished = true
             ended(run, state: .failed, message: message, output: nil)
@@ -959,24 +949,11 @@ final class CoordinatorCore {
     /// stay resumable. A service's renders still under way go on instead (`keepsGoing`): recorded
     /// lost as a killed coordinator's are, and kept by the coordinator that resumes their runs.
     func handBack() {
-        var kept: [String: [String]] = [:]
-        for (lease, w) in scheduler.liveLeases {
-            guard let info = workers[w] else { continue }
-            if let u = keepsGoing(lease, on: w) {
-                kept[w, default: []].append(lease)
-                for a in u.attemptIDs {
-                    record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
-                                                                            errorMessage: LineageStore.coordinatorStopped) }
-                }
-            } else {
-                send(.cancel(lease: lease), to: info.identity)
+        for u in stopWorkers(keeping: { _ in true }) {
+            for a in u.attemptIDs {
+                record("attemptFinished") { try lineage.attemptFinished(a, state: .lost, started: nil, finished: Clocks.wall, errorClass: "retryable",
+                                                                        errorMessage: LineageStore.coordinatorStopped) }
             }
-        }
-        if config.resumeInterrupted {
-            // Every worker is told, so that one stopping too leaves at once (nobody to deliver to).
-            for (id, w) in workers { send(.stopping(keep: kept[id] ?? []), to: w.identity) }
-            let n = kept.values.map(\.count).reduce(0, +)
-            if n > 0 { log.info("renders still under way go on on their workers; the coordinator that resumes their runs keeps what they make", metadata: ["renders": "\(n)"]) }
         }
         // How it goes on: a service resumes its runs when it starts again; a run of the embedded
         // default (an interrupted `coord submit`) when its pipeline is submitted again.
@@ -996,6 +973,30 @@ final class CoordinatorCore {
         for p in pendingSubmissions { send(.stopping(keep: []), to: p.identity) }
         pendingSubmissions = []
         log.info("stopped", metadata: ["runs_handed_back": "\(runs.values.filter { !$0.finished }.count)"])
+    }
+
+    /// Tells the workers this coordinator stops: the renders `keepsGoing` allows and `keeping`
+    /// accepts go on (listed in each worker's `stopping`), every other stage under way is
+    /// cancelled. Returns the renders that go on. The graceful stop and the lineage stop share it.
+    func stopWorkers(keeping: (Unit) -> Bool) -> [Unit] {
+        var kept: [String: [String]] = [:], units: [Unit] = []
+        for (lease, w) in scheduler.liveLeases {
+            guard let info = workers[w] else { continue }
+            if let u = keepsGoing(lease, on: w), keeping(u) {
+                kept[w, default: []].append(lease)
+                units.append(u)
+            } else {
+                send(.cancel(lease: lease), to: info.identity)
+            }
+        }
+        if config.resumeInterrupted {
+            // Every worker is told, so that one stopping too leaves at once (nobody to deliver to).
+            for (id, w) in workers { send(.stopping(keep: kept[id] ?? []), to: w.identity) }
+            if !units.isEmpty {
+                log.info("renders still under way go on on their workers; the coordinator that resumes their runs keeps what they make", metadata: ["renders": "\(units.count)"])
+            }
+        }
+        return units
     }
 
     /// The unit of a render that a stopping service lets go on on its worker after its drain
@@ -1503,7 +1504,7 @@ final class CoordinatorCore {
         do {
             acceptWhenCommitted(try submit(p.submission, ownerKey: p.peer.key), p.identity)
         } catch {
-            let why = (error as? PipelineError)?.line ?? "\(error)"
+            let why = PipelineError.line(error)
             log.warning("submission refused", metadata: ["run.name": "\(p.submission.pipeline.name)", "error": "\(why)"])
             send(.rejected(message: why), to: p.identity)
         }

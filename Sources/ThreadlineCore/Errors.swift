@@ -38,6 +38,9 @@ public struct PipelineError: Error, Sendable, CustomStringConvertible, Equatable
         (location.map { "\($0): " } ?? "") + message + (hint.map { "; \($0)" } ?? "")
     }
 
+    /// `error` on one line: a pipeline error's `line`, any other error as it describes itself.
+    public static func line(_ error: any Error) -> String { (error as? PipelineError)?.line ?? "\(error)" }
+
     public var description: String {
         var s = location.map { "\($0): error: " } ?? "error: "
         s += message

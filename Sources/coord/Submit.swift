@@ -309,7 +309,7 @@ struct Submit: ParsableCommand {
             case .success((let run, .failed(let message, let seconds))):
                 rep.run = run; rep.error = message; rep.seconds = seconds
             case .failure(let e):
-                rep.error = (e as? PipelineError)?.line ?? "\(e)"
+                rep.error = PipelineError.line(e)
             }
             reports.append(rep)
         }
