@@ -309,7 +309,9 @@ struct Submit: ParsableCommand {
             case .success((let run, .failed(let message, let seconds))):
                 rep.run = run; rep.error = message; rep.seconds = seconds
             case .failure(let e):
-                rep.error = PipelineError.line(e)
+                // Refused before it had a run (its run could not be recorded): told as a remote
+                // batch tells a project the coordinator refused.
+                rep.state = "refused"; rep.error = PipelineError.line(e)
             }
             reports.append(rep)
         }
@@ -508,16 +510,19 @@ func reportProjects(_ reports: [ProjectReport], seconds: Double, followed: Bool 
         }
     } else {
         print(ProjectReport.table(reports))
-        // Runs someone cancelled (`coord cancel`) are told as such, not as failures.
+        // Runs someone cancelled (`coord cancel`) and projects the coordinator refused (they never
+        // ran) are told as such, not as failures.
         let cancelled = reports.filter { $0.state == "cancelled" }.count
-        let failed = reports.filter { $0.state != "succeeded" }.count - cancelled
+        let refused = reports.filter { $0.state == "refused" }.count
+        let succeeded = reports.filter { $0.state == "succeeded" }.count
         print(String(format: followed ? "%d projects followed for %.1f s: %d succeeded, %d failed" : "%d projects in %.1f s: %d succeeded, %d failed",
-                     reports.count, seconds, reports.count - failed - cancelled, failed) + (cancelled > 0 ? ", \(cancelled) cancelled" : ""))
+                     reports.count, seconds, succeeded, reports.count - succeeded - cancelled - refused)
+              + (refused > 0 ? ", \(refused) refused" : "") + (cancelled > 0 ? ", \(cancelled) cancelled" : ""))
     }
     let failures = reports.filter { $0.state != "succeeded" }
     if reports.count == 1, let r = failures.first {
         // (A project refused before its run was recorded has no run id: named by its label.)
-        errorLine("error: \(r.run.map { "run \($0)" } ?? r.label) \(r.state): \(r.error ?? "")")
+        errorLine("error: \(r.run.map { "run \($0)" } ?? r.label) \(r.state == "refused" ? "was refused" : r.state): \(r.error ?? "")")
     }
     if !failures.isEmpty { throw ExitCode(1) }
 }

@@ -86,10 +86,10 @@ import TestSupport
         let objects = batch.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         let a = objects.first { $0["file"] as? String == dir + "/a.yaml" }, b = objects.first { $0["file"] as? String == dir + "/b.yaml" }
         #expect(a?["state"] as? String == "succeeded" && FileManager.default.fileExists(atPath: dir + "/a.mp4"), "\(batch.out)")
-        #expect(b?["state"] as? String == "failed" && plain(b?["error"] as? String ?? ""), "\(batch.out)")
+        #expect(b?["state"] as? String == "refused" && plain(b?["error"] as? String ?? ""), "\(batch.out)")
         let one = try run(coordPath, ["submit", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
         let said = one.err.split(separator: "\n").filter { !$0.hasPrefix("20") }.joined(separator: "\n")  // (its log lines keep the SQL)
-        #expect(one.status == 1 && said.contains(" failed: the run could not be recorded") && plain(said), "\(one.err)")
+        #expect(one.status == 1 && said.contains("error: test was refused: the run could not be recorded") && plain(said), "\(one.err)")
 
         // Remote: refused, and the farm goes on.
         let farm = temporaryDirectory("lineage-failure-farm")
@@ -99,8 +99,12 @@ import TestSupport
         let remote = try run(coordPath, ["submit", dir + "/b.yaml", "--coordinator", ep], timeout: 120)
         #expect(remote.status == 1 && remote.err.contains("the coordinator refused: the run could not be recorded") && plain(remote.err), "\(remote.err)")
         #expect(procs.process("coord")?.isRunning == true, "coord serve stopped")
+        // A batch: a renders; b is refused, and the summary counts it apart from the failed ones.
         try FileManager.default.removeItem(atPath: dir + "/a.mp4")
-        let next = try run(coordPath, ["submit", dir + "/a.yaml", "--coordinator", ep], timeout: 120)
-        #expect(next.status == 0 && FileManager.default.fileExists(atPath: dir + "/a.mp4"), "\(next.err)")
+        let next = try run(coordPath, ["submit", dir + "/a.yaml", dir + "/b.yaml", "--coordinator", ep], timeout: 120)
+        #expect(next.status == 1 && FileManager.default.fileExists(atPath: dir + "/a.mp4"), "\(next.err)")
+        let row = next.out.split(separator: "\n").first { $0.contains("b.yaml") }.map(String.init) ?? ""
+        #expect(row.contains("  refused  ") && plain(row), "\(next.out)")
+        #expect(next.out.contains(": 1 succeeded, 0 failed, 1 refused"), "\(next.out)")
     }
 }
