@@ -465,9 +465,11 @@ struct Wait: ParsableCommand {
     @Option(name: .long, help: "Where to write the movie, with one run (default: the pipeline's output path).") var output: String?
     @Flag(name: .long, help: "Print the result as JSON.") var json = false
 
+    /// The ids are parsed in `run` (before anything is asked), not here: an option this command
+    /// does not take (`--state st`) is told as such, which ArgumentParser does only after this,
+    /// rather than as "'st' is not a run id".
     func validate() throws {
-        let ids = try RunIDs.parse(runs)
-        if ids.count > 1 && output != nil {
+        if let ids = try? RunIDs.parse(runs), ids.count > 1 && output != nil {
             throw ValidationError("--output names one movie; with several runs each goes to its pipeline's output path")
         }
     }
@@ -558,8 +560,6 @@ struct Cancel: ParsableCommand {
         discussion: "Exit status 1 when any run named had already ended (cancelled before too) or is not yours or not there; the others are cancelled.")
     @Argument(help: "Run ids, or ranges of them (12-40).") var runs: [String]
     @OptionGroup var cluster: ClusterOptions
-
-    func validate() throws { _ = try RunIDs.parse(runs) }
 
     func run() throws {
         let ids = try RunIDs.parse(runs)

@@ -1827,6 +1827,18 @@ import ThreadlineCore
         }
     }
 
+    /// `coord wait` and `coord cancel` given an option they do not take say so, not that its value
+    /// is no run id: `coord cancel 3 --state st` said "'st' is not a run id".
+    @Test func runCommandsNameTheOptionTheyDoNotTake() throws {
+        for command in ["wait", "cancel"] {
+            let typo = try run(coordPath, [command, "3", "--state", "st"], timeout: 20)
+            #expect(typo.status == 64 && typo.err.contains("Error: Unknown option '--state'") && !typo.err.contains("not a run id"), "\(command): \(typo.err)")
+            // A word that is no run id is still refused, before any coordinator is asked.
+            let bad = try run(coordPath, [command, "3", "x", "--coordinator", "tcp://127.0.0.1:9"], timeout: 20)
+            #expect(bad.status == 64 && bad.err.contains("Error: 'x' is not a run id or a range of them") && !bad.err.contains("no answer"), "\(command): \(bad.err)")
+        }
+    }
+
     /// A worker left idle gives back the memory its renders left in the heap (kept while it works,
     /// for speed). After the demo's render: 463 MB resident, 284 MB ten seconds later; before, it
     /// kept the 463 MB for as long as it ran.
