@@ -173,11 +173,12 @@ struct LocalSources {
     var facts: [String: MediaFacts] = [:]
     var unopened: [String] = [], refused: [String] = []
 
-    init(_ p: Pipeline) {
+    /// `probed`: files probed before (by other projects of a batch), used again while unchanged.
+    init(_ p: Pipeline, probed: ProbedFacts = ProbedFacts()) {
         for (i, item) in p.items.enumerated() {
             var opened = true
             for s in item.sources where !s.isRemote && facts[s.uri] == nil {
-                do { facts[s.uri] = try Probe.facts(path: s.uri, name: s.displayName) } catch {
+                do { facts[s.uri] = try probed.facts(path: s.uri, name: s.displayName) } catch {
                     unopened.append("\(item.location.map { "\($0): " } ?? "")error: \(item.label(index: i)): \(error)")
                     opened = false
                 }

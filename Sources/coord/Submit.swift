@@ -117,6 +117,7 @@ struct Submit: ParsableCommand {
             problems[k, default: []] += lines
         }
         var place: [Int] = []
+        let probed = ProbedFacts()
         for (k, f) in files.enumerated() {
             do {
                 let (p, told) = try loadPipelineChecked(f, stateDirectory: cluster.coordinator == nil ? stateOptions.directory : nil)
@@ -126,7 +127,7 @@ struct Submit: ParsableCommand {
                 // files are up: minutes of phone video over Wi-Fi for a run that fails at once.
                 // Files that do not open fail there as here, the rest of the run rendered.
                 if cluster.coordinator != nil {
-                    let refused = LocalSources(p).refused
+                    let refused = LocalSources(p, probed: probed).refused
                     if !refused.isEmpty { refuse(k, refused); continue }
                 }
                 notes.append(told)
