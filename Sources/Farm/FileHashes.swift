@@ -11,8 +11,8 @@ import ThreadlineCore
 /// may still be being written, within the clock's grain). Kept as JSON beside the submitter's
 /// downloads; a file that cannot be read or written only costs the hashing.
 final class FileHashes {
-    /// What the file system says of a file: a remembered sha256 holds while all of it is the same.
-    struct Status: Codable, Equatable { var size: Int64, modified: Double, changed: Double, inode: UInt64 }
+    /// A remembered sha256 holds while all of the file's status is the same.
+    typealias Status = FileStatus
 
     struct Entry: Codable, Equatable {
         var status: Status
@@ -38,7 +38,7 @@ final class FileHashes {
     /// The file's sha256 and size, read only when it is not remembered as it stands (`read` is
     /// told each piece's length as it is read, or the whole length at once when it is not read).
     func sha256(of file: String, now: Double = Date().timeIntervalSince1970, read: (Int) -> Void = { _ in }) throws -> (sha256: String, size: Int64) {
-        guard let before = Self.status(file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
+        guard let before = FileStatus.of(file) else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: file]) }
         if var known = entries[file], known.status == before {
             // Its time of use is written out at most hourly: a submit that reads nothing writes nothing.
             if now - known.used > 3600 { known.used = now; entries[file] = known; dirty = true }
@@ -47,7 +47,7 @@ final class FileHashes {
         }
         let sha = try hash(file, read)
         // Remembered only when the file stood still while it was read and has settled.
-        if let after = Self.status(file), after == before, now - after.modified > settle {
+        if let after = FileStatus.of(file), after == before, now - after.modified > settle {
             entries[file] = Entry(status: after, sha256: sha, used: now)
             dirty = true
         }
@@ -64,10 +64,4 @@ final class FileHashes {
         if (try? data.write(to: URL(fileURLWithPath: path), options: .atomic)) != nil { dirty = false }
     }
 
-    private static func status(_ file: String) -> Status? {
-        var st = stat()
-        guard stat(file, &st) == 0 else { return nil }
-        func seconds(_ t: timespec) -> Double { Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
-        return Status(size: Int64(st.st_size), modified: seconds(st.st_mtim), changed: seconds(st.st_ctim), inode: UInt64(st.st_ino))
-    }
 }

@@ -52,14 +52,13 @@ public enum Probe {
     }
 }
 
-/// Facts of local files already probed, each kept with the file's size and modification time
-/// (to the nanosecond) and used again only while both are the same: a batch whose projects share
-/// clips (one library, many movies) opens each clip once. Before, a remote submit of 200 projects
+/// Facts of local files already probed, each kept with the file's status (`FileStatus`, as the
+/// submitter's remembered hashes are) and used again only while it is the same: a batch whose
+/// projects share clips (one library, many movies) opens each clip once. Before, a remote submit of 200 projects
 /// made of 10 clips opened them 400 times: more than half of its own CPU time.
 /// A file that cannot be probed is not kept (each project names it in its own error).
 public final class ProbedFacts {
-    private struct Known { var size: Int64; var modified: timespec; var facts: MediaFacts }
-    private var known: [String: Known] = [:]
+    private var known: [String: (status: FileStatus, facts: MediaFacts)] = [:]
     /// How many files were opened (the others came from what was kept).
     public private(set) var opened = 0
 
@@ -67,14 +66,11 @@ public final class ProbedFacts {
 
     /// `Probe.facts` of `path`, or what it said before when the file is unchanged.
     public func facts(path: String, name: String? = nil) throws -> MediaFacts {
-        var st = stat()
-        let seen = stat(path, &st) == 0 ? (size: Int64(st.st_size), modified: st.st_mtim) : nil
-        if let seen, let k = known[path], k.size == seen.size, k.modified.tv_sec == seen.modified.tv_sec, k.modified.tv_nsec == seen.modified.tv_nsec {
-            return k.facts
-        }
+        let status = FileStatus.of(path)
+        if let status, let k = known[path], k.status == status { return k.facts }
         opened += 1
         let facts = try Probe.facts(path: path, name: name)
-        if let seen { known[path] = Known(size: seen.size, modified: seen.modified, facts: facts) }
+        if let status { known[path] = (status, facts) }
         return facts
     }
 }

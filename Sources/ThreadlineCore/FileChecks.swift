@@ -1,6 +1,25 @@
 import Foundation
 import Glibc
 
+/// What the file system says of a file: size, modification and change times, inode (what git's
+/// index trusts). Something learnt of a file's content (its sha256, its media facts) holds while
+/// all of it is the same: a tool that sets the modification time back still moves the change time.
+public struct FileStatus: Codable, Equatable, Sendable {
+    public var size: Int64, modified: Double, changed: Double, inode: UInt64
+
+    public init(size: Int64, modified: Double, changed: Double, inode: UInt64) {
+        self.size = size; self.modified = modified; self.changed = changed; self.inode = inode
+    }
+
+    /// The file's status now, nil when it cannot be asked (missing, unreadable folder).
+    public static func of(_ path: String) -> FileStatus? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        func seconds(_ t: timespec) -> Double { Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
+        return FileStatus(size: Int64(st.st_size), modified: seconds(st.st_mtim), changed: seconds(st.st_ctim), inode: UInt64(st.st_ino))
+    }
+}
+
 /// What a pipeline may name as a file, checked before any work starts: sources are regular files
 /// (a FIFO would hang a reader, /dev/zero would be hashed for ever), and the movie goes where it
 /// can be written without destroying an input or the state folder.
