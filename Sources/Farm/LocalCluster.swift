@@ -185,7 +185,8 @@ public final class LocalCluster: Sendable {
     /// end. `progress` and `ended` are called from the coordinator thread with the pipeline's index.
     /// Each result is the run's id and outcome, or why it could not be submitted.
     public func renderBatch(_ pipelines: [Pipeline], progress: @escaping @Sendable (Int, RunProgress) -> Void = { _, _ in },
-                            ended: @escaping @Sendable (Int, Int64, RunOutcome) -> Void = { _, _, _ in }) -> [Result<(Int64, RunOutcome), Error>] {
+                            ended: @escaping @Sendable (Int, Int64, RunOutcome) -> Void = { _, _, _ in },
+                            refused: @escaping @Sendable (Int, Error) -> Void = { _, _ in }) -> [Result<(Int64, RunOutcome), Error>] {
         let index = Locked<[Int64: Int]>([:])
         let results = Locked<[Int: Result<(Int64, RunOutcome), Error>]>([:])
         let pending = Locked<[Int64: RunOutcome]>([:])
@@ -214,6 +215,7 @@ public final class LocalCluster: Sendable {
                         done.signal()
                     }
                 case .failure(let e):
+                    refused(k, e)
                     results.withLock { $0[k] = .failure(e) }
                     done.signal()
                 }

@@ -285,6 +285,10 @@ struct Submit: ParsableCommand {
             // One project: its error follows at once (`report`), so the line does not print it twice.
             case .failed(let message, _): display.ended(k, projects.count == 1 ? "failed" : "failed: \(message)")
             }
+        }, refused: { k, e in
+            // Its run could not be recorded: said when it happens, as a remote batch says a
+            // project the coordinator refused (the batch's count then reaches its end).
+            display.ended(k, projects.count == 1 ? "refused" : "refused: \(PipelineError.line(e))")
         })
         display.finish()
         cluster.shutdown()

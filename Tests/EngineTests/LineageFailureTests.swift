@@ -87,6 +87,10 @@ import TestSupport
         let a = objects.first { $0["file"] as? String == dir + "/a.yaml" }, b = objects.first { $0["file"] as? String == dir + "/b.yaml" }
         #expect(a?["state"] as? String == "succeeded" && FileManager.default.fileExists(atPath: dir + "/a.mp4"), "\(batch.out)")
         #expect(b?["state"] as? String == "refused" && plain(b?["error"] as? String ?? ""), "\(batch.out)")
+        // Its progress says so when it happens, and the batch's count reaches 2/2.
+        let told = batch.err.split(separator: "\n").first { $0.contains(": refused: ") }.map(String.init) ?? ""
+        #expect(told.contains("b.yaml") && plain(told), "\(batch.err)")
+        #expect(batch.err.contains("[2/2] "), "\(batch.err)")
         let one = try run(coordPath, ["submit", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
         let said = one.err.split(separator: "\n").filter { !$0.hasPrefix("20") }.joined(separator: "\n")  // (its log lines keep the SQL)
         #expect(one.status == 1 && said.contains("error: test was refused: the run could not be recorded") && plain(said), "\(one.err)")
