@@ -69,17 +69,17 @@ struct CorpusTests {
         let hdr = ["arib-std-b67", "smpte2084"].contains(try colourTags(src).transfer)
         let toneMap = hdr ? "zscale=t=linear:npl=100,format=gbrpf32le,zscale=p=bt709,tonemap=tonemap=mobius:desat=0,zscale=t=bt709:m=bt709:r=tv," : ""
         let fit = toneMap + "scale='trunc(iw*max(1,sar))':'trunc(ih*max(1,1/sar))',setsar=1,scale=1280:720:force_original_aspect_ratio=decrease,pad=1280:720:(ow-iw)/2:(oh-ih)/2,format=yuv420p"
-        let map = facts.videoStream.map { ["-map", "0:\($0)"] } ?? []
-        try extractFrame(src, at: 0, to: dir + "/ref.png", filter: "fps=30," + fit + "," + pick, seek: false, extra: map)
+        // The reference, the same upside down (the check must tell them apart) and the source's
+        // own frame, from one decode of the source.
+        try extractFrames(src, stream: facts.videoStream, common: "fps=30", branches: [
+            (fit + "," + pick, dir + "/ref.png"), ("vflip," + fit + "," + pick, dir + "/wrong.png"), (pick, dir + "/source.png"),
+        ])
         let score = try ssim(dir + "/ours.png", dir + "/ref.png")
-        // Upside down scores far lower: make sure the check can tell.
-        try extractFrame(src, at: 0, to: dir + "/wrong.png", filter: "fps=30,vflip," + fit + "," + pick, seek: false, extra: map)
         let wrongScore = try ssim(dir + "/ours.png", dir + "/wrong.png")
         print("corpus \(entry.path): ssim \(score) (flipped \(wrongScore)), duration \(probe.duration) vs \(entry.duration ?? -1)")
         #expect(score >= 0.9, "SSIM \(score) for \(entry.path)")
         // Upright must beat upside down, except where the picture is uniform (three corpus clips are
         // black test patterns, whose flipped picture is the same picture).
-        try extractFrame(src, at: 0, to: dir + "/source.png", filter: "fps=30," + pick, seek: false, extra: map)
         if try lumaSpread(dir + "/source.png") >= 3 {
             #expect(score > wrongScore, "\(entry.path): upright SSIM \(score) does not beat flipped \(wrongScore)")
         } else {

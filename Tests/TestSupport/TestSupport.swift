@@ -212,6 +212,23 @@ public func extractFrame(_ video: String, at time: Double, to png: String, filte
     guard r.status == 0, FileManager.default.fileExists(atPath: png) else { throw GenerateError(message: "frame extract failed: \(r.err)") }
 }
 
+/// Several frames from one decode, as `extractFrame` takes each (autorotated, the first frame a
+/// filter passes): `common` filters the video stream (`stream`, else the first) once, then each
+/// branch its own way into its PNG. A decode up to the middle of a 4K HEVC clip costs seconds.
+public func extractFrames(_ video: String, stream: Int? = nil, common: String, branches: [(filter: String, png: String)]) throws {
+    let labels = branches.indices.map { "[b\($0)]" }
+    var graph = (stream.map { "[0:\($0)]" } ?? "[0:v]") + common + ",split=\(branches.count)" + labels.joined()
+    var outputs: [String] = []
+    for (k, b) in branches.enumerated() {
+        graph += ";\(labels[k])\(b.filter)[o\(k)]"
+        outputs += ["-map", "[o\(k)]", "-frames:v", "1", "-fps_mode", "passthrough", b.png]
+    }
+    let r = try run("ffmpeg", ["-v", "error", "-y", "-i", video, "-filter_complex", graph] + outputs)
+    guard r.status == 0, branches.allSatisfy({ FileManager.default.fileExists(atPath: $0.png) }) else {
+        throw GenerateError(message: "frame extract failed: \(r.err)")
+    }
+}
+
 /// Decodes a file's audio to mono s16 at 48 kHz.
 public func decodeAudio(_ path: String) throws -> [Int16] {
     let out = temporaryDirectory("pcm") + "/a.raw"
