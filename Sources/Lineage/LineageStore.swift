@@ -771,14 +771,18 @@ public final class LineageStore: Sendable {
                             arguments: [id])
     }
 
-    /// Holds one read transaction open for `seconds`, as a slow dashboard query would.
-    public static func holdReadTransaction(path: String, seconds: Double) throws {
+    /// Holds one read transaction open, as a slow dashboard query would, until `done` says so
+    /// (asked every 10 ms); returns the seconds it was held.
+    public static func holdReadTransaction(path: String, until done: () -> Bool) throws -> Double {
         let reader = try reader(path: path)
-        try reader.inDatabase { db in
+        return try reader.inDatabase { db in
             try db.cachedStatement(sql: "BEGIN DEFERRED").execute()
             _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM stage")
-            Thread.sleep(forTimeInterval: seconds)
+            let start = Clocks.steady
+            while !done() { usleep(10_000) }
+            let held = Clocks.steady - start
             try db.cachedStatement(sql: "COMMIT").execute()
+            return held
         }
     }
 
