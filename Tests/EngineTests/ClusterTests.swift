@@ -1710,25 +1710,31 @@ import ThreadlineCore
         let (fd, port) = Self.loopbackPort(listening: false)
         close(fd)
         let closed = "tcp://127.0.0.1:\(port)"
-        let refused = try run(coordPath, ["submit", pipeline, "--coordinator", closed, "--timeout", "3"], timeout: 30)
+        // The worker, and the three commands that each wait out their 3 s, side by side.
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("w", workerPath, ["--connect", closed, "--store", dir + "/w"])
+        let commands = [["submit", pipeline, "--coordinator", closed, "--timeout", "3"], ["wait", "7", "--coordinator", closed, "--timeout", "3"],
+                        ["submit", pipeline, "--coordinator", "tcp://render-1.invalid:7400", "--timeout", "3"]]
+        let answers = Locked<[Int: (status: Int32, out: String, err: String)]>([:])
+        DispatchQueue.concurrentPerform(iterations: commands.count) { k in
+            let r = (try? run(coordPath, commands[k], timeout: 30)) ?? (-1, "", "did not run")
+            answers.withLock { $0[k] = r }
+        }
+        let (refused, waited, typo) = (answers.value[0]!, answers.value[1]!, answers.value[2]!)
         #expect(refused.status == 1, "\(refused.err)")
         #expect(refused.err.contains("no answer yet from the coordinator at \(closed); waiting up to 3 s (--timeout). Nothing listens at 127.0.0.1:\(port) (connection refused). Is `coord serve` running there"), "\(refused.err)")
         #expect(refused.err.contains("error: no answer from the coordinator at \(closed) for 3 s. Nothing listens at"), "\(refused.err)")
         #expect(!refused.err.contains("keys match"), "not a question of keys: \(refused.err)")
         // Following a run there: the same finding, and no "follow it: coord wait 7" for a run
         // the coordinator never confirmed (that was the command just typed).
-        let waited = try run(coordPath, ["wait", "7", "--coordinator", closed, "--timeout", "3"], timeout: 30)
         #expect(waited.status == 1, "\(waited.err)")
         #expect(waited.err.contains("error: no answer from the coordinator at \(closed) for 3 s. Nothing listens at"), "\(waited.err)")
         #expect(!waited.err.contains("coord wait 7") && !waited.err.contains("coord cancel 7"), "\(waited.err)")
-        let typo = try run(coordPath, ["submit", pipeline, "--coordinator", "tcp://render-1.invalid:7400", "--timeout", "3"], timeout: 30)
         #expect(typo.status == 1, "\(typo.err)")
         #expect(typo.err.contains("for 3 s. The host name 'render-1.invalid' does not resolve ("), "\(typo.err)")
         #expect(typo.err.contains("Is it spelled right, and known to DNS or /etc/hosts on this machine?"), "\(typo.err)")
         // The worker says it in its log, once, and goes on trying.
-        let procs = ServiceProcesses(directory: dir)
-        defer { procs.stopAll() }
-        try procs.start("w", workerPath, ["--connect", closed, "--store", dir + "/w"])
         let said = { (try? String(contentsOfFile: procs.log("w"), encoding: .utf8)) ?? "" }
         #expect(waitUntil(timeout: 20) { said().contains("still trying") }, "\(said())")
         #expect(said().contains("still trying. Nothing listens at 127.0.0.1:\(port) (connection refused)"), "\(said())")
