@@ -772,8 +772,11 @@ final class BatchDisplay: Sendable {
     /// project's length is known).
     func totalLine(_ s: State, _ batch: BatchProgress, now: Double) -> String {
         let cancelled = s.ended.values.filter { $0.hasPrefix("cancelled") }.count
-        let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count - cancelled
-        let unfinished = [failed > 0 ? "\(failed) failed" : nil, cancelled > 0 ? "\(cancelled) cancelled" : nil].compactMap { $0 }
+        // Refused before they had a run (theirs could not be recorded): said apart, as the summary says them.
+        let refused = s.ended.values.filter { $0.hasPrefix("refused") }.count
+        let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count - cancelled - refused
+        let unfinished = [failed > 0 ? "\(failed) failed" : nil, refused > 0 ? "\(refused) refused" : nil, cancelled > 0 ? "\(cancelled) cancelled" : nil]
+            .compactMap { $0 }
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).
         let eta = s.ended.count == names.count ? String(format: "%.1f s", now - started)

@@ -94,6 +94,10 @@ import TestSupport
         let one = try run(coordPath, ["submit", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1"], timeout: 120)
         let said = one.err.split(separator: "\n").filter { !$0.hasPrefix("20") }.joined(separator: "\n")  // (its log lines keep the SQL)
         #expect(one.status == 1 && said.contains("error: test was refused: the run could not be recorded") && plain(said), "\(one.err)")
+        // On a terminal, the batch's total line counts it as refused, not failed.
+        let command = [coordPath, "submit", dir + "/a.yaml", dir + "/b.yaml", "--state", dir + "/state", "--workers", "1"].joined(separator: " ")
+        let tty = try run("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], timeout: 120)
+        #expect(tty.status == 1 && tty.out.contains("2/2 projects done (1 refused)") && !tty.out.contains("failed)"), "\(tty.out)")
 
         // Remote: refused, and the farm goes on.
         let farm = temporaryDirectory("lineage-failure-farm")
