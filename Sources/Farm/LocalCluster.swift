@@ -182,8 +182,9 @@ public final class LocalCluster: Sendable {
     }
 
     /// Submits every pipeline at once (they share the workers, fairly) and blocks until all runs
-    /// end. `progress` and `ended` are called from the coordinator thread with the pipeline's index.
-    /// Each result is the run's id and outcome, or why it could not be submitted.
+    /// end. `progress` and `ended` are called from the coordinator thread with the pipeline's index;
+    /// so is `refused`, as a pipeline is refused (its run could not be recorded). Each result is
+    /// the run's id and outcome, or why it could not be submitted.
     public func renderBatch(_ pipelines: [Pipeline], progress: @escaping @Sendable (Int, RunProgress) -> Void = { _, _ in },
                             ended: @escaping @Sendable (Int, Int64, RunOutcome) -> Void = { _, _, _ in },
                             refused: @escaping @Sendable (Int, Error) -> Void = { _, _ in }) -> [Result<(Int64, RunOutcome), Error>] {
