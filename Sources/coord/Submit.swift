@@ -517,14 +517,10 @@ func reportProjects(_ reports: [ProjectReport], seconds: Double, followed: Bool 
         }
     } else {
         print(ProjectReport.table(reports))
-        // Runs someone cancelled (`coord cancel`) and projects the coordinator refused (they never
-        // ran) are told as such, not as failures.
-        let cancelled = reports.filter { $0.state == "cancelled" }.count
-        let refused = reports.filter { $0.state == "refused" }.count
-        let succeeded = reports.filter { $0.state == "succeeded" }.count
+        let t = EndTally(states: reports.map(\.state))
         print(String(format: followed ? "%d projects followed for %.1f s: %d succeeded, %d failed" : "%d projects in %.1f s: %d succeeded, %d failed",
-                     reports.count, seconds, succeeded, reports.count - succeeded - cancelled - refused)
-              + (refused > 0 ? ", \(refused) refused" : "") + (cancelled > 0 ? ", \(cancelled) cancelled" : ""))
+                     reports.count, seconds, t.succeeded, t.failed)
+              + (t.refused > 0 ? ", \(t.refused) refused" : "") + (t.cancelled > 0 ? ", \(t.cancelled) cancelled" : ""))
     }
     let failures = reports.filter { $0.state != "succeeded" }
     if reports.count == 1, let r = failures.first {
@@ -574,6 +570,25 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
         reports.append(rep)
     }
     return reports
+}
+
+/// How the projects of a batch ended, counted by state as the summary line and a terminal's total
+/// line both tell them. Runs someone cancelled (`coord cancel`) and projects refused before they
+/// had a run (the coordinator's refusal, or a run that could not be recorded) are counted apart;
+/// every other end but success (failed, interrupted, …) is a failure.
+struct EndTally {
+    var succeeded = 0, failed = 0, refused = 0, cancelled = 0
+
+    init(states: some Sequence<String>) {
+        for state in states {
+            switch state {
+            case "succeeded": succeeded += 1
+            case "refused": refused += 1
+            case "cancelled": cancelled += 1
+            default: failed += 1
+            }
+        }
+    }
 }
 
 /// How one project of a submit ended.
@@ -771,11 +786,9 @@ final class BatchDisplay: Sendable {
     /// The total line: projects done, items, and an ETA from planned frames (once every running
     /// project's length is known).
     func totalLine(_ s: State, _ batch: BatchProgress, now: Double) -> String {
-        let cancelled = s.ended.values.filter { $0.hasPrefix("cancelled") }.count
-        // Refused before they had a run (theirs could not be recorded): said apart, as the summary says them.
-        let refused = s.ended.values.filter { $0.hasPrefix("refused") }.count
-        let failed = s.ended.values.filter { !$0.hasPrefix("succeeded") }.count - cancelled - refused
-        let unfinished = [failed > 0 ? "\(failed) failed" : nil, refused > 0 ? "\(refused) refused" : nil, cancelled > 0 ? "\(cancelled) cancelled" : nil]
+        // (Each ended word begins with its state: "succeeded in 2.0 s → …", "refused: …".)
+        let t = EndTally(states: s.ended.values.map { String($0.prefix { $0.isLetter }) })
+        let unfinished = [t.failed > 0 ? "\(t.failed) failed" : nil, t.refused > 0 ? "\(t.refused) refused" : nil, t.cancelled > 0 ? "\(t.cancelled) cancelled" : nil]
             .compactMap { $0 }
         // All ended: how long the batch took; else the runs' frames summed, as one run's line (the
         // batch renders from its first seconds on, so its rate is the frames it rendered over its time).

@@ -5,7 +5,7 @@ import ThreadlineCore
 import TestSupport
 
 /// A batch's projects share clips: each is opened once while it is unchanged, and again as soon
-/// as its size or modification time says it changed.
+/// as its status (`FileStatus`: size, times, inode) says it changed.
 @Suite struct ProbedFactsTests {
     @Test func aClipIsOpenedOnceWhileUnchangedAndAgainOnceItChanges() throws {
         let dir = temporaryDirectory("probed-facts")
