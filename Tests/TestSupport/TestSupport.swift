@@ -59,6 +59,28 @@ public func temporaryDirectory(_ label: String = "threadline") -> String {
     return dir
 }
 
+/// `a` and `b` run side by side (two renders a test compares, on a two-core machine); either's
+/// error is thrown, `a`'s first.
+public func bothAtOnce<A: Sendable, B: Sendable>(_ a: @Sendable () throws -> A, _ b: @Sendable () throws -> B) throws -> (A, B) {
+    let results = LockedResults<A, B>()
+    DispatchQueue.concurrentPerform(iterations: 2) { k in
+        if k == 0 { results.setA(Result { try a() }) } else { results.setB(Result { try b() }) }
+    }
+    return try results.get()
+}
+
+final class LockedResults<A: Sendable, B: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var a: Result<A, any Error>?
+    private var b: Result<B, any Error>?
+    func setA(_ r: Result<A, any Error>) { lock.lock(); a = r; lock.unlock() }
+    func setB(_ r: Result<B, any Error>) { lock.lock(); b = r; lock.unlock() }
+    func get() throws -> (A, B) {
+        lock.lock(); defer { lock.unlock() }
+        return (try a!.get(), try b!.get())
+    }
+}
+
 /// The repository root (found from this file's location).
 public let repositoryRoot: String = {
     var url = URL(fileURLWithPath: #filePath)
