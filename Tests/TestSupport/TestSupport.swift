@@ -339,7 +339,13 @@ public func playerFrame(_ video: String, frame index: Int) throws -> (width: Int
 /// Mean R, G, B (0…255) of frame `index` of a video, decoded as a player does, over columns
 /// [x0, x1) and rows [y0, y1) as fractions of the picture.
 public func frameRGBMeans(_ video: String, frame index: Int, x0: Double = 0, x1: Double = 1, y0: Double = 0, y1: Double = 1) throws -> (r: Double, g: Double, b: Double) {
-    let (w, h, data) = try playerFrame(video, frame: index)
+    rgbMeans(try playerFrame(video, frame: index), x0: x0, x1: x1, y0: y0, y1: y1)
+}
+
+/// Mean R, G, B (0…255) of a frame `playerFrame` decoded, over columns [x0, x1) and rows
+/// [y0, y1) as fractions of the picture (for many regions of one frame, decoded once).
+public func rgbMeans(_ frame: (width: Int, height: Int, rgb: [UInt8]), x0: Double = 0, x1: Double = 1, y0: Double = 0, y1: Double = 1) -> (r: Double, g: Double, b: Double) {
+    let (w, h, data) = frame
     var sum = (0.0, 0.0, 0.0), n = 0.0
     let c0 = Int(Double(w) * x0), c1 = Int(Double(w) * x1), r0 = Int(Double(h) * y0), r1 = Int(Double(h) * y1)
     for y in stride(from: r0, to: r1, by: 2) {
