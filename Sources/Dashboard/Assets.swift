@@ -226,17 +226,16 @@ enum Assets {
         const top = d.lineage.find(a => a.depth === 0);
         h += '<h2>Lineage</h2><ul class="lineage" id="lineage">' + (top ? tree(top, 0, new Set([top.sha256])) : '') + '</ul>';
       }
-      // Keep the movie element (and its playback) across live redraws once it exists, and each
-      // item's poster once drawn: made anew at every change anywhere on the farm, every poster
-      // went black while it was decoded again (a screenshot caught all of a run's posters black).
-      const main = document.getElementById('main');
-      const oldVideo = document.getElementById('movie');
-      const oldPosters = new Map([...document.querySelectorAll('#items img')].map(i => [i.getAttribute('src'), i]));
-      main.innerHTML = h;
-      if (oldVideo && d.movie && oldVideo.src === document.getElementById('movie').src) document.getElementById('movie').replaceWith(oldVideo);
-      for (const img of document.querySelectorAll('#items img')) {
-        const old = oldPosters.get(img.getAttribute('src'));
-        if (old && old.complete && old.naturalWidth > 0) img.replaceWith(old);
+      // What shows loaded media is kept across live redraws while its address stays the same: the
+      // movie (and its playback), and each item's poster once drawn (made anew at every change
+      // anywhere on the farm, every poster went black while it was decoded again).
+      const media = '#movie, #items img';
+      const kept = new Map([...document.querySelectorAll(media)].filter(e => e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 0))
+        .map(e => [e.getAttribute('src'), e]));
+      document.getElementById('main').innerHTML = h;
+      for (const e of document.querySelectorAll(media)) {
+        const old = kept.get(e.getAttribute('src'));
+        if (old && old.tagName === e.tagName) e.replaceWith(old);
       }
       lastAttempts = attempts;
       drawGantt();

@@ -161,17 +161,18 @@ def live_run(b, base, run, out):
     duration = b.wait("""new Promise(done => { const v = document.getElementById('movie'); if (!v) return done(0);
         if (v.readyState >= 1) return done(v.duration); v.addEventListener('loadedmetadata', () => done(v.duration)); setTimeout(() => done(0), 20000); })""", 30)
     # A live redraw (any change on the farm makes one) keeps each loaded poster as it is, rather
-    # than making it anew (black while it is decoded again).
+    # than making it anew (black while it is decoded again), and the movie with its playback.
     try:
-        posters_kept = b.eval("""(async () => { const pause = () => new Promise(done => setTimeout(done, 20));
-        document.querySelectorAll('#items img').forEach(i => i.__threadlinePoster = true);
+        kept = b.eval("""(async () => { const pause = () => new Promise(done => setTimeout(done, 20));
+        document.querySelectorAll('#movie, #items img').forEach(e => e.__threadlineKept = true);
         while (drawing) await pause();
         await refresh();
         while (drawing) await pause();
-        const now = [...document.querySelectorAll('#items img')];
-        return `${now.filter(i => i.__threadlinePoster === true).length}/${now.length}`; })()""")
+        const now = [...document.querySelectorAll('#items img')], movie = document.getElementById('movie');
+        return { posters: `${now.filter(i => i.__threadlineKept === true).length}/${now.length}`, movie: !!movie && movie.__threadlineKept === true }; })()""")
+        posters_kept, movie_kept = kept["posters"], kept["movie"]
     except RuntimeError as e:
-        posters_kept = f"the redraw failed: {e}"
+        posters_kept, movie_kept = f"the redraw failed: {e}", False
     b.screenshot(os.path.join(out, "run-finished.png"))
     marker = b.eval("window.__threadlineMarker")
     # Each bar is painted as long as its attempt took: no style may override its width. Zoomed
@@ -183,7 +184,7 @@ def live_run(b, base, run, out):
         const bars = [...g.querySelectorAll('rect.bar')].map(r => [+r.getAttribute('width'), r.getBoundingClientRect().width / scale]);
         document.getElementById('zoom-reset').click();
         return { widest: Math.max(0, ...bars.map(b => b[0])), misdrawn: bars.filter(([given, painted]) => Math.abs(given - painted) > 1) }; })()""")
-    return {"statuses": statuses[:20], "etas": etas[:40], "gantt_waiting": gantt_waiting, "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0, "posters_kept": posters_kept,
+    return {"statuses": statuses[:20], "etas": etas[:40], "gantt_waiting": gantt_waiting, "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0, "posters_kept": posters_kept, "movie_kept": movie_kept,
             "video_duration": duration or 0, "reloaded": marker != 42,
             # Item captions wider than their card (cut off at its edge): a phone's long file name.
             "captions_cut": b.eval("[...document.querySelectorAll('#items figcaption')].filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent)"),

@@ -1716,12 +1716,8 @@ import ThreadlineCore
         try procs.start("w", workerPath, ["--connect", closed, "--store", dir + "/w"])
         let commands = [["submit", pipeline, "--coordinator", closed, "--timeout", "3"], ["wait", "7", "--coordinator", closed, "--timeout", "3"],
                         ["submit", pipeline, "--coordinator", "tcp://render-1.invalid:7400", "--timeout", "3"]]
-        let answers = Locked<[Int: (status: Int32, out: String, err: String)]>([:])
-        DispatchQueue.concurrentPerform(iterations: commands.count) { k in
-            let r = (try? run(coordPath, commands[k], timeout: 30)) ?? (-1, "", "did not run")
-            answers.withLock { $0[k] = r }
-        }
-        let (refused, waited, typo) = (answers.value[0]!, answers.value[1]!, answers.value[2]!)
+        let answers = allAtOnce(commands) { try run(coordPath, $0, timeout: 30) }
+        let (refused, waited, typo) = (try answers[0].get(), try answers[1].get(), try answers[2].get())
         #expect(refused.status == 1, "\(refused.err)")
         #expect(refused.err.contains("no answer yet from the coordinator at \(closed); waiting up to 3 s (--timeout). Nothing listens at 127.0.0.1:\(port) (connection refused). Is `coord serve` running there"), "\(refused.err)")
         #expect(refused.err.contains("error: no answer from the coordinator at \(closed) for 3 s. Nothing listens at"), "\(refused.err)")

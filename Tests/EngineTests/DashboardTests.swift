@@ -372,6 +372,7 @@ import TestSupport
         #expect((seen["gantt_misdrawn"] as? [Any])?.isEmpty == true, "bars painted at another width than given: \(seen)")
         #expect(seen["posters"] as? Int == 12, "every item's poster loaded: \(seen)")
         #expect(seen["posters_kept"] as? String == "12/12", "a live redraw made the posters anew (black until decoded again): \(seen["posters_kept"] ?? "")")
+        #expect(seen["movie_kept"] as? Bool == true, "a live redraw made the movie anew (its playback lost): \(seen["posters_kept"] ?? "")")
         #expect((seen["captions_cut"] as? [Any])?.isEmpty == true, "item captions cut off at their card's edge: \(seen["captions_cut"] ?? "")")
         let movie = try ffprobe(dir + "/out.mp4")
         let videoDuration = seen["video_duration"] as? Double ?? 0

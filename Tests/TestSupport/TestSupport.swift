@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import ThreadlineCore
 
 /// Runs a program and returns (status, stdout, stderr).
@@ -59,26 +60,21 @@ public func temporaryDirectory(_ label: String = "threadline") -> String {
     return dir
 }
 
-/// `a` and `b` run side by side (two renders a test compares, on a two-core machine); either's
-/// error is thrown, `a`'s first.
-public func bothAtOnce<A: Sendable, B: Sendable>(_ a: @Sendable () throws -> A, _ b: @Sendable () throws -> B) throws -> (A, B) {
-    let results = LockedResults<A, B>()
-    DispatchQueue.concurrentPerform(iterations: 2) { k in
-        if k == 0 { results.setA(Result { try a() }) } else { results.setB(Result { try b() }) }
+/// `body` on each of `inputs` side by side (renders a test compares, commands that each wait out
+/// a timeout, on a two-core machine); each one's result, in the order of `inputs`.
+public func allAtOnce<Input: Sendable, T: Sendable>(_ inputs: [Input], _ body: @Sendable (Input) throws -> T) -> [Result<T, any Error>] {
+    let results = Mutex<[Int: Result<T, any Error>]>([:])
+    DispatchQueue.concurrentPerform(iterations: inputs.count) { k in
+        let r = Result { try body(inputs[k]) }
+        results.withLock { $0[k] = r }
     }
-    return try results.get()
+    return results.withLock { r in inputs.indices.map { r[$0]! } }
 }
 
-final class LockedResults<A: Sendable, B: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var a: Result<A, any Error>?
-    private var b: Result<B, any Error>?
-    func setA(_ r: Result<A, any Error>) { lock.lock(); a = r; lock.unlock() }
-    func setB(_ r: Result<B, any Error>) { lock.lock(); b = r; lock.unlock() }
-    func get() throws -> (A, B) {
-        lock.lock(); defer { lock.unlock() }
-        return (try a!.get(), try b!.get())
-    }
+/// `a` and `b` side by side; either's error is thrown, `a`'s first.
+public func bothAtOnce<T: Sendable>(_ a: @Sendable () throws -> T, _ b: @Sendable () throws -> T) throws -> (T, T) {
+    let r = allAtOnce([true, false]) { first in first ? try a() : try b() }
+    return (try r[0].get(), try r[1].get())
 }
 
 /// The repository root (found from this file's location).
