@@ -211,7 +211,7 @@ enum Assets {
           `<td>${esc(f.file || '')}</td><td>${esc(f.error || '')}</td></tr>`).join('') + '</tbody></table></div>';
       }
       if (d.movie) {
-        h += `<h2>Movie</h2><video id="movie" controls preload="metadata" src="${withToken('/artifacts/' + d.movie.sha256)}"></video>` +
+        h += `<h2>Movie</h2><video id="movie" controls preload="metadata" poster="${withToken('/artifacts/' + d.movie.sha256 + '/poster.png')}" src="${withToken('/artifacts/' + d.movie.sha256)}"></video>` +
           `<p class="muted">${esc(r.output_path)} · ${fmtBytes(d.movie.size)} · sha256 ${d.movie.sha256}</p>`;
         // What each artifact was made from, under it (the server sends `inputs` in the movie's order).
         const bySha = new Map(d.lineage.map(a => [a.sha256, a]));

@@ -205,7 +205,7 @@ public struct Dashboard: Sendable {
         router.get("/api/farm") { _, _ in try Self.json(try self.farm()) }
         router.get("/api/events") { _, _ in self.events() }
 
-        // Files: only recorded artifacts, by sha256; posters of recorded segments.
+        // Files: only recorded artifacts, by sha256; posters of recorded segments and movies.
         router.get("/artifacts/:sha256") { request, context in
             guard let sha = context.parameters.get("sha256"), Self.isSHA256(sha), try reader.isRecordedArtifact(sha256: sha) else { throw HTTPError(.notFound) }
             return try await self.serveFile(self.artifactPath(sha), request: request, context: context)
@@ -214,11 +214,13 @@ public struct Dashboard: Sendable {
             guard let id = context.parameters.get("id", as: Int64.self), let idx = context.parameters.get("idx", as: Int.self),
                   let sha = try reader.segment(run: id, item: idx)
             else { throw HTTPError(.notFound) }
-            let png = try await self.poster(sha256: sha)
-            var headers = HTTPFields()
-            headers[.contentType] = "image/png"
-            headers[.cacheControl] = "private, max-age=86400, immutable"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: png)))
+            return Self.png(try await self.poster(sha256: sha, width: 320))
+        }
+        // The movie's poster, shown by its player until played (with `preload="metadata"`,
+        // Chromium painted no frame: the player stayed black). Its address names its content.
+        router.get("/artifacts/:sha256/poster.png") { _, context in
+            guard let sha = context.parameters.get("sha256"), Self.isSHA256(sha), try reader.isRecordedVideo(sha256: sha) else { throw HTTPError(.notFound) }
+            return Self.png(try await self.poster(sha256: sha, width: 1280))
         }
 
         // Operations.
@@ -371,16 +373,25 @@ public struct Dashboard: Sendable {
         return "application/octet-stream"
     }
 
-    func poster(sha256: String) async throws -> [UInt8] {
-        if let cached = posters.get(sha256) { return cached }
+    /// A frame from the middle of a recorded segment or movie, at most `width` wide.
+    func poster(sha256: String, width: Int) async throws -> [UInt8] {
+        let key = "\(sha256)/\(width)"
+        if let cached = posters.get(key) { return cached }
         let path = artifactPath(sha256)
         let png: [UInt8] = try await withCheckedThrowingContinuation { done in
             DispatchQueue.global().async {
-                done.resume(with: Result { [UInt8](try Thumbnails.posterOfMovie(path: path, name: "segment \(sha256.prefix(12))", width: 320)) })
+                done.resume(with: Result { [UInt8](try Thumbnails.posterOfMovie(path: path, name: "artifact \(sha256.prefix(12))", width: width)) })
             }
         }
-        posters.put(sha256, png)
+        posters.put(key, png)
         return png
+    }
+
+    static func png(_ bytes: [UInt8]) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "image/png"
+        headers[.cacheControl] = "private, max-age=86400, immutable"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     static func isSHA256(_ s: String) -> Bool { s.utf8.count == 64 && s.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) } }

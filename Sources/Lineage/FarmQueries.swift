@@ -544,6 +544,13 @@ public struct FarmReader: Sendable {
         try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM artifact WHERE sha256 = ?)", arguments: [sha256]) ?? false }
     }
 
+    /// Whether a movie or an item's segment with these bytes is recorded: what has a poster.
+    public func isRecordedVideo(sha256: String) throws -> Bool {
+        try read { db in
+            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM artifact WHERE sha256 = ? AND kind IN ('movie', 'segment'))", arguments: [sha256]) ?? false
+        }
+    }
+
     /// Stages by kind and outcome (what threadline_stages_total counts), for checks.
     public func stageOutcomes() throws -> [String: Int] {
         try read { db in

@@ -33,7 +33,8 @@ public enum Thumbnails {
         let at = max(0, facts.duration / 2)
         // The seek lands on the key frame before `at` (a segment's only one is its first, black
         // when it fades in): frames before `at` are decoded and dropped.
-        let generator = try GeneratedVideo(description: String(format: "movie=filename='%@':seek_point=%.3f,select='gte(t,%.3f)',scale=%d:-2,setsar=1",
+        // At most `width` wide: a small movie's poster is not blown up (the page scales it).
+        let generator = try GeneratedVideo(description: String(format: "movie=filename='%@':seek_point=%.3f,select='gte(t,%.3f)',scale='min(iw,%d)':-2,setsar=1",
                                                                path, at, max(0, at - 0.001), max(16, width & ~1)),
                                            file: name)
         let frame = Frame()

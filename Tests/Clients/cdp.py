@@ -91,13 +91,20 @@ class Browser:
             time.sleep(every)
         return None
 
-    def screenshot(self, path):
+    def screenshot(self, path, measure=None):
+        """The whole page as a PNG; with `measure` (a selector), where that element is drawn in it:
+        [x, y, width, height] in the PNG's pixels, or None."""
         height = self.eval("Math.min(6000, document.documentElement.scrollHeight)") or 1000
         self.send("Emulation.setDeviceMetricsOverride", width=1400, height=int(height), deviceScaleFactor=1, mobile=False)
+        box = None
+        if measure:
+            box = self.eval(f"""(() => {{ const e = document.querySelector({json.dumps(measure)}); if (!e) return null;
+                const r = e.getBoundingClientRect(); return [r.left + scrollX, r.top + scrollY, r.width, r.height]; }})()""")
         data = self.send("Page.captureScreenshot", format="png")["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
         self.send("Emulation.clearDeviceMetricsOverride")
+        return box
 
     def close(self):
         try:
@@ -173,7 +180,12 @@ def live_run(b, base, run, out):
         posters_kept, movie_kept = kept["posters"], kept["movie"]
     except RuntimeError as e:
         posters_kept, movie_kept = f"the redraw failed: {e}", False
-    b.screenshot(os.path.join(out, "run-finished.png"))
+    # The movie's player shows its poster until played (it stayed black: no frame is painted for
+    # preload="metadata"): where the player is drawn in the screenshot, for the test to look at.
+    movie_poster = b.wait("""new Promise(done => { const v = document.getElementById('movie'); if (!v || !v.poster) return done('no poster');
+        const i = new Image(); i.onload = () => done(i.naturalWidth + 'x' + i.naturalHeight); i.onerror = () => done('the poster did not load');
+        i.src = v.poster; })""", 30)
+    movie_box = b.screenshot(os.path.join(out, "run-finished.png"), measure="#movie")
     marker = b.eval("window.__threadlineMarker")
     # Each bar is painted as long as its attempt took: no style may override its width. Zoomed
     # into the run's first quarter, so that bars are wide.
@@ -185,6 +197,7 @@ def live_run(b, base, run, out):
         document.getElementById('zoom-reset').click();
         return { widest: Math.max(0, ...bars.map(b => b[0])), misdrawn: bars.filter(([given, painted]) => Math.abs(given - painted) > 1) }; })()""")
     return {"statuses": statuses[:20], "etas": etas[:40], "gantt_waiting": gantt_waiting, "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0, "posters_kept": posters_kept, "movie_kept": movie_kept,
+            "movie_poster": movie_poster, "movie_box": movie_box,
             "video_duration": duration or 0, "reloaded": marker != 42,
             # Item captions wider than their card (cut off at its edge): a phone's long file name.
             "captions_cut": b.eval("[...document.querySelectorAll('#items figcaption')].filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent)"),

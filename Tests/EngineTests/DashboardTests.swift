@@ -106,6 +106,20 @@ import TestSupport
         let items = try #require(detail["items"] as? [[String: Any]])
         let poster = try Self.get(base, "/api/runs/1/items/0/poster.png")
         #expect(poster.status == 200 && poster.body.starts(with: [0x89, 0x50, 0x4E, 0x47]), "item 0 has a poster: \(items.first ?? [:])")
+        // The movie's poster (its player shows it until played): a frame from its middle, at the
+        // movie's own size (320x180: never blown up), by its sha256. A source has none.
+        let moviePoster = try Self.get(base, "/artifacts/\(sha)/poster.png")
+        #expect(moviePoster.status == 200 && moviePoster.headers.lowercased().contains("content-type: image/png"), "\(moviePoster.status)")
+        let posterFile = dir + "/movie-poster.png"
+        try moviePoster.body.write(to: URL(fileURLWithPath: posterFile))
+        let drawn = try ffprobe(posterFile)
+        #expect(drawn.width == 320 && drawn.height == 180, "the movie's poster is \(drawn.width)x\(drawn.height)")
+        let middle = try playerFrame(dir + "/out.mp4", frame: try #require(try ffprobe(dir + "/out.mp4").frames) / 2)
+        let (p, m) = (rgbMeans(try playerFrame(posterFile, frame: 0)), rgbMeans(middle))
+        #expect(abs(p.r - m.r) + abs(p.g - m.g) + abs(p.b - m.b) < 15, "the poster \(p) is the movie's middle frame \(m)")
+        let source = try #require((detail["lineage"] as? [[String: Any]])?.first { $0["kind"] as? String == "source" }?["sha256"] as? String)
+        #expect(try Self.get(base, "/artifacts/\(source)").status == 200 && (try Self.get(base, "/artifacts/\(source)/poster.png").status) == 404,
+                "a source is served, but has no poster")
 
         // Anything else is 404: traversal plain, encoded and double-encoded; store files never recorded.
         let lineageSHA = try Self.sha256(state + "/lineage.db")
@@ -373,6 +387,18 @@ import TestSupport
         #expect(seen["posters"] as? Int == 12, "every item's poster loaded: \(seen)")
         #expect(seen["posters_kept"] as? String == "12/12", "a live redraw made the posters anew (black until decoded again): \(seen["posters_kept"] ?? "")")
         #expect(seen["movie_kept"] as? Bool == true, "a live redraw made the movie anew (its playback lost): \(seen["posters_kept"] ?? "")")
+        // Until played, the player shows the movie's poster, not black (with preload="metadata",
+        // Chromium painted no frame): looked at in the screenshot, inside the controls' margin.
+        #expect(seen["movie_poster"] as? String == "640x360", "the movie's poster: \(seen["movie_poster"] ?? "")")
+        if let box = (seen["movie_box"] as? [NSNumber])?.map(\.doubleValue), box.count == 4, box[2] > 0, box[3] > 0 {
+            let shot = try playerFrame(shots + "/run-finished.png", frame: 0)
+            let (w, h) = (Double(shot.width), Double(shot.height))
+            let player = rgbMeans(shot, x0: (box[0] + box[2] * 0.1) / w, x1: (box[0] + box[2] * 0.9) / w,
+                                  y0: (box[1] + box[3] * 0.1) / h, y1: (box[1] + box[3] * 0.7) / h)
+            #expect(max(player.r, player.g, player.b) > 40, "the player is black until played: \(player) in \(box)")
+        } else {
+            Issue.record("the movie's player is not on the page: \(seen["movie_box"] ?? "")")
+        }
         #expect((seen["captions_cut"] as? [Any])?.isEmpty == true, "item captions cut off at their card's edge: \(seen["captions_cut"] ?? "")")
         let movie = try ffprobe(dir + "/out.mp4")
         let videoDuration = seen["video_duration"] as? Double ?? 0
