@@ -172,7 +172,8 @@ enum Assets {
     // interrupted before a resume) is the coordinator's now.
     let serverAhead = 0;
     function serverNow() { return Date.now() / 1000 + (Math.abs(serverAhead) > 2 ? serverAhead : 0); }
-    async function drawRun(id) {
+    let lastDrawn = null;
+    async function drawRun(id, force) {
       const [d, attempts, farm] = await Promise.all([api('/api/runs/' + id), api(`/api/runs/${id}/attempts`), api('/api/farm')]);
       const r = d.run;
       if (r.state === 'running' && r.duration_s != null) serverAhead = r.started + r.paused_s + r.duration_s - Date.now() / 1000;
@@ -226,6 +227,12 @@ enum Assets {
         const top = d.lineage.find(a => a.depth === 0);
         h += '<h2>Lineage</h2><ul class="lineage" id="lineage">' + (top ? tree(top, 0, new Set([top.sha256])) : '') + '</ul>';
       }
+      // Nothing this page shows changed (each change anywhere on the farm comes here, up to five
+      // times a second; an ended run's page was drawn again each time): it is not drawn again, so
+      // what the reader selected (an output path, a sha256) stays selected.
+      const drawn = h + JSON.stringify(attempts);
+      if (drawn === lastDrawn && !force) return;
+      lastDrawn = drawn;
       // What shows loaded media is kept across live redraws while its address stays the same: the
       // movie (and its playback), and each item's poster once drawn (made anew at every change
       // anywhere on the farm, every poster went black while it was decoded again).
@@ -337,10 +344,11 @@ enum Assets {
     // ---- live updates ----
     const runMatch = location.pathname.match(/^\/runs\/(\d+)$/);
     let drawing = false, again = false;
-    async function refresh() {
+    /// `force`: draw the run page again even if nothing on it changed.
+    async function refresh(force) {
       if (drawing) { again = true; return; }
       drawing = true;
-      try { runMatch ? await drawRun(runMatch[1]) : await drawFarm(); }
+      try { runMatch ? await drawRun(runMatch[1], force === true) : await drawFarm(); }
       catch (e) {
         // A fetch that got no answer at all rejects with a TypeError ("Failed to fetch"): the
         // server is stopped or restarting, and the event stream reconnects by itself.

@@ -173,13 +173,28 @@ def live_run(b, base, run, out):
         kept = b.eval("""(async () => { const pause = () => new Promise(done => setTimeout(done, 20));
         document.querySelectorAll('#movie, #items img').forEach(e => e.__threadlineKept = true);
         while (drawing) await pause();
-        await refresh();
+        await refresh(true);
         while (drawing) await pause();
         const now = [...document.querySelectorAll('#items img')], movie = document.getElementById('movie');
         return { posters: `${now.filter(i => i.__threadlineKept === true).length}/${now.length}`, movie: !!movie && movie.__threadlineKept === true }; })()""")
         posters_kept, movie_kept = kept["posters"], kept["movie"]
     except RuntimeError as e:
         posters_kept, movie_kept = f"the redraw failed: {e}", False
+    # A change elsewhere on the farm (here: a refresh with nothing new) leaves the ended run's page
+    # as it is: the output path the reader selected to copy stays selected.
+    try:
+        selected = b.eval("""(async () => { const pause = () => new Promise(done => setTimeout(done, 20));
+        const out = [...document.querySelectorAll('.summary span')].find(s => s.textContent.startsWith('Output')).querySelector('b');
+        const range = document.createRange(); range.selectNodeContents(out);
+        getSelection().removeAllRanges(); getSelection().addRange(range);
+        const before = getSelection().toString();
+        while (drawing) await pause();
+        await refresh();
+        while (drawing) await pause();
+        const after = getSelection().toString(); getSelection().removeAllRanges();
+        return { before, after }; })()""")
+    except RuntimeError as e:
+        selected = {"before": f"the refresh failed: {e}", "after": ""}
     # The movie's player shows its poster until played (it stayed black: no frame is painted for
     # preload="metadata"): where the player is drawn in the screenshot, for the test to look at.
     movie_poster = b.wait("""new Promise(done => { const v = document.getElementById('movie'); if (!v || !v.poster) return done('no poster');
@@ -197,7 +212,7 @@ def live_run(b, base, run, out):
         document.getElementById('zoom-reset').click();
         return { widest: Math.max(0, ...bars.map(b => b[0])), misdrawn: bars.filter(([given, painted]) => Math.abs(given - painted) > 1) }; })()""")
     return {"statuses": statuses[:20], "etas": etas[:40], "gantt_waiting": gantt_waiting, "gantt_widest": drawn.get("widest", 0), "gantt_misdrawn": drawn.get("misdrawn", []), "states": seen_states, "progress": progress, "gantt_rows": bar_rows, "gantt_bars": max_bars, "posters": posters or 0, "posters_kept": posters_kept, "movie_kept": movie_kept,
-            "movie_poster": movie_poster, "movie_box": movie_box,
+            "movie_poster": movie_poster, "movie_box": movie_box, "selected": selected,
             "video_duration": duration or 0, "reloaded": marker != 42,
             # Item captions wider than their card (cut off at its edge): a phone's long file name.
             "captions_cut": b.eval("[...document.querySelectorAll('#items figcaption')].filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent)"),

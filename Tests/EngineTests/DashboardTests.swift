@@ -387,6 +387,10 @@ import TestSupport
         #expect(seen["posters"] as? Int == 12, "every item's poster loaded: \(seen)")
         #expect(seen["posters_kept"] as? String == "12/12", "a live redraw made the posters anew (black until decoded again): \(seen["posters_kept"] ?? "")")
         #expect(seen["movie_kept"] as? Bool == true, "a live redraw made the movie anew (its playback lost): \(seen["posters_kept"] ?? "")")
+        // The ended run's page is not drawn again when nothing on it changed: a selection stays.
+        let selected = seen["selected"] as? [String: String] ?? [:]
+        #expect(selected["before"] == dir + "/out.mp4" && selected["after"] == selected["before"],
+                "the output path selected on the page, then a refresh with nothing new: \(selected)")
         // Until played, the player shows the movie's poster, not black (with preload="metadata",
         // Chromium painted no frame): looked at in the screenshot, inside the controls' margin.
         #expect(seen["movie_poster"] as? String == "640x360", "the movie's poster: \(seen["movie_poster"] ?? "")")
