@@ -173,7 +173,7 @@ enum Assets {
     let serverAhead = 0;
     function serverNow() { return Date.now() / 1000 + (Math.abs(serverAhead) > 2 ? serverAhead : 0); }
     let lastDrawn = null;
-    async function drawRun(id, force) {
+    async function drawRun(id) {
       const [d, attempts, farm] = await Promise.all([api('/api/runs/' + id), api(`/api/runs/${id}/attempts`), api('/api/farm')]);
       const r = d.run;
       if (r.state === 'running' && r.duration_s != null) serverAhead = r.started + r.paused_s + r.duration_s - Date.now() / 1000;
@@ -231,7 +231,7 @@ enum Assets {
       // times a second; an ended run's page was drawn again each time): it is not drawn again, so
       // what the reader selected (an output path, a sha256) stays selected.
       const drawn = h + JSON.stringify(attempts);
-      if (drawn === lastDrawn && !force) return;
+      if (drawn === lastDrawn) return;
       lastDrawn = drawn;
       // What shows loaded media is kept across live redraws while its address stays the same: the
       // movie (and its playback), and each item's poster once drawn (made anew at every change
@@ -344,11 +344,10 @@ enum Assets {
     // ---- live updates ----
     const runMatch = location.pathname.match(/^\/runs\/(\d+)$/);
     let drawing = false, again = false;
-    /// `force`: draw the run page again even if nothing on it changed.
-    async function refresh(force) {
+    async function refresh() {
       if (drawing) { again = true; return; }
       drawing = true;
-      try { runMatch ? await drawRun(runMatch[1], force === true) : await drawFarm(); }
+      try { runMatch ? await drawRun(runMatch[1]) : await drawFarm(); }
       catch (e) {
         // A fetch that got no answer at all rejects with a TypeError ("Failed to fetch"): the
         // server is stopped or restarting, and the event stream reconnects by itself.

@@ -219,7 +219,7 @@ public struct Dashboard: Sendable {
         // The movie's poster, shown by its player until played (with `preload="metadata"`,
         // Chromium painted no frame: the player stayed black). Its address names its content.
         router.get("/artifacts/:sha256/poster.png") { _, context in
-            guard let sha = context.parameters.get("sha256"), Self.isSHA256(sha), try reader.isRecordedVideo(sha256: sha) else { throw HTTPError(.notFound) }
+            guard let sha = context.parameters.get("sha256"), Self.isSHA256(sha), try reader.isRecordedArtifact(sha256: sha, kinds: ["movie", "segment"]) else { throw HTTPError(.notFound) }
             return Self.png(try await self.poster(sha256: sha, width: 1280))
         }
 

@@ -540,14 +540,13 @@ public struct FarmReader: Sendable {
     // MARK: files the dashboard may serve
 
     /// Whether an artifact with this sha256 is recorded (only recorded artifacts are served).
-    public func isRecordedArtifact(sha256: String) throws -> Bool {
-        try read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM artifact WHERE sha256 = ?)", arguments: [sha256]) ?? false }
-    }
-
-    /// Whether a movie or an item's segment with these bytes is recorded: what has a poster.
-    public func isRecordedVideo(sha256: String) throws -> Bool {
+    /// Whether an artifact with these bytes is recorded; with `kinds`, as one of those (a movie
+    /// or a segment: what has a poster).
+    public func isRecordedArtifact(sha256: String, kinds: [String] = []) throws -> Bool {
         try read { db in
-            try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM artifact WHERE sha256 = ? AND kind IN ('movie', 'segment'))", arguments: [sha256]) ?? false
+            let only = kinds.isEmpty ? "" : " AND kind IN (\(databaseQuestionMarks(count: kinds.count)))"
+            return try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM artifact WHERE sha256 = ?\(only))",
+                                     arguments: StatementArguments([sha256] + kinds)) ?? false
         }
     }
 

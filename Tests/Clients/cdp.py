@@ -124,6 +124,17 @@ class Browser:
                 time.sleep(0.1)
 
 
+def refreshed(b, before, after):
+    """Runs the script `before` on the page, then the page's own refresh() once no draw is under
+    way, waits for it, and returns what the script `after` returns (`before`'s names are seen)."""
+    return b.eval(f"""(async () => {{ const pause = () => new Promise(done => setTimeout(done, 20));
+        {before}
+        while (drawing) await pause();
+        await refresh();
+        while (drawing) await pause();
+        {after} }})()""")
+
+
 def live_run(b, base, run, out):
     """Opens the run page once and watches it (no reload) until the run ends."""
     b.navigate(f"{base}/runs/{run}")
@@ -167,32 +178,23 @@ def live_run(b, base, run, out):
         return imgs.length && imgs.every(i => i.complete && i.naturalWidth > 0) ? imgs.length : 0; })()""", 60)
     duration = b.wait("""new Promise(done => { const v = document.getElementById('movie'); if (!v) return done(0);
         if (v.readyState >= 1) return done(v.duration); v.addEventListener('loadedmetadata', () => done(v.duration)); setTimeout(() => done(0), 20000); })""", 30)
-    # A live redraw (any change on the farm makes one) keeps each loaded poster as it is, rather
-    # than making it anew (black while it is decoded again), and the movie with its playback.
+    # A live redraw (any change on the run makes one; here the page forgets what it drew) keeps
+    # each loaded poster as it is, rather than making it anew (black while it is decoded again),
+    # and the movie with its playback.
     try:
-        kept = b.eval("""(async () => { const pause = () => new Promise(done => setTimeout(done, 20));
-        document.querySelectorAll('#movie, #items img').forEach(e => e.__threadlineKept = true);
-        while (drawing) await pause();
-        await refresh(true);
-        while (drawing) await pause();
-        const now = [...document.querySelectorAll('#items img')], movie = document.getElementById('movie');
-        return { posters: `${now.filter(i => i.__threadlineKept === true).length}/${now.length}`, movie: !!movie && movie.__threadlineKept === true }; })()""")
+        kept = refreshed(b, "document.querySelectorAll('#movie, #items img').forEach(e => e.__threadlineKept = true); lastDrawn = null;",
+                         """const now = [...document.querySelectorAll('#items img')], movie = document.getElementById('movie');
+        return { posters: `${now.filter(i => i.__threadlineKept === true).length}/${now.length}`, movie: !!movie && movie.__threadlineKept === true };""")
         posters_kept, movie_kept = kept["posters"], kept["movie"]
     except RuntimeError as e:
         posters_kept, movie_kept = f"the redraw failed: {e}", False
     # A change elsewhere on the farm (here: a refresh with nothing new) leaves the ended run's page
     # as it is: the output path the reader selected to copy stays selected.
     try:
-        selected = b.eval("""(async () => { const pause = () => new Promise(done => setTimeout(done, 20));
-        const out = [...document.querySelectorAll('.summary span')].find(s => s.textContent.startsWith('Output')).querySelector('b');
+        selected = refreshed(b, """const out = [...document.querySelectorAll('.summary span')].find(s => s.textContent.startsWith('Output')).querySelector('b');
         const range = document.createRange(); range.selectNodeContents(out);
         getSelection().removeAllRanges(); getSelection().addRange(range);
-        const before = getSelection().toString();
-        while (drawing) await pause();
-        await refresh();
-        while (drawing) await pause();
-        const after = getSelection().toString(); getSelection().removeAllRanges();
-        return { before, after }; })()""")
+        const before = getSelection().toString();""", "const after = getSelection().toString(); getSelection().removeAllRanges(); return { before, after };")
     except RuntimeError as e:
         selected = {"before": f"the refresh failed: {e}", "after": ""}
     # The movie's player shows its poster until played (it stayed black: no frame is painted for

@@ -112,10 +112,10 @@ import TestSupport
         #expect(moviePoster.status == 200 && moviePoster.headers.lowercased().contains("content-type: image/png"), "\(moviePoster.status)")
         let posterFile = dir + "/movie-poster.png"
         try moviePoster.body.write(to: URL(fileURLWithPath: posterFile))
-        let drawn = try ffprobe(posterFile)
+        let drawn = try playerFrame(posterFile, frame: 0)
         #expect(drawn.width == 320 && drawn.height == 180, "the movie's poster is \(drawn.width)x\(drawn.height)")
         let middle = try playerFrame(dir + "/out.mp4", frame: try #require(try ffprobe(dir + "/out.mp4").frames) / 2)
-        let (p, m) = (rgbMeans(try playerFrame(posterFile, frame: 0)), rgbMeans(middle))
+        let (p, m) = (rgbMeans(drawn), rgbMeans(middle))
         #expect(abs(p.r - m.r) + abs(p.g - m.g) + abs(p.b - m.b) < 15, "the poster \(p) is the movie's middle frame \(m)")
         let source = try #require((detail["lineage"] as? [[String: Any]])?.first { $0["kind"] as? String == "source" }?["sha256"] as? String)
         #expect(try Self.get(base, "/artifacts/\(source)").status == 200 && (try Self.get(base, "/artifacts/\(source)/poster.png").status) == 404,
@@ -386,7 +386,7 @@ import TestSupport
         #expect((seen["gantt_misdrawn"] as? [Any])?.isEmpty == true, "bars painted at another width than given: \(seen)")
         #expect(seen["posters"] as? Int == 12, "every item's poster loaded: \(seen)")
         #expect(seen["posters_kept"] as? String == "12/12", "a live redraw made the posters anew (black until decoded again): \(seen["posters_kept"] ?? "")")
-        #expect(seen["movie_kept"] as? Bool == true, "a live redraw made the movie anew (its playback lost): \(seen["posters_kept"] ?? "")")
+        #expect(seen["movie_kept"] as? Bool == true, "a live redraw made the movie anew (its playback lost): \(seen["movie_kept"] ?? "")")
         // The ended run's page is not drawn again when nothing on it changed: a selection stays.
         let selected = seen["selected"] as? [String: String] ?? [:]
         #expect(selected["before"] == dir + "/out.mp4" && selected["after"] == selected["before"],
