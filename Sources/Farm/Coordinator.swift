@@ -1264,6 +1264,7 @@ final class CoordinatorCore {
             log.info("worker draining", metadata: ["worker.id": "\(id)", "in_flight": "\(running.count)"])
         case .handBack(let lease):
             if workers[id] != nil { workers[id]!.lastSeen = now }
+            if orphanHandedBack(lease, by: id, now: now) { return }
             feed(.handedBack(lease: lease, worker: id), now: now)
         case .leaving:
             leave(worker: id, now: now)
@@ -2375,6 +2376,25 @@ final class CoordinatorCore {
             }
         }
         feed(.orphanEnded(lease: r.lease, made: made))
+        return true
+    }
+
+    /// An orphan its worker never began (the last coordinator stopped while its inputs were still
+    /// coming) handed back with the worker's hello: recorded as such, not as a render lost, and its
+    /// stage goes out again now. Before, the stage waited `orphanResultWait` for a result that
+    /// could not come, and lineage counted the attempt among the renders a stop had cost.
+    func orphanHandedBack(_ lease: String, by wid: String, now: Double) -> Bool {
+        guard let o = orphans[lease], o.worker == wid, workers[wid] != nil, scheduler.isOrphan(lease) else { return false }
+        orphans[lease] = nil
+        orphansSeen.remove(lease)
+        record("attemptFinished") {
+            try lineage.attemptsHandedBackUnbegun(o.attemptIDs, worker: wid)
+            try lineage.event("attempt.handed_back", "\(o.stage), \(o.givenOut), was handed back unbegun by worker \(wid) (its inputs had not all come): it goes out again",
+                              runID: o.runID)
+        }
+        log.info("a render the last coordinator gave out was handed back unbegun; it goes out again",
+                 metadata: ["run.id": "\(o.runID)", "stage.id": "\(o.stage)", "worker.id": "\(wid)"])
+        feed(.orphanEnded(lease: lease, made: false), now: now)
         return true
     }
 

@@ -129,6 +129,10 @@ public final class WorkerRuntime: Sendable {
         /// attempt's output is in the store before its result names it).
         var acceptedAt: [String: Double] = [:]
         var draining = false
+        /// Assignments given up unbegun when their coordinator stopped (their inputs were still
+        /// coming from it): handed back to the next coordinator with the first hello, so that it
+        /// gives them out again at once and records them as never begun, not as renders lost.
+        var givenUp: Set<String> = []
         func hello() -> Hello {
             var h = Hello(worker: config.id, host: ProcessInfo.processInfo.hostName, pid: Int(getpid()), slots: config.slots,
                           version: Self.version, storeID: config.store?.id, running: Array(running))
@@ -146,6 +150,8 @@ public final class WorkerRuntime: Sendable {
         func announce() {
             send(.hello(hello()))
             for r in unacked.values { send(.result(r)) }
+            for lease in givenUp.sorted() { send(.handBack(lease: lease)) }
+            givenUp = []
         }
         send(.hello(hello()))
         var lastSent = Clocks.steady
@@ -398,14 +404,16 @@ public final class WorkerRuntime: Sendable {
                 case .stopping(let keep):
                     // Its renders here go on, their results kept for the coordinator that comes
                     // next (its first answer is met with a hello, as after a lost coordinator).
-                    // One whose inputs were still coming from it cannot start: dropped, and the
-                    // next coordinator makes it again.
+                    // One whose inputs were still coming from it cannot start: given up, and
+                    // handed back to the next coordinator, which gives it out again at once.
                     coordinatorStopped = true
                     coordinatorLost = true
+                    let notStarted = preparing.count
+                    givenUp.formUnion(preparing.keys)
                     for lease in preparing.keys { dropPreparing(lease) }
                     let going = running.intersection(keep)
                     logger.info("the coordinator is stopping; renders under way here go on and are delivered to the coordinator that comes next",
-                                metadata: ["renders": "\(going.count)"])
+                                metadata: ["renders": "\(going.count)", "not_started": "\(notStarted)"])
                 case .rejected(let why):
                     let now = Clocks.steady
                     if refused?.why != why || now - refused!.loggedAt > 600 {

@@ -976,6 +976,22 @@ public final class LineageStore: Sendable {
         }
     }
 
+    /// Attempts their worker handed back unbegun once their coordinator had stopped (their inputs
+    /// were still coming from it): no render was lost. When they ended stays the stop's time.
+    public func attemptsHandedBackUnbegun(_ attemptIDs: [Int64], worker: String) throws {
+        guard !attemptIDs.isEmpty else { return }
+        try write { db in
+            try db.execute(sql: "UPDATE attempt SET state = ?, error_class = NULL, error_message = ? WHERE id IN (\(databaseQuestionMarks(count: attemptIDs.count)))",
+                           arguments: StatementArguments([AttemptStatus.handedBack.rawValue, Self.handedBackUnbegun(by: worker)]) + StatementArguments(attemptIDs))
+        }
+    }
+
+    /// What an attempt handed back unbegun after its coordinator stopped reads (`coord status`
+    /// tells it by its start).
+    public static func handedBackUnbegun(by worker: String) -> String {
+        "\(coordinatorStopped) before its inputs reached worker \(worker), which handed it back unbegun"
+    }
+
     public func attemptFinished(_ attemptID: Int64, state: AttemptStatus, started: Double?, finished: Double?, errorClass: String? = nil,
                                 errorMessage: String? = nil, cpu: Double? = nil, maxRSS: Int64? = nil) throws {
         try write { db in

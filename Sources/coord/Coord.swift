@@ -517,9 +517,11 @@ extension Status {
         }
         return groups.map { g in
             let f = g.row, which = "\(g.stages.joined(separator: ", ")) attempt \(f["attempt_no"] ?? "?") on \(f["worker_id"] ?? "?")"
-            // A hand-back is no failure: the worker was leaving, and the stage went to another.
+            // A hand-back is no failure: the worker was leaving, or never began it when its
+            // coordinator stopped, and the stage went out again.
             if f["state"] == AttemptStatus.handedBack.rawValue {
-                return "  ↩ \(which): handed back by its worker, which was leaving (not a failure)"
+                let why = f["error_message"].flatMap { $0.hasPrefix(LineageStore.coordinatorStopped) ? $0 : nil }
+                return "  ↩ \(which): \(why ?? "handed back by its worker, which was leaving") (not a failure)"
             }
             // Nor is a render its coordinator did not live to take in, kept by the next one.
             if f["state"] == AttemptStatus.lost.rawValue && g.kept {

@@ -1507,12 +1507,21 @@ import ThreadlineCore
         }
         let r = try run(coordPath, ["wait", "1", "--coordinator", ep], timeout: 180)
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
-        // Renders given out (cache checks take no slot): one per item, none begun again.
-        let given = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.slot IS NOT NULL").first?["n"]
+        // Renders given out (cache checks take no slot) and begun: one per item, none begun
+        // again. One whose inputs were still coming when its coordinator stopped (the stop comes
+        // as soon as a render is given out: on a slow machine, before its worker had them) is
+        // handed back unbegun, and told so by each worker.
+        let given = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.slot IS NOT NULL AND a.state != 'handed_back'").first?["n"]
         let kept = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND \(LineageStore.keptRenderSQL)").first?["n"]
-        #expect(given == "6", "6 renders, \(given ?? "?") given out (\(kept ?? "?") kept across a restart)")
+        let unbegun = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'handed_back'").first?["n"]
+        let told = ["w1", "w2"].map { w in
+            ((try? String(contentsOfFile: procs.log(w), encoding: .utf8)) ?? "").split(separator: "\n").filter { $0.contains("the coordinator is stopping") }
+                .compactMap { $0.firstMatch(of: /not_started=(\d+)/).flatMap { Int($0.1) } }.reduce(0, +)
+        }.reduce(0, +)
+        #expect(given == "6", "6 renders, \(given ?? "?") given out and begun (\(kept ?? "?") kept across a restart, \(unbegun ?? "?") handed back unbegun)")
+        #expect(unbegun == "\(told)", "\(unbegun ?? "?") attempts recorded handed back unbegun, workers told of \(told)")
         try #require(Int(kept ?? "0") ?? 0 >= 1, "no render outlived a stop: the test proved nothing")
-        print("three restarts under a 6-item run: 6 renders made once each, \(kept!) kept across a restart")
+        print("three restarts under a 6-item run: 6 renders made once each, \(kept!) kept across a restart, \(unbegun!) handed back unbegun")
     }
 
     /// On a farm of several workers, the one that comes back first after the coordinator's

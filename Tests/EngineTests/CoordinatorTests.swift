@@ -223,6 +223,93 @@ final class Harness {
         deaf.close()
     }
 
+    /// A render the last coordinator gave out whose worker never began it (its inputs were still
+    /// coming when that coordinator stopped) and hands it back with its hello: the coordinator that
+    /// resumed the run records it as handed back unbegun and gives it out again at once. Before,
+    /// the hand-back was taken for a stale lease, the stage waited `orphanResultWait` (2 s) for a
+    /// result that could not come, and the attempt stayed among the renders lost to the stop.
+    @Test func aRenderHandedBackUnbegunAfterARestartGoesOutAgainAtOnce() throws {
+        let store = try ArtifactStore(root: temporaryDirectory("handed-back-unbegun") + "/store")
+        let configure: (inout Coordinator.Configuration) -> Void = { $0.resumeInterrupted = true; $0.drainTimeout = 0; $0.store = store }
+        let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(), livenessTimeout: 30, store: store, configure: configure)
+        /// What a worker sharing the store answers `a` with: a miss for a check, else a file of its
+        /// own (a fetch's the same each time, as a source's is: the render's key stays the same).
+        func answer(_ a: Assignment) throws -> TaskResult {
+            if a.checkOnly == true { return .miss(a) }
+            let made = store.temporaryPath()
+            let fetch = if case .fetch = a.task { true } else { false }
+            try Data((fetch ? a.task.label : a.lease).utf8).write(to: URL(fileURLWithPath: made))
+            var r = TaskResult(lease: a.lease, error: nil, artifact: try store.adopt(made), facts: nil, segment: nil,
+                               startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
+            switch a.task {
+            case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
+            case .segment, .transition: r.segment = SegmentReport()
+            case .concat: break
+            }
+            return r
+        }
+        /// Plays a worker: answers everything until a render comes, which it keeps.
+        func renderGiven(to w: Socket, within seconds: Double = 10) throws -> (assignment: Assignment, at: Date)? {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                guard let frames = try w.receive(timeoutMs: 20), case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message else { continue }
+                if case .segment = a.task, a.checkOnly != true { return (a, Date()) }
+                try w.send([Envelope(.result(try answer(a))).encoded()], dontWait: false)
+            }
+            return nil
+        }
+        let first = try h.handMadeWorker("hw", storeID: store.id, running: [])
+        // Submitted as `coord submit --coordinator` does (a run the next coordinator resumes), of a
+        // source the worker fetches itself.
+        let submitter = try Socket(h.context, .dealer)
+        defer { submitter.close() }
+        try submitter.setIdentity("submitter")
+        try submitter.connect(h.endpoint)
+        let pipeline = Pipeline(name: "p", output: OutputProfile(path: h.dir + "/p.mp4"),
+                                items: [Item(kind: .video(source: SourceRef("http://media.test/p-0.mov"), trim: nil))])
+        try submitter.send([Envelope(.submit(Submission(pipeline: pipeline, files: [], submitter: "test"))).encoded()], dontWait: false)
+        let lease = try #require(try renderGiven(to: first), "no render was given out").assignment.lease
+        let answered = try submitter.receive(timeoutMs: 5_000)?.first.flatMap(Envelope.decode)?.message
+        guard case .accepted(let run)? = answered else { Issue.record("the submission was not accepted: \(String(describing: answered))"); return }
+        h.coordinator.stop(graceful: true)
+        try #require(h.coordinator.waitUntilStopped(timeout: 10), "the coordinator did not stop")
+        first.close()
+        // The next coordinator on the same lineage resumes the run and waits for word of the render.
+        var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
+        config.livenessTimeout = 30
+        config.backoffBase = 0.01
+        configure(&config)
+        var logger = Logger(label: "next"); logger.logLevel = ProcessInfo.processInfo.environment["HARNESS_LOG"] != nil ? .debug : .critical
+        let next = Coordinator(config, lineage: try LineageStore(path: h.dir + "/lineage.db"), logger: logger)
+        let outcome = Locked<RunOutcome?>(nil)
+        next.observe { _, r, o in if r == run, let o { outcome.withLock { $0 = o } } }
+        let endpoint = try next.start(context: h.context)
+        defer { next.stop() }
+        let back = try Socket(h.context, .dealer)
+        defer { back.close() }
+        try back.setIdentity("hw")
+        try back.connect(endpoint)
+        try back.send([Envelope(.hello(Hello(worker: "hw", host: "h", pid: 1, slots: 1, version: "test", storeID: store.id, running: [], engine: Planner.engineID))).encoded()],
+                      dontWait: false)
+        try back.send([Envelope(.handBack(lease: lease)).encoded()], dontWait: false)
+        let handedBack = Date()
+        let again = try #require(try renderGiven(to: back), "the render was not given out again")
+        let waited = again.at.timeIntervalSince(handedBack)
+        print("a render handed back unbegun after a restart went out again \(String(format: "%.3f", waited)) s later")
+        #expect(again.assignment.lease != lease && waited < 1, "given out again after \(waited) s (the wait for a result is \(CoordinatorCore.orphanResultWait) s)")
+        let rows = try h.lineage.rows("SELECT state, error_message AS e FROM attempt WHERE lease = ? OR lease LIKE ? ORDER BY id", [lease, lease + "#%"])
+        #expect(!rows.isEmpty && rows.allSatisfy { $0["state"] == "handed_back" && $0["e"] == LineageStore.handedBackUnbegun(by: "hw") }, "\(rows)")
+        // Its render delivered, the run ends well.
+        try back.send([Envelope(.result(try answer(again.assignment))).encoded()], dontWait: false)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, outcome.value == nil {
+            if let frames = try back.receive(timeoutMs: 20), case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message {
+                try back.send([Envelope(.result(try answer(a))).encoded()], dontWait: false)
+            }
+        }
+        guard case .succeeded? = outcome.value else { Issue.record("the resumed run did not succeed: \(String(describing: outcome.value))"); return }
+    }
+
     /// A service stopping gracefully tells each worker so (`stopping`: the renders under way
     /// there go on, for the coordinator that comes next), even one whose connection is still
     /// busy taking what it was sent before. Before, the coordinator's socket closed at once and
@@ -1060,5 +1147,57 @@ struct RecordingLogHandler: LogHandler {
         #expect(hellos >= 3 && heartbeats >= 3, "hellos \(hellos), heartbeats \(heartbeats)")
         #expect(said.count == 1, "\(said.count) times: \(messages.value)")
         router.close()
+    }
+}
+
+@Suite struct WorkerAfterAStopTests {
+    /// A coordinator stopping while a worker still waits for an assignment's inputs from it (here
+    /// a hand-played coordinator never answers the pull): the worker gives that assignment up,
+    /// and hands it back to the coordinator that comes next with its first hello, while a render
+    /// under way goes on and is listed running. Before, the worker said nothing of it: the next
+    /// coordinator waited for a result that could not come, then gave the stage out again, and
+    /// lineage counted the attempt among the renders the stop had cost (CI: "8 given out").
+    @Test func anAssignmentStillWaitingForItsInputsIsHandedBackToTheNextCoordinator() throws {
+        let context = MessagingContext()
+        let router = try Socket(context, .router)
+        let endpoint = try router.bind("tcp://127.0.0.1:*")
+        let store = try ArtifactStore(root: temporaryDirectory("given-up") + "/store")
+        var config = WorkerRuntime.Configuration(endpoint: endpoint, slots: 2, id: "w-given-up", heartbeatInterval: 0.1)
+        config.store = store
+        var logger = Logger(label: "given-up"); logger.logLevel = .critical
+        let worker = WorkerRuntime(config, runner: FakeRunner(delay: 30), logger: logger)
+        Thread { try? worker.run(context: context) }.start()
+        defer { worker.stop(); router.close() }
+        func next(_ wanted: (WireMessage) -> Bool, within seconds: Double = 5) throws -> (Data, WireMessage)? {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                guard let frames = try router.receive(timeoutMs: 50), frames.count >= 2, let e = Envelope.decode(frames[1]) else { continue }
+                if wanted(e.message) { return (frames[0], e.message) }
+            }
+            return nil
+        }
+        let (peer, _) = try #require(try next { if case .hello = $0 { true } else { false } }, "no hello")
+        // One render that needs nothing from the coordinator, and one whose input is not here yet.
+        _ = try router.send([peer, Envelope(.assign(Assignment(lease: "1-1", task: .fetch(uri: "/in/a.mov", name: "a.mov")))).encoded()])
+        var waiting = Assignment(lease: "1-2", task: .fetch(uri: "/in/b.mov", name: "b.mov"))
+        waiting.inputs = [ArtifactRef(sha256: String(repeating: "ab", count: 32), path: "/in/b.mov", size: 1 << 20)]
+        _ = try router.send([peer, Envelope(.assign(waiting)).encoded()])
+        try #require(try next { if case .pull(let sha, _, _) = $0 { sha.hasPrefix("abab") } else { false } } != nil, "the worker did not ask for the input")
+        _ = try router.send([peer, Envelope(.stopping(keep: ["1-1", "1-2"])).encoded()])
+        // The next coordinator: it answers what the worker sends next with "say hello again".
+        let (again, _) = try #require(try next { if case .heartbeat = $0 { true } else { false } }, "no heartbeat after the stop")
+        _ = try router.send([again, Envelope(.reannounce).encoded()])
+        var hellos: [[String]] = [], handedBack: [String] = [], order: [String] = []
+        let deadline = Date().addingTimeInterval(2)
+        while Date() < deadline {
+            guard let (_, m) = try next({ _ in true }, within: 0.2) else { continue }
+            switch m {
+            case .hello(let h): hellos.append((h.running ?? []).sorted()); order.append("hello")
+            case .handBack(let lease): handedBack.append(lease); order.append("handBack")
+            default: break
+            }
+        }
+        #expect(handedBack == ["1-2"], "handed back: \(handedBack)")
+        #expect(order.first == "hello" && !hellos.isEmpty && hellos.allSatisfy { $0 == ["1-1"] }, "\(order) \(hellos)")
     }
 }
