@@ -1510,7 +1510,7 @@ import ThreadlineCore
         // Renders given out (cache checks take no slot) and begun: one per item, none begun
         // again. One whose inputs were still coming when its coordinator stopped (the stop comes
         // as soon as a render is given out: on a slow machine, before its worker had them) is
-        // handed back unbegun, and told so by each worker.
+        // handed back unbegun, as its worker says (beside any other stage it had not begun).
         let given = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.slot IS NOT NULL AND a.state != 'handed_back'").first?["n"]
         let kept = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND \(LineageStore.keptRenderSQL)").first?["n"]
         let unbegun = try Self.rows(db, "SELECT count(*) AS n FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE s.kind = 'decode' AND a.state = 'handed_back'").first?["n"]
@@ -1519,7 +1519,7 @@ import ThreadlineCore
                 .compactMap { $0.firstMatch(of: /not_started=(\d+)/).flatMap { Int($0.1) } }.reduce(0, +)
         }.reduce(0, +)
         #expect(given == "6", "6 renders, \(given ?? "?") given out and begun (\(kept ?? "?") kept across a restart, \(unbegun ?? "?") handed back unbegun)")
-        #expect(unbegun == "\(told)", "\(unbegun ?? "?") attempts recorded handed back unbegun, workers told of \(told)")
+        #expect(Int(unbegun ?? "") ?? .max <= told, "\(unbegun ?? "?") renders recorded handed back unbegun, the workers gave up \(told) stages at the stops")
         try #require(Int(kept ?? "0") ?? 0 >= 1, "no render outlived a stop: the test proved nothing")
         print("three restarts under a 6-item run: 6 renders made once each, \(kept!) kept across a restart, \(unbegun!) handed back unbegun")
     }
