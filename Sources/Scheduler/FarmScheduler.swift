@@ -495,7 +495,10 @@ public struct FarmScheduler: Sendable {
 
         case .handedBack(let lease, let worker):
             free(lease, on: worker)
-            guard current(lease, from: worker, &out) != nil else { break }
+            // One this scheduler does not hold for that worker (the last coordinator gave it out:
+            // a worker hands back what it had not begun when that one stopped) is nothing more.
+            // Before, it was recorded as a stale result, which it is not.
+            guard current(lease, from: worker) != nil else { break }
             handBack(lease, from: worker, now: now, &out)
 
         case .notDelivered(let lease, let until):

@@ -812,6 +812,21 @@ extension Array {
         #expect(d.first?.worker == b && d.first?.attempt == 1)
     }
 
+    /// A worker hands back a lease this scheduler never gave out (what the last coordinator gave
+    /// it, not begun when that one stopped): nothing happens and nothing is recorded. Before, it
+    /// came out as a stale result, and lineage said a result was discarded.
+    @Test func aHandBackOfALeaseNeverGivenOutIsNothing() {
+        var farm = Farm()
+        let a = farm.join(slots: 1)
+        _ = farm.submit([[]])
+        farm.prepareAll()
+        let d = dispatches(farm.send(.tick))
+        #expect(farm.send(.handedBack(lease: "earlier-7", worker: a)).isEmpty)
+        // The lease it holds is still its own.
+        let fx = farm.answer(d[0].lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(!fx.contains(.stale(lease: d[0].lease, worker: a)) && farm.problems.isEmpty, "\(fx) \(farm.problems)")
+    }
+
     @Test func cacheChecksTakeNoSlotAndAMissRendersForReal() {
         var farm = Farm()
         let w = farm.join(slots: 1)
