@@ -96,7 +96,7 @@ final class FakeRunner: TaskRunner, @unchecked Sendable {
 }
 
 final class Harness {
-    let dir = temporaryDirectory("coord")
+    let dir: String
     let context = MessagingContext()
     let coordinator: Coordinator
     let lineage: LineageStore
@@ -105,8 +105,12 @@ final class Harness {
     let outcomes = Locked<[Int64: RunOutcome]>([:])
 
     /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
+    /// `restarting`: the folder of another harness whose coordinator has stopped (this one is
+    /// that coordinator started again, on its lineage).
     init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0,
-         stageTimeout: Double? = nil, store: ArtifactStore? = nil, configure: (inout Coordinator.Configuration) -> Void = { _ in }) throws {
+         stageTimeout: Double? = nil, store: ArtifactStore? = nil, restarting: String? = nil,
+         configure: (inout Coordinator.Configuration) -> Void = { _ in }) throws {
+        dir = restarting ?? temporaryDirectory("coord")
         lineage = try LineageStore(path: dir + "/lineage.db")
         var logger = Logger(label: "test"); logger.logLevel = ProcessInfo.processInfo.environment["HARNESS_LOG"] != nil ? .debug : .critical
         var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
@@ -133,6 +137,21 @@ final class Harness {
         let hello = Hello(worker: id, host: "h", pid: pid, slots: slots, version: "test", storeID: storeID, running: running, engine: Planner.engineID)
         try s.send([Envelope(.hello(hello)).encoded()], dontWait: false)
         return s
+    }
+
+    /// What a worker sharing `store` answers `a` with: a file of its own holding `content` (with
+    /// a fetch's facts, a render's report).
+    static func madeInStore(_ a: Assignment, _ store: ArtifactStore, content: String) throws -> TaskResult {
+        let made = store.temporaryPath()
+        try Data(content.utf8).write(to: URL(fileURLWithPath: made))
+        var r = TaskResult(lease: a.lease, error: nil, artifact: try store.adopt(made), facts: nil, segment: nil,
+                           startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
+        switch a.task {
+        case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
+        case .segment: r.segment = SegmentReport()
+        case .transition, .concat: break
+        }
+        return r
     }
 
     func addWorker(id: String, slots: Int, runner: FakeRunner) {
@@ -232,21 +251,12 @@ final class Harness {
         let store = try ArtifactStore(root: temporaryDirectory("handed-back-unbegun") + "/store")
         let configure: (inout Coordinator.Configuration) -> Void = { $0.resumeInterrupted = true; $0.drainTimeout = 0; $0.store = store }
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner(), livenessTimeout: 30, store: store, configure: configure)
-        /// What a worker sharing the store answers `a` with: a miss for a check, else a file of its
-        /// own (a fetch's the same each time, as a source's is: the render's key stays the same).
+        /// A miss for a check, else a file of the worker's own (a fetch's the same each time, as a
+        /// source's is: the render's key stays the same).
         func answer(_ a: Assignment) throws -> TaskResult {
             if a.checkOnly == true { return .miss(a) }
-            let made = store.temporaryPath()
             let fetch = if case .fetch = a.task { true } else { false }
-            try Data((fetch ? a.task.label : a.lease).utf8).write(to: URL(fileURLWithPath: made))
-            var r = TaskResult(lease: a.lease, error: nil, artifact: try store.adopt(made), facts: nil, segment: nil,
-                               startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
-            switch a.task {
-            case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
-            case .segment, .transition: r.segment = SegmentReport()
-            case .concat: break
-            }
-            return r
+            return try Harness.madeInStore(a, store, content: fetch ? a.task.label : a.lease)
         }
         /// Plays a worker: answers everything until a render comes, which it keeps.
         func renderGiven(to w: Socket, within seconds: Double = 10) throws -> (assignment: Assignment, at: Date)? {
@@ -275,22 +285,9 @@ final class Harness {
         try #require(h.coordinator.waitUntilStopped(timeout: 10), "the coordinator did not stop")
         first.close()
         // The next coordinator on the same lineage resumes the run and waits for word of the render.
-        var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
-        config.livenessTimeout = 30
-        config.backoffBase = 0.01
-        configure(&config)
-        var logger = Logger(label: "next"); logger.logLevel = ProcessInfo.processInfo.environment["HARNESS_LOG"] != nil ? .debug : .critical
-        let next = Coordinator(config, lineage: try LineageStore(path: h.dir + "/lineage.db"), logger: logger)
-        let outcome = Locked<RunOutcome?>(nil)
-        next.observe { _, r, o in if r == run, let o { outcome.withLock { $0 = o } } }
-        let endpoint = try next.start(context: h.context)
-        defer { next.stop() }
-        let back = try Socket(h.context, .dealer)
+        let next = try Harness(workers: 0, slots: 1, runner: FakeRunner(), livenessTimeout: 30, store: store, restarting: h.dir, configure: configure)
+        let back = try next.handMadeWorker("hw", storeID: store.id, running: [])
         defer { back.close() }
-        try back.setIdentity("hw")
-        try back.connect(endpoint)
-        try back.send([Envelope(.hello(Hello(worker: "hw", host: "h", pid: 1, slots: 1, version: "test", storeID: store.id, running: [], engine: Planner.engineID))).encoded()],
-                      dontWait: false)
         try back.send([Envelope(.handBack(lease: lease)).encoded()], dontWait: false)
         let handedBack = Date()
         let again = try #require(try renderGiven(to: back), "the render was not given out again")
@@ -302,12 +299,12 @@ final class Harness {
         // Its render delivered, the run ends well.
         try back.send([Envelope(.result(try answer(again.assignment))).encoded()], dontWait: false)
         let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline, outcome.value == nil {
+        while Date() < deadline, next.outcomes.value[run] == nil {
             if let frames = try back.receive(timeoutMs: 20), case .assign(let a)? = frames.first.flatMap(Envelope.decode)?.message {
                 try back.send([Envelope(.result(try answer(a))).encoded()], dontWait: false)
             }
         }
-        guard case .succeeded? = outcome.value else { Issue.record("the resumed run did not succeed: \(String(describing: outcome.value))"); return }
+        guard case .succeeded? = next.outcomes.value[run] else { Issue.record("the resumed run did not succeed: \(String(describing: next.outcomes.value[run]))"); return }
     }
 
     /// A service stopping gracefully tells each worker so (`stopping`: the renders under way
@@ -589,13 +586,9 @@ final class Harness {
         let deadline = Date().addingTimeInterval(15)
         while Date() < deadline, h.outcomes.value[run] == nil {
             guard let frames = try sly.receive(timeoutMs: 100), let e = frames.first.flatMap(Envelope.decode), case .assign(let a) = e.message else { continue }
-            let made = store.temporaryPath()
-            try Data(a.lease.utf8).write(to: URL(fileURLWithPath: made))
-            var r = TaskResult(lease: a.lease, error: nil, artifact: try store.adopt(made), facts: nil, segment: nil,
-                               startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
+            var r = try Harness.madeInStore(a, store, content: a.lease)
             switch a.task {
-            case .fetch: r.facts = MediaFacts(duration: 1, width: 16, height: 16, hasVideo: true, hasAudio: true)
-            case .segment: r.segment = SegmentReport()
+            case .fetch, .segment: break
             default:
                 lies += 1
                 r.artifact = ArtifactRef(sha256: try SHA256Hasher.hex(fileAt: secret), path: secret, size: 24)
