@@ -127,13 +127,20 @@ import ThreadlineCore
         let pipeline = try Self.project(dir, items: 8, seconds: 3, size: (640, 360), output: "640x360", preset: "medium")
         let (ns, procs, reference, db) = try Self.partitionFarm(dir, liveness: 3, submitting: pipeline)
         defer { procs.stopAll() }
-        // Cut w1 off while it is rendering.
-        let rendering = try waitUntil(timeout: 60) {
-            try Self.rows(db, "SELECT count(*) AS n FROM v_attempts WHERE worker_id = 'w1' AND state = 'running' AND stage LIKE 'decode/%'").first?["n"] != "0"
+        // Cut w1 off while it is rendering: a render begun (its movie file in w1's store has
+        // bytes), not only given out (its inputs may still be on their way, and are then never
+        // begun). Cut as a render ends, w1 has none under way: let it back and cut again.
+        var rendering: Set<String> = []
+        var cutAt = Date()
+        for _ in 0..<5 where rendering.isEmpty {
+            try #require(try waitUntil(timeout: 60, poll: 0.02) { Self.temporaryFiles(dir + "/w1/tmp", ending: ".mov").contains { $0.size > 0 } },
+                         "w1 never began a render")
+            try ns.cut("w1")
+            cutAt = Date()
+            rendering = Set(Self.temporaryFiles(dir + "/w1/tmp", ending: ".mov").map(\.name))
+            if rendering.isEmpty { try ns.restore("w1") }
         }
-        try #require(rendering, "w1 never got a render")
-        try ns.cut("w1")
-        let cutAt = Date()
+        try #require(!rendering.isEmpty, "w1 was never cut off during a render")
         // Its stages are reassigned after the liveness timeout and the run completes on w2.
         let moved = try waitUntil(timeout: 15) {
             try Self.rows(db, "SELECT count(*) AS n FROM attempt WHERE worker_id = 'w1' AND state = 'lost'").first?["n"] != "0"
@@ -141,7 +148,19 @@ import ThreadlineCore
         #expect(moved, "w1's attempts were not declared lost")
         let lostAfter = Date().timeIntervalSince(cutAt)
         #expect(lostAfter < 8, "lost after \(lostAfter) s with a 3 s liveness timeout")
-        Thread.sleep(until: cutAt.addingTimeInterval(30))
+        // Back once it has finished, cut off, the render it had, and w2 has made each stage w1
+        // lost: w1's result then comes late, for a stage done. (Back before w2 is done, w1's
+        // render is kept instead: `aLostWorkerBackWithItsRenderKeepsIt`. Before, the test waited
+        // a fixed 30 s from the cut for both.)
+        let finished = try waitUntil(timeout: 30, poll: 0.05) { Set(Self.temporaryFiles(dir + "/w1/tmp", ending: ".mov").map(\.name)).isDisjoint(with: rendering) }
+        #expect(finished, "w1's render did not end in 30 s cut off")
+        let redone = try waitUntil(timeout: 30, poll: 0.05) {
+            try Self.rows(db, """
+                SELECT count(*) AS n FROM attempt a WHERE a.worker_id = 'w1' AND a.state = 'lost' AND NOT EXISTS
+                (SELECT 1 FROM attempt b WHERE b.stage_id = a.stage_id AND b.worker_id = 'w2' AND b.state = 'succeeded')
+                """).first?["n"] == "0"
+        }
+        #expect(redone, "w2 did not make what w1 lost in 30 s")
         try ns.restore("w1")
         try Self.expectMovie(ns, dir, frames: reference)
         // w1 comes back, re-sends the result it finished while cut off, and it is discarded by lease.
@@ -245,8 +264,13 @@ import ThreadlineCore
     /// The sizes of the files in a store's `tmp` whose names end in `suffix` (transfers arriving,
     /// `.part`, or parts kept, `.partial`).
     static func temporarySizes(_ folder: String, ending suffix: String = "") -> [Int64] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(suffix) }.compactMap {
-            (try? FileManager.default.attributesOfItem(atPath: folder + "/" + $0)[.size] as? NSNumber)?.int64Value
+        temporaryFiles(folder, ending: suffix).map(\.size)
+    }
+
+    /// The names and sizes of the files in a store's `tmp` whose names end in `suffix`.
+    static func temporaryFiles(_ folder: String, ending suffix: String = "") -> [(name: String, size: Int64)] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(suffix) }.compactMap { name in
+            (try? FileManager.default.attributesOfItem(atPath: folder + "/" + name)[.size] as? NSNumber).map { (name, $0.int64Value) }
         }
     }
 
