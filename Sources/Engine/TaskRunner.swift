@@ -52,7 +52,7 @@ public struct MediaTaskRunner: TaskRunner {
                     }
                     // A stopped fetch of a large file gives its slot back within a MiB hashed or 64 MiB copied.
                     do { ref = try store.ingest(localFile: uri, isCancelled: isCancelled) } catch is CancellationError {
-                        throw MediaError(.fetch, .retryable, file: name, "cancelled")
+                        throw MediaError.cancelled(.fetch, file: name)
                     }
                 } else {
                     let tmp = store.temporaryPath()

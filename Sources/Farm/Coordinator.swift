@@ -2401,6 +2401,14 @@ final class CoordinatorCore {
     func finish(_ r: TaskResult, from wid: String, workersFault: Bool = true) {
         guard let s = scheduler.current(r.lease, from: wid), let run = runs[s.run], !run.finished else {
             if orphanFinished(r, from: wid) { return }
+            // An attempt stopped as it was told (its run cancelled, or cancelled as this
+            // coordinator or the last one stopped): its worker says it stopped, and no result is
+            // discarded. Before, each such answer was recorded as a stale result: `coord cancel`
+            // of a run with two renders under way wrote two `attempt.stale` events.
+            if r.error?.isCancellation == true {
+                log.debug("a stopped attempt's worker says it stopped", metadata: ["lease": "\(r.lease)", "worker.id": "\(wid)"])
+                return
+            }
             // A stale lease: the stage was reassigned or its run ended, or another worker holds it. Never counted.
             record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)") }
             return

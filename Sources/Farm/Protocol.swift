@@ -210,6 +210,8 @@ public struct WireError: Codable, Sendable, Error, CustomStringConvertible {
         noSpace = e.noSpace
     }
     public var description: String { "\(stage.rawValue) failed on \(file): \(message)" }
+    /// The attempt was stopped where it ran, as it was told (`MediaError.cancelled`).
+    public var isCancellation: Bool { errorClass == .retryable && message == MediaError.cancelledMessage }
 }
 
 public struct TaskResult: Codable, Sendable {

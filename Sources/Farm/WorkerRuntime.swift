@@ -386,7 +386,7 @@ public final class WorkerRuntime: Sendable {
                 case .cancel(let lease):
                     guard running.contains(lease) || preparing[lease] != nil else { break }   // (ended here already, or never here)
                     cancelled.withLock { _ = $0.insert(lease) }
-                    if let p = preparing.removeValue(forKey: lease) { report(failed(p.assignment, "cancelled")) }
+                    if let p = preparing.removeValue(forKey: lease) { report(failed(p.assignment, MediaError.cancelledMessage)) }
                 case .ack(let lease):
                     unacked[lease] = nil
                     trimWanted = true

@@ -17,7 +17,7 @@ public enum SegmentRenderer {
 /// Throws the renderers' "cancelled" error once the stage is stopped (its run cancelled, or its
 /// attempt past the stage's time limit).
 func stopIfCancelled(_ isCancelled: () -> Bool, stage: StageKind, file: String) throws {
-    if isCancelled() { throw MediaError(stage, .retryable, file: file, "cancelled") }
+    if isCancelled() { throw MediaError.cancelled(stage, file: file) }
 }
 
 final class SegmentJob {
@@ -194,7 +194,7 @@ final class SegmentJob {
         while !(videoDone && audioDone) {
             readCount += 1
             if readCount % 64 == 0 && isCancelled() {
-                throw MediaError(.decode, .retryable, file: name, "cancelled")
+                throw MediaError.cancelled(.decode, file: name)
             }
             let t0 = now()
             let ret = av_read_frame(input.ctx, packet.ptr)

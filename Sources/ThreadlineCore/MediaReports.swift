@@ -31,6 +31,13 @@ public struct MediaError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(stage.rawValue) failed on \(file): \(message)" }
+
+    /// The message of the error an attempt ends with when it was stopped (its run cancelled, its
+    /// time limit passed, its coordinator stopping): not a failure of its own.
+    public static let cancelledMessage = "cancelled"
+
+    /// The error of an attempt stopped on `file` in `stage`.
+    public static func cancelled(_ stage: StageKind, file: String) -> MediaError { MediaError(stage, .retryable, file: file, cancelledMessage) }
 }
 
 /// How long each stage of one item's streamed pipeline took.

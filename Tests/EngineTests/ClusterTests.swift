@@ -1314,6 +1314,10 @@ import ThreadlineCore
         let kept = try Self.rows(db, "SELECT state, cached, stages AS n FROM run_progress WHERE run_id = 1 ORDER BY state, cached")
         let counted = try Self.rows(db, "SELECT state, cached, count(*) AS n FROM stage WHERE run_id = 1 GROUP BY state, cached ORDER BY state, cached")
         #expect(!kept.isEmpty && kept == counted, "kept \(kept), counted \(counted)")
+        // The workers said they stopped them: no result was discarded (before, one `attempt.stale`
+        // event for each render stopped).
+        let stale = try Self.rows(db, "SELECT message FROM event WHERE kind = 'attempt.stale'")
+        #expect(stale.isEmpty, "\(stale)")
     }
 
     @Test func sigtermHandsBackWorkAndARestartedCoordinatorFinishesTheRun() throws {
