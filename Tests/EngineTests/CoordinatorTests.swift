@@ -718,15 +718,12 @@ final class Harness {
         let h = try Harness(workers: 0, slots: 1, runner: FakeRunner())
         let w = try h.handMadeWorker("w")
         defer { w.close() }
-        var stopped = TaskResult(lease: "earlier-3", error: WireError(MediaError.cancelled(.decode, file: "a.mov")), artifact: nil, facts: nil, segment: nil,
+        let stopped = TaskResult(lease: "earlier-3", error: WireError(MediaError.cancelled(.decode, file: "a.mov")), artifact: nil, facts: nil, segment: nil,
                                  startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
-        try w.send([Envelope(.result(stopped)).encoded()], dontWait: false)
-        // Then a result of another lease nobody knows, after which the first has been read.
-        stopped.lease = "earlier-4"
-        stopped.error = nil
-        stopped.artifact = ArtifactRef(sha256: SHA256Hasher.hex("made"), path: "/dev/null", size: 4)
-        stopped.segment = SegmentReport()
-        try w.send([Envelope(.result(stopped)).encoded()], dontWait: false)
+        // Then a render's result of another lease nobody knows, after which the first has been read.
+        let made = TaskResult(lease: "earlier-4", error: nil, artifact: ArtifactRef(sha256: SHA256Hasher.hex("made"), path: "/dev/null", size: 4),
+                              facts: nil, segment: SegmentReport(), startedAt: 0, finishedAt: 0, cpuSeconds: 0, maxRSS: 0)
+        for r in [stopped, made] { try w.send([Envelope(.result(r)).encoded()], dontWait: false) }
         let events = { (try? h.lineage.rows("SELECT message FROM event WHERE kind = 'attempt.stale' ORDER BY id").compactMap { $0["message"] }) ?? [] }
         try #require(try waitUntil(timeout: 5) { !events().isEmpty }, "the result nobody asked for was not recorded")
         #expect(events() == ["discarded a result from worker w with a stale lease earlier-4"], "\(events())")
