@@ -2409,8 +2409,9 @@ final class CoordinatorCore {
                 log.debug("a stopped attempt's worker says it stopped", metadata: ["lease": "\(r.lease)", "worker.id": "\(wid)"])
                 return
             }
-            // A stale lease: the stage was reassigned or its run ended, or another worker holds it. Never counted.
-            record("event") { try lineage.event("attempt.stale", "discarded a result from worker \(wid) with a stale lease \(r.lease)") }
+            // A stale lease: the stage was reassigned or its run ended, or another worker holds it.
+            // Never counted; recorded as the scheduler's stale hand-backs were.
+            carryOut(.stale(lease: r.lease, worker: wid), now: Clocks.steady)
             return
         }
         let ui = s.node
