@@ -945,7 +945,8 @@ final class CoordinatorCore {
         }
     }
 
-    /// Graceful stop: attempts still running are cancelled and recorded as handed back; their runs
+    /// Graceful stop: attempts still running are cancelled and recorded lost, with why
+    /// (`LineageStore.cancelledAsItStopped`, which `coord status` shows as no failure); their runs
     /// stay resumable. A service's renders still under way go on instead (`keepsGoing`): recorded
     /// lost as a killed coordinator's are, and kept by the coordinator that resumes their runs.
     func handBack() {
@@ -957,8 +958,7 @@ final class CoordinatorCore {
         }
         // How it goes on: a service resumes its runs when it starts again; a run of the embedded
         // default (an interrupted `coord submit`) when its pipeline is submitted again.
-        let reason = config.resumeInterrupted ? "coordinator stopped; the run resumes when a coordinator starts on this state folder"
-            : "the submit was interrupted; submitting the pipeline again resumes the run"
+        let reason = LineageStore.cancelledAsItStopped(resumesByItself: config.resumeInterrupted)
         for run in runs.values where !run.finished {
             record("interruptRun") { try lineage.interruptRun(run.id, reason: reason) }
             for w in watchers[run.id] ?? [] {

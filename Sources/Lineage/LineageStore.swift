@@ -575,6 +575,19 @@ public final class LineageStore: Sendable {
     /// renders a stopping one let go on: what `orphanedAttempts` finds them by.
     public static let coordinatorStopped = "coordinator stopped"
 
+    /// Why the attempts a stopping coordinator cancelled are lost (`interruptRun`): a service's
+    /// (`coord serve`, whose runs resume when it starts again) or a submit's (Ctrl-C, a hang-up).
+    /// Someone stopped them; `coord status` shows them as no failure of their stage.
+    public static func cancelledAsItStopped(resumesByItself: Bool) -> String {
+        resumesByItself ? "\(coordinatorStopped); the run resumes when a coordinator starts on this state folder"
+            : "the submit was interrupted; submitting the pipeline again resumes the run"
+    }
+
+    /// Whether an attempt's error is one `cancelledAsItStopped` wrote.
+    public static func wasCancelledAsItStopped(_ error: String) -> Bool {
+        [true, false].contains { cancelledAsItStopped(resumesByItself: $0) == error }
+    }
+
     /// Whether `error` is the database's (a write refused: a full disk, a broken file), not the
     /// caller's own: a coordinator stops on those rather than record on past a gap.
     public static func isDatabaseError(_ error: any Error) -> Bool { error is DatabaseError }
@@ -588,8 +601,15 @@ public final class LineageStore: Sendable {
     /// listed one as three failures of a render with no error, `coord status` as a ✗ line.)
     public static let lostCheckSQL = "(a.state = 'lost' AND a.slot IS NULL)"
 
-    /// A failed or lost attempt `a` that is no failure: a kept render or a lost cache check.
-    public static let noFailureSQL = "(\(keptRenderSQL) OR \(lostCheckSQL))"
+    /// An attempt `a` its coordinator cancelled as it stopped (`cancelledAsItStopped`): its stage
+    /// goes out again when the run resumes.
+    public static let cancelledAsItStoppedSQL = "(a.state = 'lost' AND a.error_message IN ("
+        + [true, false].map { "'" + cancelledAsItStopped(resumesByItself: $0).replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ") + "))"
+
+    /// A failed or lost attempt `a` that is no failure: a kept render, a lost cache check, or one
+    /// cancelled as its coordinator stopped. (The dashboard listed the last among a run's
+    /// failures, and the farm's, after every restart and every Ctrl-C.)
+    public static let noFailureSQL = "(\(keptRenderSQL) OR \(lostCheckSQL) OR \(cancelledAsItStoppedSQL))"
 
     /// Marks runs whose coordinator on this host is gone as interrupted, their in-flight attempts
     /// as lost (`only`: just these runs). Returns how many runs were interrupted.

@@ -92,12 +92,28 @@ import TestSupport
             let named = resume.contains("/p\(k).yaml")
             #expect(named == (r["state"] != "succeeded"), "\(name) \(r["state"] ?? ""): \(resume)")
         }
-        // `coord status` of one of them says how it goes on, not where its movie would be.
-        let id = try #require(runs.first { $0["state"] == "interrupted" }?["id"] ?? nil)
+        // `coord status` of one of them (one with an attempt the interrupt stopped) says how it
+        // goes on, not where its movie would be.
+        let stopped = try LineageStore.readRows(path: dir + "/state/lineage.db", """
+            SELECT s.run_id AS id FROM attempt a JOIN stage s ON s.id = a.stage_id WHERE a.state = 'lost' ORDER BY a.id LIMIT 1
+            """).first?["id"] ?? nil
+        let id = try #require(stopped, "no attempt was lost")
+        #expect(runs.first { $0["id"] == id }?["state"] == "interrupted", "\(runs)")
         let status = try run(coordPath, ["status", id, "--state", dir + "/state"], timeout: 30)
         let lines = status.out.split(separator: "\n").map(String.init)
         #expect(lines.first?.contains(": interrupted, ") == true && lines.first?.contains("(no movie written to ") == true, "\(status.out)\(status.err)")
         #expect(lines.count > 1 && lines[1].hasPrefix("resume with: coord submit ") && lines[1].hasSuffix(" --state \(dir)/state"), "\(status.out)")
+        // The attempts the interrupt stopped are no failure of their stages: they go out again
+        // on resume. (Before: "✗ … lost — the submit was interrupted; …".)
+        #expect(lines.contains { $0.hasPrefix("  ↩ ") && $0.contains(" attempt 1 on ")
+                                 && $0.hasSuffix(": the submit was interrupted; submitting the pipeline again resumes the run (not a failure)") },
+                "\(status.out)")
+        #expect(!lines.contains { $0.hasPrefix("  ✗ ") }, "\(status.out)")
+        // Nor does the dashboard list them among the run's failures or the farm's.
+        let reader = try FarmReader(path: dir + "/state/lineage.db")
+        let runID = try #require(Int64(id))
+        let listed = try #require(try reader.run(runID)).failures, recent = try reader.recentFailures()
+        #expect(listed.isEmpty && recent.isEmpty, "\(listed) \(recent)")
         // Its lost attempts say how it goes on here (not that a coordinator starting resumes it,
         // as a farm's `coord serve` does).
         let lost = try LineageStore.readRows(path: dir + "/state/lineage.db", "SELECT DISTINCT error_message AS m FROM attempt WHERE state = 'lost'")
