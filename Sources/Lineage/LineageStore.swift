@@ -583,11 +583,6 @@ public final class LineageStore: Sendable {
             : "the submit was interrupted; submitting the pipeline again resumes the run"
     }
 
-    /// Whether an attempt's error is one `cancelledAsItStopped` wrote.
-    public static func wasCancelledAsItStopped(_ error: String) -> Bool {
-        [true, false].contains { cancelledAsItStopped(resumesByItself: $0) == error }
-    }
-
     /// Whether `error` is the database's (a write refused: a full disk, a broken file), not the
     /// caller's own: a coordinator stops on those rather than record on past a gap.
     public static func isDatabaseError(_ error: any Error) -> Bool { error is DatabaseError }
@@ -816,10 +811,11 @@ public final class LineageStore: Sendable {
 
     /// What `coord status` lists under a run's stages (one argument: the run id): its failed and
     /// lost attempts, and those a draining worker handed back, in the order they were sent (a
-    /// stage's second attempt otherwise had no word of why there was one).
+    /// stage's second attempt otherwise had no word of why there was one). `kept` and `stopped`
+    /// (1 or 0) mark those `noFailureSQL` counts as no failure.
     public static let setbacksSQL = """
         SELECT s.name AS stage, a.attempt_no, a.worker_id, a.state, a.error_class, a.error_message,
-               \(keptRenderSQL) AS kept
+               \(keptRenderSQL) AS kept, \(cancelledAsItStoppedSQL) AS stopped
         FROM attempt a JOIN stage s ON s.id = a.stage_id
         WHERE s.run_id = ? AND a.state IN ('\(AttemptStatus.failed.rawValue)', '\(AttemptStatus.lost.rawValue)', '\(AttemptStatus.handedBack.rawValue)')
               AND NOT \(lostCheckSQL)

@@ -525,8 +525,8 @@ extension Status {
             }
             // Nor is one its coordinator cancelled as it stopped (a restart, Ctrl-C on a submit):
             // the stage goes out again when the run resumes. Before, these read "✗ … lost".
-            if f["state"] == AttemptStatus.lost.rawValue, let m = f["error_message"], LineageStore.wasCancelledAsItStopped(m) {
-                return "  ↩ \(which): \(m) (not a failure)"
+            if f["stopped"] == "1" {
+                return "  ↩ \(which): \(f["error_message"] ?? "") (not a failure)"
             }
             // Nor is a render its coordinator did not live to take in, kept by the next one.
             if f["state"] == AttemptStatus.lost.rawValue && g.kept {
