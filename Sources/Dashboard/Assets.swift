@@ -20,7 +20,7 @@ enum Assets {
     static let style = #"""
     :root { --bg: #111418; --panel: #1b1f25; --line: #2b313a; --text: #e6e8eb; --muted: #8b94a1;
             --succeeded: #3fb950; --cached: #2aa198; --running: #388bfd; --ready: #a5c8ff; --pending: #4a525e;
-            --failed: #f85149; --lost: #d29922; --stale: #8957e5; --cancelled: #6e7681; --missed: #bc8cff; --handed_back: #e3b341; --kept: #a5d6a7; }
+            --failed: #f85149; --lost: #d29922; --stale: #8957e5; --cancelled: #6e7681; --missed: #bc8cff; --handed_back: #e3b341; --kept: #a5d6a7; --stopped: #3d5a80; }
     * { box-sizing: border-box; }
     body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; background: var(--bg); color: var(--text); }
     header { display: flex; gap: 1em; align-items: baseline; padding: .7em 1.2em; background: var(--panel); border-bottom: 1px solid var(--line); position: sticky; top: 0; z-index: 2; }
@@ -67,6 +67,7 @@ enum Assets {
     #gantt rect.bar.stale { fill: var(--stale); } #gantt rect.bar.running { fill: var(--running); }
     #gantt rect.bar.cancelled { fill: var(--cancelled); } #gantt rect.bar.missed { fill: var(--missed); }
     #gantt rect.bar.handed_back { fill: var(--handed_back); } #gantt rect.bar.kept { fill: var(--kept); }
+    #gantt rect.bar.stopped { fill: var(--stopped); }
     #gantt rect.brush { fill: rgba(121,184,255,.18); stroke: #79b8ff; }
     .legend { display: flex; gap: 1em; flex-wrap: wrap; margin: .4em 0; color: var(--muted); font-size: .9em; }
     .legend i { display: inline-block; width: .9em; height: .9em; border-radius: 2px; vertical-align: -.1em; margin-right: .3em; }
@@ -198,7 +199,7 @@ enum Assets {
       }
       if (d.notes && d.notes.length) h += '<h2>Notes</h2><ul id="notes">' + d.notes.map(n => `<li>${esc(n)}</li>`).join('') + '</ul>';
       h += '<h2>Attempts per worker slot</h2><div class="legend">' +
-        ['succeeded', 'cached', 'kept', 'running', 'failed', 'lost', 'stale', 'missed', 'handed_back', 'cancelled'].map(s => `<span><i style="background:var(--${s})"></i>${s.replace('_', ' ')}</span>`).join('') + '</div>' +
+        ['succeeded', 'cached', 'kept', 'running', 'failed', 'lost', 'stale', 'missed', 'handed_back', 'stopped', 'cancelled'].map(s => `<span><i style="background:var(--${s})"></i>${s.replace('_', ' ')}</span>`).join('') + '</div>' +
         '<div class="zoom">Zoom: from <input id="zoom-from" type="number" step="0.1" min="0"> to <input id="zoom-to" type="number" step="0.1" min="0"> s <button id="zoom-reset">Whole run</button> <span>(or drag across the chart)</span></div>' +
         '<div id="gantt-wrap"><svg id="gantt"></svg></div>';
       h += '<h2>Items</h2><div class="items" id="items">' + d.items.map(it => {
@@ -289,7 +290,8 @@ enum Assets {
           continue;
         }
         // A render the last coordinator gave out, finished after it stopped and kept: not "lost".
-        const bar = Object.assign({}, a, a.kept ? { state: 'kept' } : {});
+        // Nor is an attempt a stopping coordinator cancelled: it goes out again on resume.
+        const bar = Object.assign({}, a, a.kept ? { state: 'kept' } : a.stopped ? { state: 'stopped' } : {});
         if (key) renders.set(key, bar);
         merged.push(bar);
       }

@@ -458,6 +458,10 @@ public struct FarmReader: Sendable {
         /// A render lost with its coordinator whose output the next one kept (`keptRenderSQL`):
         /// made once and reused, so no failure; the chart draws it apart from the lost.
         public var kept: Bool
+        /// Cancelled as its coordinator stopped (a restart, a Ctrl-C: `cancelledAsItStoppedSQL`):
+        /// the stage goes out again when the run resumes, so no failure; the chart draws it apart
+        /// from the lost, as `coord status` lists it (↩).
+        public var stopped: Bool
     }
 
     /// Every attempt of a run, in dispatch order (the Gantt's bars).
@@ -465,12 +469,12 @@ public struct FarmReader: Sendable {
         try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT a.id, s.item_idx, s.name, s.kind, a.attempt_no, a.worker_id, a.slot, a.state, a.dispatched_at, a.started_at,
-                       a.finished_at, a.error_message, \(LineageStore.keptRenderSQL) AS kept
+                       a.finished_at, a.error_message, \(LineageStore.keptRenderSQL) AS kept, \(LineageStore.cancelledAsItStoppedSQL) AS stopped
                 FROM stage s JOIN attempt a ON a.stage_id = s.id WHERE s.run_id = ? ORDER BY a.id
                 """, arguments: [id]).map {
                 Attempt(id: $0["id"], item: $0["item_idx"], stage: $0["name"], kind: $0["kind"], attemptNo: $0["attempt_no"], worker: $0["worker_id"],
                         slot: $0["slot"], state: $0["state"], dispatched: $0["dispatched_at"], started: $0["started_at"], finished: $0["finished_at"],
-                        error: $0["error_message"], kept: $0["kept"])
+                        error: $0["error_message"], kept: $0["kept"], stopped: $0["stopped"])
             }
         }
     }

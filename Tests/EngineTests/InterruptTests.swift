@@ -114,6 +114,10 @@ import TestSupport
         let runID = try #require(Int64(id))
         let listed = try #require(try reader.run(runID)).failures, recent = try reader.recentFailures()
         #expect(listed.isEmpty && recent.isEmpty, "\(listed) \(recent)")
+        // And its chart draws them as stopped, not as lost (amber, a worker's loss).
+        let attempts = try reader.attempts(run: runID)
+        #expect(attempts.contains { $0.state == "lost" } && attempts.allSatisfy { ($0.state == "lost") == $0.stopped },
+                "\(attempts.map { "\($0.stage) \($0.state) stopped: \($0.stopped)" })")
         // Its lost attempts say how it goes on here (not that a coordinator starting resumes it,
         // as a farm's `coord serve` does).
         let lost = try LineageStore.readRows(path: dir + "/state/lineage.db", "SELECT DISTINCT error_message AS m FROM attempt WHERE state = 'lost'")
