@@ -5,7 +5,8 @@ Used by the dashboard tests: each scenario prints one JSON object of what the br
     python cdp.py live-run BASE RUN_ID OUT_DIR       watch a run page during a render until it ends
     python cdp.py farm BASE OUT_DIR                  the farm page once
     python cdp.py failed-run BASE RUN_ID OUT_DIR     a failed run's page: its error text
-    python cdp.py gantt-time BASE RUN_ID OUT_DIR     seconds from navigation until the Gantt holds every attempt
+    python cdp.py gantt-time BASE RUN_ID OUT_DIR     seconds from navigation until the Gantt holds every attempt,
+                                                     from the farm page and as a fresh browser's first page
     python cdp.py restart BASE OUT_DIR               the farm page while its server stops and starts again
     python cdp.py running-bars BASE RUN_ID OUT_DIR OFFSET_S
                                                      a running run's page in a browser whose clock is OFFSET_S off
@@ -275,13 +276,31 @@ def failed_run(b, base, run, out):
 
 
 def gantt_time(b, base, run, out):
+    """Seconds until the run's page has drawn every attempt: as a reader comes to it, from the
+    farm page open in the browser (the same site: the browser has the page's script and style and
+    a renderer for it); and as the first page a just-started browser opens, which adds starting
+    the browser's renderer and compiling the script cold."""
+    drawn = "(() => { const g = document.getElementById('gantt'); return g && +g.dataset.bars > 0 && g.querySelectorAll('rect.bar').length; })()"
     b.navigate("about:blank")
     t0 = time.time()
     b.navigate(f"{base}/runs/{run}")
-    bars = b.wait("(() => { const g = document.getElementById('gantt'); return g && +g.dataset.bars > 0 && g.querySelectorAll('rect.bar').length; })()", 30, every=0.005)
+    b.wait(drawn, 30, every=0.005)
+    cold = time.time() - t0
+    b.navigate(f"{base}/")
+    b.wait("!!document.querySelector('#runs tbody tr')", 30)
+    t0 = time.time()
+    b.navigate(f"{base}/runs/{run}")
+    bars = b.wait(drawn, 30, every=0.005)
     seconds = time.time() - t0
     b.screenshot(os.path.join(out, "gantt-5000.png"))
-    return {"seconds": seconds, "bars": bars or 0}
+    # A bar's tooltip (made as the pointer comes over it): the pointer moved by the browser's own
+    # input, onto the middle of the run's first bar.
+    box = b.eval("""(() => { const r = document.querySelector('#gantt rect.bar').getBoundingClientRect();
+        return { x: r.left + r.width / 2, y: r.top + r.height / 2, before: document.querySelectorAll('#gantt rect.bar title').length }; })()""")
+    b.send("Input.dispatchMouseEvent", type="mouseMoved", x=box["x"], y=box["y"])
+    tooltip = b.wait("(() => { const t = document.querySelector('#gantt rect.bar title'); return t && t.textContent; })()", 10)
+    return {"seconds": seconds, "cold_seconds": cold, "bars": bars or 0, "titles_before_hover": box["before"], "tooltip": tooltip or "",
+            "titles_after_hover": b.eval("document.querySelectorAll('#gantt rect.bar title').length")}
 
 
 def running_bars(b, base, run, out, offset):

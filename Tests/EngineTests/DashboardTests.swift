@@ -636,8 +636,6 @@ extension DashboardTests {
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
-    /// 1,000 runs / 100,000 stages: the run list in < 100 ms, a 5,000-attempt run's attempts in
-    /// < 200 ms, and Chromium draws that run's Gantt in < 1 s.
     /// A scrape whose lineage read fails says so (`threadline_lineage_up 0`) and keeps the last
     /// run counts; it used to report zero runs in every state.
     @Test func aScrapeThatCannotReadLineageSaysSoInsteadOfReportingNoRuns() throws {
@@ -651,6 +649,8 @@ extension DashboardTests {
         #expect(failed.contains("threadline_runs{state=\"running\"} 2") && failed.contains("threadline_runs{state=\"succeeded\"} 5"), "\(failed)")
     }
 
+    /// 1,000 runs / 100,000 stages: the run list in < 100 ms, a 5,000-attempt run's attempts in
+    /// < 200 ms, and Chromium draws that run's Gantt in < 1 s, opened from the farm page.
     @Test func aThousandRunsAnswerQuickly() throws {
         let dir = temporaryDirectory("dashboard-scale")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -677,9 +677,15 @@ extension DashboardTests {
             try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
             let r = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "gantt-time", base, "1000", shots], timeout: 120)
             let seen = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "browser: \(r.err)")
-            print("Chromium drew the 5,000-attempt Gantt in \(seen["seconds"] ?? "?") s")
+            print("Chromium drew the 5,000-attempt Gantt in \(seen["seconds"] ?? "?") s from the farm page, \(seen["cold_seconds"] ?? "?") s as a fresh browser's first page")
             #expect(seen["bars"] as? Int == 5000)
+            // Each bar's tooltip is made as the pointer comes over it, not drawn into all 5,000.
+            #expect(seen["titles_before_hover"] as? Int == 0 && seen["titles_after_hover"] as? Int == 1, "\(seen)")
+            #expect(seen["tooltip"] as? String == "fetch/0 · attempt 1 · failed · 0.4 s", "\(seen)")
             #expect((seen["seconds"] as? Double ?? 99) < 1.0)
+            // A just-started browser also starts its renderer and compiles the script: a bound
+            // that catches the page getting far slower, not a goal (0.7 s here, 1.2 s once on CI).
+            #expect((seen["cold_seconds"] as? Double ?? 99) < 2.0)
             Self.keepScreenshots(shots)
         }
     }
