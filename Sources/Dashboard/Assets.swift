@@ -54,6 +54,7 @@ enum Assets {
     .error { background: #2d1417; border: 1px solid #5c1f24; border-radius: 6px; padding: .6em .8em; white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9em; }
     #failures td { overflow-wrap: anywhere; }
     .where { color: #ffa198; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+    .where.quiet { color: var(--muted); }
     .summary { display: flex; flex-wrap: wrap; gap: 1.5em; color: var(--muted); }
     .summary b { color: var(--text); font-weight: 600; }
     progress { width: 320px; max-width: 100%; height: 10px; }
@@ -213,7 +214,9 @@ enum Assets {
       h += '<h2>Items</h2><div class="items" id="items">' + d.items.map(it => {
         const poster = it.segment_sha256 ? `<img alt="poster of item ${it.idx + 1}" src="${withToken(`/api/runs/${r.id}/items/${it.idx}/poster.png`)}" loading="lazy">` : esc(it.state);
         return `<figure data-item="${it.idx}"><div class="poster">${poster}</div><figcaption>${it.idx + 1}. ${esc(it.label)} ${state(it.state)}` +
-          `${it.location ? `<br><span class="where">${esc(it.location)}</span>` : ''}</figcaption></figure>`;
+          // Where the item is in the pipeline: in the error's colour only on an item that failed
+          // (every card, pending and rendered ones too, read as an error).
+          `${it.location ? `<br><span class="where${it.state === 'failed' ? '' : ' quiet'}">${esc(it.location)}</span>` : ''}</figcaption></figure>`;
       }).join('') + '</div>';
       if (d.failures.length) {
         h += '<h2>Failures</h2><div class="scroll"><table id="failures"><thead><tr><th>Stage</th><th>Attempt</th><th>File</th><th>Error</th></tr></thead><tbody>' + d.failures.map(f =>

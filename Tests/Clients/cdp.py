@@ -271,6 +271,10 @@ def failed_run(b, base, run, out):
     b.screenshot(os.path.join(out, "run-failed.png"))
     return {"state": b.eval("document.getElementById('run-state').dataset.state"), "error": text,
             "failures": b.eval("[...document.querySelectorAll('#failures tbody tr')].map(r => r.textContent)"),
+            # Each item card's state and the colour its place in the pipeline is drawn in.
+            "item_locations": b.eval("""[...document.querySelectorAll('#items figure')].map(f => {
+                const w = f.querySelector('.where'), st = f.querySelector('.state');
+                return [st ? st.textContent : '', w ? getComputedStyle(w).color : 'none']; })"""),
             # Pixels the page is wider than the window (a long file name or filter graph unwrapped).
             "overflow": b.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth")}
 

@@ -435,6 +435,11 @@ import TestSupport
         #expect(error.contains("broken.mp4") && error.contains("bad.yaml:10:"), "the page names the file and the pipeline line: \(error)")
         #expect(error.contains("broken2.mp4") && error.contains("bad.yaml:11:"), "the page names the file and the pipeline line: \(error)")
         #expect(page["overflow"] as? Int == 0, "the page is wider than the window by \(page["overflow"] ?? "?") px")
+        // An item card shows its place in the pipeline in the error's colour only when the item
+        // failed; the rendered one's is muted (every card's was red).
+        let cards = (page["item_locations"] as? [[String]]) ?? []
+        #expect(cards.count == 3 && cards.filter { $0[0] == "failed" }.count == 2, "\(cards)")
+        #expect(cards.allSatisfy { $0[1] == ($0[0] == "failed" ? "rgb(255, 161, 152)" : "rgb(139, 148, 161)") }, "\(cards)")
         let farm = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "farm", base, shots], timeout: 120)
         let farmPage = try #require(try JSONSerialization.jsonObject(with: Data(farm.out.utf8)) as? [String: Any], "browser: \(farm.err)")
         #expect((farmPage["runs"] as? [Any])?.count == 2 && farmPage["workers"] as? Int == 1, "\(farmPage)")
