@@ -70,6 +70,8 @@ enum Assets {
     #gantt rect.bar.handed_back { fill: var(--handed_back); } #gantt rect.bar.kept { fill: var(--kept); }
     #gantt rect.bar.stopped { fill: var(--stopped); }
     #gantt rect.brush { fill: rgba(121,184,255,.18); stroke: #79b8ff; }
+    #gantt rect.gap { fill: var(--bg); stroke: var(--line); stroke-dasharray: 3 3; }
+    #gantt text.gap { fill: var(--muted); text-anchor: middle; }
     .legend { display: flex; gap: 1em; flex-wrap: wrap; margin: .4em 0; color: var(--muted); font-size: .9em; }
     .legend i { display: inline-block; width: .9em; height: .9em; border-radius: 2px; vertical-align: -.1em; margin-right: .3em; }
     .zoom { display: flex; flex-wrap: wrap; gap: .6em; align-items: center; margin: .4em 0; color: var(--muted); }
@@ -317,11 +319,24 @@ enum Assets {
       const keys = [...rows.keys()].sort(slotOrder.compare);
       const labelW = 190, rowH = 20, width = Math.max(400, svg.clientWidth || 900), plotW = width - labelW - 10;
       const height = keys.length * rowH + 24;
-      const x = t => labelW + (t - from) / (to - from) * plotW;
+      // A long stretch with no attempt under way (a farm stopped overnight and its runs resumed in
+      // the morning: the bars of either side were slivers at the chart's two ends) is drawn
+      // narrow, marked with how long it lasted; the axis on either side keeps one scale.
+      const gaps = idleGaps(merged.map(a => [(a.started || a.dispatched) - start, ends(a) - start]), from, to);
+      const { x, tOf } = brokenAxis(gaps, from, to, labelW, plotW);
       const parts = [], bars = [];
-      const step = niceStep((to - from) / 8);
+      const step = niceStep((to - from - gaps.reduce((n, [g0, g1]) => n + g1 - g0, 0)) / 8);
+      let lastTick = -Infinity;
       for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
+        const inGap = gaps.find(([g0, g1]) => t > g0 && t < g1);
+        if (inGap) { t = Math.ceil(inGap[1] / step) * step - step; continue; }
+        if (x(t) - lastTick < 48) continue;   // its label would run into the last one's
+        lastTick = x(t);
         parts.push(`<line class="grid" x1="${x(t)}" x2="${x(t)}" y1="0" y2="${height - 16}"/><text x="${x(t) + 2}" y="${height - 4}">${t.toFixed(Math.max(0, Math.ceil(-Math.log10(step))))} s</text>`);
+      }
+      for (const [g0, g1] of gaps) {
+        parts.push(`<rect class="gap" x="${x(g0).toFixed(1)}" y="0" width="${(x(g1) - x(g0)).toFixed(1)}" height="${height - 16}"><title>no attempt under way for ${fmtDur(g1 - g0)}</title></rect>` +
+          `<text class="gap" x="${((x(g0) + x(g1)) / 2).toFixed(1)}" y="${height - 4}">${fmtDur(g1 - g0)}</text>`);
       }
       keys.forEach((k, i) => {
         const y = i * rowH;
@@ -344,7 +359,46 @@ enum Assets {
       svg.innerHTML = parts.join('');
       svg.dataset.bars = attempts.length;
       svg.onmouseover = ev => hovered(svg, bars, ev.target);
-      brush(svg, x, from, to, labelW, plotW, height);
+      brush(svg, x, tOf, from, to, height);
+    }
+    // Stretches of [from, to] (seconds since the run's first attempt) in which none of `spans` was
+    // under way, between two that were, each at least 30 s long and a fifth of the time shown.
+    function idleGaps(spans, from, to) {
+      const shown = spans.filter(([s, e]) => e > from && s < to).sort((a, b) => a[0] - b[0]);
+      const gaps = [], least = Math.max(30, (to - from) / 5);
+      let reach = shown.length ? Math.max(from, shown[0][0]) : to;
+      for (const [s, e] of shown) {
+        if (s - reach >= least) gaps.push([reach, s]);
+        reach = Math.max(reach, e);
+      }
+      return gaps;
+    }
+    // The chart's time axis: seconds to x (`x`) and back (`tOf`), each of `gaps` drawn 90 px wide
+    // (its length, "40 min 15 s", fits inside)
+    // and the rest of [from, to] on one scale across the plot.
+    function brokenAxis(gaps, from, to, labelW, plotW) {
+      const gapW = 90, idle = gaps.reduce((n, [g0, g1]) => n + g1 - g0, 0);
+      const scale = (plotW - gapW * gaps.length) / Math.max(1e-3, to - from - idle);
+      const x = t => {
+        let px = labelW, prev = from;
+        for (const [g0, g1] of gaps) {
+          if (t <= g0) break;
+          if (t < g1) return px + (g0 - prev) * scale + (t - g0) / (g1 - g0) * gapW;
+          px += (g0 - prev) * scale + gapW; prev = g1;
+        }
+        return px + (t - prev) * scale;
+      };
+      const tOf = px => {
+        let at = labelW, prev = from;
+        for (const [g0, g1] of gaps) {
+          const gx = at + (g0 - prev) * scale;
+          if (px <= gx) break;
+          if (px < gx + gapW) return g0 + (px - gx) / gapW * (g1 - g0);
+          at = gx + gapW; prev = g1;
+        }
+        return prev + (px - at) / scale;
+      };
+      return { x, tOf };
     }
     // A bar's tooltip, made the first time the pointer comes over it: what ran, which try, how it
     // ended and how long it took, and its error.
@@ -362,9 +416,9 @@ enum Assets {
       for (const m of [1, 2, 5, 10]) if (raw <= m * p) return m * p;
       return 10 * p;
     }
-    function brush(svg, x, from, to, labelW, plotW, height) {
+    function brush(svg, x, tOf, from, to, height) {
       let down = null, rect = null;
-      const tAt = ev => { const b = svg.getBoundingClientRect(); const px = (ev.clientX - b.left) * (svg.viewBox.baseVal.width / b.width); return from + (px - labelW) / plotW * (to - from); };
+      const tAt = ev => { const b = svg.getBoundingClientRect(); return tOf((ev.clientX - b.left) * (svg.viewBox.baseVal.width / b.width)); };
       svg.onmousedown = ev => { down = tAt(ev); rect = document.createElementNS('http://www.w3.org/2000/svg', 'rect'); rect.setAttribute('class', 'brush'); rect.setAttribute('y', 0); rect.setAttribute('height', height - 16); svg.appendChild(rect); };
       svg.onmousemove = ev => { if (down == null) return; const t = tAt(ev); rect.setAttribute('x', x(Math.min(down, t))); rect.setAttribute('width', Math.abs(x(t) - x(down))); };
       svg.onmouseup = ev => { if (down == null) return; const t = tAt(ev); const a = Math.max(0, Math.min(down, t)), b = Math.max(down, t); down = null; if (b - a > (to - from) / 200) { zoom = [a, b]; } drawGantt(); };

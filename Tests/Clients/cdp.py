@@ -7,6 +7,7 @@ Used by the dashboard tests: each scenario prints one JSON object of what the br
     python cdp.py failed-run BASE RUN_ID OUT_DIR     a failed run's page: its error text
     python cdp.py gantt-time BASE RUN_ID OUT_DIR     seconds from navigation until the Gantt holds every attempt,
                                                      from the farm page and as a fresh browser's first page
+    python cdp.py resumed-gantt BASE RUN_ID OUT_DIR  a run resumed 40 minutes after it stopped: its chart
     python cdp.py restart BASE OUT_DIR               the farm page while its server stops and starts again
     python cdp.py running-bars BASE RUN_ID OUT_DIR OFFSET_S
                                                      a running run's page in a browser whose clock is OFFSET_S off
@@ -279,6 +280,30 @@ def failed_run(b, base, run, out):
             "overflow": b.eval("document.documentElement.scrollWidth - document.documentElement.clientWidth")}
 
 
+def resumed_gantt(b, base, run, out):
+    """A run resumed long after it stopped: how wide its bars are drawn, what the chart says of
+    the stretch between, and where a drag across the later bars zooms to."""
+    b.navigate(f"{base}/runs/{run}")
+    b.wait("document.querySelectorAll('#gantt rect.bar').length", 30)
+    b.screenshot(os.path.join(out, "run-resumed.png"))
+    seen = b.eval("""(() => { const g = document.getElementById('gantt'), scale = g.getBoundingClientRect().width / g.viewBox.baseVal.width;
+        const bars = [...g.querySelectorAll('rect.bar')].map(r => r.getBoundingClientRect());
+        return { bars: bars.length, narrowest: Math.min(...bars.map(r => r.width / scale)),
+                 gaps: [...g.querySelectorAll('text.gap')].map(t => t.textContent),
+                 ticks: [...g.querySelectorAll('text:not(.row):not(.gap)')].map(t => t.textContent).filter(t => t.endsWith(' s')),
+                 // The later bars, in the window's pixels: the drag goes from the first's start to the last's end.
+                 later: bars.filter(r => r.left > bars[0].left + (g.getBoundingClientRect().width - 200) / 2).map(r => [r.left, r.right, r.top + r.height / 2]) }; })()""")
+    later = seen.pop("later")
+    if later:
+        x0, x1, y = min(r[0] for r in later) + 1, max(r[1] for r in later) - 1, later[0][2]
+        b.send("Input.dispatchMouseEvent", type="mousePressed", x=x0, y=y, button="left", clickCount=1)
+        b.send("Input.dispatchMouseEvent", type="mouseMoved", x=(x0 + x1) / 2, y=y, button="left")
+        b.send("Input.dispatchMouseEvent", type="mouseMoved", x=x1, y=y, button="left")
+        b.send("Input.dispatchMouseEvent", type="mouseReleased", x=x1, y=y, button="left", clickCount=1)
+        seen["zoomed"] = b.eval("[parseFloat(document.getElementById('zoom-from').value), parseFloat(document.getElementById('zoom-to').value)]")
+    return seen
+
+
 def gantt_time(b, base, run, out):
     """Seconds until the run's page has drawn every attempt: as a reader comes to it, from the
     farm page open in the browser (the same site: the browser has the page's script and style and
@@ -369,6 +394,8 @@ def main():
             r = running_bars(b, sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         elif what == "narrow":
             r = narrow(b, sys.argv[2], sys.argv[3], sys.argv[4:])
+        elif what == "resumed-gantt":
+            r = resumed_gantt(b, sys.argv[2], sys.argv[3], sys.argv[4])
         elif what == "gantt-time":
             r = gantt_time(b, sys.argv[2], sys.argv[3], sys.argv[4])
         else:

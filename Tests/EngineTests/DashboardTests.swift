@@ -243,6 +243,57 @@ import TestSupport
         #expect(over < 3, "the chart ran \(over) s past now: \(out)")
     }
 
+    /// A run resumed 40 minutes after its farm stopped (overnight, a restart): each side's bars are
+    /// drawn on one scale, wide enough to read, and the stretch between is narrow and says how long
+    /// it lasted. Before, the chart spanned the 42 minutes evenly: 5 s bars were 2 px slivers at
+    /// its two ends. A drag across the later bars zooms to them.
+    @Test(.enabled(if: clients(haveChromium), clientsNote))
+    func aResumedRunsChartSkipsTheTimeNothingRan() throws {
+        let dir = temporaryDirectory("dashboard-resumed")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = dir + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        _ = try LineageStore(path: state + "/lineage.db")
+        let db = try DatabaseQueue(path: state + "/lineage.db")
+        let t0 = Date().timeIntervalSince1970 - 3600
+        try db.write { db in
+            try db.execute(sql: "INSERT INTO worker (id, host, pid, slots, version, first_seen, last_seen, state) VALUES ('w0', 'host0', 1, 2, 'x', ?, ?, 'gone')", arguments: [t0, t0])
+            try db.execute(sql: """
+                INSERT INTO run (id, name, pipeline_path, pipeline_sha256, pipeline_text, output_path, submitted_at, finished_at, state)
+                VALUES (1, 'resumed', '/p.yaml', 'x', '', '/out.mp4', ?, ?, 'running')
+                """, arguments: [t0, t0 + 2520])
+            // Twelve items of one 5 s fetch each on two slots: six in the first minute, six 40 minutes later.
+            for i in 0..<12 {
+                try db.execute(sql: "INSERT INTO item (run_id, idx, kind, label, params_json) VALUES (1, ?, 'video', ?, '{}')", arguments: [i, "clip \(i)"])
+                let start = t0 + (i < 6 ? 0 : 2460) + Double(i % 6 / 2) * 20
+                try db.execute(sql: "INSERT INTO stage (run_id, item_idx, name, kind, state, cached, started_at, finished_at, seconds) VALUES (1, ?, ?, 'fetch', 'succeeded', 0, ?, ?, 5)",
+                               arguments: [i, "fetch/\(i)", start, start + 5])
+                try db.execute(sql: """
+                    INSERT INTO attempt (stage_id, attempt_no, worker_id, slot, lease, dispatched_at, started_at, finished_at, state)
+                    VALUES (last_insert_rowid(), 1, 'w0', ?, ?, ?, ?, ?, 'succeeded')
+                    """, arguments: [i % 2, "lease-\(i)", start, start, start + 5])
+            }
+            try db.execute(sql: "UPDATE run SET state = 'succeeded' WHERE id = 1")
+        }
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("dashboard", coordPath, ["dashboard", "--state", state, "--http", "127.0.0.1:0"])
+        let base = try Self.dashboardURL(procs, "dashboard")
+        let shots = dir + "/screenshots"
+        try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
+        let r = try run(Self.venvPython, [repositoryRoot + "/Tests/Clients/cdp.py", "resumed-gantt", base, "1", shots], timeout: 120)
+        let seen = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "browser: \(r.err)")
+        #expect(seen["bars"] as? Int == 12, "\(seen)")
+        #expect(((seen["narrowest"] as? NSNumber)?.doubleValue ?? 0) > 20, "each 5 s bar is drawn wide enough to read: \(seen)")
+        #expect(seen["gaps"] as? [String] == ["40 min 15 s"], "from the first six's end at 45 s to 2,460 s: \(seen)")
+        // Ticks on either side of the stretch, none inside it.
+        let ticks = (seen["ticks"] as? [String] ?? []).compactMap { Double($0.dropLast(2)) }
+        #expect(ticks.contains { $0 < 65 } && ticks.contains { $0 >= 2460 } && !ticks.contains { $0 > 65 && $0 < 2460 }, "\(seen)")
+        let zoomed = (seen["zoomed"] as? [NSNumber])?.map(\.doubleValue) ?? []
+        #expect(zoomed.count == 2 && zoomed[0] >= 2455 && zoomed[0] < 2465 && zoomed[1] > 2500 && zoomed[1] <= 2525, "the drag zoomed to \(zoomed)")
+        Self.keepScreenshots(shots)
+    }
+
     /// Two runs sharing one slot, as a batch's projects do: on the farm page the run whose turn
     /// it is shows its time left and the other says it waits for a slot (its ETA column was
     /// blank, as if it were stuck).
