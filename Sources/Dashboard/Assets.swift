@@ -71,7 +71,7 @@ enum Assets {
     #gantt rect.bar.stopped { fill: var(--stopped); }
     #gantt rect.brush { fill: rgba(121,184,255,.18); stroke: #79b8ff; }
     #gantt rect.gap { fill: var(--bg); stroke: var(--line); stroke-dasharray: 3 3; }
-    #gantt text.gap { fill: var(--muted); text-anchor: middle; }
+    #gantt text.gap { fill: var(--muted); text-anchor: middle; font-size: 10px; }
     .legend { display: flex; gap: 1em; flex-wrap: wrap; margin: .4em 0; color: var(--muted); font-size: .9em; }
     .legend i { display: inline-block; width: .9em; height: .9em; border-radius: 2px; vertical-align: -.1em; margin-right: .3em; }
     .zoom { display: flex; flex-wrap: wrap; gap: .6em; align-items: center; margin: .4em 0; color: var(--muted); }
@@ -321,7 +321,8 @@ enum Assets {
       const height = keys.length * rowH + 24;
       // A long stretch with no attempt under way (a farm stopped overnight and its runs resumed in
       // the morning: the bars of either side were slivers at the chart's two ends) is drawn
-      // narrow, marked with how long it lasted; the axis on either side keeps one scale.
+      // narrow, marked with how long it lasted ("46 s idle": its length alone read as a tick);
+      // the axis on either side keeps one scale.
       const gaps = idleGaps(merged.map(a => [(a.started || a.dispatched) - start, ends(a) - start]), from, to);
       const { x, tOf } = brokenAxis(gaps, from, to, labelW, plotW);
       const parts = [], bars = [];
@@ -336,7 +337,7 @@ enum Assets {
       }
       for (const [g0, g1] of gaps) {
         parts.push(`<rect class="gap" x="${x(g0).toFixed(1)}" y="0" width="${(x(g1) - x(g0)).toFixed(1)}" height="${height - 16}"><title>no attempt under way for ${fmtDur(g1 - g0)}</title></rect>` +
-          `<text class="gap" x="${((x(g0) + x(g1)) / 2).toFixed(1)}" y="${height - 4}">${fmtDur(g1 - g0)}</text>`);
+          `<text class="gap" x="${((x(g0) + x(g1)) / 2).toFixed(1)}" y="${height - 4}">${fmtDur(g1 - g0)} idle</text>`);
       }
       keys.forEach((k, i) => {
         const y = i * rowH;
@@ -373,11 +374,12 @@ enum Assets {
       }
       return gaps;
     }
-    // The chart's time axis: seconds to x (`x`) and back (`tOf`), each of `gaps` drawn 90 px wide
-    // (its length, "40 min 15 s", fits inside)
+    // The chart's time axis: seconds to x (`x`) and back (`tOf`), each of `gaps` drawn 100 px wide
+    // (what it says, "40 min 15 s idle", fits inside)
     // and the rest of [from, to] on one scale across the plot.
     function brokenAxis(gaps, from, to, labelW, plotW) {
-      const gapW = 90, idle = gaps.reduce((n, [g0, g1]) => n + g1 - g0, 0);
+      // (At most half the plot, whatever their number: a phone's chart is 200 px wide.)
+      const gapW = Math.min(100, plotW / 2 / Math.max(1, gaps.length)), idle = gaps.reduce((n, [g0, g1]) => n + g1 - g0, 0);
       const scale = (plotW - gapW * gaps.length) / Math.max(1e-3, to - from - idle);
       const x = t => {
         let px = labelW, prev = from;

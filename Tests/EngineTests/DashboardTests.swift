@@ -285,7 +285,7 @@ import TestSupport
         let seen = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "browser: \(r.err)")
         #expect(seen["bars"] as? Int == 12, "\(seen)")
         #expect(((seen["narrowest"] as? NSNumber)?.doubleValue ?? 0) > 20, "each 5 s bar is drawn wide enough to read: \(seen)")
-        #expect(seen["gaps"] as? [String] == ["40 min 15 s"], "from the first six's end at 45 s to 2,460 s: \(seen)")
+        #expect(seen["gaps"] as? [String] == ["40 min 15 s idle"], "from the first six's end at 45 s to 2,460 s: \(seen)")
         // Ticks on either side of the stretch, none inside it.
         let ticks = (seen["ticks"] as? [String] ?? []).compactMap { Double($0.dropLast(2)) }
         #expect(ticks.contains { $0 < 65 } && ticks.contains { $0 >= 2460 } && !ticks.contains { $0 > 65 && $0 < 2460 }, "\(seen)")
