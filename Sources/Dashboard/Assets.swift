@@ -70,6 +70,9 @@ enum Assets {
     #gantt rect.bar.handed_back { fill: var(--handed_back); } #gantt rect.bar.kept { fill: var(--kept); }
     #gantt rect.bar.stopped { fill: var(--stopped); }
     #gantt rect.brush { fill: rgba(121,184,255,.18); stroke: #79b8ff; }
+    #gantt-tip { position: fixed; z-index: 3; pointer-events: none; max-width: min(40em, 90vw); padding: .3em .55em; white-space: pre-line;
+                 background: var(--panel); color: var(--text); border: 1px solid var(--line); border-radius: 4px; font-size: 12px; box-shadow: 0 2px 8px rgba(0,0,0,.5); }
+    #gantt-tip[hidden] { display: none; }
     #gantt rect.gap { fill: var(--bg); stroke: var(--line); stroke-dasharray: 3 3; }
     #gantt text.gap { fill: var(--muted); text-anchor: middle; font-size: 10px; }
     .legend { display: flex; gap: 1em; flex-wrap: wrap; margin: .4em 0; color: var(--muted); font-size: .9em; }
@@ -347,7 +350,7 @@ enum Assets {
           if (e < from || s > to) continue;
           const x0 = Math.max(labelW, x(s)), x1 = Math.min(width - 10, x(e)), w = Math.max(1.5, x1 - x0);
           const label = a.stage;
-          // Its tooltip is made when the pointer first comes over it (hovered below): a <title> in
+          // Its tooltip is filled in when the pointer comes over it (hovered below): a <title> in
           // each of 5,000 bars doubled what the browser parsed, styled and laid out for the chart.
           bars.push([a, e - s]);
           parts.push(`<rect class="bar ${esc(a.state)}" x="${x0.toFixed(1)}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}" rx="2"/>`);
@@ -359,7 +362,8 @@ enum Assets {
       svg.setAttribute('height', height);
       svg.innerHTML = parts.join('');
       svg.dataset.bars = attempts.length;
-      svg.onmouseover = ev => hovered(svg, bars, ev.target);
+      svg.onmouseover = ev => hovered(svg, bars, ev);
+      svg.onmouseleave = () => hovered(svg, bars, null);
       brush(svg, x, tOf, from, to, height);
     }
     // Stretches of [from, to] (seconds since the run's first attempt) in which none of `spans` was
@@ -402,16 +406,22 @@ enum Assets {
       };
       return { x, tOf };
     }
-    // A bar's tooltip, made the first time the pointer comes over it: what ran, which try, how it
-    // ended and how long it took, and its error.
-    function hovered(svg, bars, bar) {
-      if (!(bar instanceof SVGRectElement) || !bar.classList.contains('bar') || bar.firstChild) return;
-      const found = bars[Array.prototype.indexOf.call(svg.querySelectorAll('rect.bar'), bar)];
-      if (!found) return;
+    // The tooltip of the bar under the pointer (`ev`: a mouseover; null: the pointer left the
+    // chart): what ran, which try, how it ended, how long it took, and its error. Shown at once
+    // beside the pointer, hidden off the bars.
+    function hovered(svg, bars, ev) {
+      let tip = document.getElementById('gantt-tip');
+      if (!tip) { tip = document.createElement('div'); tip.id = 'gantt-tip'; tip.setAttribute('role', 'tooltip'); document.body.appendChild(tip); }
+      const bar = ev && ev.target;
+      const found = bar instanceof SVGRectElement && bar.classList.contains('bar') ? bars[Array.prototype.indexOf.call(svg.querySelectorAll('rect.bar'), bar)] : null;
+      if (!found) { tip.hidden = true; return; }
       const [a, seconds] = found;
-      const title = document.createElementNS('http://www.w3.org/2000/svg', 'title');
-      title.textContent = `${a.stage} · attempt ${a.attempt_no} · ${a.state} · ${fmtDur(seconds)}${a.error ? '\n' + a.error : ''}`;
-      bar.appendChild(title);
+      tip.textContent = `${a.stage} · attempt ${a.attempt_no} · ${a.state} · ${fmtDur(seconds)}${a.error ? '\n' + a.error : ''}`;
+      tip.hidden = false;
+      // Beside the pointer, and inside the window.
+      const left = Math.min(ev.clientX + 14, window.innerWidth - tip.offsetWidth - 8), top = ev.clientY + 16;
+      tip.style.left = Math.max(4, left) + 'px';
+      tip.style.top = (top + tip.offsetHeight > window.innerHeight ? ev.clientY - tip.offsetHeight - 8 : top) + 'px';
     }
     function niceStep(raw) {
       const p = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1e-3))));

@@ -322,14 +322,19 @@ def gantt_time(b, base, run, out):
     bars = b.wait(drawn, 30, every=0.005)
     seconds = time.time() - t0
     b.screenshot(os.path.join(out, "gantt-5000.png"))
-    # A bar's tooltip (made as the pointer comes over it): the pointer moved by the browser's own
-    # input, onto the middle of the run's first bar.
+    # A bar's tooltip, filled in as the pointer comes over it: the pointer moved by the browser's
+    # own input onto the middle of the run's first bar, then off the chart.
+    tip = "(() => { const t = document.getElementById('gantt-tip'); return t && !t.hidden && getComputedStyle(t).display !== 'none' ? t.textContent : ''; })()"
     box = b.eval("""(() => { const r = document.querySelector('#gantt rect.bar').getBoundingClientRect();
-        return { x: r.left + r.width / 2, y: r.top + r.height / 2, before: document.querySelectorAll('#gantt rect.bar title').length }; })()""")
+        return { x: r.left + r.width / 2, y: r.top + r.height / 2 }; })()""")
+    before = b.eval(tip)
     b.send("Input.dispatchMouseEvent", type="mouseMoved", x=box["x"], y=box["y"])
-    tooltip = b.wait("(() => { const t = document.querySelector('#gantt rect.bar title'); return t && t.textContent; })()", 10)
-    return {"seconds": seconds, "cold_seconds": cold, "bars": bars or 0, "titles_before_hover": box["before"], "tooltip": tooltip or "",
-            "titles_after_hover": b.eval("document.querySelectorAll('#gantt rect.bar title').length")}
+    tooltip = b.wait(tip, 10)
+    b.screenshot(os.path.join(out, "gantt-tooltip.png"))
+    b.send("Input.dispatchMouseEvent", type="mouseMoved", x=5, y=5)
+    time.sleep(0.2)
+    return {"seconds": seconds, "cold_seconds": cold, "bars": bars or 0, "tooltip_before_hover": before, "tooltip": tooltip or "",
+            "tooltip_after_leaving": b.eval(tip), "titles": b.eval("document.querySelectorAll('#gantt rect.bar title').length")}
 
 
 def running_bars(b, base, run, out, offset):
