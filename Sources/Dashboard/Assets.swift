@@ -98,18 +98,14 @@ enum Assets {
     if (token) sessionStorage.setItem('threadline-token', token);
     const withToken = u => token ? u + (u.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token) : u;
     const esc = s => String(s ?? '').replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
-    async function api(path) {
-      const r = await fetch(path, { headers: token ? { Authorization: 'Bearer ' + token } : {} });
-      if (!r.ok) throw new Error(path + ' answered ' + r.status);
-      return r.json();
-    }
-    // The answer as its text: a run's attempts are compared with the last drawn as sent, rather
-    // than stringified again (a megabyte for 5,000 attempts).
+    // The answer as its text (a run's attempts are compared with the last drawn as sent, rather
+    // than stringified again: a megabyte for 5,000 attempts), and parsed.
     async function apiText(path) {
       const r = await fetch(path, { headers: token ? { Authorization: 'Bearer ' + token } : {} });
       if (!r.ok) throw new Error(path + ' answered ' + r.status);
       return r.text();
     }
+    const api = async path => JSON.parse(await apiText(path));
     const fmtTime = t => t ? new Date(t * 1000).toLocaleString() : '';
     // As the CLI says sizes (ByteSize.text): "812.5 KiB", "5.1 MiB" (a tiny movie read "0.0 MB").
     function fmtBytes(n) {
@@ -327,9 +323,9 @@ enum Assets {
       // narrow, marked with how long it lasted ("46 s idle": its length alone read as a tick);
       // the axis on either side keeps one scale.
       const gaps = idleGaps(merged.map(a => [(a.started || a.dispatched) - start, ends(a) - start]), from, to);
-      const { x, tOf } = brokenAxis(gaps, from, to, labelW, plotW);
+      const { x, tOf, worked } = brokenAxis(gaps, from, to, labelW, plotW);
       const parts = [], bars = [];
-      const step = niceStep((to - from - gaps.reduce((n, [g0, g1]) => n + g1 - g0, 0)) / 8);
+      const step = niceStep(worked / 8);
       let lastTick = -Infinity;
       for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
         const inGap = gaps.find(([g0, g1]) => t > g0 && t < g1);
@@ -379,12 +375,13 @@ enum Assets {
       return gaps;
     }
     // The chart's time axis: seconds to x (`x`) and back (`tOf`), each of `gaps` drawn 100 px wide
-    // (what it says, "40 min 15 s idle", fits inside)
-    // and the rest of [from, to] on one scale across the plot.
+    // (what it says, "40 min 15 s idle", fits inside) and the rest of [from, to], the seconds
+    // shown that something was under way (`worked`), on one scale across the plot.
     function brokenAxis(gaps, from, to, labelW, plotW) {
       // (At most half the plot, whatever their number: a phone's chart is 200 px wide.)
-      const gapW = Math.min(100, plotW / 2 / Math.max(1, gaps.length)), idle = gaps.reduce((n, [g0, g1]) => n + g1 - g0, 0);
-      const scale = (plotW - gapW * gaps.length) / Math.max(1e-3, to - from - idle);
+      const gapW = Math.min(100, plotW / 2 / Math.max(1, gaps.length));
+      const worked = to - from - gaps.reduce((n, [g0, g1]) => n + g1 - g0, 0);
+      const scale = (plotW - gapW * gaps.length) / Math.max(1e-3, worked);
       const x = t => {
         let px = labelW, prev = from;
         for (const [g0, g1] of gaps) {
@@ -404,7 +401,7 @@ enum Assets {
         }
         return prev + (px - at) / scale;
       };
-      return { x, tOf };
+      return { x, tOf, worked };
     }
     // The tooltip of the bar under the pointer (`ev`: a mouseover; null: the pointer left the
     // chart): what ran, which try, how it ended, how long it took, and its error. Shown at once
