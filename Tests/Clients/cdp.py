@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -304,6 +305,27 @@ def resumed_gantt(b, base, run, out):
     return seen
 
 
+def live_tooltip(b, base, run, out, db):
+    """The pointer rests on a running bar while its attempt ends (written into the lineage
+    database `db` by this script, as a coordinator would): what the bar's tooltip says before and
+    after the page draws the chart again, the pointer not moved."""
+    tip = "(() => { const t = document.getElementById('gantt-tip'); return t && !t.hidden && getComputedStyle(t).display !== 'none' ? t.textContent : ''; })()"
+    b.navigate(f"{base}/runs/{run}")
+    b.wait("document.querySelectorAll('#gantt rect.bar.running').length", 30)
+    box = b.eval("""(() => { const r = document.querySelector('#gantt rect.bar.running').getBoundingClientRect();
+        return { x: r.left + r.width / 2, y: r.top + r.height / 2 }; })()""")
+    b.send("Input.dispatchMouseEvent", type="mouseMoved", x=box["x"], y=box["y"])
+    before = b.wait(tip, 10)
+    b.screenshot(os.path.join(out, "tooltip-running.png"))
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE attempt SET state = 'succeeded', finished_at = started_at + 4 WHERE state = 'running'")
+        con.execute("UPDATE stage SET state = 'succeeded', finished_at = started_at + 4, seconds = 4 WHERE state = 'running'")
+    redrawn = b.wait("document.querySelectorAll('#gantt rect.bar').length > 0 && document.querySelectorAll('#gantt rect.bar.running').length === 0", 20)
+    time.sleep(0.3)
+    b.screenshot(os.path.join(out, "tooltip-ended.png"))
+    return {"before": before or "", "redrawn": bool(redrawn), "after": b.eval(tip)}
+
+
 def gantt_time(b, base, run, out):
     """Seconds until the run's page has drawn every attempt: as a reader comes to it, from the
     farm page open in the browser (the same site: the browser has the page's script and style and
@@ -401,6 +423,8 @@ def main():
             r = narrow(b, sys.argv[2], sys.argv[3], sys.argv[4:])
         elif what == "resumed-gantt":
             r = resumed_gantt(b, sys.argv[2], sys.argv[3], sys.argv[4])
+        elif what == "live-tooltip":
+            r = live_tooltip(b, sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
         elif what == "gantt-time":
             r = gantt_time(b, sys.argv[2], sys.argv[3], sys.argv[4])
         else:
