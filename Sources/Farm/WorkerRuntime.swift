@@ -248,21 +248,19 @@ public final class WorkerRuntime: Sendable {
         var lastTrim = 0.0
         /// Set when files came (pulls, outputs) or were let go (acknowledged results).
         var trimWanted = true
-        var warnedFull = 0.0, warnedDisk = 0.0
+        var warnedFull = Every(600), warnedDisk = Every(600)
         func trimmed(_ t: ArtifactStore.TrimReport, _ limit: StoreLimit, short: Int64, now: Double) {
             if t.removed > 0 || t.temporaryRemoved > 0 {
                 logger.info("store trimmed: least recently used artifacts removed",
                             metadata: ["files": "\(t.removed)", "removed": "\(ByteSize.text(t.removedBytes))", "store": "\(ByteSize.text(t.bytes))",
                                        "stale_temporaries": "\(t.temporaryRemoved)"])
             }
-            if t.bytes > limit.maxBytes, now - warnedFull > 600 {
-                warnedFull = now
+            if t.bytes > limit.maxBytes, warnedFull.due(now) {
                 logger.warning("store over its limit: what is left is in use or was used in the last \(Int(limit.grace)) s",
                                metadata: ["store": "\(ByteSize.text(t.bytes))", "limit": "\(ByteSize.text(limit.maxBytes))",
                                           "first_failure": "\(t.firstFailure ?? "none")"])
             }
-            if t.removedBytes < short, now - warnedDisk > 600 {
-                warnedDisk = now
+            if t.removedBytes < short, warnedDisk.due(now) {
                 logger.warning("the store's disk is nearly full and the store has nothing more it may give up: free space on that disk, or attempts here fail",
                                metadata: ["short": "\(ByteSize.text(short - t.removedBytes))", "keep_free": "\(ByteSize.text(limit.keepFree))",
                                           "store": "\(ByteSize.text(t.bytes))"])

@@ -17,3 +17,19 @@ public enum Clocks {
     public static var wall: Double { Date().timeIntervalSince1970 }
     public static var steady: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 }
+
+/// Yes at most once every `interval` seconds of the steady clock: a warning repeated while what
+/// it warns of lasts. The first asking is always yes. (`steady` counts from the machine's boot: a
+/// last time kept as 0 read as a warning given at boot, and a worker on a host up for less than
+/// ten minutes never said its disk was nearly full.)
+public struct Every: Sendable {
+    public let interval: Double
+    private var last: Double?
+    public init(_ interval: Double) { self.interval = interval }
+    /// Whether it is time again; if so, the next time counts from `now`.
+    public mutating func due(_ now: Double = Clocks.steady) -> Bool {
+        if let last, now - last < interval { return false }
+        last = now
+        return true
+    }
+}

@@ -102,6 +102,8 @@ final class Harness {
     let lineage: LineageStore
     let endpoint: String
     var workers: [WorkerRuntime] = []
+    /// Seconds of silence after which the coordinator declares a worker lost.
+    let livenessTimeout: Double
     let outcomes = Locked<[Int64: RunOutcome]>([:])
 
     /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
@@ -111,6 +113,7 @@ final class Harness {
          stageTimeout: Double? = nil, store: ArtifactStore? = nil, restarting: String? = nil,
          configure: (inout Coordinator.Configuration) -> Void = { _ in }) throws {
         dir = restarting ?? temporaryDirectory("coord")
+        self.livenessTimeout = livenessTimeout
         lineage = try LineageStore(path: dir + "/lineage.db")
         var logger = Logger(label: "test"); logger.logLevel = ProcessInfo.processInfo.environment["HARNESS_LOG"] != nil ? .debug : .critical
         var config = Coordinator.Configuration(bind: "tcp://127.0.0.1:*")
@@ -156,7 +159,10 @@ final class Harness {
 
     func addWorker(id: String, slots: Int, runner: FakeRunner) {
         var logger = Logger(label: "test"); logger.logLevel = .critical
-        let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: id), runner: runner, logger: logger)
+        // Heartbeats a quarter of the coordinator's patience apart, as a real farm's are (1 s
+        // against 5). At 1 s against a 1 s timeout, an idle worker's next heartbeat came just after
+        // the coordinator gave up on it now and then: a fourth worker "lost" in the poison test.
+        let w = WorkerRuntime(.init(endpoint: endpoint, slots: slots, id: id, heartbeatInterval: min(1, livenessTimeout / 4)), runner: runner, logger: logger)
         workers.append(w)
         let ctx = context
         Thread { try? w.run(context: ctx) }.start()
