@@ -1,5 +1,8 @@
 """Polls the dashboard like an open run page refreshed HZ times a second (its two requests each time) until killed.
 
+Prints "polling" once its first round is done, so that a measurement can begin with the polling
+rather than with Python starting up.
+
 A browser keeps its connection to the page's server open between polls, so this does too
 (one HTTP/1.1 keep-alive connection, opened again only when the server closes it)."""
 import http.client
@@ -12,6 +15,7 @@ url = urllib.parse.urlsplit(base)
 prefix = url.path.rstrip("/")
 paths = ["/api/runs/1", "/api/runs/1/attempts"]
 connection = None
+first = True
 while True:
     t = time.time()
     for p in paths:
@@ -24,4 +28,7 @@ while True:
             if connection is not None:
                 connection.close()
             connection = None
+    if first:
+        print("polling", flush=True)
+        first = False
     time.sleep(max(0.0, 1.0 / hz - (time.time() - t)))
