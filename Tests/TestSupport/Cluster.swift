@@ -146,6 +146,20 @@ public enum SmallDisk {
     public static func unmount(_ path: String) { _ = try? run("/bin/umount", ["-l", path]) }
 }
 
+/// A program started as on a host booted `seconds` ago, whatever this one's uptime: in a time
+/// namespace of its own (`unshare --time`, root) whose steady clock (CLOCK_MONOTONIC, which counts
+/// from boot) reads about `seconds` at its start. The command to start, or nil where time
+/// namespaces cannot be made here.
+public enum FreshlyBooted {
+    public static func command(_ program: String, seconds: Int = 120) -> [String]? {
+        guard let text = try? String(contentsOfFile: "/proc/uptime", encoding: .utf8),
+              let uptime = text.split(separator: " ").first.flatMap({ Double($0) }) else { return nil }
+        let wrap = ["/usr/bin/unshare", "--time", "--monotonic", "\(-max(0, Int(uptime) - seconds))"]
+        guard getuid() == 0, (try? run(wrap[0], Array(wrap.dropFirst()) + ["/bin/true"], timeout: 10).status) == 0 else { return nil }
+        return wrap + [program]
+    }
+}
+
 /// A command in a real terminal: a tmux server of its own, one window of `columns` × `rows`, the
 /// command followed by `echo EXIT=$?` and a pause so that its last screen can be read.
 public final class TerminalSession: @unchecked Sendable {
