@@ -720,7 +720,7 @@ final class CoordinatorCore {
     var lastCheckpoint = 0.0
     var lastWatcherTick = 0.0
     var lastLivePublish = 0.0
-    var droppedLogged = 0.0
+    var droppedLogged = Every(1)
     var log: Logger { owner.logger }
     var lineage: LineageStore { owner.lineage }
     var config: Coordinator.Configuration { owner.config }
@@ -1388,8 +1388,7 @@ final class CoordinatorCore {
 
     /// Logs dropped messages, at most once a second (a flood must not flood the log).
     func dropped(_ what: String, _ meta: Logger.Metadata) {
-        let now = Clocks.steady
-        if now - droppedLogged > 1 { droppedLogged = now; log.warning("dropped a \(what)", metadata: meta) }
+        if droppedLogged.due() { log.warning("dropped a \(what)", metadata: meta) }
     }
 
     func send(_ m: WireMessage, to identity: Data) {

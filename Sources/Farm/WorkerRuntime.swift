@@ -245,7 +245,7 @@ public final class WorkerRuntime: Sendable {
             if p.waiting.isEmpty { launch(Self.rewrite(a, p.paths)) } else { preparing[a.lease] = p }
         }
 
-        var lastTrim = 0.0
+        var storeCheck = Every(config.storeLimit?.interval ?? 0)
         /// Set when files came (pulls, outputs) or were let go (acknowledged results).
         var trimWanted = true
         var warnedFull = Every(600), warnedDisk = Every(600)
@@ -469,8 +469,7 @@ public final class WorkerRuntime: Sendable {
                 report(r)
             }
             let now = Clocks.steady
-            if let limit = config.storeLimit, let store = config.store, now - lastTrim >= limit.interval, !store.isStateFolder {
-                lastTrim = now
+            if let limit = config.storeLimit, let store = config.store, !store.isStateFolder, storeCheck.due(now) {
                 // Other files may fill the disk whether work comes or not: its free space is looked at each time.
                 let short = limit.shortfall(store.root)
                 if trimWanted || short > 0 {

@@ -19,7 +19,7 @@ public enum Clocks {
 }
 
 /// Yes at most once every `interval` seconds of the steady clock: a warning repeated while what
-/// it warns of lasts. The first asking is always yes. (`steady` counts from the machine's boot: a
+/// it warns of lasts, a periodic check. The first asking is always yes. (`steady` counts from the machine's boot: a
 /// last time kept as 0 read as a warning given at boot, and a worker on a host up for less than
 /// ten minutes never said its disk was nearly full.)
 public struct Every: Sendable {
