@@ -662,12 +662,14 @@ extension DashboardTests {
     /// A page polling the API at 10 Hz beside a 24-item render costs the machine at most a tenth
     /// of what the render costs, and the WAL stays small. (With 12 items, alone the figures were
     /// those of 24, but inside the whole suite the polled renders ran 10-13 % slower than the
-    /// undisturbed ones against 2 % with 24: too near the bound of 25 %.)
+    /// undisturbed ones against 2 % with 24: too near the bound of 25 %. The 24 items encode with
+    /// x264's ultrafast preset: the renders take half as long and still keep both cores busy,
+    /// which is what the share measures against.)
     @Test(.enabled(if: clients(haveChromium), clientsNote))
     func pollingAtTenHertzBarelySlowsARender() throws {
         let dir = temporaryDirectory("dashboard-poll")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        _ = try ClusterTests.project(dir, items: 24, seconds: 2, output: "1280x720", preset: "veryfast")
+        _ = try ClusterTests.project(dir, items: 24, seconds: 2, output: "1280x720", preset: "ultrafast")
         // Pairs of renders, one undisturbed and one polled, in alternating order. Both renders of
         // a pair have a dashboard serving the state folder, started before the render as a farm's
         // is; only the page polling it differs. On two cores the render uses the whole machine, so

@@ -138,7 +138,7 @@ struct CorpusExcerptTests {
     func anExcerptOfARealClipRendersTheSame(file: String) throws {
         let dir = temporaryDirectory()
         let path = sharedMedia! + "/" + file
-        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1))
+        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1), video: VideoSettings(preset: "ultrafast"))
         let trim = Trim(start: 3, end: 5)
         let made = try #require(try Excerpt.make(path: path, start: trim.start, end: trim.end!, into: "\(dir)/ex.mov"), "\(file): no excerpt")
         let (a, b) = try bothAtOnce({ try ExcerptTests.rendered(path, trim: trim, profile: profile, dir: dir, tag: "whole") },
