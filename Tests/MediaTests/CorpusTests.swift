@@ -27,7 +27,7 @@ struct CorpusEntry: Sendable, CustomTestStringConvertible {
 @Suite(.enabled(if: sharedMedia != nil, "../shared/media is absent: corpus tests skipped"))
 struct CorpusTests {
     /// x264's fastest preset: what these tests check (upright, length, picture) does not depend on
-    /// how hard the encoder works, and the 25 clips then render in about half the time.
+    /// how hard the encoder works, and the 25 clips then take about 60 % of the time.
     static let profile = OutputProfile(path: "", width: 1280, height: 720, fps: Rational(30, 1), fit: .letterbox,
                                        video: VideoSettings(preset: "ultrafast"))
 

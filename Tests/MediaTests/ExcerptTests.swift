@@ -21,6 +21,12 @@ import TestSupport
         return md5.out.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
     }
 
+    /// The output the excerpt-against-whole-file comparisons render to: x264's fastest preset,
+    /// since two renders must match frame for frame whatever the preset.
+    static func matchProfile(_ dir: String) -> OutputProfile {
+        OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1), video: VideoSettings(preset: "ultrafast"))
+    }
+
     static func make(_ dir: String, _ name: String, video: [String], audio: [String], seconds: Int = 24, rate: String = "30") throws -> String {
         let path = "\(dir)/\(name)"
         let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=\(rate):duration=\(seconds),noise=alls=8:allf=t",
@@ -45,8 +51,7 @@ import TestSupport
     func anExcerptRendersTheSameAsTheWholeFile(name: String, video: [String], audio: [String], rate: String) throws {
         let dir = temporaryDirectory()
         let path = try Self.make(dir, name, video: video, audio: audio, rate: rate)
-        // x264's fastest preset: the two renders must match frame for frame whatever the preset.
-        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1), video: VideoSettings(preset: "ultrafast"))
+        let profile = Self.matchProfile(dir)
         // Trims in the middle, one near the start, and (the last three) to the clip's end: one with
         // no end, one whose end has no key frame half a second after it before the clip ends.
         let trims = [Trim(start: 9.5, end: 12.5), Trim(start: 10, end: 11.1), Trim(start: 12.345, end: 15.01), Trim(start: 0.6, end: 2.5),
@@ -138,7 +143,7 @@ struct CorpusExcerptTests {
     func anExcerptOfARealClipRendersTheSame(file: String) throws {
         let dir = temporaryDirectory()
         let path = sharedMedia! + "/" + file
-        let profile = OutputProfile(path: "\(dir)/out.mp4", width: 640, height: 360, fps: Rational(30, 1), video: VideoSettings(preset: "ultrafast"))
+        let profile = ExcerptTests.matchProfile(dir)
         let trim = Trim(start: 3, end: 5)
         let made = try #require(try Excerpt.make(path: path, start: trim.start, end: trim.end!, into: "\(dir)/ex.mov"), "\(file): no excerpt")
         let (a, b) = try bothAtOnce({ try ExcerptTests.rendered(path, trim: trim, profile: profile, dir: dir, tag: "whole") },
