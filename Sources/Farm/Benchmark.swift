@@ -3,6 +3,8 @@ import Logging
 import ThreadlineCore
 import Transport
 import Lineage
+import Scheduler
+import DequeModule
 
 /// A runner that does no media work, for measuring the scheduler alone: fetch reports fixed
 /// facts, everything else an empty artifact, at once.
@@ -45,6 +47,12 @@ public enum SchedulerBenchmark {
         /// an assignment, a result and an acknowledgement per attempt, each the size of the real
         /// frame; no scheduling, recording or bookkeeping. The ceiling for `attemptsPerSecond`.
         public var transportFloorAttemptsPerSecond: Double
+        /// The scheduling core alone (`FarmScheduler`), on the same run and the same number of
+        /// one-slot workers, each attempt a success as soon as it is dispatched: the events the
+        /// coordinator feeds it (submit, prepared, succeeded, tick) and nothing else: no socket,
+        /// no lineage, no keys or specs, no placement by what workers hold. The ceiling for the
+        /// coordinator's thread however the rest of its work per attempt is done.
+        public var schedulerFloorAttemptsPerSecond: Double
     }
 
     static func rssMB() -> Double {
@@ -159,6 +167,47 @@ public enum SchedulerBenchmark {
         return Double(done) / seconds
     }
 
+    /// Attempts per second through the scheduling core alone (see `Figures.schedulerFloorAttemptsPerSecond`).
+    /// The run has the shape of the throughput run's: a fetch and a render per item, then the concat.
+    static func schedulerFloor(workers: Int, items n: Int) -> (attempts: Int, perSecond: Double) {
+        var scheduler = FarmScheduler(.init(epoch: "floor"))
+        var events = Deque<FarmScheduler.Event>()
+        var running = Deque<(lease: String, worker: String)>()
+        var dispatched = 0, ended = false
+        func feed() {
+            while let e = events.popFirst() {
+                for effect in scheduler.handle(e, now: Clocks.steady) {
+                    switch effect {
+                    case .prepare(let s):
+                        // Renders carry a cost and, as every stage but a fetch of a path, an output key.
+                        let render = s.node >= n && s.node < 2 * n
+                        events.append(.prepared(s, cacheCheck: false, cost: render ? 1 : 0, key: s.node >= n ? "key-\(s.node)" : nil))
+                    case .dispatch(let lease, _, let worker, _, _, _):
+                        running.append((lease, worker)); dispatched += 1
+                    case .runEnded: ended = true
+                    default: break
+                    }
+                }
+            }
+        }
+        for w in 0..<workers { events.append(.workerJoined("sim\(w)", slots: 1, running: [])) }
+        feed()
+        let t0 = Clocks.steady
+        let dependencies = Array(repeating: [Int](), count: n) + (0..<n).map { [$0] } + [Array(n..<2 * n)]
+        let short = Array(repeating: true, count: n) + Array(repeating: false, count: n) + [true]
+        events.append(.submit(.init(id: 1, dependencies: dependencies, short: short)))
+        feed()
+        events.append(.tick)
+        feed()
+        // As the coordinator does: a result, then a tick when work is queued.
+        while !ended, let r = running.popFirst() {
+            events.append(.succeeded(lease: r.lease, worker: r.worker))
+            feed()
+            if scheduler.hasQueuedWork { events.append(.tick); feed() }
+        }
+        return (dispatched, Double(dispatched) / (Clocks.steady - t0))
+    }
+
     public static func run(workers: Int, items: Int, queued: Int, directory: String, log: (String) -> Void) throws -> Figures {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // 1. Throughput: one run of `items` items (a fetch and a render each, then a concat).
@@ -196,11 +245,14 @@ public enum SchedulerBenchmark {
         let sizes = frameSizes()
         let floor = try transportFloor(workers: workers, attempts: attempts, sizes: sizes)
         log(String(format: "transport alone: %.0f attempts/s (frames of %d, %d and %d bytes)", floor, sizes.assign, sizes.result, sizes.ack))
+        // 5. The scheduling core's own ceiling, on a run of the same shape.
+        let core = schedulerFloor(workers: workers, items: items)
+        log(String(format: "scheduling core alone: %.0f attempts/s (%d attempts)", core.perSecond, core.attempts))
         func pct(_ p: Double, of sorted: [Double]) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000 }
         return Figures(workers: workers, items: items, attempts: attempts, seconds: seconds, attemptsPerSecond: Double(attempts) / seconds,
                        lineageStagesPerSecond: Double(items * 4 + 1) / seconds, lightLoadLatencyMedianMs: pct(0.5, of: lat), lightLoadLatencyP99Ms: pct(0.99, of: lat),
                        lightLoadHeldMedianMs: pct(0.5, of: held), lightLoadHeldP99Ms: pct(0.99, of: held),
                        queuedStages: itemsQueued * 2, rssBeforeMB: rss0, rssQueuedMB: rss1, submitSeconds: submitSeconds,
-                       transportFloorAttemptsPerSecond: floor)
+                       transportFloorAttemptsPerSecond: floor, schedulerFloorAttemptsPerSecond: core.perSecond)
     }
 }
