@@ -179,7 +179,8 @@ public enum SchedulerBenchmark {
                 for effect in scheduler.handle(e, now: Clocks.steady) {
                     switch effect {
                     case .prepare(let s):
-                        // Renders carry a cost and, as every stage but a fetch of a path, an output key.
+                        // As in the throughput run: renders carry a cost, renders and the concat an output
+                        // key (its fetches have none: their paths do not exist, so nothing keys them).
                         let render = s.node >= n && s.node < 2 * n
                         events.append(.prepared(s, cacheCheck: false, cost: render ? 1 : 0, key: s.node >= n ? "key-\(s.node)" : nil))
                     case .dispatch(let lease, _, let worker, _, _, _):
