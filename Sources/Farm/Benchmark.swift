@@ -168,8 +168,11 @@ public enum SchedulerBenchmark {
     }
 
     /// Attempts per second through the scheduling core alone (see `Figures.schedulerFloorAttemptsPerSecond`).
-    /// The run has the shape of the throughput run's: a fetch and a render per item, then the concat.
+    /// The run is the throughput run's pipeline, its graph as the coordinator builds it (`RunState`).
     static func schedulerFloor(workers: Int, items n: Int) -> (attempts: Int, perSecond: Double) {
+        let p = pipeline(items: n, name: "floor")
+        let stageIDs = Dictionary(uniqueKeysWithValues: Planner.stages(for: p).enumerated().map { ($1.id, Int64($0 + 1)) })
+        let run = RunState(id: 1, pipeline: p, stageIDs: stageIDs)
         var scheduler = FarmScheduler(.init(epoch: "floor"))
         var events = Deque<FarmScheduler.Event>()
         var running = Deque<(lease: String, worker: String)>()
@@ -181,8 +184,8 @@ public enum SchedulerBenchmark {
                     case .prepare(let s):
                         // As in the throughput run: renders carry a cost, renders and the concat an output
                         // key (its fetches have none: their paths do not exist, so nothing keys them).
-                        let render = s.node >= n && s.node < 2 * n
-                        events.append(.prepared(s, cacheCheck: false, cost: render ? 1 : 0, key: s.node >= n ? "key-\(s.node)" : nil))
+                        let kind = run.units[s.node].kind
+                        events.append(.prepared(s, cacheCheck: false, cost: kind == .render ? 1 : 0, key: kind == .fetch ? nil : "key-\(s.node)"))
                     case .dispatch(let lease, _, let worker, _, _, _):
                         running.append((lease, worker)); dispatched += 1
                     case .runEnded: ended = true
@@ -194,10 +197,9 @@ public enum SchedulerBenchmark {
         for w in 0..<workers { events.append(.workerJoined("sim\(w)", slots: 1, running: [])) }
         feed()
         let t0 = Clocks.steady
-        let dependencies = Array(repeating: [Int](), count: n) + (0..<n).map { [$0] } + [Array(n..<2 * n)]
-        let short = Array(repeating: true, count: n) + Array(repeating: false, count: n) + [true]
-        events.append(.submit(.init(id: 1, dependencies: dependencies, short: short)))
+        events.append(.submit(run.schedulerSpec(maxAttempts: Coordinator.Configuration(bind: "").maxAttempts, done: [])))
         feed()
+        // Prepared stages go out at the next tick, as in the coordinator's turn.
         events.append(.tick)
         feed()
         // As the coordinator does: a result, then a tick when work is queued.

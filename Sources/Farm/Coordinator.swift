@@ -598,6 +598,13 @@ final class RunState {
     func index(of name: String) -> Int? { unitIndex[name] }
     func ref(_ ui: Int) -> StageRef { StageRef(run: id, node: ui) }
 
+    /// The run as the scheduler takes it: the plan's graph of units, joining work (all but the
+    /// renders) short; `done`: units complete before anything runs.
+    func schedulerSpec(maxAttempts: Int, done: [Int]) -> FarmScheduler.RunSpec {
+        .init(id: id, priority: priority, dependencies: dependencies, short: units.map { $0.kind != .render },
+              maxAttempts: maxAttempts, done: done, owner: ownerKey)
+    }
+
     /// Segments and transitions made so far, by the path a concat names them by.
     func renderedByPath() -> [String: ArtifactRef] {
         var byPath: [String: ArtifactRef] = [:]
@@ -1122,8 +1129,7 @@ final class CoordinatorCore {
                                     finished: Clocks.wall, seconds: 0)
         }
         try updateTimeline(run)
-        feed(.submit(.init(id: runID, priority: run.priority, dependencies: run.dependencies, short: run.units.map { $0.kind != .render },
-                           maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles, owner: run.ownerKey)))
+        feed(.submit(run.schedulerSpec(maxAttempts: pipeline.retryAttempts ?? config.maxAttempts, done: titles)))
         log.info("run submitted", metadata: ["run.id": "\(runID)", "run.name": "\(pipeline.name)", "run.items": "\(pipeline.items.count)"])
         progress(run, force: true)
         return runID
