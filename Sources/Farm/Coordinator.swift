@@ -667,6 +667,9 @@ final class CoordinatorCore {
     var scheduler: FarmScheduler
     var events = Deque<FarmScheduler.Event>()
     var feeding = false
+    /// Inside a turn of `loop`: stages made ready are recorded at the turn's end (or with their
+    /// dispatch, if a tick of the same turn sends them), not at the end of each feed.
+    var inTurn = false
     /// Why a worker was lost, for the attempts its loss ends.
     var lostReason: [String: String] = [:]
     var transfers: Transfers?
@@ -783,6 +786,11 @@ final class CoordinatorCore {
             var forgotten: [(@Sendable (Result<ForgetReport, Error>) -> Void, Result<ForgetReport, Error>)] = []
             // One lineage transaction for everything this turn of the loop records.
             record("batch commit") { try lineage.batch {
+                // A stage made ready by a result is sent by the tick after it: in a separate feed,
+                // so its ready row was written on its own, then its dispatch's. Recorded at the
+                // turn's end instead (the same transaction), it rides on the dispatch's update.
+                inTurn = true
+                defer { inTurn = false; if lineageFailure == nil { recordReady() } }
                 // Commands first, in the same transaction: a submit's rows are one commit, and the
                 // stages it made ready go out at once.
                 for c in commands {
@@ -1839,7 +1847,7 @@ final class CoordinatorCore {
         feeding = true
         // After a failed write nothing more is handled or written (the turn ends there; see `loop`):
         // a tick's later dispatches would each fail their attempt's write too.
-        defer { feeding = false; if lineageFailure == nil { recordReady() } }
+        defer { feeding = false; if lineageFailure == nil && !inTurn { recordReady() } }
         while lineageFailure == nil, let e = events.popFirst() {
             // The scheduler scores each free worker for a stage: work out the stage's inputs once.
             var memo: (StageRef, [ArtifactRef])?
@@ -1983,6 +1991,12 @@ final class CoordinatorCore {
         let u = run.units[s.node]
         if let lostWorkers { u.failure = ("\(label(run, u)): poison — its attempts lost \(lostWorkers) workers; not retried", nil) }
         let message = u.failure?.message ?? "\(label(run, u)) failed"
+        // Made ready and failed before it went out (its task could not be worked out): its ready
+        // row (its parameters and key) first, or written later it would overwrite the failure.
+        if let ready = u.unrecordedReady {
+            u.unrecordedReady = nil
+            record("stagesReady") { try lineage.stagesReady(u.stageRows, ready) }
+        }
         for (st, id) in zip(u.stages, u.stageRows) {
             // A unit of one stage failed there, whichever step of it the error names.
             let failed = u.stages.count == 1 || (u.failure?.stage.map { st.hasPrefix($0.rawValue) } ?? true)

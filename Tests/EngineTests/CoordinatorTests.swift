@@ -816,6 +816,48 @@ final class Harness {
         }
     }
 
+    /// A stage made ready and sent in the same turn of the coordinator is written once: what
+    /// made it ready (its parameters, key and cost) rides on its dispatch's update. One that
+    /// waits for a slot is still recorded ready by the turn's end, and what it becomes later is
+    /// not overwritten by that. (Before, every stage had a ready write of its own: the result
+    /// that made it ready and the tick that sent it were two feeds.)
+    @Test func aStageSentInTheTurnItWasMadeReadyIsWrittenOnce() throws {
+        func readyWrites(_ h: Harness) throws -> DatabaseQueue {
+            // Counted by a trigger on the coordinator's own database (another connection, before any run).
+            let q = try DatabaseQueue(path: h.dir + "/lineage.db")
+            try q.write { db in
+                try db.execute(sql: """
+                    CREATE TABLE ready_write (stage_id INTEGER);
+                    CREATE TRIGGER counted AFTER UPDATE OF state ON stage WHEN NEW.state = 'ready'
+                        BEGIN INSERT INTO ready_write VALUES (NEW.id); END;
+                    """)
+            }
+            return q
+        }
+        // Slots to spare: everything goes out in the turn it is made ready.
+        do {
+            let h = try Harness(workers: 2, slots: 4, runner: FakeRunner())
+            let q = try readyWrites(h)
+            let run = try h.submit(h.pipeline(3))
+            guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+            #expect(try q.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM ready_write") } == 0)
+            // What the ready write carried went with the dispatch: every render stage has its cost.
+            let renders = try h.lineage.rows("SELECT name, cost_ms, state FROM stage WHERE run_id = ? AND kind IN ('decode', 'transform', 'encode')", [run])
+            #expect(renders.count == 9 && renders.allSatisfy { $0["cost_ms"] != nil && $0["state"] == "succeeded" }, "\(renders)")
+        }
+        // One slot: the renders wait their turn, recorded ready meanwhile, and end succeeded.
+        do {
+            let h = try Harness(workers: 1, slots: 1, runner: FakeRunner())
+            let q = try readyWrites(h)
+            let run = try h.submit(h.pipeline(3))
+            guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
+            let waited = try q.read { try Int.fetchOne($0, sql: "SELECT count(DISTINCT stage_id) FROM ready_write") } ?? 0
+            #expect(waited >= 2, "stages that waited for the one slot were not recorded ready: \(waited)")
+            let states = try h.lineage.rows("SELECT state, count(*) AS n FROM stage WHERE run_id = ? GROUP BY state", [run])
+            #expect(states.count == 1 && states[0]["state"] == "succeeded" && states[0]["n"] == "13", "\(states)")
+        }
+    }
+
     @Test func retryableFailuresAreRetriedAndRecorded() throws {
         let runner = FakeRunner()
         runner.failures["render p-2.mov"] = (.retryable, 2)
