@@ -441,8 +441,9 @@ final class Unit {
         self.kind = kind; self.name = name; self.item = item; self.stages = stages
     }
     /// What `prepare` has to record on the unit's stage rows (ready, with its parameters and key)
-    /// and has not yet: written with the dispatch when the unit goes out in the same feed, else
-    /// as a row of its own when the feed ends (`CoordinatorCore.recordReady`).
+    /// and has not yet: written with the dispatch when the unit goes out in the same turn of the
+    /// coordinator's loop, else as a row of its own when the turn ends (or, outside a turn, when
+    /// the feed does: `CoordinatorCore.recordReady`).
     var unrecordedReady: LineageStore.StageParameters?
     /// When its current attempt's stage became ready, on the wall clock: the ready→started figure
     /// compares it with the worker's start stamp.
@@ -2021,7 +2022,7 @@ final class CoordinatorCore {
             ready = editsParameters(spec.edits, key: ready.key)
             if let f = run.facts[i] { cost = RenderCost.estimate(f, spec: spec); run.renderCosts[i] = cost; ready.cost = cost }
         }
-        // Recorded with the dispatch if the unit goes out in this feed, else when the feed ends.
+        // Recorded with the dispatch if the unit goes out in this turn, else when the turn ends.
         if u.unrecordedReady == nil { unrecordedReady.append((s.run, u)) }
         u.unrecordedReady = ready
         var check = false
