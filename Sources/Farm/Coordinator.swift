@@ -1994,10 +1994,7 @@ final class CoordinatorCore {
         let message = u.failure?.message ?? "\(label(run, u)) failed"
         // Made ready and failed before it went out (its task could not be worked out): its ready
         // row (its parameters and key) first, or written later it would overwrite the failure.
-        if let ready = u.unrecordedReady {
-            u.unrecordedReady = nil
-            record("stagesReady") { try lineage.stagesReady(u.stageRows, ready) }
-        }
+        recordReady(u)
         for (st, id) in zip(u.stages, u.stageRows) {
             // A unit of one stage failed there, whichever step of it the error names.
             let failed = u.stages.count == 1 || (u.failure?.stage.map { st.hasPrefix($0.rawValue) } ?? true)
@@ -2070,11 +2067,16 @@ final class CoordinatorCore {
         var left: [(run: Int64, unit: Unit)] = []
         for (run, u) in unrecordedReady {
             if let only, run != only { left.append((run, u)); continue }
-            guard let ready = u.unrecordedReady else { continue }   // sent meanwhile
-            u.unrecordedReady = nil
-            record("stagesReady") { try lineage.stagesReady(u.stageRows, ready) }
+            recordReady(u)
         }
         unrecordedReady = left
+    }
+
+    /// One unit's ready row, if it is still owed (a unit sent meanwhile owes none).
+    func recordReady(_ u: Unit) {
+        guard let ready = u.unrecordedReady else { return }
+        u.unrecordedReady = nil
+        record("stagesReady") { try lineage.stagesReady(u.stageRows, ready) }
     }
 
     /// A render's recorded parameters (its edits as JSON, and their hash), kept for the edits

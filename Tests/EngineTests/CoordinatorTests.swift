@@ -822,7 +822,7 @@ final class Harness {
     /// not overwritten by that. (Before, every stage had a ready write of its own: the result
     /// that made it ready and the tick that sent it were two feeds.)
     @Test func aStageSentInTheTurnItWasMadeReadyIsWrittenOnce() throws {
-        func readyWrites(_ h: Harness, workers: Int) throws -> DatabaseQueue {
+        func countingReadyWrites(_ h: Harness, workers: Int) throws -> DatabaseQueue {
             // Every worker in before the submit: stages made ready with no worker yet would wait.
             let deadline = Date().addingTimeInterval(10)
             while try h.lineage.rows("SELECT count(*) AS n FROM worker").first?["n"] != "\(workers)" && Date() < deadline { usleep(10_000) }
@@ -842,7 +842,7 @@ final class Harness {
         // Slots to spare: everything goes out in the turn it is made ready.
         do {
             let h = try Harness(workers: 2, slots: 4, runner: FakeRunner())
-            let q = try readyWrites(h, workers: 2)
+            let q = try countingReadyWrites(h, workers: 2)
             let run = try h.submit(h.pipeline(3))
             guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
             #expect(try q.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM ready_write") } == 0)
@@ -853,7 +853,7 @@ final class Harness {
         // One slot: the renders wait their turn, recorded ready meanwhile, and end succeeded.
         do {
             let h = try Harness(workers: 1, slots: 1, runner: FakeRunner())
-            let q = try readyWrites(h, workers: 1)
+            let q = try countingReadyWrites(h, workers: 1)
             let run = try h.submit(h.pipeline(3))
             guard case .succeeded = try #require(h.wait(run)) else { Issue.record("run failed"); return }
             let waited = try q.read { try Int.fetchOne($0, sql: "SELECT count(DISTINCT stage_id) FROM ready_write") } ?? 0
