@@ -33,6 +33,9 @@ public final class WorkerRuntime: Sendable {
         public var curve: (keys: CurveKeyPair, serverPublicKey: String)?
         /// Keeps `store` within this size (see `ArtifactStore.trim`). Nil: it grows without bound.
         public var storeLimit: StoreLimit?
+        /// Seconds without work after which the memory renders left in the heap goes back to the
+        /// system (once per idle spell).
+        public var idleTrimAfter: Double = WorkerRuntime.defaultIdleTrimAfter
         public init(endpoint: String, slots: Int = 1, id: String = WorkerRuntime.defaultID(),
                     heartbeatInterval: Double = 1, coordinatorTimeout: Double = 5) {
             self.endpoint = endpoint; self.slots = slots; self.id = id
@@ -85,8 +88,9 @@ public final class WorkerRuntime: Sendable {
     }
 
     public func stop() { stopped.withLock { $0 = true } }
-    /// Seconds without work after which the heap's free memory is given back.
-    static let idleTrimAfter = 10.0
+    /// Seconds without work after which the heap's free memory is given back, unless
+    /// `Configuration.idleTrimAfter` says otherwise (`worker --idle-trim-after`).
+    public static let defaultIdleTrimAfter = 10.0
 
     /// When a drain was asked for: the deadline for in-flight attempts.
     private let drainDeadline = Mutex<Double?>(nil)
@@ -516,7 +520,7 @@ public final class WorkerRuntime: Sendable {
             // speed: `tl_malloc_keep`) goes back to the system, once per idle spell.
             if running.isEmpty && preparing.isEmpty {
                 if idleSince == nil { idleSince = now }
-                if !trimmedWhileIdle, now - idleSince! >= Self.idleTrimAfter { _ = tl_malloc_trim(); trimmedWhileIdle = true }
+                if !trimmedWhileIdle, now - idleSince! >= config.idleTrimAfter { _ = tl_malloc_trim(); trimmedWhileIdle = true }
             } else {
                 idleSince = nil; trimmedWhileIdle = false
             }

@@ -86,6 +86,9 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Largest source a URL may bring, in bytes.") var fetchMaxBytes: Int64 = 4 << 30
     @Option(name: .long, help: "Seconds one download may take in all.") var fetchDeadline: Double = 600
 
+    @Option(name: .long, help: ArgumentHelp("Seconds without work after which the worker gives back to the system the memory its renders left in the heap (kept while work comes, so the next render starts without page faults); 0: as soon as it is idle.", valueName: "seconds"))
+    var idleTrimAfter: Double = WorkerRuntime.defaultIdleTrimAfter
+
     @Option(name: .long, help: ArgumentHelp("The parent's pid, to notice a parent that died before this worker started.", visibility: .hidden))
     var parentPid: Int32?
 
@@ -108,6 +111,7 @@ struct WorkerCommand: AsyncParsableCommand {
         if let storeKeepFree, ByteSize.parse(storeKeepFree) == nil {
             throw ValidationError("--store-keep-free takes a size such as 1G, 500M or 0 (do not look), got '\(storeKeepFree)'")
         }
+        guard idleTrimAfter >= 0, idleTrimAfter.isFinite else { throw ValidationError("--idle-trim-after must be 0 or more seconds, got \(idleTrimAfter)") }
         guard storeKeepRecent >= 0, storeKeepRecent.isFinite, storeTrimEvery >= 0, storeTrimEvery.isFinite else { throw ValidationError("--store-keep-recent and --store-trim-every must be 0 or more seconds") }
     }
 
@@ -136,6 +140,7 @@ struct WorkerCommand: AsyncParsableCommand {
                                                  heartbeatInterval: heartbeat, coordinatorTimeout: liveness)
         config.store = artifacts
         config.idGiven = id != nil
+        config.idleTrimAfter = idleTrimAfter
         config.storeLimit = storeLimit(artifacts, logger: logger)
         config.sharedDirectories = sharedDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         if exitWithParent, let parentPid { config.parentPID = parentPid }
