@@ -106,10 +106,36 @@ public enum Generate {
         if vfr { args += ["-vsync", "vfr"] }
         args += ["-c:v", codec, "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
         if tone != nil { args += ["-c:a", "aac", "-b:a", "96k"] }
-        args += ["-movflags", "+faststart", path]
-        let r = try run("ffmpeg", args)
-        guard r.status == 0 else { throw GenerateError(message: "ffmpeg failed for \(path): \(r.err)") }
+        args += ["-movflags", "+faststart"]
+        try encoded(args, to: path)
         if let rotation { try setDisplayRotation(path, clockwise: rotation) }
+    }
+
+    /// The file `ffmpeg args path` writes, encoded once per test run: a suite asks for the same
+    /// few hundred clips about 800 times (a fifth of its time), and x264 makes the same bits for
+    /// the same arguments. Each caller gets its own copy, to change as it likes. Kept under the
+    /// run's TMPDIR, which scripts/test removes when the suite passes.
+    static func encoded(_ args: [String], to path: String) throws {
+        let cache = NSTemporaryDirectory() + "/threadline-generated"
+        // The extension chooses the container, so it is part of the name.
+        let key = SHA256Hasher.hex(args.joined(separator: "\u{0}")), ext = (path as NSString).pathExtension
+        let cached = cache + "/" + key + "." + ext
+        let fm = FileManager.default
+        if !fm.fileExists(atPath: cached) {
+            try fm.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            // Written under a name of its own, then renamed: a copy never sees half a file.
+            let partial = cache + "/" + key + "-partial-\(getpid())-\(UUID().uuidString)." + ext
+            let r = try run("ffmpeg", args + [partial])
+            guard r.status == 0 else {
+                try? fm.removeItem(atPath: partial)
+                throw GenerateError(message: "ffmpeg failed for \(path): \(r.err)")
+            }
+            guard rename(partial, cached) == 0 else { throw GenerateError(message: "cannot keep the generated \(path) at \(cached): errno \(errno)") }
+        }
+        try? fm.removeItem(atPath: path)
+        try fm.copyItem(atPath: cached, toPath: path)
+        // Dated now, as a file just encoded is (local sources are keyed by size and mtime).
+        try fm.setAttributes([.modificationDate: Date()], ofItemAtPath: path)
     }
 
     /// An Android motion photo as Google's Motion Photo format 1.0 writes one: the JPEG at `still`
