@@ -12,6 +12,9 @@ public func run(_ program: String, _ args: [String], timeout: Double = 600, envi
     let outPipe = Pipe(), errPipe = Pipe()
     p.standardOutput = outPipe; p.standardError = errPipe
     p.standardInput = FileHandle.nullDevice
+    // Woken when the program ends (the suite runs a few thousand; polling cost each one ~10 ms).
+    let ended = DispatchSemaphore(value: 0)
+    p.terminationHandler = { _ in ended.signal() }
     try p.run()
     // Read both pipes while the process runs so neither fills up.
     let outData = LockedData(), errData = LockedData()
@@ -20,9 +23,10 @@ public func run(_ program: String, _ args: [String], timeout: Double = 600, envi
         group.enter()
         DispatchQueue.global().async { sink.set(pipe.fileHandleForReading.readDataToEndOfFile()); group.leave() }
     }
-    let deadline = Date().addingTimeInterval(timeout)
-    while p.isRunning && Date() < deadline { usleep(20_000) }
-    if p.isRunning { p.terminate(); usleep(200_000); if p.isRunning { kill(p.processIdentifier, SIGKILL) } }
+    if ended.wait(timeout: .now() + timeout) == .timedOut {
+        p.terminate()
+        if ended.wait(timeout: .now() + 0.2) == .timedOut { kill(p.processIdentifier, SIGKILL) }
+    }
     p.waitUntilExit()
     group.wait()
     return (p.terminationStatus, String(decoding: outData.get(), as: UTF8.self), String(decoding: errData.get(), as: UTF8.self))
@@ -35,7 +39,6 @@ final class LockedData: @unchecked Sendable {
     func get() -> Data { lock.lock(); defer { lock.unlock() }; return data }
 }
 
-/// A fresh temporary folder.
 /// Starts `program` in the background with its output thrown away (a `coord submit` a test
 /// watches through lineage, kills, or interrupts); the caller waits for it.
 /// Under `scripts/test` (THREADLINE_REQUIRE_CLIENTS=1) a tool a test drives that is missing
@@ -54,6 +57,7 @@ public func startQuietly(_ program: String, _ args: [String]) throws -> Process 
     return p
 }
 
+/// A fresh temporary folder.
 public func temporaryDirectory(_ label: String = "threadline") -> String {
     let dir = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -113,10 +117,11 @@ public enum Generate {
 
     /// The file `ffmpeg args path` writes, encoded once per test run: a suite asks for the same
     /// few hundred clips about 800 times (a fifth of its time), and x264 makes the same bits for
-    /// the same arguments. Each caller gets its own copy, to change as it likes. Kept under the
-    /// run's TMPDIR, which scripts/test removes when the suite passes.
+    /// the same arguments. Each caller gets its own copy, to change as it likes. Kept in a folder
+    /// of the test process's own, removed when it exits: the key is the arguments only, so no
+    /// later run (after an FFmpeg upgrade, say) may reuse a clip.
     static func encoded(_ args: [String], to path: String) throws {
-        let cache = NSTemporaryDirectory() + "/threadline-generated"
+        let cache = generatedFolder
         // The extension chooses the container, so it is part of the name.
         let key = SHA256Hasher.hex(args.joined(separator: "\u{0}")), ext = (path as NSString).pathExtension
         let cached = cache + "/" + key + "." + ext
@@ -137,6 +142,14 @@ public enum Generate {
         // Dated now, as a file just encoded is (local sources are keyed by size and mtime).
         try fm.setAttributes([.modificationDate: Date()], ofItemAtPath: path)
     }
+
+    /// This test process's folder of generated clips, removed when the process exits.
+    static let generatedFolder: String = {
+        atexit { _ = try? FileManager.default.removeItem(atPath: Generate.generatedFolderPath) }
+        return generatedFolderPath
+    }()
+
+    private static var generatedFolderPath: String { NSTemporaryDirectory() + "/threadline-generated-\(getpid())" }
 
     /// An Android motion photo as Google's Motion Photo format 1.0 writes one: the JPEG at `still`
     /// with an XMP packet (APP1, after SOI) whose `Camera:MotionPhoto` is `flag` and whose
