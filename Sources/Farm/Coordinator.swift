@@ -290,6 +290,9 @@ public final class Coordinator: Sendable {
         public var readyToStarted: [Double] = []
         /// Of that, seconds the coordinator held the unit before sending it (same samples).
         public var readyToSent: [Double] = []
+        /// Attempts sent while other stages their submit made ready were still to be prepared
+        /// (`Coordinator.dispatchEachPrepared`).
+        public var sentWhilePreparing = 0
     }
 
     enum Command {
@@ -668,6 +671,14 @@ final class CoordinatorCore {
     var scheduler: FarmScheduler
     var events = Deque<FarmScheduler.Event>()
     var feeding = false
+    /// Set while a new submission's stages are prepared: each goes out as soon as it is prepared,
+    /// not once all of them are (a run's fetches all become ready at its submit, and the first
+    /// waited for every other's key and cache look-up), when the free slots take all of them
+    /// (see `feed`). Not while an interrupted run resumes: its orphaned renders are registered
+    /// after its stages are prepared, and must come first.
+    var dispatchEachPrepared = false
+    /// Stages the scheduler has asked to prepare (`Effect.prepare`) that are not prepared yet.
+    var preparesPending = 0
     /// Inside a turn of `loop`: stages made ready are recorded at the turn's end (or with their
     /// dispatch, if a tick of the same turn sends them), not at the end of each feed.
     var inTurn = false
@@ -797,7 +808,9 @@ final class CoordinatorCore {
                 for c in commands {
                     switch c {
                     case .submit(let p, let priority, let reply):
+                        dispatchEachPrepared = true
                         replies.append((reply, Result { try submit(p, priority: priority) }))
+                        dispatchEachPrepared = false
                     case .forget(let cutoff, let reply):
                         forgotten.append((reply, Result { try lineage.forgetRuns(submittedBefore: cutoff, held: heldArtifactRows()) }))
                     case .workerExited(let pid):
@@ -1516,6 +1529,8 @@ final class CoordinatorCore {
     }
 
     func startSubmission(_ p: PendingSubmission) {
+        dispatchEachPrepared = true
+        defer { dispatchEachPrepared = false }
         do {
             acceptWhenCommitted(try submit(p.submission, ownerKey: p.peer.key), p.identity)
         } catch {
@@ -1843,24 +1858,43 @@ final class CoordinatorCore {
     /// Hands the scheduler an event and carries out what it decides. Events raised while
     /// effects are carried out (an assignment that cannot be delivered) wait their turn.
     func feed(_ event: FarmScheduler.Event, now: Double = Clocks.steady) {
+        // A submission's stage prepared (see `dispatchEachPrepared`) goes out now, before the next
+        // of its run is prepared, when the free slots take every stage waiting and every one still
+        // to prepare: the same stages go out as the tick after all of them would send. With fewer
+        // slots the tick waits for all of them, so the scheduler still chooses among them (the
+        // costliest render first, fair share between runs).
+        if feeding, dispatchEachPrepared, case .prepared = event {
+            guard lineageFailure == nil else { return }
+            apply(event, now: now)
+            if lineageFailure == nil && scheduler.dispatching
+                && scheduler.freeSlots(now: now) >= scheduler.waitingForSlots + preparesPending { apply(.tick, now: now) }
+            return
+        }
         events.append(event)
         guard !feeding else { return }
         feeding = true
         // After a failed write nothing more is handled or written (the turn ends there; see `loop`):
         // a tick's later dispatches would each fail their attempt's write too.
         defer { feeding = false; if lineageFailure == nil && !inTurn { recordReady() } }
-        while lineageFailure == nil, let e = events.popFirst() {
-            // The scheduler scores each free worker for a stage: work out the stage's inputs once.
-            var memo: (StageRef, [ArtifactRef])?
-            let affinity: ((StageRef, String) -> Int64)? = holdings.isEmpty ? nil : { [self] s, w in
-                if memo?.0 != s {
-                    guard let run = runs[s.run], let task = run.units[s.node].task else { return 0 }
-                    memo = (s, inputRefs(run, s.node, task))
-                }
-                return heldBytes(memo!.1, w)
+        while lineageFailure == nil, let e = events.popFirst() { apply(e, now: now) }
+    }
+
+    /// One event through the scheduler, and its effects carried out.
+    private func apply(_ e: FarmScheduler.Event, now: Double) {
+        // The scheduler scores each free worker for a stage: work out the stage's inputs once.
+        var memo: (StageRef, [ArtifactRef])?
+        let affinity: ((StageRef, String) -> Int64)? = holdings.isEmpty ? nil : { [self] s, w in
+            if memo?.0 != s {
+                guard let run = runs[s.run], let task = run.units[s.node].task else { return 0 }
+                memo = (s, inputRefs(run, s.node, task))
             }
-            for effect in scheduler.handle(e, now: now, affinity: affinity) where lineageFailure == nil { carryOut(effect, now: now) }
+            return heldBytes(memo!.1, w)
         }
+        let effects = scheduler.handle(e, now: now, affinity: affinity)
+        let outer = preparesPending
+        defer { preparesPending = outer }
+        preparesPending += effects.count(where: { if case .prepare = $0 { true } else { false } })
+        for effect in effects where lineageFailure == nil { carryOut(effect, now: now) }
     }
 
     /// Stops an attempt on its worker, and records the stage's attempt rows cancelled (`why`).
@@ -1876,6 +1910,7 @@ final class CoordinatorCore {
     func carryOut(_ effect: FarmScheduler.Effect, now: Double) {
         switch effect {
         case .prepare(let s):
+            preparesPending -= 1
             prepare(s)
         case .dispatch(let lease, let s, let wid, let attempt, let checkOnly, let readySince):
             dispatch(lease: lease, s, to: wid, attempt: attempt, checkOnly: checkOnly, readySince: readySince, now: now)
@@ -2153,7 +2188,8 @@ final class CoordinatorCore {
         workers[wid]!.lastSent = now
         if !checkOnly {
             if case .segment = task, run.firstRenderSent == nil { run.firstRenderSent = now }
-            owner.stats.withLock { $0.dispatched += 1 }
+            let early = preparesPending > 0
+            owner.stats.withLock { $0.dispatched += 1; if early { $0.sentWhilePreparing += 1 } }
             log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
             progress(run)
         }

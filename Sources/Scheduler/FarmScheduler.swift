@@ -347,6 +347,12 @@ public struct FarmScheduler: Sendable {
     public func slot(of lease: String, on worker: String) -> Int? { workers[worker]?.running[lease] }
     /// Workers taking work, other than those in `except`.
     public func takingWork(except: Set<String> = []) -> Int { workers.filter { !$0.value.draining && !except.contains($0.key) }.count }
+    /// Slots free now on the workers that take work.
+    public func freeSlots(now: Double) -> Int {
+        workers.values.reduce(0) { $0 + ($1.takesWork(at: now) ? max(0, $1.slots - $1.running.count) : 0) }
+    }
+    /// Stages prepared and waiting for a slot, in every run.
+    public var waitingForSlots: Int { runs.values.reduce(0) { $0 + $1.slotLane.count } }
     /// Stages ready and waiting for a slot or a check.
     public var queueDepth: Int { runs.values.reduce(0) { n, run in n + run.nodes.reduce(0) { $0 + ($1.phase == .ready ? 1 : 0) } } }
 

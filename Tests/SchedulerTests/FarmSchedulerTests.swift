@@ -376,6 +376,30 @@ extension Array {
         fx.compactMap { if case .dispatch(let l, let s, let w, let a, let c, _) = $0 { return (l, s, w, a, c) }; return nil }
     }
 
+    /// What the coordinator asks before it sends a submission's stages one by one as it prepares
+    /// them: the free slots of the workers taking work, and the prepared stages waiting for one.
+    @Test func freeSlotsAndTheStagesWaitingForThem() {
+        var farm = Farm()
+        let two = farm.join(slots: 2), one = farm.join(slots: 1)
+        #expect(farm.scheduler.freeSlots(now: farm.now) == 3 && farm.scheduler.waitingForSlots == 0)
+        _ = farm.submit([[], [], [], [], []])
+        #expect(farm.scheduler.waitingForSlots == 0, "ready, not prepared yet")
+        farm.prepareAll()
+        #expect(farm.scheduler.waitingForSlots == 5)
+        let sent = dispatches(farm.send(.tick))
+        #expect(sent.count == 3)
+        #expect(farm.scheduler.freeSlots(now: farm.now) == 0 && farm.scheduler.waitingForSlots == 2)
+        // A draining worker's slot is not free for new work once its attempt is done.
+        _ = farm.send(.workerDraining(one))
+        _ = farm.answer(sent.first { $0.worker == one }!.lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(farm.scheduler.freeSlots(now: farm.now) == 0)
+        _ = farm.answer(sent.first { $0.worker == two }!.lease) { .succeeded(lease: $0, worker: $1) }
+        #expect(farm.scheduler.freeSlots(now: farm.now) == 1 && farm.scheduler.waitingForSlots == 2)
+        #expect(dispatches(farm.send(.tick)).map(\.worker) == [two])
+        #expect(farm.scheduler.freeSlots(now: farm.now) == 0 && farm.scheduler.waitingForSlots == 1)
+        #expect(farm.problems.isEmpty, "\(farm.problems)")
+    }
+
     @Test func dependenciesOrderTheWorkAndTheRunSucceeds() {
         var farm = Farm()
         let w = farm.join(slots: 4)
