@@ -674,8 +674,11 @@ final class CoordinatorCore {
     /// Set while a new submission's stages are prepared: each goes out as soon as it is prepared,
     /// not once all of them are (a run's fetches all become ready at its submit, and the first
     /// waited for every other's key and cache look-up), when the free slots take all of them
-    /// (see `feed`). Not while an interrupted run resumes: its orphaned renders are registered
-    /// after its stages are prepared, and must come first.
+    /// (see `feed`). Set only where the tick right after the submit would have sent them (the
+    /// turn's last submit command, a remote submission started as its message is handled), so
+    /// that submissions started together still share the free slots. Not while an interrupted
+    /// run resumes: its orphaned renders are registered after its stages are prepared, and must
+    /// come first.
     var dispatchEachPrepared = false
     /// Stages the scheduler has asked to prepare (`Effect.prepare`) that are not prepared yet.
     var preparesPending = 0
@@ -805,10 +808,16 @@ final class CoordinatorCore {
                 defer { inTurn = false; if lineageFailure == nil { recordReady() } }
                 // Commands first, in the same transaction: a submit's rows are one commit, and the
                 // stages it made ready go out at once.
-                for c in commands {
+                // Only the turn's last submit sends its stages as it prepares them: those of a
+                // batch's projects submitted in one turn wait for the tick after all of them, so
+                // fair share divides the free slots between the projects. None does in a turn
+                // that also stops the coordinator.
+                let lastSubmit = commands.lastIndex { if case .submit = $0 { true } else { false } }
+                let stops = commands.contains { if case .stop = $0 { true } else { false } }
+                for (k, c) in commands.enumerated() {
                     switch c {
                     case .submit(let p, let priority, let reply):
-                        dispatchEachPrepared = true
+                        dispatchEachPrepared = k == lastSubmit && !stops
                         replies.append((reply, Result { try submit(p, priority: priority) }))
                         dispatchEachPrepared = false
                     case .forget(let cutoff, let reply):
@@ -1484,7 +1493,16 @@ final class CoordinatorCore {
         var said: Logger.Metadata = ["run.name": "\(s.pipeline.name)", "files": "\(s.files.count)", "to_copy": "\(pending.waiting.count)"]
         if kept > 0 { said["resumed_bytes"] = "\(kept)" }
         log.info("submission received", metadata: said)
-        if pending.waiting.isEmpty { startSubmission(pending) } else { pendingSubmissions.append(pending) }
+        // Started as its message is handled (its files were all here), its stages go out as they
+        // are prepared: the tick after this message would send them before the next is handled.
+        // Those whose uploads end in the same turn start together, and wait for the tick.
+        if pending.waiting.isEmpty {
+            dispatchEachPrepared = true
+            defer { dispatchEachPrepared = false }
+            startSubmission(pending)
+        } else {
+            pendingSubmissions.append(pending)
+        }
     }
 
     /// Why a submitter's submission would take it past `maxStagesPerKey`, or nil. Counted before
@@ -1529,8 +1547,6 @@ final class CoordinatorCore {
     }
 
     func startSubmission(_ p: PendingSubmission) {
-        dispatchEachPrepared = true
-        defer { dispatchEachPrepared = false }
         do {
             acceptWhenCommitted(try submit(p.submission, ownerKey: p.peer.key), p.identity)
         } catch {
@@ -2188,7 +2204,7 @@ final class CoordinatorCore {
         workers[wid]!.lastSent = now
         if !checkOnly {
             if case .segment = task, run.firstRenderSent == nil { run.firstRenderSent = now }
-            let early = preparesPending > 0
+            let early = dispatchEachPrepared && preparesPending > 0
             owner.stats.withLock { $0.dispatched += 1; if early { $0.sentWhilePreparing += 1 } }
             log.debug("dispatched", metadata: ["run.id": "\(run.id)", "stage.id": "\(u.name)", "worker.id": "\(wid)"])
             progress(run)
