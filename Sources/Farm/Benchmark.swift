@@ -71,7 +71,9 @@ public enum SchedulerBenchmark {
         let coordinator: Coordinator
         var workers: [WorkerRuntime] = []
         let outcomes = Locked<[Int64: RunOutcome]>([:])
+        let dir: String
         init(dir: String, workers n: Int) throws {
+            self.dir = dir
             var logger = Logger(label: "bench"); logger.logLevel = .critical
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             let lineage = try LineageStore(path: dir + "/lineage.db")
@@ -97,8 +99,21 @@ public enum SchedulerBenchmark {
             sem.wait()
             return box.value
         }
-        func wait(_ run: Int64) {
-            while outcomes.value[run] == nil { usleep(1000) }
+        /// Waits until every simulated worker is recorded in lineage; false after `seconds`.
+        func awaitWorkers(within seconds: Double = .infinity) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while (try? LineageStore.readRows(path: dir + "/lineage.db", "SELECT count(*) AS n FROM worker"))?.first?["n"] != "\(workers.count)" {
+                if Date() >= deadline { return false }
+                usleep(10_000)
+            }
+            return true
+        }
+        /// Waits for the run's end; nil after `seconds`.
+        @discardableResult
+        func wait(_ run: Int64, within seconds: Double = .infinity) -> RunOutcome? {
+            let deadline = Date().addingTimeInterval(seconds)
+            while outcomes.value[run] == nil && Date() < deadline { usleep(1000) }
+            return outcomes.value[run]
         }
         func stop() {
             for w in workers { w.stop() }
@@ -215,9 +230,7 @@ public enum SchedulerBenchmark {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // 1. Throughput: one run of `items` items (a fetch and a render each, then a concat).
         let c = try Cluster(dir: directory + "/throughput", workers: workers)
-        while (try? LineageStore.readRows(path: directory + "/throughput/lineage.db", "SELECT count(*) AS n FROM worker"))?.first?["n"] != "\(workers)" {
-            usleep(10_000)
-        }
+        _ = c.awaitWorkers()
         log("\(workers) simulated workers connected; dispatching \(items * 2 + 1) no-op attempts")
         let t0 = Date()
         let run = c.submit(pipeline(items: items, name: "throughput"))

@@ -1,5 +1,4 @@
 import Foundation
-import Lineage
 import Testing
 import TestSupport
 @testable import Farm
@@ -15,18 +14,11 @@ import TestSupport
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let c = try SchedulerBenchmark.Cluster(dir: dir, workers: workers)
         defer { c.stop() }
-        let joined = Date().addingTimeInterval(30)
-        while (try? LineageStore.readRows(path: dir + "/lineage.db", "SELECT count(*) AS n FROM worker"))?.first?["n"] != "\(workers)" {
-            try #require(Date() < joined, "the \(workers) simulated workers did not join within 30 s")
-            usleep(10_000)
-        }
+        try #require(c.awaitWorkers(within: 30), "the \(workers) simulated workers did not join within 30 s")
         let run = c.submit(SchedulerBenchmark.pipeline(items: 8, name: "eight"))
         try #require(run > 0)
-        let ends = Date().addingTimeInterval(60)
-        while c.outcomes.value[run] == nil && Date() < ends { usleep(1000) }
-        guard case .succeeded = try #require(c.outcomes.value[run], "the run did not end within 60 s") else {
-            Issue.record("the run failed: \(String(describing: c.outcomes.value[run]))"); return
-        }
+        let outcome = try #require(c.wait(run, within: 60), "the run did not end within 60 s")
+        guard case .succeeded = outcome else { Issue.record("the run failed: \(outcome)"); return }
         let stats = c.coordinator.stats.withLock { $0 }
         // 8 fetches, 8 renders and the concat.
         #expect(stats.dispatched == 17)
