@@ -109,7 +109,7 @@ final class Harness {
     /// `runners`, if given, is one runner per worker; otherwise all share `runner`.
     /// `restarting`: the folder of another harness whose coordinator has stopped (this one is
     /// that coordinator started again, on its lineage).
-    init(workers n: Int, slots: Int, runner: FakeRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0,
+    init(workers n: Int, slots: Int, runner: any TaskRunner, livenessTimeout: Double = 2, runners: [FakeRunner]? = nil, verify: Double = 0,
          stageTimeout: Double? = nil, store: ArtifactStore? = nil, restarting: String? = nil,
          configure: (inout Coordinator.Configuration) -> Void = { _ in }) throws {
         dir = restarting ?? temporaryDirectory("coord")
@@ -157,7 +157,7 @@ final class Harness {
         return r
     }
 
-    func addWorker(id: String, slots: Int, runner: FakeRunner) {
+    func addWorker(id: String, slots: Int, runner: any TaskRunner) {
         var logger = Logger(label: "test"); logger.logLevel = .critical
         // Heartbeats a quarter of the coordinator's patience apart, as a real farm's are (1 s
         // against 5). At 1 s against a 1 s timeout, an idle worker's next heartbeat came just after
