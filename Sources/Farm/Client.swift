@@ -1,4 +1,5 @@
 import Foundation
+import DequeModule
 import ThreadlineCore
 import Transport
 import Lineage
@@ -302,23 +303,70 @@ public final class ClusterClient {
     }
 
     /// Follows many runs at once until every one has ended.
-    public func followAll(_ runs: [Int64], progress: (RunProgress) -> Void = { _ in }, ended: (RunEnd) -> Void = { _ in }) throws -> [Int64: RunEnd] {
+    ///
+    /// `movie`: where a run that ended is to have its movie written (nil: not fetched). Each is
+    /// fetched as its run ends, one at a time, while the other runs go on; `fetched` is told each
+    /// one's end (nil: written), and `fetching` the bytes of the one under way so far, at most 4
+    /// times a second. This returns once every run has ended and every movie is fetched. Fetched
+    /// after the last run instead, a batch's movies came one after another once all had rendered:
+    /// none was there while the batch ran, and their copying added to its time.
+    public func followAll(_ runs: [Int64], progress: (RunProgress) -> Void = { _ in }, ended: (RunEnd) -> Void = { _ in },
+                          movie: (RunEnd) -> (ref: ArtifactRef, path: String)? = { _ in nil },
+                          fetching: (_ run: Int64, _ bytes: Int64, _ of: Int64) -> Void = { _, _, _ in },
+                          fetched: (_ run: Int64, _ failure: Error?) -> Void = { _, _ in }) throws -> [Int64: RunEnd] {
         let wanted = Set(runs)
         var ends: [Int64: RunEnd] = [:]
         for r in runs { send(.watch(run: r)) }
         guard !runs.isEmpty else { return [:] }
-        return try pump(until: { m in
-            switch m {
-            case .progress(let p) where wanted.contains(p.runID) && ends[p.runID] == nil: progress(p)
-            case .ended(let e) where wanted.contains(e.run) && ends[e.run] == nil:
-                if Self.isStopNotice(m) { coordinatorStopping(); break }
-                ends[e.run] = e
-                ended(e)
-                if ends.count == wanted.count { return ends }
-            default: break
-            }
-            return nil
-        }, resend: { for r in runs where ends[r] == nil { send(.watch(run: r)) } })
+        var queued = Deque<(run: Int64, ref: ArtifactRef, path: String)>()
+        var current: (run: Int64, ref: ArtifactRef, path: String)? = nil
+        var told = 0.0
+        func startNext() {
+            guard current == nil, let next = queued.popFirst() else { return }
+            current = next
+            transfers.fetch(next.ref, from: Data())
+            told = Clocks.steady
+            fetching(next.run, transfers.arrived(next.ref.sha256) ?? 0, next.ref.size)
+        }
+        func done() -> [Int64: RunEnd]? { ends.count == wanted.count && current == nil ? ends : nil }
+        do {
+            return try pump(until: { m in
+                switch m {
+                case .progress(let p) where wanted.contains(p.runID) && ends[p.runID] == nil: progress(p)
+                case .ended(let e) where wanted.contains(e.run) && ends[e.run] == nil:
+                    if Self.isStopNotice(m) { coordinatorStopping(); break }
+                    ends[e.run] = e
+                    ended(e)
+                    if let (ref, path) = movie(e) { queued.append((e.run, ref, path)); startNext() }
+                    return done()
+                default: break
+                }
+                return nil
+            }, resend: { for r in runs where ends[r] == nil { send(.watch(run: r)) } },
+            redialled: {
+                // A coordinator restarted at once: the movie under way is asked for again now, not at the next stall.
+                if current != nil { transfers.askAgainNow() }
+                return false
+            }, idle: {
+                guard let c = current else { return nil }
+                for (sha, outcome) in transfers.takeCompleted() where sha == c.ref.sha256 {
+                    current = nil
+                    var failure: Error? = nil
+                    do { try Self.place(outcome, at: c.path) } catch { failure = error }
+                    fetched(c.run, failure)
+                    startNext()
+                    return done()
+                }
+                let now = Clocks.steady
+                if now - told >= 0.25, let here = transfers.arrived(c.ref.sha256) { told = now; fetching(c.run, here, c.ref.size) }
+                return nil
+            })
+        } catch {
+            // The coordinator went silent: what came of the movie under way is kept, and
+            // `coord wait` goes on from there.
+            if current != nil { transfers.cutOff("the coordinator stopped answering") }
+            throw error
+        }
     }
 
     /// How a stopping coordinator tells a follower of each run it holds (it resumes them when it
@@ -373,6 +421,11 @@ public final class ClusterClient {
             transfers.cutOff("the coordinator stopped answering")
             throw error
         }
+        try Self.place(outcome, at: path)
+    }
+
+    /// A download's end: the movie written to `path` from where it arrived, or why not.
+    static func place(_ outcome: Result<ArtifactRef, Transfers.TransferError>, at path: String) throws {
         let local = try outcome.mapError {
             $0.notHeld ? Failure("the coordinator no longer holds the movie: `coord gc` (which `coord serve --gc-keep-days` runs) removes the files of old runs. "
                         + "Submit the project again to render it; what the coordinator still holds of it is reused", answer: Transfers.notHeldReason)

@@ -539,11 +539,26 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
     let display = BatchDisplay(names: labels, items: items, terminal: terminal && !json)
     let index = Dictionary(uniqueKeysWithValues: ids.enumerated().map { ($1, $0) })
     client.onSilence = { display.note($0.line) }
+    // Each movie comes down as its run ends, while the others render (`followAll`).
+    var unwritten: [Int64: Error] = [:]
     let ends = try cluster.following(ids, stop: display.interrupted) {
         try client.followAll(ids, progress: { p in if let k = index[p.runID] { display.update(k, p) } },
                              ended: { e in
                                  FollowedRuns.ended.withLock { _ = $0.insert(e.run) }
                                  if let k = index[e.run] { display.ended(k, e.state == "succeeded" ? "succeeded" : "\(e.state): \(e.message ?? "")", notes: e.notes) }
+                             },
+                             movie: { e in
+                                 guard e.state == "succeeded", let movie = e.output else { return nil }
+                                 return (movie, URL(fileURLWithPath: e.outputPath).standardizedFileURL.path)
+                             },
+                             fetching: { run, here, total in
+                                 if let k = index[run] { display.downloading("downloading \(labels[k])'s movie: \(ByteSize.text(here)) of \(ByteSize.text(total))") }
+                             },
+                             fetched: { run, failure in
+                                 display.downloading(nil)
+                                 guard let failure, let k = index[run] else { return }
+                                 unwritten[run] = failure
+                                 display.note("\(labels[k]): the movie could not be downloaded: \(failure)")
                              })
     }
     display.finish()
@@ -555,13 +570,10 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
         rep.notes += display.notes(k)
         if end.state == "succeeded" {
             if let movie = end.output {
-                let path = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path
-                defer { if !json && terminal { TerminalLine.clear() } }
-                do {
-                    try client.download(movie, to: path, progress: downloadProgress("\(labels[k])'s movie", of: movie.size, shown: !json && terminal))
-                    rep.output = path; rep.bytes = movie.size
-                } catch {
-                    rep.state = "failed"; rep.error = "the movie could not be downloaded: \(error)"
+                if let failure = unwritten[id] {
+                    rep.state = "failed"; rep.error = "the movie could not be downloaded: \(failure)"
+                } else {
+                    rep.output = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path; rep.bytes = movie.size
                 }
             } else {
                 rep.state = "failed"; rep.error = "the coordinator names no movie for it; see 'coord status \(id)'"
@@ -680,6 +692,8 @@ final class BatchDisplay: Sendable {
         /// A word came within 0.1 s of the last drawing and is not drawn yet.
         var owed = false
         var stopped = false
+        /// The movie coming down, drawn below the live lines on a terminal.
+        var downloading: String? = nil
         /// The `k`th project ended with its movie.
         func succeeded(_ k: Int) -> Bool { ended[k]?.hasPrefix("succeeded") == true }
     }
@@ -755,6 +769,17 @@ final class BatchDisplay: Sendable {
             let above = s.told.newNotes(k, notes).map { $0 + "\n" }.joined()
             if !terminal { return above + String(format: "[%d/%d] %@: %@\n", s.ended.count, names.count, names[k], what) }
             return above.isEmpty ? draw(&s, force: true) : lines(above, &s)
+        }
+        if let text { writeStandardError(text) }
+    }
+
+    /// The movie coming down as the other projects go on (`ClusterClient.followAll`), on a
+    /// terminal: a line below the live ones; nil once it is written.
+    func downloading(_ line: String?) {
+        let text = state.withLock { s -> String? in
+            guard terminal, !s.stopped, s.downloading != line else { return nil }
+            s.downloading = line
+            return draw(&s, force: line == nil)
         }
         if let text { writeStandardError(text) }
     }
@@ -866,6 +891,7 @@ final class BatchDisplay: Sendable {
             lines.append(Self.projectLine(names[k], s.progress[k]!.aged(by: now - (s.received[k] ?? now)), speed: batch?.speed(for: s.progress[k]!)))
         }
         if active.count > Self.activeLines { lines.append(Self.moreLine(active.dropFirst(Self.activeLines).map { s.progress[$0]! })) }
+        if let d = s.downloading { lines.append(d) }
         let up = s.drawn > 0 ? "\u{1B}[\(s.drawn)F" : ""
         s.drawn = lines.count
         // Each line one row (the cursor goes back up a row per line drawn).

@@ -414,6 +414,29 @@ import ThreadlineCore
         #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run").count == 1, "one run")
     }
 
+    /// A remote batch's movies come down as each run ends, while the others still render: the
+    /// short project's movie is on the submitter's disk before the long one's run ends. Before,
+    /// every movie was fetched after the last run ended, one after another: none was there while
+    /// the batch ran, and their copying added to its time.
+    @Test func aRemoteBatchsMoviesComeDownAsEachRunEnds() throws {
+        let dir = temporaryDirectory("batch-downloads")
+        for sub in ["short", "long"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }
+        let short = try Self.project(dir + "/short", items: 1, seconds: 0.5)
+        let long = try Self.project(dir + "/long", items: 6, seconds: 2, size: (640, 360), output: "640x360")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let r = try run(coordPath, ["submit", short, long, "--coordinator", ep, "--json"], timeout: 180)
+        #expect(r.status == 0, "\(r.err.suffix(2000))")
+        let objects = r.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(objects.count == 2 && objects.allSatisfy { $0["state"] as? String == "succeeded" }, "\(r.out)")
+        let written = try #require(try FileManager.default.attributesOfItem(atPath: dir + "/short/out.mp4")[.modificationDate] as? Date)
+        try #require(FileManager.default.fileExists(atPath: dir + "/long/out.mp4"))
+        let longRun = try Self.rows(dir + "/coord/lineage.db", "SELECT finished_at FROM run WHERE name = 'long' OR output_path LIKE '%/long/out.mp4'")
+        let longEnded = try #require(longRun.first?["finished_at"].flatMap(Double.init), "\(longRun)")
+        #expect(written.timeIntervalSince1970 < longEnded - 0.5,
+                "the short project's movie was written \(written.timeIntervalSince1970 - longEnded) s after the long run ended")
+    }
+
     /// A submission sent again under its id (its submitter dialled the coordinator again before
     /// the answer came) is answered with the run it made, by the coordinator that made it and by
     /// the one started after it on its state folder: not run twice. Another id is another run.
