@@ -63,14 +63,20 @@ struct ClusterOptions: ParsableArguments {
             return ["\ninterrupted: \(these) ended at the coordinator; this only stopped following \(it)."] + followAgain(ids)
         }
         let these = going.count == 1 ? "run \(going[0]) goes" : "runs \(RunIDs.text(going)) go"
-        // (Movies come down once every run followed has ended: `coord wait` gets the ended ones' too.)
-        let others = over.isEmpty ? "" : " (\(over.count == 1 ? "run \(over[0]) has" : "runs \(RunIDs.text(over)) have") ended there)"
+        // (A movie comes down as its run ends: those written are said, and not fetched again.)
+        let written = ids.filter { FollowedRuns.written.withLock { $0 }.contains($0) }
+        let movies = written.isEmpty ? "" : written.count == 1 ? "; run \(written[0])'s movie is written" : "; the movies of runs \(RunIDs.text(written)) are written"
+        let others = over.isEmpty ? "" : " (\(over.count == 1 ? "run \(over[0]) has" : "runs \(RunIDs.text(over)) have") ended there\(movies))"
         return ["\ninterrupted: \(these) on at the coordinator\(others); this only stopped following \(it)."] + followAgain(ids)
     }
 
-    /// How to pick up runs that go on at the coordinator after this command stopped following them.
-    func followAgain(_ ids: [Int64]) -> [String] {
-        ids.count == 1
+    /// How to pick up runs that go on at the coordinator after this command stopped following them
+    /// (not those whose movies this command wrote).
+    func followAgain(_ all: [Int64]) -> [String] {
+        let written = FollowedRuns.written.withLock { $0 }
+        let left = all.filter { !written.contains($0) }
+        let ids = left.isEmpty ? all : left
+        return ids.count == 1
             ? ["follow it and download the movie: coord wait \(ids[0]) \(flags)", "stop it: coord cancel \(ids[0]) \(flags)"]
             : ["follow them and download their movies: coord wait \(RunIDs.text(ids, separator: " ")) \(flags)",
                "stop them: coord cancel \(RunIDs.text(ids, separator: " ")) \(flags)"]
@@ -100,6 +106,8 @@ struct ClusterOptions: ParsableArguments {
 /// The runs this command follows that have ended, as they end: what Ctrl-C says of them.
 enum FollowedRuns {
     static let ended = Locked<Set<Int64>>([])
+    /// Those whose movies are written (a batch's come down as each run ends).
+    static let written = Locked<Set<Int64>>([])
 }
 
 /// Runs a cluster command, turning its failures into one clear line (and the `hint` lines) and

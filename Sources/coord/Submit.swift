@@ -556,6 +556,7 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
                              },
                              fetched: { run, failure in
                                  display.downloading(nil)
+                                 if failure == nil { FollowedRuns.written.withLock { _ = $0.insert(run) } }
                                  guard let failure, let k = index[run] else { return }
                                  unwritten[run] = failure
                                  display.note("\(labels[k]): the movie could not be downloaded: \(failure)")

@@ -437,6 +437,27 @@ import ThreadlineCore
                 "the short project's movie was written \(written.timeIntervalSince1970 - longEnded) s after the long run ended")
     }
 
+    /// A batch's follower interrupted after one movie came down says so, and its `coord wait`
+    /// names only the run whose movie is still to come.
+    @Test func aBatchInterruptedAfterAMovieCameDownFollowsOnlyTheRest() throws {
+        let dir = temporaryDirectory("batch-downloads-interrupted")
+        for sub in ["short", "long"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }
+        let short = try Self.project(dir + "/short", items: 1, seconds: 0.5)
+        let long = try Self.project(dir + "/long", items: 8, seconds: 2, size: (640, 360), output: "640x360")
+        let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
+        defer { procs.stopAll() }
+        let said = { (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "" }
+        let submit = try procs.start("submit", coordPath, ["submit", short, long, "--coordinator", ep])
+        try #require(waitUntil(timeout: 120) { FileManager.default.fileExists(atPath: dir + "/short/out.mp4") }, "\(said())")
+        Thread.sleep(forTimeInterval: 0.2)
+        try #require(!FileManager.default.fileExists(atPath: dir + "/long/out.mp4"), "the long project ended first: \(said())")
+        kill(submit.processIdentifier, SIGINT)
+        submit.waitUntilExit()
+        #expect(submit.terminationStatus == 130)
+        #expect(said().contains("interrupted: run 2 goes on at the coordinator (run 1 has ended there; run 1's movie is written)"), "\(said())")
+        #expect(said().contains("follow it and download the movie: coord wait 2 --coordinator \(ep)"), "\(said())")
+    }
+
     /// A submission sent again under its id (its submitter dialled the coordinator again before
     /// the answer came) is answered with the run it made, by the coordinator that made it and by
     /// the one started after it on its state folder: not run twice. Another id is another run.
