@@ -414,15 +414,21 @@ import ThreadlineCore
         #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run").count == 1, "one run")
     }
 
+    /// Two projects in `dir`/short (one 0.5 s clip) and `dir`/long (`longItems` 2 s clips at
+    /// 640x360): on one worker the short one's movie is made long before the other's.
+    static func shortAndLong(_ dir: String, longItems: Int) throws -> (short: String, long: String) {
+        for sub in ["short", "long"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }
+        return (try project(dir + "/short", items: 1, seconds: 0.5),
+                try project(dir + "/long", items: longItems, seconds: 2, size: (640, 360), output: "640x360"))
+    }
+
     /// A remote batch's movies come down as each run ends, while the others still render: the
     /// short project's movie is on the submitter's disk before the long one's run ends. Before,
     /// every movie was fetched after the last run ended, one after another: none was there while
     /// the batch ran, and their copying added to its time.
     @Test func aRemoteBatchsMoviesComeDownAsEachRunEnds() throws {
         let dir = temporaryDirectory("batch-downloads")
-        for sub in ["short", "long"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }
-        let short = try Self.project(dir + "/short", items: 1, seconds: 0.5)
-        let long = try Self.project(dir + "/long", items: 6, seconds: 2, size: (640, 360), output: "640x360")
+        let (short, long) = try Self.shortAndLong(dir, longItems: 6)
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
         defer { procs.stopAll() }
         let r = try run(coordPath, ["submit", short, long, "--coordinator", ep, "--json"], timeout: 180)
@@ -431,7 +437,7 @@ import ThreadlineCore
         #expect(objects.count == 2 && objects.allSatisfy { $0["state"] as? String == "succeeded" }, "\(r.out)")
         let written = try #require(try FileManager.default.attributesOfItem(atPath: dir + "/short/out.mp4")[.modificationDate] as? Date)
         try #require(FileManager.default.fileExists(atPath: dir + "/long/out.mp4"))
-        let longRun = try Self.rows(dir + "/coord/lineage.db", "SELECT finished_at FROM run WHERE name = 'long' OR output_path LIKE '%/long/out.mp4'")
+        let longRun = try Self.rows(dir + "/coord/lineage.db", "SELECT finished_at FROM run WHERE output_path LIKE '%/long/out.mp4'")
         let longEnded = try #require(longRun.first?["finished_at"].flatMap(Double.init), "\(longRun)")
         #expect(written.timeIntervalSince1970 < longEnded - 0.5,
                 "the short project's movie was written \(written.timeIntervalSince1970 - longEnded) s after the long run ended")
@@ -441,9 +447,7 @@ import ThreadlineCore
     /// names only the run whose movie is still to come.
     @Test func aBatchInterruptedAfterAMovieCameDownFollowsOnlyTheRest() throws {
         let dir = temporaryDirectory("batch-downloads-interrupted")
-        for sub in ["short", "long"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }
-        let short = try Self.project(dir + "/short", items: 1, seconds: 0.5)
-        let long = try Self.project(dir + "/long", items: 8, seconds: 2, size: (640, 360), output: "640x360")
+        let (short, long) = try Self.shortAndLong(dir, longItems: 8)
         let (procs, ep) = try Self.loopbackCluster(dir, workers: 1)
         defer { procs.stopAll() }
         let said = { (try? String(contentsOfFile: procs.log("submit"), encoding: .utf8)) ?? "" }
