@@ -66,6 +66,16 @@ public enum SchedulerBenchmark {
                  items: (0..<items).map { Item(kind: .video(source: SourceRef("/bench/\(name)-\($0).mov"), trim: nil)) })
     }
 
+    /// Waits until `count` workers are recorded in the lineage database at `path`; false after `seconds`.
+    static func awaitWorkers(_ count: Int, lineage path: String, within seconds: Double = .infinity) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while (try? LineageStore.readRows(path: path, "SELECT count(*) AS n FROM worker"))?.first?["n"] != "\(count)" {
+            if Date() >= deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
     final class Cluster {
         let context = MessagingContext()
         let coordinator: Coordinator
@@ -101,12 +111,7 @@ public enum SchedulerBenchmark {
         }
         /// Waits until every simulated worker is recorded in lineage; false after `seconds`.
         func awaitWorkers(within seconds: Double = .infinity) -> Bool {
-            let deadline = Date().addingTimeInterval(seconds)
-            while (try? LineageStore.readRows(path: dir + "/lineage.db", "SELECT count(*) AS n FROM worker"))?.first?["n"] != "\(workers.count)" {
-                if Date() >= deadline { return false }
-                usleep(10_000)
-            }
-            return true
+            SchedulerBenchmark.awaitWorkers(workers.count, lineage: dir + "/lineage.db", within: seconds)
         }
         /// Waits for the run's end; nil after `seconds`.
         @discardableResult

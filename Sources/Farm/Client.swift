@@ -348,18 +348,13 @@ public final class ClusterClient {
                 if current != nil { transfers.askAgainNow() }
                 return false
             }, idle: {
-                guard let c = current else { return nil }
-                for (sha, outcome) in transfers.takeCompleted() where sha == c.ref.sha256 {
-                    current = nil
-                    var failure: Error? = nil
-                    do { try Self.place(outcome, at: c.path) } catch { failure = error }
-                    fetched(c.run, failure)
-                    startNext()
-                    return done()
-                }
-                let now = Clocks.steady
-                if now - told >= 0.25, let here = transfers.arrived(c.ref.sha256) { told = now; fetching(c.run, here, c.ref.size) }
-                return nil
+                guard let c = current, let outcome = arrival(of: c.ref, told: &told, progress: { fetching(c.run, $0, c.ref.size) }) else { return nil }
+                current = nil
+                var failure: Error? = nil
+                do { try Self.place(outcome, at: c.path) } catch { failure = error }
+                fetched(c.run, failure)
+                startNext()
+                return done()
             })
         } catch {
             // The coordinator went silent: what came of the movie under way is kept, and
@@ -409,12 +404,7 @@ public final class ClusterClient {
         do {
             // Dialled again (a coordinator restarted at once): asked again now, not at the next stall 3 s on.
             outcome = try pump(until: { _ in nil }, redialled: { transfers.askAgainNow(); return true }, idle: {
-                for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 {
-                    return outcome
-                }
-                let now = Clocks.steady
-                if now - told >= 0.25, let here = transfers.arrived(ref.sha256) { told = now; progress(here) }
-                return nil
+                arrival(of: ref, told: &told, progress: progress)
             })
         } catch {
             // The coordinator went silent: what came is kept, and `coord wait` goes on from there.
@@ -422,6 +412,15 @@ public final class ClusterClient {
             throw error
         }
         try Self.place(outcome, at: path)
+    }
+
+    /// The movie `ref` under way: how its download ended, once it has; until then `progress` is
+    /// told the bytes here at most 4 times a second (`told`: when it was last).
+    private func arrival(of ref: ArtifactRef, told: inout Double, progress: (Int64) -> Void) -> Result<ArtifactRef, Transfers.TransferError>? {
+        for (sha, outcome) in transfers.takeCompleted() where sha == ref.sha256 { return outcome }
+        let now = Clocks.steady
+        if now - told >= 0.25, let here = transfers.arrived(ref.sha256) { told = now; progress(here) }
+        return nil
     }
 
     /// A download's end: the movie written to `path` from where it arrived, or why not.

@@ -64,7 +64,7 @@ struct ClusterOptions: ParsableArguments {
         }
         let these = going.count == 1 ? "run \(going[0]) goes" : "runs \(RunIDs.text(going)) go"
         // (A movie comes down as its run ends: those written are said, and not fetched again.)
-        let written = ids.filter { FollowedRuns.written.withLock { $0 }.contains($0) }
+        let written = ids.filter(FollowedRuns.written.withLock { $0 }.contains)
         let movies = written.isEmpty ? "" : written.count == 1 ? "; run \(written[0])'s movie is written" : "; the movies of runs \(RunIDs.text(written)) are written"
         let others = over.isEmpty ? "" : " (\(over.count == 1 ? "run \(over[0]) has" : "runs \(RunIDs.text(over)) have") ended there\(movies))"
         return ["\ninterrupted: \(these) on at the coordinator\(others); this only stopped following \(it)."] + followAgain(ids)

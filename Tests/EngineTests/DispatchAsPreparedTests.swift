@@ -2,7 +2,6 @@ import Foundation
 import Testing
 import TestSupport
 @testable import Farm
-import Lineage
 import ThreadlineCore
 import Transport
 
@@ -41,9 +40,7 @@ import Transport
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let store = try ArtifactStore(root: dir + "/store")
         let h = try Harness(workers: 8, slots: 1, runner: SharedStoreRunner(store: store, delay: 0.2), store: store)
-        try #require(waitUntil(timeout: 30) {
-            (try? LineageStore.readRows(path: h.dir + "/lineage.db", "SELECT count(*) AS n FROM worker"))?.first?["n"] == "8"
-        }, "the 8 workers did not join within 30 s")
+        try #require(SchedulerBenchmark.awaitWorkers(8, lineage: h.dir + "/lineage.db", within: 30), "the 8 workers did not join within 30 s")
         var items: [Item] = []
         for i in 0..<8 {
             let path = dir + "/clip-\(i).mov"
