@@ -81,8 +81,9 @@ public final class ClusterClient {
         public var done = false
         public init() {}
     }
-    /// The submission being sent: each file's size by sha256, which were asked for, since when.
-    private var sending: (sizes: [String: Int64], asked: Set<String>, started: Double, toldAt: Double, upload: Upload)?
+    /// The submission being sent: each file's size by sha256, which were asked for, since when,
+    /// and the bytes of each sent so far.
+    private var sending: (sizes: [String: Int64], asked: Set<String>, started: Double, toldAt: Double, upload: Upload, served: [String: IndexSet])?
     private var heardOnce = false
     /// What probing the coordinator's address found, when it had never answered.
     private var reachability: Reachability?
@@ -228,7 +229,7 @@ public final class ClusterClient {
         let s = Submission(pipeline: pipeline, files: files, priority: priority,
                            submitter: "\(ProcessInfo.processInfo.userName)@\(ProcessInfo.processInfo.hostName)", id: UUID().uuidString)
         let now = Clocks.steady
-        sending = (Dictionary(files.map { ($0.sha256, $0.size) }, uniquingKeysWith: { a, _ in a }), [], now, 0, Upload())
+        sending = (Dictionary(files.map { ($0.sha256, $0.size) }, uniquingKeysWith: { a, _ in a }), [], now, 0, Upload(), [:])
         defer { sending = nil }
         send(.submit(s))
         // Told the coordinator is stopping (a restart or an upgrade), the submission goes again
@@ -272,13 +273,19 @@ public final class ClusterClient {
 
     /// Counts a piece of a submission's file served to the coordinator, and tells `onUpload`. A
     /// file's first piece asked for is its lowest: past 0, the coordinator kept the bytes before it.
+    /// A piece asked for again (the coordinator dialled again, or a stall) is counted once: the
+    /// count is of the files' bytes that went, not of the copies.
     private func sent(_ sha: String, offset: Int64, bytes: Int) {
         guard var s = sending, let size = s.sizes[sha] else { return }
         if s.asked.insert(sha).inserted {
             let kept = min(max(offset, 0), size)
             s.upload.asked += size - kept; s.upload.kept += kept; s.upload.files = s.asked.count
         }
-        s.upload.sent += Int64(bytes)
+        if bytes > 0 {
+            let before = s.served[sha]?.count ?? 0
+            s.served[sha, default: IndexSet()].insert(integersIn: Int(offset)..<Int(offset) + bytes)
+            s.upload.sent += Int64(s.served[sha]!.count - before)
+        }
         let now = Clocks.steady
         if now - s.toldAt >= 0.25 {
             s.toldAt = now

@@ -4,10 +4,17 @@ import Lineage
 
 /// Moves artifacts between peers over the message socket, with no shared filesystem.
 ///
-/// The receiver pulls fixed-size chunks, keeping at most `window` requests in flight (so a fast
-/// sender never floods a slow receiver or the socket), writes them at their offsets into a
-/// temporary file, and adopts the file into its store only when the whole hashes to the sha256
-/// it asked for. A stalled transfer asks again; one that stays stalled fails.
+/// The receiver pulls chunks, writes them at their offsets into a temporary file, and adopts the
+/// file into its store only when the whole hashes to the sha256 it asked for. A stalled transfer
+/// asks again; one that stays stalled fails.
+///
+/// What is asked of one peer and not yet received is held to about a second of what that peer
+/// has been measured to deliver (`Link`), in chunks small enough that one comes every fraction of
+/// that second; a peer's transfers take that room in the order they started. With a fixed window
+/// of eight 1 MiB chunks for each file, an upload over a 2 Mbit/s link queued 24 MiB at once: a
+/// chunk took more than the 3 s that counts as a stall, every stall asked for the same chunks
+/// again, and the upload failed with "the sender sent nothing for 18 s" while the link was busy
+/// with copies (and the submitter's own messages waited behind them).
 ///
 /// A transfer cut off (its sender gone or silent) keeps what it received from the start without a
 /// gap, as `tmp/SHA256.partial` in the store, and the next transfer of that file goes on from there:
@@ -29,7 +36,10 @@ final class Transfers {
         var tmp: String
         var handle: FileHandle
         var nextOffset: Int64 = 0
-        var outstanding: Set<Int64> = []
+        /// Chunks asked for and not received: offset → their length and the order the pull went to the peer.
+        var outstanding: [Int64: (length: Int, seq: Int)] = [:]
+        /// Started before every transfer with a higher one: first to take its peer's room.
+        var serial: Int
         /// When a chunk last came, or the chunks were last asked for again.
         var lastProgress: Double
         /// When a chunk last came.
@@ -40,20 +50,47 @@ final class Transfers {
         /// Bytes written by this transfer.
         var received: Int64 = 0
         /// Bytes received from the start without a gap: what is kept if this one is cut off too.
-        var contiguous: Int64 { outstanding.min() ?? nextOffset }
+        var contiguous: Int64 { outstanding.keys.min() ?? nextOffset }
+        var inFlight: Int64 { outstanding.values.reduce(0) { $0 + Int64($1.length) } }
         /// The hash of the file's first `digest.count` bytes, fed as chunks come in order; nil
         /// once that order broke (a kept start, a chunk out of order): hashed whole at the end.
         var digest: SHA256Hasher.Running? = SHA256Hasher.Running()
     }
 
+    /// What is known of one peer's delivery: measured from the chunks that came while it had
+    /// pulls to answer.
+    struct Link {
+        /// Bytes a second, smoothed; nil until measured.
+        var rate: Double?
+        /// The measurement under way: since when, and the bytes that came since.
+        var sampleStart: Double
+        var sampleBytes: Int64 = 0
+        /// When a chunk last came from the peer, or pulls went to it while it had none to answer.
+        var lastData: Double
+        /// The order of the next pull, and the highest order of a pull answered: a peer answers
+        /// in order, so a pull below it that is still outstanding was lost.
+        var nextSeq = 0
+        var answered = -1
+    }
+
     let store: ArtifactStore
+    /// The largest chunk asked for.
     let chunkSize: Int
+    /// The most chunks asked of one peer at once: of `chunkSize` on a fast link, smaller on a slow one.
     let window: Int
+    /// The seconds of a peer's measured delivery that may be asked of it at once.
+    static let aheadSeconds = 1.0
+    /// Bytes asked of a peer before its delivery is measured.
+    let firstBudget: Int64
+    /// The smallest chunk asked for (a slow link's).
+    let smallestChunk: Int
     let stallTimeout: Double
     let maxRetries: Int
     /// peer, message, payload → sent?
     let send: (Data, WireMessage, Data?) -> Bool
     private(set) var incoming: [String: Incoming] = [:]
+    private(set) var links: [Data: Link] = [:]
+    private var serials = 0
     /// Received whole, being hashed on `hashing`: still in flight for everyone asking.
     private var checking: [String: Incoming] = [:]
     private let hashing = DispatchQueue(label: "threadline.transfers.hash")
@@ -81,6 +118,25 @@ final class Transfers {
          send: @escaping (Data, WireMessage, Data?) -> Bool) {
         self.store = store; self.chunkSize = chunkSize; self.window = window
         self.stallTimeout = stallTimeout; self.maxRetries = maxRetries; self.send = send
+        firstBudget = min(Int64(window) * Int64(chunkSize), 256 << 10)
+        smallestChunk = min(chunkSize, 16 << 10)
+    }
+
+    /// Bytes that may be asked of `peer` and not yet received.
+    func budget(of peer: Data) -> Int64 {
+        guard let rate = links[peer]?.rate else { return firstBudget }
+        return min(max(Int64(rate * Self.aheadSeconds), Int64(smallestChunk)), Int64(window) * Int64(chunkSize))
+    }
+
+    /// The length of the chunks asked of `peer`: about a `window`th of its budget, so that a few
+    /// come in each second of it; a power of two (or `chunkSize`), so that chunks of one length
+    /// start on its multiples whatever came before them.
+    func chunkLength(for peer: Data) -> Int {
+        let wanted = budget(of: peer) / Int64(window)
+        guard wanted < chunkSize else { return chunkSize }
+        var length = smallestChunk
+        while Int64(length) * 2 <= wanted && length * 2 < chunkSize { length *= 2 }
+        return length
     }
 
     func isInFlight(_ sha: String) -> Bool { incoming[sha] != nil || checking[sha] != nil }
@@ -105,10 +161,11 @@ final class Transfers {
         guard kept > 0 || FileManager.default.createFile(atPath: tmp, contents: nil), let handle = FileHandle(forWritingAtPath: tmp) else {
             completed.append((ref.sha256, .failure(TransferError(description: "cannot write \(tmp)", here: true)))); return 0
         }
-        incoming[ref.sha256] = Incoming(expected: ref, peer: peer, tmp: tmp, handle: handle, nextOffset: kept, lastProgress: now, lastData: now,
+        serials += 1
+        incoming[ref.sha256] = Incoming(expected: ref, peer: peer, tmp: tmp, handle: handle, nextOffset: kept, serial: serials, lastProgress: now, lastData: now,
                                         resumedFrom: kept, digest: kept > 0 ? nil : SHA256Hasher.Running())
         FarmMetrics.transferKept(bytes: kept)
-        if !finishIfComplete(ref.sha256) { requestMore(ref.sha256) }
+        if !finishIfComplete(ref.sha256) { requestMore(from: peer, now: now) }
         return kept
     }
 
@@ -122,28 +179,42 @@ final class Transfers {
         return Int64(st.st_size)
     }
 
-    private func requestMore(_ sha: String) {
-        guard var t = incoming[sha] else { return }
-        while t.outstanding.count < window && t.nextOffset < t.expected.size {
-            let len = Int(min(Int64(chunkSize), t.expected.size - t.nextOffset))
-            guard send(t.peer, .pull(sha256: sha, offset: t.nextOffset, length: len), nil) else { break }
-            t.outstanding.insert(t.nextOffset)
-            t.nextOffset += Int64(len)
+    /// Asks `peer` for more of the transfers it sends, oldest first, while its budget has room
+    /// (at least one chunk when nothing is asked of it).
+    private func requestMore(from peer: Data, now: Double) {
+        let mine = incoming.values.filter { $0.peer == peer }
+        var inFlight = mine.reduce(0) { $0 + $1.inFlight }
+        let budget = budget(of: peer), length = chunkLength(for: peer)
+        var link = links[peer] ?? Link(sampleStart: now, lastData: now)
+        // Asked while it had nothing to answer (not at once on a chunk's arrival): the time it was
+        // idle is not counted into its delivery, and its silence counts from now.
+        if inFlight == 0 && link.lastData < now { link.sampleStart = now; link.sampleBytes = 0; link.lastData = now }
+        defer { links[peer] = link }
+        for sha in mine.sorted(by: { $0.serial < $1.serial }).map(\.expected.sha256) {
+            guard var t = incoming[sha] else { continue }
+            defer { incoming[sha] = t }
+            while t.nextOffset < t.expected.size && (inFlight == 0 || inFlight + Int64(length) <= budget) {
+                // To the next multiple of the length: a chunk of it starts on one.
+                let len = Int(min(Int64(length) - t.nextOffset % Int64(length), t.expected.size - t.nextOffset))
+                guard send(peer, .pull(sha256: sha, offset: t.nextOffset, length: len), nil) else { return }
+                t.outstanding[t.nextOffset] = (len, link.nextSeq)
+                link.nextSeq += 1
+                t.nextOffset += Int64(len)
+                inFlight += Int64(len)
+            }
         }
-        incoming[sha] = t
     }
 
     /// A chunk arrived.
     func received(_ c: Chunk, payload: Data?, now: Double = Clocks.steady) {
         guard var t = incoming[c.sha256] else { return }   // finished or abandoned: a duplicate
         if let e = c.error { fail(c.sha256, "the sender cannot serve it: \(e)", notHeld: e == Self.notHeldReason); return }
-        guard let payload, t.outstanding.contains(c.offset), c.total == t.expected.size,
-              c.offset + Int64(payload.count) <= t.expected.size else { return }
+        guard let payload, let asked = t.outstanding[c.offset], payload.count <= asked.length, c.total == t.expected.size else { return }
         do {
             try t.handle.seek(toOffset: UInt64(c.offset))
             try t.handle.write(contentsOf: payload)
         } catch { incoming[c.sha256] = t; fail(c.sha256, "cannot write \(t.tmp): \(FileChecks.reason(error))", here: true, noSpace: FileChecks.isNoSpace(error)); return }
-        t.outstanding.remove(c.offset)
+        t.outstanding[c.offset] = nil
         t.received += Int64(payload.count)
         if t.digest?.count == c.offset { t.digest!.update(payload) } else { t.digest = nil }
         FarmMetrics.transferred(bytes: payload.count, received: true)
@@ -151,7 +222,28 @@ final class Transfers {
         t.lastData = now
         t.retries = 0
         incoming[c.sha256] = t
-        if !finishIfComplete(c.sha256) { requestMore(c.sha256) }
+        delivered(payload.count, seq: asked.seq, by: t.peer, now: now)
+        finishIfComplete(c.sha256)
+        requestMore(from: t.peer, now: now)
+    }
+
+    /// Counts a chunk that came from `peer` into its measured delivery: a measurement ends after
+    /// 0.2 s, or sooner once twice the peer's budget came (a fast link's first files are not all
+    /// asked for in small chunks). Each at most doubles the rate: chunks that waited behind a
+    /// stall of the link come at once, and measured alone they made a slow link look fast.
+    private func delivered(_ bytes: Int, seq: Int, by peer: Data, now: Double) {
+        guard var link = links[peer] else { return }
+        link.lastData = now
+        link.answered = max(link.answered, seq)
+        link.sampleBytes += Int64(bytes)
+        let elapsed = now - link.sampleStart
+        if elapsed >= 0.2 || (elapsed > 0 && link.sampleBytes >= 2 * budget(of: peer)) {
+            let measured = Double(link.sampleBytes) / elapsed
+            let before = link.rate ?? Double(firstBudget) / Self.aheadSeconds
+            link.rate = min(link.rate.map { ($0 + measured) / 2 } ?? measured, 2 * before)
+            link.sampleStart = now; link.sampleBytes = 0
+        }
+        links[peer] = link
     }
 
     /// Ends a transfer whose bytes have all come: checked at once when every chunk was hashed on
@@ -185,9 +277,9 @@ final class Transfers {
             if t.resumedFrom > 0, truncate(t.tmp, 0) == 0, let handle = FileHandle(forWritingAtPath: t.tmp) {
                 var again = t
                 again.handle = handle; again.nextOffset = 0; again.resumedFrom = 0; again.received = 0
-                again.outstanding = []; again.digest = SHA256Hasher.Running()
+                again.outstanding = [:]; again.digest = SHA256Hasher.Running()
                 incoming[sha] = again
-                requestMore(sha)
+                requestMore(from: again.peer, now: Clocks.steady)
                 return
             }
             try? FileManager.default.removeItem(atPath: t.tmp)
@@ -222,22 +314,45 @@ final class Transfers {
         t.peer = t.alternates.removeFirst()
         t.retries = 0
         t.lastProgress = now
-        askAgain(sha, t)
         incoming[sha] = t
-        requestMore(sha)
+        askAgain(sha, now: now)
     }
 
-    /// Asks the transfer's peer again for the chunks it was asked for and did not send.
-    private func askAgain(_ sha: String, _ t: Incoming) {
-        for off in t.outstanding.sorted() {
-            _ = send(t.peer, .pull(sha256: sha, offset: off, length: Int(min(Int64(chunkSize), t.expected.size - off))), nil)
+    /// Asks the transfer's peer again for the chunks it was asked for and did not send (first,
+    /// each under a new order), then for more as its peer's budget allows.
+    private func askAgain(_ sha: String, now: Double) {
+        guard var t = incoming[sha] else { return }
+        var link = links[t.peer] ?? Link(sampleStart: now, lastData: now)
+        if !incoming.values.contains(where: { $0.peer == t.peer && $0.expected.sha256 != sha && !$0.outstanding.isEmpty }) {
+            link.sampleStart = now; link.sampleBytes = 0; link.lastData = now
         }
+        for off in t.outstanding.keys.sorted() {
+            let length = t.outstanding[off]!.length
+            guard send(t.peer, .pull(sha256: sha, offset: off, length: length), nil) else { break }
+            t.outstanding[off] = (length, link.nextSeq)
+            link.nextSeq += 1
+        }
+        incoming[sha] = t
+        links[t.peer] = link
+        requestMore(from: t.peer, now: now)
+    }
+
+    /// Whether a transfer is stalled: nothing of it came for `stallTimeout`, and its peer sent
+    /// nothing either, or answered a pull made after one of its chunks (which was lost). One with
+    /// nothing asked is stalled only when nothing is asked of its peer at all (its pulls could not
+    /// be sent): waiting its turn while the peer delivers the others' files is not a stall.
+    private func isStalled(_ t: Incoming, now: Double) -> Bool {
+        guard now - t.lastProgress > stallTimeout else { return false }
+        guard let link = links[t.peer] else { return true }
+        if t.outstanding.isEmpty { return !incoming.values.contains { $0.peer == t.peer && !$0.outstanding.isEmpty } }
+        return now - link.lastData > stallTimeout || t.outstanding.values.contains { $0.seq < link.answered }
     }
 
     /// Asks again for chunks of stalled transfers, or moves them to another peer that offered the
     /// file; gives up after `maxRetries` stalls in a row.
     func tick(now: Double = Clocks.steady) {
-        for (sha, t) in incoming where now - t.lastProgress > stallTimeout {
+        for sha in incoming.sorted(by: { $0.value.serial < $1.value.serial }).map(\.key) {
+            guard let t = incoming[sha], isStalled(t, now: now) else { continue }
             if !t.alternates.isEmpty { handOver(sha, now: now); continue }
             if t.retries >= maxRetries { fail(sha, "the sender sent nothing for \(Int(now - t.lastData)) s", keep: true); continue }
             incoming[sha]!.retries += 1
@@ -250,15 +365,14 @@ final class Transfers {
     /// none outstanding, asking again asked for nothing.
     private func reask(_ sha: String, now: Double) {
         incoming[sha]!.lastProgress = now
-        askAgain(sha, incoming[sha]!)
-        requestMore(sha)
+        askAgain(sha, now: now)
     }
 
     /// Asks again at once for every transfer's outstanding chunks (and what could not be asked
     /// for): its peer was dialled again, perhaps restarted, and what was asked before is gone.
     /// Not counted as a stall.
     func askAgainNow(now: Double = Clocks.steady) {
-        for sha in incoming.keys { reask(sha, now: now) }
+        for sha in incoming.sorted(by: { $0.value.serial < $1.value.serial }).map(\.key) { reask(sha, now: now) }
     }
 
     /// Abandons every transfer from a peer that is gone, or moves it to another that offered it.
@@ -271,6 +385,7 @@ final class Transfers {
                 incoming[sha]!.alternates.removeAll { $0 == peer }
             }
         }
+        links[peer] = nil
     }
 
     /// Ends every transfer (this side is stopping), keeping what each received for the next.

@@ -57,6 +57,41 @@ import ThreadlineCore
 
     // MARK: multi-host
 
+    /// A submitter whose uplink is slow (2 Mbit/s: a phone's, a hotel's Wi-Fi) sends each byte
+    /// of its clip once and stays heard. Before, the coordinator asked for eight 1 MiB chunks of
+    /// each file at once: one took 4 s to come, more than the 3 s that count as a stall, so every
+    /// stall asked for the same chunks again; the upload failed ("the sender sent nothing for
+    /// 18 s") or sent half as much again, and the submitter's own messages waited behind the
+    /// copies ("the coordinator has not answered for 3 s").
+    @Test(.enabled(if: NetworkNamespaces.limitable, "needs root, network namespaces and tc's tbf (scripts/netns-cluster check-limit failed)"))
+    func aSubmitOverASlowUplinkSendsEachByteOnce() throws {
+        let dir = temporaryDirectory("slow-uplink")
+        // 3.1 MB: 12 s at 2 Mbit/s.
+        let made = try run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=320x180:r=30:d=1.2",
+                                      "-c:v", "rawvideo", "-pix_fmt", "yuv420p", dir + "/clip.mkv"])
+        try #require(made.status == 0, "\(made.err)")
+        let size = try #require((try FileManager.default.attributesOfItem(atPath: dir + "/clip.mkv")[.size] as? NSNumber)?.int64Value)
+        try writePipeline(dir + "/p.yaml", output: dir + "/out.mp4", size: "320x180", clips: ["video: clip.mkv"])
+        let ns = try NetworkNamespaces()
+        try ns.limit("w1", to: "2mbit")
+        let procs = ServiceProcesses(directory: dir)
+        defer { procs.stopAll() }
+        try procs.start("coord", coordPath, ["serve", "--bind", "tcp://0.0.0.0:7400", "--insecure", "--state", dir + "/coord"], namespace: ns.name("coord"))
+        _ = try procs.endpoint(of: "coord")
+        try procs.start("worker", workerPath, ["--connect", "tcp://127.0.0.1:7400", "--store", dir + "/worker"], namespace: ns.name("coord"))
+        let r = try run("ip", ["netns", "exec", ns.name("w1"), coordPath, "submit", dir + "/p.yaml", "--coordinator", "tcp://10.77.1.1:7400"], timeout: 120)
+        #expect(r.status == 0 && FileManager.default.fileExists(atPath: dir + "/out.mp4"), "\(r.err)")
+        #expect(!r.err.contains("has not answered"), "\(r.err)")
+        let sentLine = r.err.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).first { $0.contains(": sent ") } ?? ""
+        let sentMiB = sentLine.split(separator: " ").dropFirst(2).first.flatMap { Double($0) } ?? .infinity
+        #expect(sentMiB * 1_048_576 <= Double(size) + 52_429, "\(r.err)")
+        // What went over the link: the clip once, and the messages around it.
+        let link = try run("ip", ["-n", ns.name("w1"), "-s", "-j", "link", "show", ns.name("w1") + "-e"])
+        let stats = (try JSONSerialization.jsonObject(with: Data(link.out.utf8)) as? [[String: Any]])?.first?["stats64"] as? [String: Any]
+        let wire = try #require((stats?["tx"] as? [String: Any])?["bytes"] as? Int, "\(link.out)")
+        #expect(Double(wire) <= Double(size) * 1.1, "\(wire) bytes went over the link for a clip of \(size)")
+    }
+
     @Test(.enabled(if: NetworkNamespaces.available, netnsNote))
     func threeHostRenderMatchesTheSingleMachineRender() throws {
         let dir = temporaryDirectory("multihost")
@@ -411,6 +446,10 @@ import ThreadlineCore
         let said = [procs.out("submit"), procs.log("submit")].map { (try? String(contentsOfFile: $0, encoding: .utf8)) ?? "" }.joined()
         #expect(submit.terminationStatus == 0 && said.contains("coord wait 1 --coordinator \(ep)"), "\(said)")
         #expect(took < 15, "accepted \(took) s after the submitter went on: \(said)")
+        // What went to the first coordinator and again to the second is counted once.
+        let sentLine = said.split(separator: "\n").first { $0.contains(": sent ") } ?? ""
+        let sentMiB = sentLine.split(separator: " ").dropFirst(2).first.flatMap { Double($0) } ?? .infinity
+        #expect(sentMiB * 1_048_576 <= Double(size) + 52_429, "sent more than the file (\(size) bytes): \(said)")
         #expect(try Self.rows(dir + "/coord/lineage.db", "SELECT id FROM run").count == 1, "one run")
     }
 

@@ -459,4 +459,90 @@ import Engine
         guard case .failure(let error)? = done.first?.1 else { Issue.record("not refused: \(done)"); return }
         #expect("\(error)".contains("the sender cannot serve it: cannot read it here"), "\(error)")
     }
+
+    /// Files pulled at once over a link that delivers `rate` bytes a second, in order, in
+    /// virtual time: the receiver's pulls reach the sender at once, and its chunks queue for the
+    /// link. Returns when each file was stored, the bytes the sender sent, and the longest a
+    /// message sent behind the chunks waited for the link.
+    /// `paused`: seconds in which the receiver reads nothing (its thread busy); what came meanwhile
+    /// it reads at once at the end.
+    static func overLink(rate: Double, latency: Double, files: Int, of size: Int, paused: Range<Double>? = nil, _ dir: String) throws
+        -> (stored: [Double], sent: Int, longestWait: Double) {
+        var pulls: [(sha: String, offset: Int64, length: Int)] = [], served: [(Chunk, Data)] = []
+        let sender = Transfers(store: try ArtifactStore(root: dir + "/sender")) { _, m, p in
+            if case .chunk(let c) = m, let p { served.append((c, p)) }
+            return true
+        }
+        let receiver = Transfers(store: try ArtifactStore(root: dir + "/receiver")) { _, m, _ in
+            if case .pull(let sha, let offset, let length) = m { pulls.append((sha, offset, length)) }
+            return true
+        }
+        var refs: [ArtifactRef] = []
+        for k in 0..<files {
+            var bytes = Data(count: size)
+            bytes.withUnsafeMutableBytes { b in for i in stride(from: 0, to: b.count, by: 997) { b[i] = UInt8(truncatingIfNeeded: i &+ k) } }
+            try bytes.write(to: URL(fileURLWithPath: dir + "/f\(k)"))
+            refs.append(try sender.store.ingest(localFile: dir + "/f\(k)"))
+        }
+        var now = 0.0, linkFree = 0.0, nextTick = 0.25, sent = 0, longestWait = 0.0
+        var onLink: [(arrives: Double, chunk: Chunk, payload: Data)] = []
+        var stored: [String: Double] = [:]
+        for ref in refs { receiver.fetch(ref, from: Data("s".utf8), now: now) }
+        while stored.count < files && now < 600 {
+            for p in pulls { sender.serve(sha256: p.sha, offset: p.offset, length: p.length, to: Data("r".utf8)) }
+            pulls = []
+            for (c, p) in served {
+                linkFree = max(linkFree, now) + Double(p.count) / rate
+                onLink.append((linkFree + latency, c, p))
+                sent += p.count
+            }
+            served = []
+            longestWait = max(longestWait, linkFree - now)
+            if let first = onLink.first, first.arrives <= nextTick {
+                onLink.removeFirst()
+                now = max(now, paused.map { $0.contains(first.arrives) ? $0.upperBound : first.arrives } ?? first.arrives) + 1e-6
+                receiver.received(first.chunk, payload: first.payload, now: now)
+            } else {
+                now = max(now, nextTick); nextTick += 0.25
+                if let paused, paused.contains(now) { nextTick = paused.upperBound; continue }
+                receiver.tick(now: now)
+            }
+            receiver.waitForChecks()
+            for (sha, result) in receiver.takeCompleted() {
+                guard case .success(let got) = result else { Issue.record("\(sha.prefix(8)) failed: \(result)"); return ([], sent, longestWait) }
+                #expect(try SHA256Hasher.hex(fileAt: got.path) == sha)
+                stored[sha] = now
+            }
+        }
+        return (refs.map { stored[$0.sha256] ?? .infinity }, sent, longestWait)
+    }
+
+    /// Over a slow link (a submitter's 2 Mbit/s upload) a transfer asks for about a second of
+    /// what the link delivers, so chunks come well within the stall timeout: each byte is sent
+    /// once, what is sent behind the chunks (the submitter's other messages) waits about a second,
+    /// and the files come one after another (the first can be used while the rest come). With
+    /// eight 1 MiB chunks asked for each file, 24 MiB queued at once: no chunk came within 3 s,
+    /// every stall asked for the same chunks again, and the upload failed after 18 s. A file waiting
+    /// its turn is not stalled.
+    @Test func aSlowLinkIsAskedForEachByteOnce() throws {
+        let dir = temporaryDirectory("transfer-slow-link")
+        let mib = 1 << 20, rate = 250_000.0
+        // Four files: the last waits its turn longer than a transfer may stall (5 times 3 s).
+        let slow = try Self.overLink(rate: rate, latency: 0.02, files: 4, of: 2 * mib, dir + "/slow")
+        let ideal = Double(4 * 2 * mib) / rate
+        #expect(slow.stored.allSatisfy { $0 <= ideal * 1.1 }, "stored at \(slow.stored) s; the link takes \(ideal) s")
+        #expect(slow.sent <= 4 * 2 * mib * 101 / 100, "sent \(slow.sent) bytes of \(4 * 2 * mib)")
+        #expect(slow.longestWait <= 1.5, "a message behind the chunks waited up to \(slow.longestWait) s")
+        #expect(slow.stored[0] <= ideal * 0.3, "the first file was stored at \(slow.stored[0]) s of \(ideal) s")
+        // The receiver busy for 2 s: what came meanwhile, read at once, does not make the link
+        // look faster than it is (chunks asked for too large would take longer than a stall).
+        let paused = try Self.overLink(rate: rate, latency: 0.02, files: 4, of: 2 * mib, paused: 10..<12, dir + "/paused")
+        #expect(paused.sent <= 4 * 2 * mib * 101 / 100, "sent \(paused.sent) bytes of \(4 * 2 * mib)")
+        #expect(paused.longestWait <= 2.5, "a message behind the chunks waited up to \(paused.longestWait) s")
+        // A fast link is still used whole: a 100 MB/s one with a 0.5 ms latency.
+        let fast = try Self.overLink(rate: 100e6, latency: 0.0005, files: 3, of: 8 * mib, dir + "/fast")
+        let fastIdeal = Double(3 * 8 * mib) / 100e6
+        #expect(fast.stored.allSatisfy { $0 <= fastIdeal * 1.25 }, "stored at \(fast.stored) s; the link takes \(fastIdeal) s")
+        #expect(fast.sent == 3 * 8 * mib)
+    }
 }

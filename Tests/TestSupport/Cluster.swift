@@ -99,6 +99,9 @@ public final class NetworkNamespaces: @unchecked Sendable {
         (try? run(script, ["check"], timeout: 20).status) == 0
     }()
 
+    /// True when a link's rate can be limited here as well (tc's token bucket filter).
+    public static let limitable: Bool = available && (try? run(script, ["check-limit"], timeout: 20).status) == 0
+
     public let prefix: String
     public init() throws {
         prefix = "tl" + String(UUID().uuidString.prefix(4)).lowercased()
@@ -108,6 +111,11 @@ public final class NetworkNamespaces: @unchecked Sendable {
     public func name(_ host: String) -> String { "\(prefix)-\(host)" }
     public func cut(_ host: String) throws { try run(Self.script, ["cut", prefix, host]) }
     public func restore(_ host: String) throws { try run(Self.script, ["restore", prefix, host]) }
+    /// Limits what `host` sends to `rate` (tc's words: "2mbit"): a slow uplink.
+    public func limit(_ host: String, to rate: String) throws {
+        let r = try run(Self.script, ["limit", prefix, host, rate])
+        guard r.status == 0 else { throw GenerateError(message: "netns-cluster limit failed: \(r.err)") }
+    }
     deinit { _ = try? run(Self.script, ["down", prefix], timeout: 60) }
 }
 
