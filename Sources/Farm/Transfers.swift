@@ -71,6 +71,10 @@ final class Transfers {
         /// in order, so a pull below it that is still outstanding was lost.
         var nextSeq = 0
         var answered = -1
+
+        /// Pulls go to it while it had none to answer: the time it was idle is not counted into
+        /// its delivery, and its silence counts from now.
+        mutating func wakes(at now: Double) { sampleStart = now; sampleBytes = 0; lastData = now }
     }
 
     let store: ArtifactStore
@@ -186,9 +190,8 @@ final class Transfers {
         var inFlight = mine.reduce(0) { $0 + $1.inFlight }
         let budget = budget(of: peer), length = chunkLength(for: peer)
         var link = links[peer] ?? Link(sampleStart: now, lastData: now)
-        // Asked while it had nothing to answer (not at once on a chunk's arrival): the time it was
-        // idle is not counted into its delivery, and its silence counts from now.
-        if inFlight == 0 && link.lastData < now { link.sampleStart = now; link.sampleBytes = 0; link.lastData = now }
+        // (Not at once on a chunk's arrival: then it was not idle.)
+        if inFlight == 0 && link.lastData < now { link.wakes(at: now) }
         defer { links[peer] = link }
         for sha in mine.sorted(by: { $0.serial < $1.serial }).map(\.expected.sha256) {
             guard var t = incoming[sha] else { continue }
@@ -323,9 +326,7 @@ final class Transfers {
     private func askAgain(_ sha: String, now: Double) {
         guard var t = incoming[sha] else { return }
         var link = links[t.peer] ?? Link(sampleStart: now, lastData: now)
-        if !incoming.values.contains(where: { $0.peer == t.peer && $0.expected.sha256 != sha && !$0.outstanding.isEmpty }) {
-            link.sampleStart = now; link.sampleBytes = 0; link.lastData = now
-        }
+        if !isAsked(t.peer, besides: sha) { link.wakes(at: now) }
         for off in t.outstanding.keys.sorted() {
             let length = t.outstanding[off]!.length
             guard send(t.peer, .pull(sha256: sha, offset: off, length: length), nil) else { break }
@@ -337,22 +338,37 @@ final class Transfers {
         requestMore(from: t.peer, now: now)
     }
 
-    /// Whether a transfer is stalled: nothing of it came for `stallTimeout`, and its peer sent
-    /// nothing either, or answered a pull made after one of its chunks (which was lost). One with
-    /// nothing asked is stalled only when nothing is asked of its peer at all (its pulls could not
-    /// be sent): waiting its turn while the peer delivers the others' files is not a stall.
-    private func isStalled(_ t: Incoming, now: Double) -> Bool {
-        guard now - t.lastProgress > stallTimeout else { return false }
+    /// Whether chunks are asked of `peer` for a transfer (other than `sha`'s).
+    private func isAsked(_ peer: Data, besides sha: String? = nil) -> Bool {
+        incoming.values.contains { $0.peer == peer && $0.expected.sha256 != sha && !$0.outstanding.isEmpty }
+    }
+
+    /// Whether a transfer quiet for `stallTimeout` is stalled: its peer sent nothing for as long
+    /// either, or answered a pull made after one of its chunks (which was lost). One with nothing
+    /// asked is stalled only when nothing is asked of its peer at all (its pulls could not be
+    /// sent): waiting its turn while the peer delivers the others' files is not a stall.
+    /// `asked`: what `isAsked` found of each peer so far this tick.
+    private func isStalled(_ t: Incoming, now: Double, asked: inout [Data: Bool]) -> Bool {
         guard let link = links[t.peer] else { return true }
-        if t.outstanding.isEmpty { return !incoming.values.contains { $0.peer == t.peer && !$0.outstanding.isEmpty } }
+        if t.outstanding.isEmpty {
+            if asked[t.peer] == nil { asked[t.peer] = isAsked(t.peer) }
+            return !asked[t.peer]!
+        }
         return now - link.lastData > stallTimeout || t.outstanding.values.contains { $0.seq < link.answered }
     }
 
     /// Asks again for chunks of stalled transfers, or moves them to another peer that offered the
-    /// file; gives up after `maxRetries` stalls in a row.
+    /// file; gives up after `maxRetries` stalls in a row. Runs each turn of the socket's thread:
+    /// only the transfers quiet for `stallTimeout` are ordered and looked at, and each peer's
+    /// transfers are looked over once (a submission of 200 files waits its turn for minutes).
     func tick(now: Double = Clocks.steady) {
-        for sha in incoming.sorted(by: { $0.value.serial < $1.value.serial }).map(\.key) {
-            guard let t = incoming[sha], isStalled(t, now: now) else { continue }
+        let quiet = incoming.filter { now - $0.value.lastProgress > stallTimeout }
+        guard !quiet.isEmpty else { return }
+        var asked: [Data: Bool] = [:]
+        for sha in quiet.sorted(by: { $0.value.serial < $1.value.serial }).map(\.key) {
+            guard let t = incoming[sha], isStalled(t, now: now, asked: &asked) else { continue }
+            // What is asked of the peers changes with each of these.
+            asked = [:]
             if !t.alternates.isEmpty { handOver(sha, now: now); continue }
             if t.retries >= maxRetries { fail(sha, "the sender sent nothing for \(Int(now - t.lastData)) s", keep: true); continue }
             incoming[sha]!.retries += 1

@@ -530,9 +530,14 @@ func reportProjects(_ reports: [ProjectReport], seconds: Double, followed: Bool 
     if !failures.isEmpty { throw ExitCode(1) }
 }
 
+extension RunEnd {
+    /// Where the submitter asked for the movie, as a path here: what a batch writes it to and reports.
+    var moviePath: String { URL(fileURLWithPath: outputPath).standardizedFileURL.path }
+}
+
 /// Follows runs at a coordinator to their ends with one live display (`labels` name them;
-/// `items`: each one's items, 0 where its progress will tell), then downloads each succeeded
-/// run's movie to its output path. `report(k)`: the report of the `k`th run, filled in here.
+/// `items`: each one's items, 0 where its progress will tell), downloading each succeeded run's
+/// movie to its output path as that run ends. `report(k)`: the report of the `k`th run, filled in here.
 func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: [Int], json: Bool, cluster: ClusterOptions,
                 report: (Int) -> ProjectReport) throws -> [ProjectReport] {
     let terminal = isatty(STDERR_FILENO) == 1
@@ -549,7 +554,7 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
                              },
                              movie: { e in
                                  guard e.state == "succeeded", let movie = e.output else { return nil }
-                                 return (movie, URL(fileURLWithPath: e.outputPath).standardizedFileURL.path)
+                                 return (movie, e.moviePath)
                              },
                              fetching: { run, here, total in
                                  if let k = index[run] { display.downloading("downloading \(labels[k])'s movie: \(ByteSize.text(here)) of \(ByteSize.text(total))") }
@@ -574,7 +579,7 @@ func followRuns(_ client: ClusterClient, ids: [Int64], labels: [String], items: 
                 if let failure = unwritten[id] {
                     rep.state = "failed"; rep.error = "the movie could not be downloaded: \(failure)"
                 } else {
-                    rep.output = URL(fileURLWithPath: end.outputPath).standardizedFileURL.path; rep.bytes = movie.size
+                    rep.output = end.moviePath; rep.bytes = movie.size
                 }
             } else {
                 rep.state = "failed"; rep.error = "the coordinator names no movie for it; see 'coord status \(id)'"
